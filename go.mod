@@ -1,0 +1,3 @@
+module github.com/agentgate/agentgate
+
+go 1.26.8

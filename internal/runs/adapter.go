@@ -1,0 +1,131 @@
+package runs
+
+import "time"
+
+// Adapter translates between agentgate and one agent CLI. It is pure: it
+// builds a command and decodes output, and does no I/O of its own. The
+// Supervisor runs the command and feeds the decoder.
+type Adapter interface {
+	// Name is the API's agent field, e.g. "claude".
+	Name() string
+	// Describe returns the static facts about the CLI: install command,
+	// verified version, credentials, capabilities.
+	Describe() Description
+	// ParseVersion reads the version from the output of the CLI run with
+	// Description.VersionArgs. It returns an error when the output is not
+	// recognised.
+	ParseVersion(output []byte) (string, error)
+	// Command builds the invocation for inv. It returns an error wrapping
+	// ErrUnsupported (see Unsupported) for a field of inv.Spec the CLI
+	// cannot honour, naming the field; it never drops one silently.
+	Command(inv Invocation) (Command, error)
+	// NewDecoder returns a decoder for one run; it keeps state across lines.
+	NewDecoder(inv Invocation) Decoder
+}
+
+// Decoder turns one run's CLI output into events. It is called from one
+// goroutine, in order, and must never panic on any input: a line it does not
+// understand becomes an agent.unparsed event.
+type Decoder interface {
+	// Decode maps one line of stdout (without its newline) to zero or more
+	// events.
+	Decode(line []byte) []Event
+	// Finish is called once, after stdout ended and the process was
+	// reaped. It closes anything left open (tool calls without a result)
+	// and classifies how the run ended from everything seen, the exit and
+	// the tail of stderr.
+	Finish(exit Exit, stderrTail []byte) Outcome
+}
+
+// Outcome is the decoder's verdict on a finished run. The supervisor
+// overrides Status and Error when it ended the run itself (cancel, timeout,
+// shutdown).
+type Outcome struct {
+	// Events are emitted before run.completed, e.g. tool calls closed as
+	// failed because the process died.
+	Events           []Event
+	Status           State // Succeeded or Failed
+	StopReason       string
+	Result           string
+	StructuredOutput []byte
+	Usage            Usage
+	CostUSD          *float64
+	NumTurns         int
+	SessionID        string
+	Model            string
+	Error            *RunError
+}
+
+// Invocation is everything an adapter needs to build one run's command.
+type Invocation struct {
+	RunID string
+	Spec  Spec
+	// Dir is the absolute working directory of the run.
+	Dir string
+	// Bin is the CLI to execute, as configured or found on PATH.
+	Bin string
+	// Home is the HOME the CLI gets, where its login and sessions live.
+	Home string
+	// Timeout is the run's deadline, for CLIs that take one of their own.
+	Timeout time.Duration
+	// CLIVersion is the installed version found at startup.
+	CLIVersion string
+}
+
+// Command is a process to start, built by an adapter.
+type Command struct {
+	Args []string // argv[1:]; argv[0] is Invocation.Bin
+	// Env holds settings the adapter always sets ("KEY=value"), such as
+	// the variables that stop the CLI phoning home.
+	Env []string
+	// PassEnv names the variables copied from the gateway's environment
+	// when set there: the CLI's own credential and endpoint variables.
+	// Nothing else of the gateway's environment reaches the child.
+	PassEnv []string
+	// Stdin is fed to the process and then closed; nil means stdin is
+	// closed from the start.
+	Stdin []byte
+	// InterruptSignal is sent first to cancel gracefully, before SIGTERM
+	// and SIGKILL; 0 means start with SIGTERM.
+	InterruptSignal int
+}
+
+// Description is the static facts about an agent CLI.
+type Description struct {
+	Name            string
+	DisplayName     string
+	DefaultBin      string
+	InstallCommand  string
+	VerifiedVersion string
+	VersionArgs     []string
+	// CredentialEnv lists the variables Command passes through.
+	CredentialEnv []string
+	// Fields lists the optional Spec fields (Field* constants) the agent
+	// honours.
+	Fields []string
+	// Permissions documents how each permission level maps to CLI flags.
+	Permissions map[Permission]string
+}
+
+// Compatibility of the installed CLI with the version an adapter was
+// verified on.
+const (
+	CompatVerified     = "verified"
+	CompatNewer        = "newer"
+	CompatOlder        = "older"
+	CompatUnrecognized = "unrecognized"
+	CompatMissing      = "missing"
+)
+
+// AgentInfo is an adapter plus what the startup probe found.
+type AgentInfo struct {
+	Name            string                `json:"name"`
+	Installed       bool                  `json:"installed"`
+	Path            string                `json:"path,omitempty"`
+	Version         string                `json:"version,omitempty"`
+	VerifiedVersion string                `json:"verified_version"`
+	Compatibility   string                `json:"compatibility"`
+	Advisory        string                `json:"advisory"`
+	Capabilities    []string              `json:"capabilities"`
+	Permissions     map[Permission]string `json:"permissions"`
+}

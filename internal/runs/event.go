@@ -1,0 +1,173 @@
+package runs
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// EnvelopeVersion is the version of the event envelope, the "v" field.
+const EnvelopeVersion = 1
+
+// EventType names the kind of an event. The set is closed per envelope
+// version; docs/events.schema.json has one branch for each.
+type EventType string
+
+// The event types.
+const (
+	EventRunQueued          EventType = "run.queued"
+	EventRunStarted         EventType = "run.started"
+	EventSessionStarted     EventType = "session.started"
+	EventMessageDelta       EventType = "message.delta"
+	EventMessageCompleted   EventType = "message.completed"
+	EventReasoningCompleted EventType = "reasoning.completed"
+	EventToolCallStarted    EventType = "tool_call.started"
+	EventToolCallCompleted  EventType = "tool_call.completed"
+	EventUsageUpdated       EventType = "usage.updated"
+	EventRateLimit          EventType = "rate_limit"
+	EventWarning            EventType = "warning"
+	EventAgentUnparsed      EventType = "agent.unparsed"
+	EventRunCompleted       EventType = "run.completed"
+)
+
+// EventTypes lists every event type.
+var EventTypes = []EventType{
+	EventRunQueued, EventRunStarted, EventSessionStarted, EventMessageDelta,
+	EventMessageCompleted, EventReasoningCompleted, EventToolCallStarted,
+	EventToolCallCompleted, EventUsageUpdated, EventRateLimit, EventWarning,
+	EventAgentUnparsed, EventRunCompleted,
+}
+
+// Event is one entry of a run's log. Decoders fill Type, Data and, where
+// the CLI says so, SessionID and ParentToolCallID; the supervisor stamps the
+// rest, bounds Data (see Limits) and appends it to the Store, which is the
+// source of truth. Data is one of the *Data payload types below.
+type Event struct {
+	V                int       `json:"v"`
+	RunID            string    `json:"run_id"`
+	Seq              uint64    `json:"seq"`
+	Time             time.Time `json:"time"`
+	Type             EventType `json:"type"`
+	Agent            string    `json:"agent"`
+	SessionID        string    `json:"session_id,omitempty"`
+	ParentToolCallID string    `json:"parent_tool_call_id,omitempty"`
+	Data             any       `json:"data"`
+}
+
+// StoredEvent is an event as read back from the Store: its sequence, type
+// and the exact JSON envelope that was appended, so that readers never
+// re-encode it.
+type StoredEvent struct {
+	Seq  uint64
+	Type EventType
+	JSON []byte
+}
+
+// RunQueuedData is the payload of run.queued.
+type RunQueuedData struct {
+	Agent    string            `json:"agent"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// RunStartedData is the payload of run.started. It repeats what the run was
+// asked to do, so that a trace is readable on its own.
+type RunStartedData struct {
+	Prompt          string     `json:"prompt"`
+	SystemPrompt    string     `json:"system_prompt,omitempty"`
+	Model           string     `json:"model,omitempty"`
+	Effort          string     `json:"effort,omitempty"`
+	Permission      Permission `json:"permission"`
+	Cwd             string     `json:"cwd"`
+	ResumeSessionID string     `json:"resume_session_id,omitempty"`
+	CLIVersion      string     `json:"cli_version,omitempty"`
+	VersionStatus   string     `json:"version_status"`
+}
+
+// SessionStartedData is the payload of session.started.
+type SessionStartedData struct {
+	SessionID string   `json:"session_id"`
+	Model     string   `json:"model,omitempty"`
+	Tools     []string `json:"tools"`
+}
+
+// MessageData is the payload of message.delta and message.completed.
+type MessageData struct {
+	// MessageID groups the deltas of one message, when the CLI has one.
+	MessageID string `json:"message_id,omitempty"`
+	Text      string `json:"text"`
+}
+
+// Reasoning visibility: how much of the model's reasoning the CLI exposed.
+const (
+	VisibilityFull     = "full"
+	VisibilitySummary  = "summary"
+	VisibilityRedacted = "redacted"
+)
+
+// ReasoningData is the payload of reasoning.completed. It is emitted even
+// when no text is exposed, because the reasoning tokens were billed.
+type ReasoningData struct {
+	Text       string `json:"text"`
+	Visibility string `json:"visibility"`
+}
+
+// ToolCallStartedData is the payload of tool_call.started.
+type ToolCallStartedData struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// ToolCallCompletedData is the payload of tool_call.completed.
+type ToolCallCompletedData struct {
+	ID      string `json:"id"`
+	Output  string `json:"output"`
+	IsError bool   `json:"is_error"`
+}
+
+// UsageData is the payload of usage.updated: the run's usage so far.
+type UsageData struct {
+	Usage   Usage    `json:"usage"`
+	CostUSD *float64 `json:"cost_usd,omitempty"`
+}
+
+// RateLimitData is the payload of rate_limit: the agent met a limit and
+// will retry, or has given up.
+type RateLimitData struct {
+	Attempt      int    `json:"attempt,omitempty"`
+	MaxRetries   int    `json:"max_retries,omitempty"`
+	RetryDelayMS int64  `json:"retry_delay_ms,omitempty"`
+	Status       int    `json:"status,omitempty"`
+	Error        string `json:"error,omitempty"`
+}
+
+// WarningData is the payload of warning.
+type WarningData struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// UnparsedData is the payload of agent.unparsed: a line the decoder did not
+// understand, bounded.
+type UnparsedData struct {
+	Line      string `json:"line"`
+	Truncated bool   `json:"truncated,omitempty"`
+	// Bytes is the length of the original line.
+	Bytes int `json:"bytes"`
+	// Reason says why the line was not understood.
+	Reason string `json:"reason"`
+}
+
+// RunCompletedData is the payload of run.completed, the last event of every
+// run.
+type RunCompletedData struct {
+	Status           State           `json:"status"`
+	StopReason       string          `json:"stop_reason,omitempty"`
+	Result           string          `json:"result,omitempty"`
+	StructuredOutput json.RawMessage `json:"structured_output,omitempty"`
+	Usage            Usage           `json:"usage"`
+	CostUSD          *float64        `json:"cost_usd,omitempty"`
+	NumTurns         int             `json:"num_turns,omitempty"`
+	DurationMS       int64           `json:"duration_ms"`
+	Exit             *Exit           `json:"exit,omitempty"`
+	Error            *RunError       `json:"error,omitempty"`
+}

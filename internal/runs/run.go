@@ -1,0 +1,170 @@
+package runs
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// State is where a run is in its life. A run moves Queued → Running → one of
+// the terminal states, and never leaves a terminal state.
+type State string
+
+// The states of a run.
+const (
+	Queued    State = "queued"
+	Running   State = "running"
+	Succeeded State = "succeeded"
+	Failed    State = "failed"
+	Cancelled State = "cancelled"
+	TimedOut  State = "timed_out"
+)
+
+// States lists every state, in lifecycle order.
+var States = []State{Queued, Running, Succeeded, Failed, Cancelled, TimedOut}
+
+// Terminal reports whether s is a final state.
+func (s State) Terminal() bool {
+	switch s {
+	case Succeeded, Failed, Cancelled, TimedOut:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of States.
+func (s State) Valid() bool {
+	for _, v := range States {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Permission is how much a run's agent may do to the machine. Each adapter
+// maps it onto its CLI's own flags and documents the mapping.
+type Permission string
+
+// The permission levels, from least to most.
+const (
+	ReadOnly       Permission = "read_only"
+	WorkspaceWrite Permission = "workspace_write"
+	Full           Permission = "full"
+)
+
+// Spec is what a client asks for when it creates a run. Zero values mean
+// "the agent's default", except Permission, which the API defaults to
+// WorkspaceWrite, and Cwd, which defaults to a fresh directory.
+type Spec struct {
+	Agent           string            `json:"agent"`
+	Prompt          string            `json:"prompt"`
+	SystemPrompt    string            `json:"system_prompt,omitempty"`
+	Model           string            `json:"model,omitempty"`
+	Effort          string            `json:"effort,omitempty"`
+	MaxTurns        int               `json:"max_turns,omitempty"`
+	TimeoutSeconds  int               `json:"timeout_seconds,omitempty"`
+	MaxBudgetUSD    float64           `json:"max_budget_usd,omitempty"`
+	OutputSchema    json.RawMessage   `json:"output_schema,omitempty"`
+	ResumeSessionID string            `json:"resume_session_id,omitempty"`
+	Metadata        map[string]string `json:"metadata,omitempty"`
+	Cwd             string            `json:"cwd,omitempty"`
+	Permission      Permission        `json:"permission,omitempty"`
+}
+
+// Field names of Spec as the API spells them, for errors that name a field.
+const (
+	FieldSystemPrompt    = "system_prompt"
+	FieldModel           = "model"
+	FieldEffort          = "effort"
+	FieldMaxTurns        = "max_turns"
+	FieldTimeoutSeconds  = "timeout_seconds"
+	FieldMaxBudgetUSD    = "max_budget_usd"
+	FieldOutputSchema    = "output_schema"
+	FieldResumeSessionID = "resume_session_id"
+	FieldCwd             = "cwd"
+	FieldPermission      = "permission"
+)
+
+// Run is the stored record of one run. Only the supervisor that owns the run
+// writes it; everyone else reads it from the Store.
+type Run struct {
+	ID               string            `json:"id"`
+	Agent            string            `json:"agent"`
+	Model            string            `json:"model,omitempty"`
+	Status           State             `json:"status"`
+	CreatedAt        time.Time         `json:"created_at"`
+	StartedAt        *time.Time        `json:"started_at,omitempty"`
+	FinishedAt       *time.Time        `json:"finished_at,omitempty"`
+	SessionID        string            `json:"session_id,omitempty"`
+	Result           string            `json:"result,omitempty"`
+	StructuredOutput json.RawMessage   `json:"structured_output,omitempty"`
+	Usage            Usage             `json:"usage"`
+	CostUSD          *float64          `json:"cost_usd,omitempty"`
+	NumTurns         int               `json:"num_turns,omitempty"`
+	Error            *RunError         `json:"error,omitempty"`
+	Exit             *Exit             `json:"exit,omitempty"`
+	AgentVersion     string            `json:"agent_version,omitempty"`
+	Metadata         map[string]string `json:"metadata,omitempty"`
+
+	// Spec is kept so that a run can be audited and, after a restart,
+	// explained. It is not part of the public run object.
+	Spec Spec `json:"-"`
+	// Owner is the replica whose supervisor executes the run.
+	Owner string `json:"-"`
+}
+
+// Usage is token usage with one meaning for every agent. InputTokens
+// includes both cache counts; OutputTokens includes ReasoningTokens. Adapters
+// normalize their CLI's counters into this shape and never pass them
+// through raw.
+type Usage struct {
+	InputTokens      int64 `json:"input_tokens"`
+	CacheReadTokens  int64 `json:"cache_read_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
+	OutputTokens     int64 `json:"output_tokens"`
+	ReasoningTokens  int64 `json:"reasoning_tokens"`
+}
+
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{
+		InputTokens:      u.InputTokens + v.InputTokens,
+		CacheReadTokens:  u.CacheReadTokens + v.CacheReadTokens,
+		CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens,
+		OutputTokens:     u.OutputTokens + v.OutputTokens,
+		ReasoningTokens:  u.ReasoningTokens + v.ReasoningTokens,
+	}
+}
+
+// IsZero reports whether no tokens were counted.
+func (u Usage) IsZero() bool { return u == Usage{} }
+
+// Exit is how the agent's process ended: data, not an error.
+type Exit struct {
+	// Code is the exit status, or -1 when the process was killed by a
+	// signal or never started.
+	Code int `json:"code"`
+	// Signal names the signal that killed the process ("SIGKILL"), if any.
+	Signal string `json:"signal,omitempty"`
+	// Reason says why the supervisor ended the process, when it did:
+	// "cancelled", "timeout", "shutdown"; empty when the process exited on
+	// its own.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Filter selects runs for a listing. Zero fields match everything.
+type Filter struct {
+	Status State
+	Agent  string
+	// Limit is the page size; the store caps it.
+	Limit int
+	// Cursor is the opaque value of Page.NextCursor from the previous page.
+	Cursor string
+}
+
+// Page is one page of runs, newest first.
+type Page struct {
+	Runs []Run `json:"runs"`
+	// NextCursor is empty on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
+}

@@ -1,0 +1,48 @@
+package runs
+
+import "context"
+
+// Store keeps runs and their event logs durably, shared by every replica.
+// internal/store implements it on NATS JetStream.
+type Store interface {
+	// CreateRun stores a new run. It fails if the id exists.
+	CreateRun(ctx context.Context, r Run) error
+	// UpdateRun replaces a stored run. Only the run's owner calls it.
+	UpdateRun(ctx context.Context, r Run) error
+	// GetRun returns the run, or an error wrapping ErrNotFound.
+	GetRun(ctx context.Context, id string) (Run, error)
+	// ListRuns returns runs matching f, newest first.
+	ListRuns(ctx context.Context, f Filter) (Page, error)
+	// AppendEvents appends envelopes, already encoded, to the run's log,
+	// in order. Their sequence numbers are the caller's (1, 2, …).
+	AppendEvents(ctx context.Context, runID string, events []StoredEvent) error
+	// OpenCursor reads the run's log from the event after seq `after`.
+	OpenCursor(ctx context.Context, runID string, after uint64) (Cursor, error)
+	// RequestCancel asks whichever replica owns the run to cancel it.
+	RequestCancel(ctx context.Context, runID string) error
+	// CancelRequests delivers the ids of runs whose cancel was requested on
+	// any replica, until ctx ends.
+	CancelRequests(ctx context.Context) (<-chan string, error)
+}
+
+// Cursor reads one run's log in order. It belongs to one reader and is not
+// safe for concurrent use.
+type Cursor interface {
+	// Next returns the next events, at most max, waiting until at least
+	// one is available or ctx ends. It never returns an empty batch with
+	// a nil error.
+	Next(ctx context.Context, max int) ([]StoredEvent, error)
+	// Close releases the cursor.
+	Close() error
+}
+
+// Observer is told what runs do, for metrics. internal/metrics implements
+// it; every method must be cheap and must not block.
+type Observer interface {
+	RunQueued(agent string)
+	RunStarted(agent string, queueWaitSeconds float64)
+	RunFinished(agent, model string, status State, class Class, durationSeconds float64, usage Usage, costUSD *float64)
+	Event(agent string, t EventType)
+	FirstEvent(agent string, seconds float64)
+	QueueDepth(queued, active int)
+}
