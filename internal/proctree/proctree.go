@@ -1,0 +1,226 @@
+// Package proctree finds and kills every process that belongs to one run,
+// including the ones that left the run's process group and session.
+//
+// Agent CLIs start tool shells in a session of their own (setsid), so a
+// signal to the CLI's process group does not reach them, and when the CLI
+// dies they are re-parented away from it. The supervisor therefore marks
+// each run's process with an environment cookie, which every descendant
+// inherits, and finds the run's processes by scanning /proc for it, the way
+// Jenkins' ProcessTreeKiller does. Descendants of a marked process are
+// included too, so a child that cleared its environment is still found as
+// long as its parent lives.
+//
+// Limits: a process that both clears its environment and detaches from a
+// marked parent escapes the scan. A cgroup per run would close that gap
+// where one is delegated; this package works without privileges.
+package proctree
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// CookieVar is the environment variable that marks a run's processes.
+const CookieVar = "AGENTGATE_RUN"
+
+// Cookie returns the "KEY=value" environment entry that marks the
+// processes of run id.
+func Cookie(id string) string { return CookieVar + "=" + id }
+
+// Tree scans a proc filesystem. The zero value is not usable; use New.
+type Tree struct {
+	procDir string
+	self    int
+}
+
+// New returns a Tree over /proc.
+func New() *Tree { return &Tree{procDir: "/proc", self: os.Getpid()} }
+
+type proc struct {
+	pid, ppid int
+	zombie    bool
+}
+
+// Find returns the pids of live processes marked with run id's cookie and
+// of every live descendant of a marked process. The calling process is
+// never included.
+func (t *Tree) Find(id string) ([]int, error) {
+	return t.find(func(env []byte) bool { return hasCookie(env, Cookie(id)) })
+}
+
+// FindAny returns every live process carrying any run cookie, keyed by
+// run id. It is used at startup to sweep processes left by a gateway that
+// died.
+func (t *Tree) FindAny() (map[string][]int, error) {
+	out := map[string][]int{}
+	procs, err := t.list()
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range procs {
+		if p.zombie || p.pid == t.self {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("%s/%d/environ", t.procDir, p.pid))
+		if err != nil {
+			continue
+		}
+		if id, ok := cookieValue(env); ok {
+			out[id] = append(out[id], p.pid)
+		}
+	}
+	return out, nil
+}
+
+func (t *Tree) find(marked func(env []byte) bool) ([]int, error) {
+	procs, err := t.list()
+	if err != nil {
+		return nil, err
+	}
+	children := map[int][]int{}
+	var roots []int
+	for _, p := range procs {
+		if p.zombie || p.pid == t.self {
+			continue
+		}
+		children[p.ppid] = append(children[p.ppid], p.pid)
+		env, err := os.ReadFile(fmt.Sprintf("%s/%d/environ", t.procDir, p.pid))
+		if err != nil {
+			continue // exited meanwhile, or not ours to read
+		}
+		if marked(env) {
+			roots = append(roots, p.pid)
+		}
+	}
+	seen := map[int]bool{}
+	var out []int
+	var walk func(pid int)
+	walk = func(pid int) {
+		if seen[pid] {
+			return
+		}
+		seen[pid] = true
+		out = append(out, pid)
+		for _, c := range children[pid] {
+			walk(c)
+		}
+	}
+	for _, r := range roots {
+		walk(r)
+	}
+	return out, nil
+}
+
+// list reads pid, ppid and state of every process.
+func (t *Tree) list() ([]proc, error) {
+	entries, err := os.ReadDir(t.procDir)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", t.procDir, err)
+	}
+	procs := make([]proc, 0, len(entries))
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("%s/%d/stat", t.procDir, pid))
+		if err != nil {
+			continue
+		}
+		p, ok := parseStat(pid, stat)
+		if ok {
+			procs = append(procs, p)
+		}
+	}
+	return procs, nil
+}
+
+// parseStat reads state and ppid from /proc/PID/stat. The command name is
+// in parentheses and may itself contain spaces and parentheses, so the
+// fields are taken after the last ')'.
+func parseStat(pid int, stat []byte) (proc, bool) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return proc{}, false
+	}
+	fields := strings.Fields(string(stat[i+2:]))
+	if len(fields) < 2 {
+		return proc{}, false
+	}
+	ppid, err := strconv.Atoi(fields[1])
+	if err != nil {
+		return proc{}, false
+	}
+	return proc{pid: pid, ppid: ppid, zombie: fields[0] == "Z" || fields[0] == "X"}, true
+}
+
+func hasCookie(env []byte, cookie string) bool {
+	for _, kv := range bytes.Split(env, []byte{0}) {
+		if string(kv) == cookie {
+			return true
+		}
+	}
+	return false
+}
+
+func cookieValue(env []byte) (string, bool) {
+	prefix := []byte(CookieVar + "=")
+	for _, kv := range bytes.Split(env, []byte{0}) {
+		if bytes.HasPrefix(kv, prefix) {
+			return string(kv[len(prefix):]), true
+		}
+	}
+	return "", false
+}
+
+// Signal sends sig to every process of run id and returns how many it
+// signalled.
+func (t *Tree) Signal(id string, sig syscall.Signal) (int, error) {
+	pids, err := t.Find(id)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, sig); err == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// ErrSurvivors is returned by Kill when processes were still alive when
+// its context ended.
+var ErrSurvivors = errors.New("processes survived SIGKILL")
+
+// Kill sends SIGKILL to every process of run id, again and again, until
+// none is left or ctx ends. A process may fork between a scan and the
+// kill, so one pass is not enough.
+func (t *Tree) Kill(ctx context.Context, id string) error {
+	delay := 5 * time.Millisecond
+	for {
+		n, err := t.Signal(id, syscall.SIGKILL)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			left, _ := t.Find(id)
+			return fmt.Errorf("%w: %d left of run %s", ErrSurvivors, len(left), id)
+		case <-time.After(delay):
+		}
+		if delay < 100*time.Millisecond {
+			delay *= 2
+		}
+	}
+}

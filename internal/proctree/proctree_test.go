@@ -1,0 +1,101 @@
+package proctree
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startTree starts a shell marked with id's cookie that runs one child in
+// its own session (as agent CLIs start tool shells) and one in its group.
+func startTree(t *testing.T, id string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", `setsid sh -c 'sleep 60; :' & sleep 60 & wait`)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), Cookie(id)}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = New().Kill(context.Background(), id); _ = cmd.Wait() })
+	return cmd
+}
+
+func waitCount(t *testing.T, tr *Tree, id string, want int) []int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pids, err := tr.Find(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pids) >= want || time.Now().After(deadline) {
+			return pids
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestKillReachesOtherSessions(t *testing.T) {
+	tr := New()
+	id := "test-" + t.Name()
+	cmd := startTree(t, id)
+	// sh, the setsid'd sh and its sleep, and the group's sleep.
+	pids := waitCount(t, tr, id, 4)
+	if len(pids) < 4 {
+		t.Fatalf("found %d processes of the run, want at least 4: %v", len(pids), pids)
+	}
+	// A process-group kill alone leaves the other session running: the
+	// reason this package exists.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = cmd.Wait()
+	left := waitCount(t, tr, id, 1)
+	if len(left) == 0 {
+		t.Fatal("process-group kill took the setsid child too; the test no longer shows the problem")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tr.Kill(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if pids, _ := tr.Find(id); len(pids) != 0 {
+		t.Fatalf("%d processes left after Kill: %v", len(pids), pids)
+	}
+}
+
+func TestFindIgnoresOtherRuns(t *testing.T) {
+	tr := New()
+	startTree(t, "run-a-"+t.Name())
+	waitCount(t, tr, "run-a-"+t.Name(), 4)
+	if pids, _ := tr.Find("run-b-" + t.Name()); len(pids) != 0 {
+		t.Fatalf("found %d processes for a run that started none", len(pids))
+	}
+	all, err := tr.FindAny()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all["run-a-"+t.Name()]) < 4 {
+		t.Fatalf("FindAny = %v, want run-a's processes", all)
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		ppid   int
+		zombie bool
+		ok     bool
+	}{
+		{"12 (bash) S 7 12 12 0", 7, false, true},
+		{"12 (a) b) (c) Z 1 12 12", 1, true, true},
+		{"12 (x", 0, false, false},
+		{"12 (x) R", 0, false, false},
+	} {
+		p, ok := parseStat(12, []byte(tc.in))
+		if ok != tc.ok || (ok && (p.ppid != tc.ppid || p.zombie != tc.zombie)) {
+			t.Errorf("parseStat(%q) = %+v, %v", tc.in, p, ok)
+		}
+	}
+}

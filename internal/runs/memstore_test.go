@@ -1,0 +1,157 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// memStore is an in-memory Store for the supervisor's tests. The real one
+// is internal/store, tested on its own.
+type memStore struct {
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every append
+	runs    map[string]Run
+	events  map[string][]StoredEvent
+	cancels chan string
+}
+
+func newMemStore() *memStore {
+	return &memStore{changed: make(chan struct{}), runs: map[string]Run{}, events: map[string][]StoredEvent{}, cancels: make(chan string, 16)}
+}
+
+func (m *memStore) CreateRun(_ context.Context, r Run) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.runs[r.ID]; ok {
+		return fmt.Errorf("run %s exists", r.ID)
+	}
+	m.runs[r.ID] = r
+	return nil
+}
+
+func (m *memStore) UpdateRun(_ context.Context, r Run) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.runs[r.ID] = r
+	return nil
+}
+
+func (m *memStore) GetRun(_ context.Context, id string) (Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.runs[id]
+	if !ok {
+		return Run{}, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	return r, nil
+}
+
+func (m *memStore) ListRuns(_ context.Context, f Filter) (Page, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Run
+	for _, r := range m.runs {
+		if (f.Status == "" || r.Status == f.Status) && (f.Agent == "" || r.Agent == f.Agent) {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID > out[j].ID })
+	return Page{Runs: out}, nil
+}
+
+func (m *memStore) AppendEvents(_ context.Context, id string, evs []StoredEvent) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.events[id] = append(m.events[id], evs...)
+	close(m.changed)
+	m.changed = make(chan struct{})
+	return nil
+}
+
+func (m *memStore) LastSeq(_ context.Context, id string) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	evs := m.events[id]
+	if len(evs) == 0 {
+		return 0, nil
+	}
+	return evs[len(evs)-1].Seq, nil
+}
+
+func (m *memStore) OpenCursor(_ context.Context, id string, after uint64) (Cursor, error) {
+	return &memCursor{m: m, id: id, after: after}, nil
+}
+
+func (m *memStore) RequestCancel(_ context.Context, id string) error {
+	m.cancels <- id
+	return nil
+}
+
+func (m *memStore) CancelRequests(ctx context.Context) (<-chan string, error) {
+	out := make(chan string)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case id := <-m.cancels:
+				select {
+				case out <- id:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (m *memStore) eventsOf(id string) []StoredEvent {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]StoredEvent(nil), m.events[id]...)
+}
+
+type memCursor struct {
+	m     *memStore
+	id    string
+	after uint64
+}
+
+func (c *memCursor) Next(ctx context.Context, max int) ([]StoredEvent, error) {
+	for {
+		c.m.mu.Lock()
+		var out []StoredEvent
+		for _, e := range c.m.events[c.id] {
+			if e.Seq > c.after && len(out) < max {
+				out = append(out, e)
+			}
+		}
+		changed := c.m.changed
+		c.m.mu.Unlock()
+		if len(out) > 0 {
+			c.after = out[len(out)-1].Seq
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+func (c *memCursor) Close() error { return nil }
+
+// nopObserver counts nothing.
+type nopObserver struct{}
+
+func (nopObserver) RunQueued(string)                                                   {}
+func (nopObserver) RunStarted(string, float64)                                         {}
+func (nopObserver) RunFinished(string, string, State, Class, float64, Usage, *float64) {}
+func (nopObserver) Event(string, EventType)                                            {}
+func (nopObserver) FirstEvent(string, float64)                                         {}
+func (nopObserver) QueueDepth(int, int)                                                {}

@@ -1,0 +1,140 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// probeTimeout bounds the version probe of one CLI.
+const probeTimeout = 15 * time.Second
+
+// Probe finds an agent's CLI and asks it for its version, once, at startup.
+// bin is a path, or a name looked up on the PATH in env. The result says
+// how the installed version compares with the one the adapter was verified
+// on, with an advisory for a person.
+func Probe(ctx context.Context, a Adapter, bin string, env []string) AgentInfo {
+	d := a.Describe()
+	if d.DisplayName == "" {
+		d.DisplayName = a.Name()
+	}
+	info := AgentInfo{
+		Name: a.Name(), VerifiedVersion: d.VerifiedVersion, Capabilities: d.Fields,
+		Permissions: d.Permissions, Compatibility: CompatMissing,
+	}
+	if bin == "" {
+		bin = d.DefaultBin
+	}
+	path, err := lookPath(bin, env)
+	if err != nil {
+		info.Advisory = fmt.Sprintf("%s CLI not found (%s); install it with `%s`, or set its binary path", d.DisplayName, bin, d.InstallCommand)
+		return info
+	}
+	info.Installed, info.Path = true, path
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, d.VersionArgs...)
+	cmd.Env = env
+	cmd.WaitDelay = time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		info.Compatibility = CompatUnrecognized
+		info.Advisory = fmt.Sprintf("`%s %s` failed (%v); runs may fail", path, strings.Join(d.VersionArgs, " "), err)
+		return info
+	}
+	v, err := a.ParseVersion(out)
+	if err != nil {
+		info.Compatibility = CompatUnrecognized
+		info.Advisory = fmt.Sprintf("could not read the version of %s (%v); verified on %s", path, err, d.VerifiedVersion)
+		return info
+	}
+	info.Version = v
+	info.Compatibility = Compatibility(v, d.VerifiedVersion)
+	switch info.Compatibility {
+	case CompatVerified:
+		info.Advisory = fmt.Sprintf("%s %s is the verified version", d.DisplayName, v)
+	case CompatNewer:
+		info.Advisory = fmt.Sprintf("%s %s is newer than the verified %s: output it adds is reported as agent.unparsed, and a flag it rejects fails runs with flag_rejected", d.DisplayName, v, d.VerifiedVersion)
+	case CompatOlder:
+		info.Advisory = fmt.Sprintf("%s %s is older than the verified %s; upgrade with `%s`", d.DisplayName, v, d.VerifiedVersion, d.InstallCommand)
+	default:
+		info.Advisory = fmt.Sprintf("%s reports version %q, which is not a version this gateway can compare with the verified %s", d.DisplayName, v, d.VerifiedVersion)
+	}
+	return info
+}
+
+// lookPath resolves bin like exec.LookPath, but on the PATH of env rather
+// than the gateway's.
+func lookPath(bin string, env []string) (string, error) {
+	if strings.Contains(bin, "/") {
+		p, err := exec.LookPath(bin)
+		if err != nil {
+			return "", err
+		}
+		return filepath.Abs(p)
+	}
+	for _, kv := range env {
+		if dirs, ok := strings.CutPrefix(kv, "PATH="); ok {
+			for _, dir := range filepath.SplitList(dirs) {
+				if dir == "" {
+					continue
+				}
+				if p, err := exec.LookPath(filepath.Join(dir, bin)); err == nil {
+					return filepath.Abs(p)
+				}
+			}
+		}
+	}
+	return "", exec.ErrNotFound
+}
+
+// Compatibility compares an installed version with the verified one, both
+// dotted numbers ("2.1.332"); a suffix after '-' or ' ' is ignored.
+func Compatibility(installed, verified string) string {
+	a, okA := parseVersion(installed)
+	b, okB := parseVersion(verified)
+	if !okA || !okB {
+		return CompatUnrecognized
+	}
+	for i := range max(len(a), len(b)) {
+		x, y := at(a, i), at(b, i)
+		switch {
+		case x > y:
+			return CompatNewer
+		case x < y:
+			return CompatOlder
+		}
+	}
+	return CompatVerified
+}
+
+func at(v []int, i int) int {
+	if i < len(v) {
+		return v[i]
+	}
+	return 0
+}
+
+func parseVersion(s string) ([]int, bool) {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "v")
+	if i := strings.IndexAny(s, "- +"); i >= 0 {
+		s = s[:i]
+	}
+	parts := strings.Split(s, ".")
+	if len(parts) < 2 || len(parts) > 4 {
+		return nil, false
+	}
+	out := make([]int, len(parts))
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return nil, false
+		}
+		out[i] = n
+	}
+	return out, true
+}

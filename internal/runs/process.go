@@ -1,0 +1,256 @@
+package runs
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/proctree"
+)
+
+// process describes one agent process for runProcess.
+type process struct {
+	RunID string
+	Path  string
+	Args  []string
+	Env   []string
+	Dir   string
+	Stdin []byte
+	// Interrupt is sent to the CLI alone before the group gets SIGTERM;
+	// 0 skips the step.
+	Interrupt syscall.Signal
+	// Grace is how long each step of a stop waits before the next, harder
+	// one.
+	Grace time.Duration
+	// MaxLine bounds one stdout line; the rest of a longer line is
+	// dropped and reported.
+	MaxLine int
+	// StderrTail is how many trailing bytes of stderr are kept.
+	StderrTail int
+}
+
+// line is one stdout line handed to the run. Dropped counts the bytes cut
+// from a line longer than MaxLine.
+type line struct {
+	Bytes   []byte
+	Dropped int
+}
+
+// drainTimeout bounds how long output is read after every process of the
+// run was killed: a pipe still open then is held by something outside the
+// run, and must not hang it.
+const drainTimeout = 2 * time.Second
+
+// stopCause returns why ctx ended, or nil.
+func stopCause(ctx context.Context) error { return context.Cause(ctx) }
+
+// runProcess starts p and calls onLine for each stdout line, in order, from
+// one goroutine. When ctx ends it stops the process: p.Interrupt to the
+// CLI, then SIGTERM and finally SIGKILL to its process group, a grace
+// period apart. However the CLI ends, every process carrying the run's
+// cookie is then killed, so nothing of the run outlives it. It returns once
+// that is done and output is drained. Only a failure to start is an error;
+// how the process ended is data, in Exit.
+func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func(line)) (Exit, []byte, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return Exit{Code: -1}, nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return Exit{Code: -1}, nil, err
+	}
+	cmd := exec.Command(p.Path, p.Args...)
+	cmd.Dir = p.Dir
+	cmd.Env = append(p.Env, proctree.Cookie(p.RunID))
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if p.Stdin != nil {
+		cmd.Stdin = bytes.NewReader(p.Stdin)
+	}
+	// Setpgid lets one signal reach the CLI and the children that stay in
+	// its group; Pdeathsig takes the CLI down with a gateway that dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// The stdin copier is exec's goroutine; WaitDelay keeps a child that
+	// never reads stdin from holding Wait.
+	cmd.WaitDelay = p.Grace
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return Exit{Code: -1}, nil, err
+	}
+
+	tail := newTailBuffer(p.StderrTail)
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() {
+		defer readers.Done()
+		_, _ = io.Copy(tail, errR)
+	}()
+	go func() {
+		defer readers.Done()
+		readLines(outR, p.MaxLine, onLine)
+	}()
+
+	waited := make(chan struct{})
+	var state *os.ProcessState
+	go func() {
+		_ = cmd.Wait() // how it ended is read from ProcessState
+		state = cmd.ProcessState
+		close(waited)
+	}()
+
+	reason := ""
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		reason = stopReason(stopCause(ctx))
+		stop(cmd.Process.Pid, p, waited)
+	}
+	// The CLI is gone. Take everything it started with it, in any session.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	killCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_ = tree.Kill(killCtx, p.RunID)
+	cancel()
+	// A process outside the run may still hold the pipes (it inherited
+	// them and cleared its cookie); read what is there, then stop.
+	_ = outR.SetReadDeadline(time.Now().Add(drainTimeout))
+	_ = errR.SetReadDeadline(time.Now().Add(drainTimeout))
+	readers.Wait()
+	outR.Close()
+	errR.Close()
+
+	exit := exitOf(state)
+	exit.Reason = reason
+	return exit, tail.Bytes(), nil
+}
+
+// stop ends the CLI gracefully first and forcibly after: the interrupt
+// signal to the CLI alone, SIGTERM to its group and the run's tree, then
+// SIGKILL, each step given p.Grace to work.
+func stop(pid int, p process, waited <-chan struct{}) {
+	steps := []func(){
+		func() { _ = syscall.Kill(-pid, syscall.SIGTERM) },
+		func() { _ = syscall.Kill(-pid, syscall.SIGKILL) },
+	}
+	if p.Interrupt != 0 {
+		steps = append([]func(){func() { _ = syscall.Kill(pid, p.Interrupt) }}, steps...)
+	}
+	for _, step := range steps {
+		step()
+		select {
+		case <-waited:
+			return
+		case <-time.After(p.Grace):
+		}
+	}
+	<-waited
+}
+
+func exitOf(state *os.ProcessState) Exit {
+	if state == nil {
+		return Exit{Code: -1}
+	}
+	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return Exit{Code: -1, Signal: signalName(ws.Signal())}
+	}
+	return Exit{Code: state.ExitCode()}
+}
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGSEGV:
+		return "SIGSEGV"
+	case syscall.SIGABRT:
+		return "SIGABRT"
+	case syscall.SIGBUS:
+		return "SIGBUS"
+	case syscall.SIGPIPE:
+		return "SIGPIPE"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
+	}
+	return fmt.Sprintf("signal %d", int(s))
+}
+
+// readLines reads r line by line with bounded memory and calls onLine for
+// each; onLine must not keep the slice. A line longer than limit keeps its
+// first limit bytes and reports the rest as dropped; the stream goes on
+// after it. A bufio.Scanner would stop at its first over-long line and lose
+// everything after it.
+func readLines(r io.Reader, limit int, onLine func(line)) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var buf []byte
+	dropped := 0
+	for {
+		frag, err := br.ReadSlice('\n')
+		if err == nil {
+			frag = frag[:len(frag)-1]
+		}
+		room := max(limit-len(buf), 0)
+		if len(frag) > room {
+			buf = append(buf, frag[:room]...)
+			dropped += len(frag) - room
+		} else {
+			buf = append(buf, frag...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if n := len(buf); n > 0 && buf[n-1] == '\r' {
+			buf = buf[:n-1]
+		}
+		if len(buf) > 0 || dropped > 0 {
+			onLine(line{Bytes: buf, Dropped: dropped})
+		}
+		buf, dropped = buf[:0], 0
+		if err != nil {
+			return
+		}
+	}
+}
+
+// tailBuffer keeps the last n bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	n   int
+	buf []byte
+}
+
+func newTailBuffer(n int) *tailBuffer { return &tailBuffer{n: n} }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.n; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) Bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return bytes.Clone(t.buf)
+}

@@ -1,0 +1,542 @@
+package runs
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/agentgate/agentgate/internal/proctree"
+)
+
+// fakeAgentEnv makes the test binary act as an agent CLI, in the mode
+// given, instead of running tests: os/exec's own trick.
+const fakeAgentEnv = "AGENTGATE_FAKE_AGENT"
+
+func TestMain(m *testing.M) {
+	if len(os.Args) == 2 && os.Args[1] == "-fake-version" {
+		fmt.Println("1.2.3")
+		os.Exit(0)
+	}
+	if mode := os.Getenv(fakeAgentEnv); mode != "" {
+		os.Exit(fakeAgent(mode))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// fakeAgent is the agent side of the supervisor's tests. Each mode plays
+// one thing a real CLI does that is hard to make a real CLI do on demand.
+func fakeAgent(mode string) int {
+	out := bufio.NewWriter(os.Stdout)
+	say := func(format string, args ...any) {
+		fmt.Fprintf(out, format+"\n", args...)
+		out.Flush()
+	}
+	switch mode {
+	case "version":
+		say("1.2.3")
+	case "hello":
+		say(`{"text":"hello"}`)
+		say(`{"text":"world"}`)
+	case "stdin":
+		b, _ := bufio.NewReader(os.Stdin).ReadString(0)
+		say(`{"text":"read %d bytes"}`, len(b))
+	case "hugeline":
+		// One 32 MiB line, then a normal one: the stream must survive it.
+		fmt.Fprintf(out, `{"text":"%s"}`+"\n", strings.Repeat("x", 32<<20))
+		say(`{"text":"after"}`)
+	case "grandchild":
+		// A grandchild inherits stdout and keeps it open long after the
+		// agent exits.
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), fakeAgentEnv+"=sleeper")
+		cmd.Stdout = os.Stdout
+		if err := cmd.Start(); err != nil {
+			return 2
+		}
+		say(`{"text":"left a grandchild"}`)
+	case "sleeper":
+		time.Sleep(time.Minute)
+	case "tool":
+		// Like Claude's Bash tool: a shell in a session of its own, which
+		// a process-group signal does not reach.
+		cmd := exec.Command("/bin/sh", "-c", "sleep 60; :")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			return 2
+		}
+		say(`{"text":"tool started","pid":%d}`, cmd.Process.Pid)
+		time.Sleep(time.Minute)
+	case "stubborn":
+		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+		say(`{"text":"ignoring signals"}`)
+		time.Sleep(time.Minute)
+	case "exit3":
+		for i := range 2000 {
+			fmt.Fprintf(os.Stderr, "error line %d\n", i)
+		}
+		fmt.Fprintln(os.Stderr, "fatal: last words")
+		return 3
+	case "env":
+		say(`{"text":%q}`, strings.Join(os.Environ(), "\n"))
+	default:
+		return 99
+	}
+	return 0
+}
+
+// fakeAdapter drives the test binary. Its decoder turns {"text":…} lines
+// into message.completed and anything else into agent.unparsed.
+type fakeAdapter struct{ mode string }
+
+func (a fakeAdapter) Name() string { return "fake" }
+func (a fakeAdapter) Describe() Description {
+	return Description{Name: "fake", DefaultBin: os.Args[0], VerifiedVersion: "1.2.3", VersionArgs: []string{"-fake-version"},
+		CredentialEnv: []string{"FAKE_KEY"}, Fields: []string{FieldModel}}
+}
+func (a fakeAdapter) ParseVersion(b []byte) (string, error) { return strings.TrimSpace(string(b)), nil }
+func (a fakeAdapter) Command(inv Invocation) (Command, error) {
+	if inv.Spec.MaxTurns > 0 {
+		return Command{}, Unsupported("fake", FieldMaxTurns, "the fake agent has no turns")
+	}
+	mode := a.mode
+	if m, ok := strings.CutPrefix(inv.Spec.Prompt, "mode:"); ok {
+		mode = m
+	}
+	c := Command{Env: []string{fakeAgentEnv + "=" + mode}, PassEnv: []string{"FAKE_KEY"}, InterruptSignal: int(syscall.SIGINT)}
+	if mode == "stdin" {
+		c.Stdin = []byte(inv.Spec.Prompt)
+	}
+	return c, nil
+}
+func (a fakeAdapter) NewDecoder(Invocation) Decoder { return &fakeDecoder{} }
+
+type fakeDecoder struct{ lines int }
+
+func (d *fakeDecoder) Decode(line []byte) []Event {
+	d.lines++
+	var v struct {
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(line, &v); err != nil || v.Text == nil {
+		return []Event{NewEvent(EventAgentUnparsed, UnparsedData{Line: string(line), Bytes: len(line), Reason: "not fake json"})}
+	}
+	return []Event{NewEvent(EventMessageCompleted, MessageData{Text: *v.Text})}
+}
+
+func (d *fakeDecoder) Finish(exit Exit, tail []byte) Outcome {
+	if exit.Code != 0 || exit.Signal != "" {
+		return Outcome{Status: Failed, Error: NewRunError(AgentCrashed, fmt.Sprintf("exit %d: %s", exit.Code, lastLine(tail)), "")}
+	}
+	return Outcome{Status: Succeeded, Result: fmt.Sprintf("%d lines", d.lines), Usage: Usage{InputTokens: 10, OutputTokens: 2}}
+}
+
+func lastLine(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	return s[strings.LastIndexByte(s, '\n')+1:]
+}
+
+type harness struct {
+	sup   *Supervisor
+	store *memStore
+	root  string
+}
+
+func newHarness(t *testing.T, cfg Config) *harness {
+	t.Helper()
+	store := newMemStore()
+	root := t.TempDir()
+	cfg.WorkspaceRoot = root
+	cfg.Path = os.Getenv("PATH")
+	if cfg.KillGrace == 0 {
+		cfg.KillGrace = 300 * time.Millisecond
+	}
+	agent := &Agent{Adapter: fakeAdapter{mode: "hello"}, Bin: os.Args[0], Home: t.TempDir()}
+	sup := NewSupervisor(cfg, store, []*Agent{agent}, nopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := sup.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = sup.Shutdown(sctx)
+		cancel()
+		sup.loops.Wait()
+	})
+	return &harness{sup: sup, store: store, root: root}
+}
+
+func (h *harness) submit(t *testing.T, prompt string) Run {
+	t.Helper()
+	r, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: prompt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// wait waits for the run to reach a terminal state.
+func (h *harness) wait(t *testing.T, id string, within time.Duration) Run {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		r, err := h.store.GetRun(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Terminal() {
+			return r
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("run %s not finished within %s", id, within)
+	return Run{}
+}
+
+func (h *harness) types(id string) []EventType {
+	var out []EventType
+	for _, e := range h.store.eventsOf(id) {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func (h *harness) waitFor(t *testing.T, id string, typ EventType, text string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, e := range h.store.eventsOf(id) {
+			if e.Type == typ && strings.Contains(string(e.JSON), text) {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no %s event with %q in run %s", typ, text, id)
+}
+
+func assertNoProcesses(t *testing.T, id string) {
+	t.Helper()
+	pids, err := proctree.New().Find(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pids) != 0 {
+		t.Fatalf("%d processes of run %s left: %v", len(pids), id, pids)
+	}
+}
+
+func TestRunSucceeds(t *testing.T) {
+	h := newHarness(t, Config{})
+	r := h.submit(t, "mode:hello")
+	if r.Status != Queued {
+		t.Fatalf("submitted run status %s, want queued", r.Status)
+	}
+	done := h.wait(t, r.ID, 10*time.Second)
+	if done.Status != Succeeded || done.Result != "2 lines" || done.Exit == nil || done.Exit.Code != 0 {
+		t.Fatalf("run = %+v", done)
+	}
+	want := []EventType{EventRunQueued, EventRunStarted, EventMessageCompleted, EventMessageCompleted, EventRunCompleted}
+	if got := h.types(r.ID); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	for i, e := range h.store.eventsOf(r.ID) {
+		var env Event
+		if err := json.Unmarshal(e.JSON, &env); err != nil {
+			t.Fatal(err)
+		}
+		if env.Seq != uint64(i+1) || env.RunID != r.ID || env.V != EnvelopeVersion || env.Agent != "fake" {
+			t.Fatalf("event %d envelope = %+v", i, env)
+		}
+	}
+	assertNoProcesses(t, r.ID)
+	if _, err := os.Stat(filepath.Join(h.root, r.ID)); err != nil {
+		t.Fatalf("fresh run directory: %v", err)
+	}
+}
+
+func TestChildEnvironmentIsMinimal(t *testing.T) {
+	t.Setenv("AGENTGATE_SECRET", "gateway-only")
+	h := newHarness(t, Config{Getenv: func(k string) string {
+		return map[string]string{"FAKE_KEY": "k1", "AGENTGATE_SECRET": "gateway-only"}[k]
+	}})
+	r := h.submit(t, "mode:env")
+	h.wait(t, r.ID, 10*time.Second)
+	var env string
+	for _, e := range h.store.eventsOf(r.ID) {
+		if e.Type == EventMessageCompleted {
+			env = string(e.JSON)
+		}
+	}
+	if !strings.Contains(env, "FAKE_KEY=k1") {
+		t.Errorf("the adapter's credential variable was not passed: %s", env)
+	}
+	if strings.Contains(env, "AGENTGATE_SECRET") {
+		t.Errorf("the gateway's environment leaked into the child: %s", env)
+	}
+	if !strings.Contains(env, proctree.Cookie(r.ID)) {
+		t.Errorf("the child does not carry the run cookie: %s", env)
+	}
+}
+
+func TestPromptOnStdin(t *testing.T) {
+	h := newHarness(t, Config{})
+	r := h.submit(t, "mode:stdin")
+	h.wait(t, r.ID, 10*time.Second)
+	h.waitFor(t, r.ID, EventMessageCompleted, fmt.Sprintf("read %d bytes", len("mode:stdin")))
+}
+
+func TestHugeLineDoesNotLoseTheStream(t *testing.T) {
+	h := newHarness(t, Config{})
+	r := h.submit(t, "mode:hugeline")
+	done := h.wait(t, r.ID, 60*time.Second)
+	if done.Status != Succeeded {
+		t.Fatalf("status %s: %+v", done.Status, done.Error)
+	}
+	evs := h.store.eventsOf(r.ID)
+	var texts []MessageData
+	for _, e := range evs {
+		if e.Type == EventMessageCompleted {
+			var env struct{ Data MessageData }
+			if err := json.Unmarshal(e.JSON, &env); err != nil {
+				t.Fatal(err)
+			}
+			texts = append(texts, env.Data)
+		}
+	}
+	if len(texts) != 2 || texts[1].Text != "after" {
+		t.Fatalf("got %d messages, want the huge one and \"after\"", len(texts))
+	}
+	// The 32 MiB text is bounded where events leave the decoder, with a
+	// visible mark.
+	if len(texts[0].Text) > DefaultLimits.MaxText+64 || !strings.Contains(texts[0].Text, "[truncated") {
+		t.Fatalf("huge text not bounded: %d bytes", len(texts[0].Text))
+	}
+}
+
+func TestLineOverLimitIsReportedAndSkipped(t *testing.T) {
+	h := newHarness(t, Config{MaxLine: 1 << 20})
+	r := h.submit(t, "mode:hugeline")
+	done := h.wait(t, r.ID, 60*time.Second)
+	if done.Status != Succeeded {
+		t.Fatalf("status %s", done.Status)
+	}
+	got := h.types(r.ID)
+	want := []EventType{EventRunQueued, EventRunStarted, EventAgentUnparsed, EventMessageCompleted, EventRunCompleted}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	h.waitFor(t, r.ID, EventAgentUnparsed, `"truncated":true`)
+}
+
+func TestGrandchildHoldingStdoutDoesNotHang(t *testing.T) {
+	h := newHarness(t, Config{})
+	start := time.Now()
+	r := h.submit(t, "mode:grandchild")
+	done := h.wait(t, r.ID, 15*time.Second)
+	if done.Status != Succeeded {
+		t.Fatalf("status %s: %+v", done.Status, done.Error)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Fatalf("run took %s: the grandchild held it", el)
+	}
+	assertNoProcesses(t, r.ID)
+}
+
+func TestCancelKillsToolInOwnSession(t *testing.T) {
+	h := newHarness(t, Config{})
+	r := h.submit(t, "mode:tool")
+	h.waitFor(t, r.ID, EventMessageCompleted, "tool started")
+	pids, _ := proctree.New().Find(r.ID)
+	if len(pids) < 2 {
+		t.Fatalf("expected the agent and its tool running, found %v", pids)
+	}
+	if _, err := h.sup.Cancel(context.Background(), r.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Idempotent: a second cancel is no error.
+	if _, err := h.sup.Cancel(context.Background(), r.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := h.wait(t, r.ID, 10*time.Second)
+	if done.Status != Cancelled || done.Error == nil || done.Error.Class != ClassCancelled || done.Error.Retryable {
+		t.Fatalf("run = %+v %+v", done, done.Error)
+	}
+	if done.Exit == nil || done.Exit.Reason != "cancelled" {
+		t.Fatalf("exit = %+v", done.Exit)
+	}
+	assertNoProcesses(t, r.ID)
+	again, err := h.sup.Cancel(context.Background(), r.ID)
+	if err != nil || again.Status != Cancelled {
+		t.Fatalf("cancel after the end = %v, %v", again.Status, err)
+	}
+}
+
+func TestTimeoutEscalatesToKill(t *testing.T) {
+	h := newHarness(t, Config{})
+	r, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "mode:stubborn", TimeoutSeconds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := h.wait(t, r.ID, 10*time.Second)
+	if done.Status != TimedOut || done.Error.Class != Timeout || !done.Error.Retryable {
+		t.Fatalf("run = %+v %+v", done, done.Error)
+	}
+	if done.Exit == nil || done.Exit.Signal != "SIGKILL" {
+		t.Fatalf("a process ignoring SIGINT and SIGTERM must end by SIGKILL, exit = %+v", done.Exit)
+	}
+	assertNoProcesses(t, r.ID)
+}
+
+func TestExitCodeAndStderrTail(t *testing.T) {
+	h := newHarness(t, Config{StderrTail: 1024})
+	r := h.submit(t, "mode:exit3")
+	done := h.wait(t, r.ID, 10*time.Second)
+	if done.Status != Failed || done.Exit.Code != 3 || done.Error.Class != AgentCrashed {
+		t.Fatalf("run = %+v", done)
+	}
+	if !strings.Contains(done.Error.Message, "fatal: last words") {
+		t.Fatalf("stderr tail not handed to the decoder: %q", done.Error.Message)
+	}
+}
+
+func TestQueueFullAndCancelQueued(t *testing.T) {
+	h := newHarness(t, Config{MaxConcurrent: 1, QueueSize: 1})
+	running := h.submit(t, "mode:tool")
+	h.waitFor(t, running.ID, EventMessageCompleted, "tool started")
+	queued := h.submit(t, "mode:hello")
+	if _, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "mode:hello"}); !errors.Is(err, ErrCapacity) {
+		t.Fatalf("third submit = %v, want ErrCapacity", err)
+	}
+	r, err := h.sup.Cancel(context.Background(), queued.ID)
+	if err != nil || r.Status != Cancelled {
+		t.Fatalf("cancel of a queued run = %v, %v; want cancelled at once", r.Status, err)
+	}
+	// The place is free again.
+	again := h.submit(t, "mode:hello")
+	h.sup.Cancel(context.Background(), running.ID)
+	if d := h.wait(t, again.ID, 10*time.Second); d.Status != Succeeded {
+		t.Fatalf("run after the cancelled one: %s", d.Status)
+	}
+	if got := h.types(queued.ID); fmt.Sprint(got) != fmt.Sprint([]EventType{EventRunQueued, EventRunCompleted}) {
+		t.Fatalf("cancelled queued run events %v", got)
+	}
+}
+
+func TestSubmitErrors(t *testing.T) {
+	h := newHarness(t, Config{MaxTimeout: time.Hour})
+	for _, tc := range []struct {
+		spec  Spec
+		want  error
+		field string
+	}{
+		{Spec{Agent: "nope", Prompt: "x"}, ErrUnknownAgent, ""},
+		{Spec{Agent: "fake", Prompt: " "}, ErrInvalid, "prompt"},
+		{Spec{Agent: "fake", Prompt: "x", MaxTurns: 3}, ErrUnsupported, FieldMaxTurns},
+		{Spec{Agent: "fake", Prompt: "x", TimeoutSeconds: 7200}, ErrInvalid, FieldTimeoutSeconds},
+		{Spec{Agent: "fake", Prompt: "x", Cwd: "../etc"}, ErrInvalid, FieldCwd},
+		{Spec{Agent: "fake", Prompt: "x", Cwd: "/etc"}, ErrInvalid, FieldCwd},
+		{Spec{Agent: "fake", Prompt: "x", Cwd: "missing"}, ErrInvalid, FieldCwd},
+		{Spec{Agent: "fake", Prompt: "x", Effort: "max"}, ErrInvalid, FieldEffort},
+		{Spec{Agent: "fake", Prompt: "x", Permission: "root"}, ErrInvalid, FieldPermission},
+		{Spec{Agent: "fake", Prompt: "x", OutputSchema: json.RawMessage(`[1]`)}, ErrInvalid, FieldOutputSchema},
+	} {
+		_, err := h.sup.Submit(context.Background(), tc.spec)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%+v: err = %v, want %v", tc.spec, err, tc.want)
+			continue
+		}
+		var fe *FieldError
+		if tc.field != "" && (!errors.As(err, &fe) || fe.Field != tc.field) {
+			t.Errorf("%+v: err = %v, want it to name field %q", tc.spec, err, tc.field)
+		}
+	}
+	// A symlink out of the workspace is refused too.
+	if err := os.Symlink("/tmp", filepath.Join(h.root, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "x", Cwd: "escape"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("symlink escape: %v", err)
+	}
+}
+
+func TestShutdownInterruptsRunsAfterGrace(t *testing.T) {
+	h := newHarness(t, Config{MaxConcurrent: 1})
+	running := h.submit(t, "mode:tool")
+	h.waitFor(t, running.ID, EventMessageCompleted, "tool started")
+	queued := h.submit(t, "mode:hello")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := h.sup.Shutdown(ctx); err == nil {
+		t.Fatal("shutdown with a run still going after the grace period returned no error")
+	}
+	for _, id := range []string{running.ID, queued.ID} {
+		r, _ := h.store.GetRun(context.Background(), id)
+		if r.Status != Failed || r.Error == nil || r.Error.Class != Interrupted {
+			t.Fatalf("run %s after shutdown: %s %+v", id, r.Status, r.Error)
+		}
+		assertNoProcesses(t, id)
+	}
+	if _, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "x"}); !errors.Is(err, ErrShuttingDown) {
+		t.Fatalf("submit after shutdown = %v", err)
+	}
+}
+
+func TestRecoverMarksInterrupted(t *testing.T) {
+	store := newMemStore()
+	now := time.Now()
+	for _, r := range []Run{
+		{ID: "0001", Agent: "fake", Status: Running, Owner: "me", StartedAt: &now},
+		{ID: "0002", Agent: "fake", Status: Running, Owner: "other-replica"},
+		{ID: "0003", Agent: "fake", Status: Succeeded, Owner: "me"},
+	} {
+		store.CreateRun(context.Background(), r)
+	}
+	store.AppendEvents(context.Background(), "0001", []StoredEvent{{Seq: 1, Type: EventRunQueued}, {Seq: 2, Type: EventRunStarted}})
+	sup := NewSupervisor(Config{Replica: "me", WorkspaceRoot: t.TempDir()}, store, nil, nopObserver{}, zap.NewNop())
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := sup.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sup.Shutdown(context.Background()); cancel(); sup.loops.Wait() }()
+	r, _ := store.GetRun(ctx, "0001")
+	if r.Status != Failed || r.Error.Class != Interrupted || !r.Error.Retryable {
+		t.Fatalf("own running run after restart: %s %+v", r.Status, r.Error)
+	}
+	evs := store.eventsOf("0001")
+	if last := evs[len(evs)-1]; last.Type != EventRunCompleted || last.Seq != 3 {
+		t.Fatalf("last event %+v, want run.completed at seq 3", last)
+	}
+	if r, _ := store.GetRun(ctx, "0002"); r.Status != Running {
+		t.Fatalf("another replica's run was touched: %s", r.Status)
+	}
+}
+
+func TestCompatibility(t *testing.T) {
+	for _, tc := range []struct{ in, verified, want string }{
+		{"2.1.332", "2.1.332", CompatVerified},
+		{"2.1.400", "2.1.332", CompatNewer},
+		{"2.2.0", "2.1.332", CompatNewer},
+		{"2.1.9", "2.1.332", CompatOlder},
+		{"v2.1.332-beta", "2.1.332", CompatVerified},
+		{"banana", "2.1.332", CompatUnrecognized},
+	} {
+		if got := Compatibility(tc.in, tc.verified); got != tc.want {
+			t.Errorf("Compatibility(%q, %q) = %s, want %s", tc.in, tc.verified, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package runs
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+)
+
+// Bounds on a Spec, checked by Validate.
+const (
+	MaxPromptBytes       = 1 << 20
+	MaxSystemPromptBytes = 256 << 10
+	MaxModelBytes        = 128
+	MaxTurnsLimit        = 1000
+	MaxMetadataKeys      = 16
+	MaxMetadataKeyBytes  = 64
+	MaxMetadataValBytes  = 512
+	MaxOutputSchemaBytes = 64 << 10
+	MaxCwdBytes          = 1024
+)
+
+// Validate checks the fields of s that do not depend on the agent. Agent
+// specific checks are the adapter's (Adapter.Command). Errors are
+// *FieldError wrapping ErrInvalid.
+func (s Spec) Validate() error {
+	switch {
+	case strings.TrimSpace(s.Prompt) == "":
+		return Invalid("prompt", "is required and must not be blank")
+	case len(s.Prompt) > MaxPromptBytes:
+		return Invalid("prompt", fmt.Sprintf("is %d bytes; the limit is %d", len(s.Prompt), MaxPromptBytes))
+	case !utf8.ValidString(s.Prompt):
+		return Invalid("prompt", "is not valid UTF-8")
+	case len(s.SystemPrompt) > MaxSystemPromptBytes:
+		return Invalid(FieldSystemPrompt, fmt.Sprintf("is %d bytes; the limit is %d", len(s.SystemPrompt), MaxSystemPromptBytes))
+	case len(s.Model) > MaxModelBytes || strings.ContainsAny(s.Model, " \t\r\n\x00"):
+		return Invalid(FieldModel, "must be a model name without spaces, at most 128 bytes")
+	case s.MaxTurns < 0 || s.MaxTurns > MaxTurnsLimit:
+		return Invalid(FieldMaxTurns, fmt.Sprintf("must be between 1 and %d", MaxTurnsLimit))
+	case s.TimeoutSeconds < 0:
+		return Invalid(FieldTimeoutSeconds, "must be positive")
+	case s.MaxBudgetUSD < 0:
+		return Invalid(FieldMaxBudgetUSD, "must be positive")
+	case len(s.ResumeSessionID) > 256 || strings.ContainsAny(s.ResumeSessionID, " \t\r\n\x00/"):
+		return Invalid(FieldResumeSessionID, "is not a session id")
+	}
+	switch s.Effort {
+	case "", "low", "medium", "high":
+	default:
+		return Invalid(FieldEffort, "must be one of low, medium, high")
+	}
+	switch s.Permission {
+	case "", ReadOnly, WorkspaceWrite, Full:
+	default:
+		return Invalid(FieldPermission, "must be one of read_only, workspace_write, full")
+	}
+	if len(s.OutputSchema) > 0 {
+		if len(s.OutputSchema) > MaxOutputSchemaBytes {
+			return Invalid(FieldOutputSchema, fmt.Sprintf("is larger than %d bytes", MaxOutputSchemaBytes))
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(s.OutputSchema, &obj); err != nil {
+			return Invalid(FieldOutputSchema, "must be a JSON Schema object")
+		}
+	}
+	if len(s.Metadata) > MaxMetadataKeys {
+		return Invalid("metadata", fmt.Sprintf("has %d keys; the limit is %d", len(s.Metadata), MaxMetadataKeys))
+	}
+	for k, v := range s.Metadata {
+		if k == "" || len(k) > MaxMetadataKeyBytes || len(v) > MaxMetadataValBytes {
+			return Invalid("metadata", fmt.Sprintf("keys must be 1 to %d bytes and values at most %d bytes", MaxMetadataKeyBytes, MaxMetadataValBytes))
+		}
+	}
+	if s.Cwd != "" {
+		if _, err := cleanRelative(s.Cwd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cleanRelative returns cwd cleaned, or an error when it is absolute or
+// climbs out of the directory it is relative to.
+func cleanRelative(cwd string) (string, error) {
+	if len(cwd) > MaxCwdBytes || strings.ContainsRune(cwd, 0) {
+		return "", Invalid(FieldCwd, "is not a usable path")
+	}
+	if filepath.IsAbs(cwd) {
+		return "", Invalid(FieldCwd, "must be relative to the workspace root")
+	}
+	c := filepath.Clean(cwd)
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", Invalid(FieldCwd, "must stay inside the workspace root")
+	}
+	return c, nil
+}
+
+// ResolveCwd returns the absolute directory for cwd under root. An empty
+// cwd gets a fresh directory named fresh. A given cwd must exist, be a
+// directory and, after symlinks are resolved, lie inside root.
+func ResolveCwd(root, cwd, fresh string) (dir string, created bool, err error) {
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", false, fmt.Errorf("workspace root: %w", err)
+	}
+	if cwd == "" {
+		dir = filepath.Join(realRoot, fresh)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return "", false, fmt.Errorf("create run directory: %w", err)
+		}
+		return dir, true, nil
+	}
+	c, err := cleanRelative(cwd)
+	if err != nil {
+		return "", false, err
+	}
+	real, err := filepath.EvalSymlinks(filepath.Join(realRoot, c))
+	if err != nil {
+		return "", false, Invalid(FieldCwd, "does not exist under the workspace root")
+	}
+	if real != realRoot && !strings.HasPrefix(real, realRoot+string(filepath.Separator)) {
+		return "", false, Invalid(FieldCwd, "resolves outside the workspace root")
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		return "", false, Invalid(FieldCwd, "is not a directory")
+	}
+	return real, false, nil
+}
