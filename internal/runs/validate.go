@@ -9,10 +9,11 @@ import (
 	"unicode/utf8"
 )
 
-// Bounds on a Spec, checked by Validate.
+// Bounds on a Spec, checked by Validate. Together they keep a stored run
+// record under NATS's default 1 MiB message size.
 const (
-	MaxPromptBytes       = 1 << 20
-	MaxSystemPromptBytes = 256 << 10
+	MaxPromptBytes       = 512 << 10
+	MaxSystemPromptBytes = 128 << 10
 	MaxModelBytes        = 128
 	MaxTurnsLimit        = 1000
 	MaxMetadataKeys      = 16

@@ -1,0 +1,84 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+)
+
+// cancelBuffer is how many cancel requests wait for their reader before
+// more are dropped. Cancels are rare and their reader only looks each id
+// up, so a full buffer means the reader is stuck.
+const cancelBuffer = 256
+
+// RequestCancel publishes a cancel request for the run to every replica, on
+// core NATS: a replica that is not listening at that moment never hears of
+// it. It returns once the server has the request.
+func (s *Store) RequestCancel(ctx context.Context, runID string) error {
+	if err := checkID(runID); err != nil {
+		return fmt.Errorf("request cancel: %w", err)
+	}
+	if err := s.nc.Publish(cancelPrefix+runID, nil); err != nil {
+		return fmt.Errorf("request cancel of %s: %w", runID, err)
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	if err := s.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("request cancel of %s: %w", runID, err)
+	}
+	return nil
+}
+
+// CancelRequests delivers the ids of runs whose cancel was requested on any
+// replica, until ctx ends; the channel is closed then. It returns once the
+// subscription is in place on the server. The NATS callback never blocks:
+// a request that finds the channel full is dropped and logged.
+func (s *Store) CancelRequests(ctx context.Context) (<-chan string, error) {
+	ch := make(chan string, cancelBuffer)
+	var (
+		mu     sync.Mutex
+		closed bool
+	)
+	sub, err := s.nc.Subscribe(cancelPrefix+"*", func(m *nats.Msg) {
+		id := strings.TrimPrefix(m.Subject, cancelPrefix)
+		if err := checkID(id); err != nil {
+			s.log.Warn("cancel request ignored", zap.String("subject", m.Subject), zap.Error(err))
+			return
+		}
+		// The lock orders this send before the close below.
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			return
+		}
+		select {
+		case ch <- id:
+		default:
+			s.log.Warn("cancel request dropped: reader is behind", zap.String("run_id", id))
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to cancel requests: %w", err)
+	}
+	fctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	if err := s.nc.FlushWithContext(fctx); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("subscribe to cancel requests: %w", err)
+	}
+	go func() {
+		<-ctx.Done()
+		// Fails only when the connection is closed, which ends the
+		// subscription anyway.
+		_ = sub.Unsubscribe()
+		mu.Lock()
+		closed = true
+		close(ch)
+		mu.Unlock()
+	}()
+	return ch, nil
+}

@@ -1,0 +1,207 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Listing limits.
+const (
+	defaultLimit = 50
+	maxLimit     = 500
+	// fetchParallel bounds the run records a listing reads at once.
+	fetchParallel = 16
+)
+
+// record is a run as stored: Run leaves Spec and Owner out of its JSON,
+// because they are not part of the public run object, but the store keeps
+// them.
+type record struct {
+	Run   runs.Run  `json:"run"`
+	Spec  runs.Spec `json:"spec"`
+	Owner string    `json:"owner,omitempty"`
+}
+
+func encodeRun(r runs.Run) ([]byte, error) {
+	return json.Marshal(record{Run: r, Spec: r.Spec, Owner: r.Owner})
+}
+
+func decodeRun(data []byte) (runs.Run, error) {
+	var rec record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return runs.Run{}, err
+	}
+	r := rec.Run
+	r.Spec, r.Owner = rec.Spec, rec.Owner
+	return r, nil
+}
+
+// CreateRun stores a new run. It fails with ErrExists if the id is stored,
+// and with runs.ErrInvalid if the id is malformed (see checkID).
+func (s *Store) CreateRun(ctx context.Context, r runs.Run) error {
+	if err := checkID(r.ID); err != nil {
+		return fmt.Errorf("create run: %w", err)
+	}
+	data, err := encodeRun(r)
+	if err != nil {
+		return fmt.Errorf("create run %s: %w", r.ID, err)
+	}
+	if _, err := s.kv.Create(ctx, r.ID, data); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("create run %s: %w", r.ID, ErrExists)
+		}
+		return fmt.Errorf("create run %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// UpdateRun replaces a stored run. It fails with runs.ErrNotFound if the run
+// is not stored (never created, or expired), rather than bringing it back.
+func (s *Store) UpdateRun(ctx context.Context, r runs.Run) error {
+	if err := checkID(r.ID); err != nil {
+		return fmt.Errorf("update run: %w", err)
+	}
+	data, err := encodeRun(r)
+	if err != nil {
+		return fmt.Errorf("update run %s: %w", r.ID, err)
+	}
+	e, err := s.kv.Get(ctx, r.ID)
+	if err != nil {
+		return fmt.Errorf("update run %s: %w", r.ID, kvErr(err))
+	}
+	// The revision check turns a second writer, which only a bug would
+	// make, into an error instead of a lost update.
+	if _, err := s.kv.Update(ctx, r.ID, data, e.Revision()); err != nil {
+		return fmt.Errorf("update run %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// GetRun returns the run, or an error wrapping runs.ErrNotFound.
+func (s *Store) GetRun(ctx context.Context, id string) (runs.Run, error) {
+	if err := checkID(id); err != nil {
+		return runs.Run{}, fmt.Errorf("get run: %w", err)
+	}
+	e, err := s.kv.Get(ctx, id)
+	if err != nil {
+		return runs.Run{}, fmt.Errorf("get run %s: %w", id, kvErr(err))
+	}
+	r, err := decodeRun(e.Value())
+	if err != nil {
+		return runs.Run{}, fmt.Errorf("get run %s: decode: %w", id, err)
+	}
+	return r, nil
+}
+
+func kvErr(err error) error {
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return runs.ErrNotFound
+	}
+	return err
+}
+
+// ListRuns returns runs matching f, newest first: ids are UUIDv7, so their
+// lexical order is their creation order. Limit 0 means 50; a limit above
+// 500 or below 0 is rejected with runs.ErrInvalid rather than silently cut,
+// so that a client never mistakes a short page for its own page size. The
+// cursor is the id of the previous page's last run.
+//
+// The listing reads every key of the bucket (keys only, no values) and then
+// the values of the candidates, newest first, until the page is full: fine
+// for tens of thousands of stored runs, and costly past that, most of all
+// with a filter that matches few runs. A bigger store needs an index.
+func (s *Store) ListRuns(ctx context.Context, f runs.Filter) (runs.Page, error) {
+	limit := f.Limit
+	switch {
+	case limit == 0:
+		limit = defaultLimit
+	case limit < 0 || limit > maxLimit:
+		return runs.Page{}, runs.Invalid("limit", fmt.Sprintf("must be between 1 and %d", maxLimit))
+	}
+	if f.Status != "" && !f.Status.Valid() {
+		return runs.Page{}, runs.Invalid("status", fmt.Sprintf("unknown status %q", f.Status))
+	}
+	if f.Cursor != "" && checkID(f.Cursor) != nil {
+		return runs.Page{}, runs.Invalid("cursor", "malformed cursor")
+	}
+
+	keys, err := s.kv.Keys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return runs.Page{Runs: []runs.Run{}}, nil
+	}
+	if err != nil {
+		return runs.Page{}, fmt.Errorf("list runs: %w", err)
+	}
+	// Keys are sorted ascending; the candidates are those before the cursor.
+	end := len(keys)
+	if f.Cursor != "" {
+		end, _ = slices.BinarySearch(keys, f.Cursor)
+	}
+	keys = keys[:end]
+	slices.Reverse(keys)
+
+	// One run past the page tells whether there is a next page, so the
+	// last page never comes with a cursor to an empty one.
+	want := limit + 1
+	matched := make([]runs.Run, 0, want)
+	for len(keys) > 0 && len(matched) < want {
+		n := min(len(keys), max(want-len(matched), fetchParallel))
+		got, err := s.fetchRuns(ctx, keys[:n])
+		if err != nil {
+			return runs.Page{}, fmt.Errorf("list runs: %w", err)
+		}
+		keys = keys[n:]
+		for _, r := range got {
+			if r == nil || (f.Status != "" && r.Status != f.Status) || (f.Agent != "" && r.Agent != f.Agent) {
+				continue
+			}
+			matched = append(matched, *r)
+			if len(matched) == want {
+				break
+			}
+		}
+	}
+	page := runs.Page{Runs: matched}
+	if len(matched) > limit {
+		page.Runs = matched[:limit]
+		page.NextCursor = page.Runs[limit-1].ID
+	}
+	return page, nil
+}
+
+// fetchRuns reads the runs of ids, in order, at most fetchParallel at once.
+// An entry is nil when its run expired after the keys were listed.
+func (s *Store) fetchRuns(ctx context.Context, ids []string) ([]*runs.Run, error) {
+	out := make([]*runs.Run, len(ids))
+	errs := make([]error, len(ids))
+	sem := make(chan struct{}, fetchParallel)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r, err := s.GetRun(ctx, id)
+			switch {
+			case errors.Is(err, runs.ErrNotFound):
+			case err != nil:
+				errs[i] = err
+			default:
+				out[i] = &r
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,215 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+func sampleRun(id string) runs.Run {
+	started := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	cost := 0.25
+	return runs.Run{
+		ID:               id,
+		Agent:            "claude",
+		Model:            "sonnet",
+		Status:           runs.Running,
+		CreatedAt:        started.Add(-time.Second),
+		StartedAt:        &started,
+		Usage:            runs.Usage{InputTokens: 10, OutputTokens: 5},
+		CostUSD:          &cost,
+		StructuredOutput: json.RawMessage(`{"ok":true}`),
+		Metadata:         map[string]string{"k": "v"},
+		Spec: runs.Spec{
+			Agent:      "claude",
+			Prompt:     "fix the bug",
+			MaxTurns:   3,
+			Metadata:   map[string]string{"k": "v"},
+			Permission: runs.ReadOnly,
+		},
+		Owner: "replica-1",
+	}
+}
+
+func TestRunLifecycle(t *testing.T) {
+	e := newEnv(t)
+	c := ctx(t)
+	id := newID(t)
+	want := sampleRun(id)
+	if err := e.s.CreateRun(c, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.s.GetRun(c, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+
+	finished := want.StartedAt.Add(time.Minute)
+	want.Status = runs.Failed
+	want.FinishedAt = &finished
+	want.Error = runs.NewRunError(runs.RateLimited, "429", "")
+	want.Exit = &runs.Exit{Code: 1}
+	want.Owner = "replica-2"
+	if err := e.s.UpdateRun(c, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err = e.s.GetRun(c, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("after update got  %+v\nwant %+v", got, want)
+	}
+
+	if err := e.s.CreateRun(c, sampleRun(id)); !errors.Is(err, ErrExists) {
+		t.Errorf("duplicate create: %v, want ErrExists", err)
+	}
+	// The duplicate changed nothing.
+	if got, _ := e.s.GetRun(c, id); got.Status != runs.Failed {
+		t.Errorf("status after duplicate create = %s", got.Status)
+	}
+}
+
+func TestRunNotFound(t *testing.T) {
+	e := newEnv(t)
+	c := ctx(t)
+	id := newID(t)
+	if _, err := e.s.GetRun(c, id); !errors.Is(err, runs.ErrNotFound) {
+		t.Errorf("get: %v, want ErrNotFound", err)
+	}
+	if err := e.s.UpdateRun(c, sampleRun(id)); !errors.Is(err, runs.ErrNotFound) {
+		t.Errorf("update: %v, want ErrNotFound", err)
+	}
+	if _, err := e.s.GetRun(c, id); !errors.Is(err, runs.ErrNotFound) {
+		t.Errorf("update created the run: %v", err)
+	}
+}
+
+// listAll pages through f and returns the ids and the page sizes.
+func listAll(t *testing.T, s *Store, f runs.Filter) (ids []string, sizes []int) {
+	t.Helper()
+	for range 100 {
+		p, err := s.ListRuns(ctx(t), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range p.Runs {
+			ids = append(ids, r.ID)
+		}
+		sizes = append(sizes, len(p.Runs))
+		if p.NextCursor == "" {
+			return ids, sizes
+		}
+		if p.NextCursor != p.Runs[len(p.Runs)-1].ID {
+			t.Fatalf("cursor %q is not the page's last id", p.NextCursor)
+		}
+		f.Cursor = p.NextCursor
+	}
+	t.Fatal("listing does not end")
+	return nil, nil
+}
+
+func TestListRuns(t *testing.T) {
+	e := newEnv(t)
+	c := ctx(t)
+
+	p, err := e.s.ListRuns(c, runs.Filter{})
+	if err != nil || len(p.Runs) != 0 || p.NextCursor != "" {
+		t.Fatalf("empty store: %+v, %v", p, err)
+	}
+
+	// Seven runs, oldest first: agents alternate, every third failed.
+	var all []runs.Run
+	for i := range 7 {
+		r := runs.Run{ID: newID(t), Agent: "claude", Status: runs.Succeeded, Spec: runs.Spec{Prompt: "p"}}
+		if i%2 == 1 {
+			r.Agent = "codex"
+		}
+		if i%3 == 0 {
+			r.Status = runs.Failed
+		}
+		if err := e.s.CreateRun(c, r); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, r)
+	}
+	newest := func(keep func(runs.Run) bool) []string {
+		var ids []string
+		for i := len(all) - 1; i >= 0; i-- {
+			if keep(all[i]) {
+				ids = append(ids, all[i].ID)
+			}
+		}
+		return ids
+	}
+
+	for _, tc := range []struct {
+		name  string
+		f     runs.Filter
+		keep  func(runs.Run) bool
+		sizes []int
+	}{
+		{"all default limit", runs.Filter{}, func(runs.Run) bool { return true }, []int{7}},
+		{"all by 3", runs.Filter{Limit: 3}, func(runs.Run) bool { return true }, []int{3, 3, 1}},
+		{"exact pages", runs.Filter{Limit: 7}, func(runs.Run) bool { return true }, []int{7}},
+		{"status", runs.Filter{Status: runs.Failed, Limit: 2}, func(r runs.Run) bool { return r.Status == runs.Failed }, []int{2, 1}},
+		{"agent", runs.Filter{Agent: "codex", Limit: 2}, func(r runs.Run) bool { return r.Agent == "codex" }, []int{2, 1}},
+		{"both", runs.Filter{Agent: "codex", Status: runs.Failed}, func(r runs.Run) bool { return r.Agent == "codex" && r.Status == runs.Failed }, []int{1}},
+		{"none", runs.Filter{Agent: "gemini"}, func(runs.Run) bool { return false }, []int{0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ids, sizes := listAll(t, e.s, tc.f)
+			if want := newest(tc.keep); !reflect.DeepEqual(ids, want) {
+				t.Errorf("ids = %v\nwant  %v", ids, want)
+			}
+			if !reflect.DeepEqual(sizes, tc.sizes) {
+				t.Errorf("page sizes = %v, want %v", sizes, tc.sizes)
+			}
+		})
+	}
+
+	// A listing carries Spec and Owner like GetRun.
+	p, err = e.s.ListRuns(c, runs.Filter{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Runs[0].Spec.Prompt != "p" {
+		t.Errorf("listed run lost its spec: %+v", p.Runs[0])
+	}
+
+	// A cursor past every id gives an empty last page.
+	p, err = e.s.ListRuns(c, runs.Filter{Cursor: all[0].ID})
+	if err != nil || len(p.Runs) != 0 || p.NextCursor != "" {
+		t.Errorf("after the oldest: %+v, %v", p, err)
+	}
+}
+
+func TestListRunsRejectsBadFilters(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		f     runs.Filter
+		field string
+	}{
+		{runs.Filter{Limit: 501}, "limit"},
+		{runs.Filter{Limit: -1}, "limit"},
+		{runs.Filter{Status: "done"}, "status"},
+		{runs.Filter{Cursor: "a.b"}, "cursor"},
+		{runs.Filter{Cursor: "x y"}, "cursor"},
+	} {
+		_, err := e.s.ListRuns(ctx(t), tc.f)
+		var fe *runs.FieldError
+		if !errors.Is(err, runs.ErrInvalid) || !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("ListRuns(%+v) = %v, want invalid %s", tc.f, err, tc.field)
+		}
+	}
+	if _, err := e.s.ListRuns(ctx(t), runs.Filter{Limit: 500}); err != nil {
+		t.Errorf("limit 500: %v", err)
+	}
+}
