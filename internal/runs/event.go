@@ -9,7 +9,7 @@ import (
 const EnvelopeVersion = 1
 
 // EventType names the kind of an event. The set is closed per envelope
-// version; docs/events.schema.json has one branch for each.
+// version; events.schema.json, at the repository root, has one branch for each.
 type EventType string
 
 // The event types.

@@ -1,0 +1,206 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"go.uber.org/zap"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Service is what the API needs from the rest of the gateway; the supervisor
+// implements it. Errors wrap the runs sentinels (runs.ErrNotFound,
+// runs.ErrInvalid, a *runs.FieldError, …) and the API maps each to one
+// status and one code; any other error is a 500 whose text the client never
+// sees.
+type Service interface {
+	// Submit validates spec against the agents, the workspace and the
+	// queue, and creates the run. The run outlives ctx, which only bounds
+	// the submission.
+	Submit(ctx context.Context, spec runs.Spec) (runs.Run, error)
+	// Get returns the run, or an error wrapping runs.ErrNotFound.
+	Get(ctx context.Context, id string) (runs.Run, error)
+	// List returns one page of runs matching f, newest first. A cursor it
+	// does not recognise is an error wrapping runs.ErrInvalid.
+	List(ctx context.Context, f runs.Filter) (runs.Page, error)
+	// Cancel asks for the run to be cancelled and returns it as it is now:
+	// still running for a moment, or already terminal. Cancelling a run
+	// that has ended is not an error and changes nothing.
+	Cancel(ctx context.Context, id string) (runs.Run, error)
+	// Events opens a cursor on the run's stored log after seq `after`.
+	// The API calls the cursor's Next from one goroutine, ends a waiting
+	// Next by cancelling ctx, and closes the cursor after Next returned.
+	Events(ctx context.Context, id string, after uint64) (runs.Cursor, error)
+	// LastEventSeq is the seq of the run's last stored event (0 if none).
+	LastEventSeq(ctx context.Context, id string) (uint64, error)
+	// Agents describes every configured agent and what the startup probe
+	// found.
+	Agents() []runs.AgentInfo
+	// Ready returns nil when the gateway can accept runs, and otherwise
+	// why not.
+	Ready(ctx context.Context) error
+}
+
+// Observer is told about requests, for metrics. internal/metrics implements
+// it; every method must be cheap and must not block.
+type Observer interface {
+	// HTTPRequest records a finished request. route is the chi route
+	// pattern ("/v1/runs/{id}"), or RouteUnmatched; method is one of the
+	// standard methods or "OTHER". A stream is recorded when it ends.
+	HTTPRequest(route, method string, status int, seconds float64)
+	// SSEClientsAdd moves the number of open event streams (SSE and
+	// NDJSON) by delta.
+	SSEClientsAdd(delta int)
+}
+
+// RouteUnmatched is the route given to Observer.HTTPRequest for a request
+// that matched no route, so that arbitrary paths never become labels.
+const RouteUnmatched = "unmatched"
+
+// Defaults of Config, used for its zero (or negative) fields.
+const (
+	DefaultPingInterval   = 15 * time.Second
+	DefaultWriteTimeout   = 10 * time.Second
+	DefaultBatchSize      = 256
+	DefaultMaxBodyBytes   = 2 << 20
+	DefaultRetryAfter     = 5 * time.Second
+	DefaultReconnectDelay = 2 * time.Second
+)
+
+// Config tunes the HTTP edge. A zero or negative field takes its default.
+type Config struct {
+	// PingInterval is how often an idle SSE stream gets a ": ping"
+	// comment, so that proxies keep it open and a dead client is noticed.
+	PingInterval time.Duration `envconfig:"SSE_PING_INTERVAL" default:"15s"`
+	// WriteTimeout bounds writing one batch of events (or a ping) to a
+	// client. A client that does not take it in time is dropped and
+	// reconnects with Last-Event-ID.
+	WriteTimeout time.Duration `envconfig:"SSE_WRITE_TIMEOUT" default:"10s"`
+	// BatchSize is the most events read from the log and written at once.
+	BatchSize int `envconfig:"SSE_BATCH_SIZE" default:"256"`
+	// MaxBodyBytes bounds a request body; a larger one is a 413.
+	MaxBodyBytes int64 `envconfig:"MAX_BODY_BYTES" default:"2097152"`
+	// RetryAfter is sent, rounded up to whole seconds, with 429
+	// queue_full and 503 shutting_down.
+	RetryAfter time.Duration `envconfig:"RETRY_AFTER" default:"5s"`
+	// ReconnectDelay is the SSE "retry:" a browser waits before it
+	// reconnects.
+	ReconnectDelay time.Duration `envconfig:"SSE_RECONNECT_DELAY" default:"2s"`
+}
+
+// withDefaults returns c with every unset field at its default.
+func (c Config) withDefaults() Config {
+	if c.PingInterval <= 0 {
+		c.PingInterval = DefaultPingInterval
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = DefaultRetryAfter
+	}
+	if c.ReconnectDelay <= 0 {
+		c.ReconnectDelay = DefaultReconnectDelay
+	}
+	return c
+}
+
+// server holds the handlers' dependencies.
+type server struct {
+	cfg     Config
+	svc     Service
+	obs     Observer
+	log     *zap.Logger
+	router  *chi.Mux
+	metrics http.Handler
+}
+
+// New returns the gateway's HTTP handler. svc is required; obs, metrics
+// and log may be nil, for no metrics, a /metrics that answers 404, and no
+// logs.
+func New(cfg Config, svc Service, obs Observer, metrics http.Handler, log *zap.Logger) http.Handler {
+	if svc == nil {
+		panic("api.New: nil Service")
+	}
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	s := &server{cfg: cfg.withDefaults(), svc: svc, obs: obs, log: log, metrics: metrics}
+	r := chi.NewRouter()
+	r.Use(s.instrument)
+	r.NotFound(s.notFound)
+	r.MethodNotAllowed(s.methodNotAllowed)
+
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Get("/metrics", s.serveMetrics)
+	r.Get("/v1/agents", s.listAgents)
+	r.Post("/v1/runs", s.createRun)
+	r.Get("/v1/runs", s.listRuns)
+	r.Get("/v1/runs/{id}", s.getRun)
+	r.Post("/v1/runs/{id}/cancel", s.cancelRun)
+	r.Get("/v1/runs/{id}/events", s.runEvents)
+	s.router = r
+	return r
+}
+
+type nopObserver struct{}
+
+func (nopObserver) HTTPRequest(string, string, int, float64) {}
+func (nopObserver) SSEClientsAdd(int)                        {}
+
+func (s *server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.fail(w, r, edgeErr(http.StatusNotFound, CodeNotFound, "", "no route for "+clip(r.URL.Path)))
+}
+
+// methodNotAllowed answers 405 with an Allow header. chi computes the
+// allowed methods but gives them only to its own default handler, so they
+// are found again here by matching the path against each method.
+func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if s.router.Match(chi.NewRouteContext(), m, r.URL.Path) {
+			allowed = append(allowed, m)
+		}
+	}
+	for _, m := range allowed {
+		w.Header().Add("Allow", m)
+	}
+	s.fail(w, r, edgeErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "",
+		"method "+clip(r.Method)+" is not allowed on "+clip(r.URL.Path)))
+}
+
+func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 503 not_ready with the service's reason, whatever error
+// it is: readiness is not a request that failed.
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.Ready(r.Context()); err != nil {
+		s.fail(w, r, &edgeError{status: http.StatusServiceUnavailable, code: CodeNotReady,
+			msg: "not ready: " + err.Error(), cause: err})
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.metrics == nil {
+		s.fail(w, r, edgeErr(http.StatusNotFound, CodeNotFound, "", "metrics are not enabled"))
+		return
+	}
+	s.metrics.ServeHTTP(w, r)
+}

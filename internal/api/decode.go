@@ -1,0 +1,405 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Limits of a run request, checked at the edge. They are syntactic; what
+// needs the agents, the workspace or the queue is the service's to check.
+const (
+	maxPromptBytes         = 1 << 20
+	maxAgentBytes          = 64
+	maxIdentBytes          = 256 // model, resume_session_id
+	maxCwdBytes            = 4096
+	maxMetadataKeys        = 16
+	maxMetadataKeyBytes    = 64
+	maxMetadataValueBytes  = 512
+	minTurns, maxTurns     = 1, 1000
+	minTimeout, maxTimeout = 1, 86400
+)
+
+// Fields of a run request as the API spells them.
+const (
+	fieldAgent    = "agent"
+	fieldPrompt   = "prompt"
+	fieldMetadata = "metadata"
+)
+
+// requestFields are the fields of a run request, in the order their values
+// are checked.
+var requestFields = []string{
+	fieldAgent, fieldPrompt, runs.FieldSystemPrompt, runs.FieldModel, runs.FieldEffort,
+	runs.FieldMaxTurns, runs.FieldTimeoutSeconds, runs.FieldMaxBudgetUSD, runs.FieldOutputSchema,
+	runs.FieldResumeSessionID, fieldMetadata, runs.FieldCwd, runs.FieldPermission,
+}
+
+// efforts are the values of the effort field.
+var efforts = []string{"low", "medium", "high"}
+
+// permissions are the values of the permission field.
+var permissions = []runs.Permission{runs.ReadOnly, runs.WorkspaceWrite, runs.Full}
+
+// checkJSONContentType rejects a body not declared as JSON, so that a form
+// or a text body is refused rather than guessed at.
+func checkJSONContentType(h http.Header) error {
+	ct := h.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return edgeErr(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "",
+			"Content-Type must be application/json, not "+strconv.Quote(clip(ct)))
+	}
+	return nil
+}
+
+// readBody reads at most limit bytes of the request body.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, edgeErr(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "",
+			fmt.Sprintf("request body is larger than %d bytes", limit))
+	}
+	if err != nil {
+		return nil, &edgeError{status: http.StatusBadRequest, code: CodeInvalidJSON,
+			msg: "could not read the request body", cause: err}
+	}
+	return body, nil
+}
+
+// decodeRunRequest parses the body of POST /v1/runs into a spec. Every
+// field is checked for type and range, an unknown or repeated field is an
+// error naming it, and the first error found is returned. Permission
+// defaults to workspace_write.
+func decodeRunRequest(body []byte) (runs.Spec, error) {
+	members, err := readObject(body)
+	if err != nil {
+		return runs.Spec{}, err
+	}
+	f := make(fields, len(members))
+	for _, m := range members {
+		if !slices.Contains(requestFields, m.name) {
+			return runs.Spec{}, unknownField(m.name, requestFields)
+		}
+		if _, dup := f[m.name]; dup {
+			return runs.Spec{}, invalidField(m.name, "appears more than once")
+		}
+		f[m.name] = m.raw
+	}
+
+	var spec runs.Spec
+	var ok bool
+	if spec.Agent, ok, err = f.str(fieldAgent); err != nil {
+		return runs.Spec{}, err
+	}
+	if !ok || spec.Agent == "" {
+		return runs.Spec{}, invalidField(fieldAgent, "is required")
+	}
+	if len(spec.Agent) > maxAgentBytes {
+		return runs.Spec{}, invalidField(fieldAgent, fmt.Sprintf("must be at most %d bytes", maxAgentBytes))
+	}
+	if spec.Prompt, ok, err = f.str(fieldPrompt); err != nil {
+		return runs.Spec{}, err
+	}
+	if !ok || strings.TrimSpace(spec.Prompt) == "" {
+		return runs.Spec{}, invalidField(fieldPrompt, "is required and must not be blank")
+	}
+	if len(spec.Prompt) > maxPromptBytes {
+		return runs.Spec{}, invalidField(fieldPrompt, fmt.Sprintf("must be at most %d bytes", maxPromptBytes))
+	}
+	if spec.SystemPrompt, _, err = f.str(runs.FieldSystemPrompt); err != nil {
+		return runs.Spec{}, err
+	}
+	if len(spec.SystemPrompt) > maxPromptBytes {
+		return runs.Spec{}, invalidField(runs.FieldSystemPrompt, fmt.Sprintf("must be at most %d bytes", maxPromptBytes))
+	}
+	// A model and a session id end up as command-line arguments, so they
+	// must look like names: no leading "-", no spaces, no control bytes.
+	if spec.Model, err = f.ident(runs.FieldModel, "-._:/@[]"); err != nil {
+		return runs.Spec{}, err
+	}
+	if spec.Effort, ok, err = f.str(runs.FieldEffort); err != nil {
+		return runs.Spec{}, err
+	}
+	if ok && !slices.Contains(efforts, spec.Effort) {
+		return runs.Spec{}, invalidField(runs.FieldEffort, "must be one of "+strings.Join(efforts, ", "))
+	}
+	if spec.MaxTurns, err = f.integer(runs.FieldMaxTurns, minTurns, maxTurns); err != nil {
+		return runs.Spec{}, err
+	}
+	if spec.TimeoutSeconds, err = f.integer(runs.FieldTimeoutSeconds, minTimeout, maxTimeout); err != nil {
+		return runs.Spec{}, err
+	}
+	if spec.MaxBudgetUSD, err = f.positive(runs.FieldMaxBudgetUSD); err != nil {
+		return runs.Spec{}, err
+	}
+	if raw := f.get(runs.FieldOutputSchema); raw != nil {
+		if raw[0] != '{' {
+			return runs.Spec{}, invalidField(runs.FieldOutputSchema, "must be a JSON Schema object")
+		}
+		spec.OutputSchema = raw
+	}
+	if spec.ResumeSessionID, err = f.ident(runs.FieldResumeSessionID, "-._:"); err != nil {
+		return runs.Spec{}, err
+	}
+	if spec.Metadata, err = f.metadata(fieldMetadata); err != nil {
+		return runs.Spec{}, err
+	}
+	if spec.Cwd, _, err = f.str(runs.FieldCwd); err != nil {
+		return runs.Spec{}, err
+	}
+	if spec.Cwd != "" && (len(spec.Cwd) > maxCwdBytes || !filepath.IsLocal(spec.Cwd)) {
+		return runs.Spec{}, invalidField(runs.FieldCwd, "must be a relative path that stays inside the workspace")
+	}
+	var perm string
+	if perm, ok, err = f.str(runs.FieldPermission); err != nil {
+		return runs.Spec{}, err
+	}
+	spec.Permission = runs.Permission(perm)
+	if !ok {
+		spec.Permission = runs.WorkspaceWrite
+	} else if !slices.Contains(permissions, spec.Permission) {
+		return runs.Spec{}, invalidField(runs.FieldPermission, "must be one of read_only, workspace_write, full")
+	}
+	return spec, nil
+}
+
+// member is one name/value pair of a JSON object, in body order.
+type member struct {
+	name string
+	raw  json.RawMessage
+}
+
+// readObject parses body as exactly one JSON object and returns its members
+// in order, keeping repeated names (which a map would silently merge).
+func readObject(body []byte) ([]member, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, edgeErr(http.StatusBadRequest, CodeInvalidJSON, "", "request body is empty; send a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, badJSON(err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, edgeErr(http.StatusBadRequest, CodeInvalidJSON, "", "request body must be a JSON object")
+	}
+	var ms []member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, badJSON(err)
+		}
+		name, ok := tok.(string)
+		if !ok {
+			return nil, edgeErr(http.StatusBadRequest, CodeInvalidJSON, "", "request body is not valid JSON")
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, badJSON(err)
+		}
+		ms = append(ms, member{name: name, raw: raw})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, badJSON(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, edgeErr(http.StatusBadRequest, CodeInvalidJSON, "", "request body has data after the JSON object")
+	}
+	return ms, nil
+}
+
+func badJSON(err error) error {
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return &edgeError{status: http.StatusBadRequest, code: CodeInvalidJSON,
+		msg: "request body is not valid JSON: " + strings.TrimPrefix(err.Error(), "json: "), cause: err}
+}
+
+// unknownField is a 400 naming the field, with the closest known name when
+// the unknown one looks like a typo of it.
+func unknownField(name string, known []string) error {
+	msg := "unknown field " + quote(name)
+	if s := closest(name, known); s != "" {
+		msg += " (did you mean " + strconv.Quote(s) + "?)"
+	}
+	return edgeErr(http.StatusBadRequest, CodeUnknownField, clip(name), msg)
+}
+
+// closest returns the known name within edit distance 2 of name, if any.
+func closest(name string, known []string) string {
+	if len(name) > 64 {
+		return ""
+	}
+	best, bestD := "", 3
+	for _, k := range known {
+		if d := editDistance(strings.ToLower(name), k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// fields are the members of a request object by name.
+type fields map[string]json.RawMessage
+
+// get returns the raw value of name, or nil when it is absent or null: an
+// explicit null means "the default", like an absent field.
+func (f fields) get(name string) json.RawMessage {
+	raw := bytes.TrimSpace(f[name])
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	return raw
+}
+
+// str returns the string value of name and whether it was given.
+func (f fields) str(name string) (string, bool, error) {
+	raw := f.get(name)
+	if raw == nil {
+		return "", false, nil
+	}
+	var s string
+	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return "", true, invalidField(name, "must be a string")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return "", true, invalidField(name, "must not contain NUL characters")
+	}
+	return s, true, nil
+}
+
+// ident returns the value of name, which must be a name: an ASCII letter or
+// digit, then letters, digits and the bytes of extra.
+func (f fields) ident(name, extra string) (string, error) {
+	s, _, err := f.str(name)
+	if err != nil || s == "" {
+		return s, err
+	}
+	if len(s) > maxIdentBytes || !isIdent(s, extra) {
+		return "", invalidField(name, fmt.Sprintf(
+			"must start with a letter or digit and contain only letters, digits and %q (at most %d bytes)", extra, maxIdentBytes))
+	}
+	return s, nil
+}
+
+func isIdent(s, extra string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || strings.IndexByte(extra, c) < 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// integer returns the value of name, which must be an integer literal in
+// [lo, hi]; 0 when absent.
+func (f fields) integer(name string, lo, hi int) (int, error) {
+	raw := f.get(name)
+	if raw == nil {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil || n < int64(lo) || n > int64(hi) {
+		return 0, invalidField(name, fmt.Sprintf("must be an integer from %d to %d", lo, hi))
+	}
+	return int(n), nil
+}
+
+// positive returns the value of name, which must be a number greater than
+// 0; 0 when absent.
+func (f fields) positive(name string) (float64, error) {
+	raw := f.get(name)
+	if raw == nil {
+		return 0, nil
+	}
+	bad := invalidField(name, "must be a number greater than 0")
+	if c := raw[0]; c != '-' && (c < '0' || c > '9') {
+		return 0, bad
+	}
+	v, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || !(v > 0) || math.IsInf(v, 0) {
+		return 0, bad
+	}
+	return v, nil
+}
+
+// metadata returns the value of name, a small object of strings; nil when
+// absent or empty.
+func (f fields) metadata(name string) (map[string]string, error) {
+	raw := f.get(name)
+	if raw == nil {
+		return nil, nil
+	}
+	notObject := invalidField(name, "must be an object whose values are strings")
+	if raw[0] != '{' {
+		return nil, notObject
+	}
+	ms, err := readObject(raw)
+	if err != nil {
+		return nil, notObject
+	}
+	if len(ms) > maxMetadataKeys {
+		return nil, invalidField(name, fmt.Sprintf("must have at most %d keys", maxMetadataKeys))
+	}
+	if len(ms) == 0 {
+		return nil, nil
+	}
+	md := make(map[string]string, len(ms))
+	for _, m := range ms {
+		switch {
+		case m.name == "" || len(m.name) > maxMetadataKeyBytes:
+			return nil, invalidField(name, fmt.Sprintf("keys must be 1 to %d bytes", maxMetadataKeyBytes))
+		case strings.IndexByte(m.name, 0) >= 0:
+			return nil, invalidField(name, "keys must not contain NUL characters")
+		}
+		if _, dup := md[m.name]; dup {
+			return nil, invalidField(name, "key "+quote(m.name)+" appears more than once")
+		}
+		var v string
+		if m.raw[0] != '"' || json.Unmarshal(m.raw, &v) != nil {
+			return nil, invalidField(name, "value of "+quote(m.name)+" must be a string")
+		}
+		if len(v) > maxMetadataValueBytes {
+			return nil, invalidField(name, fmt.Sprintf("value of %s must be at most %d bytes", quote(m.name), maxMetadataValueBytes))
+		}
+		md[m.name] = v
+	}
+	return md, nil
+}

@@ -1,0 +1,213 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Error codes: the stable "code" of an error response. Clients branch on
+// the code, never on the message.
+const (
+	// CodeInvalidJSON: the body is not one JSON object.
+	CodeInvalidJSON = "invalid_json"
+	// CodeUnknownField: the body or query has a field the API does not
+	// know; "field" names it.
+	CodeUnknownField = "unknown_field"
+	// CodeInvalidField: a field is missing, repeated, of the wrong type or
+	// out of range; "field" names it.
+	CodeInvalidField = "invalid_field"
+	// CodeUnsupportedOption: the agent cannot honour a field; "field" and
+	// "agent" name them.
+	CodeUnsupportedOption = "unsupported_option"
+	// CodeUnknownAgent: no agent has that name.
+	CodeUnknownAgent = "unknown_agent"
+	// CodeAgentNotInstalled: the agent is known but its CLI is not
+	// installed on this gateway (503, without Retry-After).
+	CodeAgentNotInstalled = "agent_not_installed"
+	// CodeNotFound: no such run, or no such route.
+	CodeNotFound = "not_found"
+	// CodeMethodNotAllowed: the route exists but not with this method.
+	CodeMethodNotAllowed = "method_not_allowed"
+	// CodeBodyTooLarge: the body is larger than Config.MaxBodyBytes.
+	CodeBodyTooLarge = "body_too_large"
+	// CodeUnsupportedMediaType: the body is not declared as JSON.
+	CodeUnsupportedMediaType = "unsupported_media_type"
+	// CodeQueueFull: the run queue is full (429, with Retry-After).
+	CodeQueueFull = "queue_full"
+	// CodeShuttingDown: the gateway is draining (503, with Retry-After).
+	CodeShuttingDown = "shutting_down"
+	// CodeNotReady: GET /readyz found the gateway not ready.
+	CodeNotReady = "not_ready"
+	// CodeInternal: anything else; the message is always "internal error".
+	CodeInternal = "internal"
+)
+
+// ErrorResponse is the body of every error response.
+type ErrorResponse struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail says what went wrong: a stable code, a sentence for a person,
+// and, when one is at fault, the request field and the agent.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+	Agent   string `json:"agent,omitempty"`
+}
+
+// edgeError is an error the API finds itself, before or instead of asking
+// the service. It carries its own status and code.
+type edgeError struct {
+	status int
+	code   string
+	field  string
+	msg    string
+	cause  error
+}
+
+func (e *edgeError) Error() string { return e.msg }
+func (e *edgeError) Unwrap() error { return e.cause }
+
+func edgeErr(status int, code, field, msg string) *edgeError {
+	return &edgeError{status: status, code: code, field: field, msg: msg}
+}
+
+// invalidField is a 400 invalid_field naming field.
+func invalidField(field, reason string) *edgeError {
+	return edgeErr(http.StatusBadRequest, CodeInvalidField, field, "field "+quote(field)+": "+reason)
+}
+
+// problem is the answer to an error.
+type problem struct {
+	status     int
+	detail     ErrorDetail
+	retryAfter bool
+}
+
+// problem maps err to a status and a stable code. It is the one place that
+// does; every handler's error goes through it.
+func (s *server) problem(err error) problem {
+	var edge *edgeError
+	if errors.As(err, &edge) {
+		return problem{status: edge.status, detail: ErrorDetail{Code: edge.code, Message: edge.msg, Field: edge.field}}
+	}
+	var fe *runs.FieldError
+	hasField := errors.As(err, &fe)
+	detail := ErrorDetail{Message: err.Error()}
+	if hasField {
+		detail.Field, detail.Agent = fe.Field, fe.Agent
+	}
+	switch {
+	case errors.Is(err, runs.ErrUnsupported):
+		detail.Code = CodeUnsupportedOption
+		return problem{status: http.StatusBadRequest, detail: detail}
+	case errors.Is(err, runs.ErrInvalid):
+		detail.Code = CodeInvalidField
+		return problem{status: http.StatusBadRequest, detail: detail}
+	case errors.Is(err, runs.ErrUnknownAgent):
+		detail.Code = CodeUnknownAgent
+		if detail.Field == "" {
+			detail.Field = "agent"
+		}
+		if known := s.agentNames(); len(known) > 0 {
+			detail.Message += "; known agents: " + strings.Join(known, ", ")
+		}
+		return problem{status: http.StatusBadRequest, detail: detail}
+	case errors.Is(err, runs.ErrAgentUnavailable):
+		// 503, not 422: the request is right and the gateway is at
+		// fault, so it counts as a server error where operators look,
+		// and a client may try again after the CLI is installed or on
+		// another replica. No Retry-After: waiting alone does not fix it.
+		detail.Code = CodeAgentNotInstalled
+		if detail.Field == "" {
+			detail.Field = "agent"
+		}
+		return problem{status: http.StatusServiceUnavailable, detail: detail}
+	case errors.Is(err, runs.ErrNotFound):
+		detail.Code = CodeNotFound
+		return problem{status: http.StatusNotFound, detail: detail}
+	case errors.Is(err, runs.ErrCapacity):
+		detail.Code = CodeQueueFull
+		return problem{status: http.StatusTooManyRequests, detail: detail, retryAfter: true}
+	case errors.Is(err, runs.ErrShuttingDown):
+		detail.Code = CodeShuttingDown
+		return problem{status: http.StatusServiceUnavailable, detail: detail, retryAfter: true}
+	}
+	return problem{status: http.StatusInternalServerError, detail: ErrorDetail{Code: CodeInternal, Message: "internal error"}}
+}
+
+// agentNames lists the configured agents, sorted.
+func (s *server) agentNames() []string {
+	var names []string
+	for _, a := range s.svc.Agents() {
+		names = append(names, a.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// fail answers the request with err mapped by problem. The whole error goes
+// to the request's log line (an error line for a 5xx); the client sees only
+// the mapped detail. A request whose client has gone gets no answer.
+func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	rec, _ := w.(*recorder)
+	if r.Context().Err() != nil {
+		if rec != nil {
+			rec.gone(err)
+		}
+		return
+	}
+	p := s.problem(err)
+	if rec != nil {
+		rec.err = err
+	} else {
+		s.log.Error("request failed", zap.String("path", r.URL.Path), zap.Error(err))
+	}
+	if p.retryAfter {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(s.cfg.RetryAfter.Seconds()))))
+	}
+	s.writeJSON(w, r, p.status, ErrorResponse{Error: p.detail})
+}
+
+// writeJSON answers with v as JSON.
+func (s *server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only a type the API controls reaches here, so this is a bug.
+		s.log.Error("encode response", zap.String("path", r.URL.Path), zap.Error(err))
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// clip bounds a client-supplied string echoed in a message.
+func clip(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// quote quotes a client-supplied name for a message, clipped.
+func quote(s string) string { return strconv.Quote(clip(s)) }

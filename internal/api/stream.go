@@ -1,0 +1,348 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Media types of the event stream.
+const (
+	contentTypeSSE    = "text/event-stream"
+	contentTypeNDJSON = "application/x-ndjson"
+)
+
+// runEvents answers GET /v1/runs/{id}/events with the run's events, from
+// the start or after the larger of Last-Event-ID and ?after=N, as SSE or,
+// for Accept: application/x-ndjson, as JSON lines. It ends after
+// run.completed. A run that has ended with nothing newer than the cursor
+// answers 204, which tells an EventSource to stop reconnecting.
+func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
+	id, err := runID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	after, err := resumeAfter(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ndjson := prefersNDJSON(r.Header.Values("Accept"))
+
+	ctx := r.Context()
+	run, err := s.svc.Get(ctx, id)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("get run %s: %w", id, err))
+		return
+	}
+	if run.Status.Terminal() {
+		last, err := s.svc.LastEventSeq(ctx, id)
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("last event of run %s: %w", id, err))
+			return
+		}
+		if last <= after {
+			w.Header().Set("Cache-Control", "no-cache")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cur, err := s.svc.Events(ctx, id, after)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("open events of run %s: %w", id, err))
+		return
+	}
+	s.obs.SSEClientsAdd(1)
+	defer s.obs.SSEClientsAdd(-1)
+
+	st := &stream{
+		w:       w,
+		rc:      http.NewResponseController(w),
+		ndjson:  ndjson,
+		last:    after,
+		timeout: s.cfg.WriteTimeout,
+	}
+	log := s.log.With(zap.String("run_id", id))
+	err = st.serve(ctx, cancel, cur, s.cfg)
+	var dropped *clientError
+	switch {
+	case errors.As(err, &dropped):
+		log.Debug("event stream client dropped", zap.Uint64("last_seq", st.last), zap.Error(err))
+	case err != nil:
+		log.Warn("event stream ended early", zap.Uint64("last_seq", st.last), zap.Error(err))
+		if rec, ok := w.(*recorder); ok {
+			rec.err = err
+		}
+	}
+}
+
+// stream writes one client's events. Only the handler's goroutine uses it.
+type stream struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	ndjson  bool
+	timeout time.Duration
+	// last is the seq of the last event written (or the resume point):
+	// nothing at or below it is written again.
+	last uint64
+	buf  []byte
+}
+
+// clientError is a failed write: the client is gone or too slow.
+type clientError struct{ err error }
+
+func (e *clientError) Error() string { return "write to client: " + e.err.Error() }
+func (e *clientError) Unwrap() error { return e.err }
+
+// batch is one result of Cursor.Next.
+type batch struct {
+	events []runs.StoredEvent
+	err    error
+}
+
+// serve streams cur to the client until run.completed, ctx ends, a write
+// fails or the cursor fails. One goroutine pulls batches from the cursor,
+// so that pings go out while it waits; it hands over one batch at a time,
+// and the cursor is closed only after it has returned, since a cursor has
+// one reader.
+func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs.Cursor, cfg Config) error {
+	batches := make(chan batch)
+	go func() {
+		defer close(batches)
+		for {
+			evs, err := cur.Next(ctx, cfg.BatchSize)
+			select {
+			case batches <- batch{events: evs, err: err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		cancel()
+		for range batches {
+		}
+		_ = cur.Close()
+	}()
+
+	h := st.w.Header()
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	var ping <-chan time.Time
+	if st.ndjson {
+		h.Set("Content-Type", contentTypeNDJSON)
+		st.w.WriteHeader(http.StatusOK)
+		if err := st.write(nil); err != nil {
+			return err
+		}
+	} else {
+		h.Set("Content-Type", contentTypeSSE)
+		st.w.WriteHeader(http.StatusOK)
+		retry := fmt.Appendf(nil, "retry: %d\n\n", cfg.ReconnectDelay.Milliseconds())
+		if err := st.write(retry); err != nil {
+			return err
+		}
+		t := time.NewTicker(cfg.PingInterval)
+		defer t.Stop()
+		ping = t.C
+	}
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ping:
+			if err := st.write([]byte(": ping\n\n")); err != nil {
+				return err
+			}
+		case b, ok := <-batches:
+			if !ok {
+				return nil
+			}
+			if b.err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("read events: %w", b.err)
+			}
+			done := st.encode(b.events)
+			if len(st.buf) > 0 {
+				if err := st.write(st.buf); err != nil {
+					return err
+				}
+			}
+			if done {
+				return nil
+			}
+		}
+	}
+}
+
+// encode puts the events newer than st.last into st.buf and reports whether
+// run.completed was among them; nothing after it is written.
+func (st *stream) encode(evs []runs.StoredEvent) (done bool) {
+	st.buf = st.buf[:0]
+	for _, ev := range evs {
+		if ev.Seq <= st.last {
+			continue
+		}
+		if st.ndjson {
+			st.buf = appendNDJSON(st.buf, ev)
+		} else {
+			st.buf = appendSSE(st.buf, ev)
+		}
+		st.last = ev.Seq
+		if ev.Type == runs.EventRunCompleted {
+			return true
+		}
+	}
+	return false
+}
+
+// write sends p (possibly nothing) and flushes, within the write timeout.
+// A client that does not take it in time gets a clientError and is
+// dropped.
+func (st *stream) write(p []byte) error {
+	if err := st.rc.SetWriteDeadline(time.Now().Add(st.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return &clientError{err}
+	}
+	if len(p) > 0 {
+		if _, err := st.w.Write(p); err != nil {
+			return &clientError{err}
+		}
+	}
+	if err := st.rc.Flush(); err != nil {
+		return &clientError{err}
+	}
+	return nil
+}
+
+// appendSSE appends ev as one SSE event: id is the seq, event the type,
+// data the stored envelope as it was stored. The envelope is one line of
+// JSON; should it hold line breaks, each line becomes a data line, which an
+// EventSource joins back with "\n", an equivalent JSON text.
+func appendSSE(buf []byte, ev runs.StoredEvent) []byte {
+	buf = append(buf, "id: "...)
+	buf = strconv.AppendUint(buf, ev.Seq, 10)
+	buf = append(buf, '\n')
+	if t := string(ev.Type); t != "" && !strings.ContainsAny(t, "\r\n") {
+		buf = append(buf, "event: "...)
+		buf = append(buf, t...)
+		buf = append(buf, '\n')
+	}
+	data := ev.JSON
+	for {
+		i := bytes.IndexAny(data, "\r\n")
+		if i < 0 {
+			buf = append(buf, "data: "...)
+			buf = append(buf, data...)
+			buf = append(buf, '\n')
+			break
+		}
+		buf = append(buf, "data: "...)
+		buf = append(buf, data[:i]...)
+		buf = append(buf, '\n')
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
+	}
+	return append(buf, '\n')
+}
+
+// appendNDJSON appends ev's stored envelope as one line. An envelope with a
+// line break in it (which the store should never hold) is compacted rather
+// than split.
+func appendNDJSON(buf []byte, ev runs.StoredEvent) []byte {
+	if bytes.ContainsAny(ev.JSON, "\r\n") {
+		var c bytes.Buffer
+		if json.Compact(&c, ev.JSON) == nil {
+			return append(append(buf, c.Bytes()...), '\n')
+		}
+		return buf
+	}
+	return append(append(buf, ev.JSON...), '\n')
+}
+
+// resumeAfter returns the seq to stream after: the larger of the
+// Last-Event-ID header and ?after=N, 0 when neither is given. The larger
+// wins because an EventSource reconnects to the same URL, ?after included,
+// with the Last-Event-ID it reached since, and must not get again what it
+// already has.
+func resumeAfter(r *http.Request) (uint64, error) {
+	var after uint64
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, ok := parseSeq(v)
+		if !ok {
+			return 0, invalidField("Last-Event-ID", "must be an event id, a decimal integer")
+		}
+		after = n
+	}
+	q := r.URL.Query()["after"]
+	if len(q) > 1 {
+		return 0, invalidField("after", "appears more than once")
+	}
+	if len(q) == 1 && q[0] != "" {
+		n, ok := parseSeq(q[0])
+		if !ok {
+			return 0, invalidField("after", "must be an event id, a decimal integer")
+		}
+		after = max(after, n)
+	}
+	return after, nil
+}
+
+// parseSeq parses an event id: decimal digits only, within uint64.
+func parseSeq(s string) (uint64, bool) {
+	if !isDigits(s) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n, err == nil
+}
+
+// prefersNDJSON reports whether the Accept headers rank
+// application/x-ndjson above text/event-stream. Anything else, including
+// no Accept at all, gets SSE.
+func prefersNDJSON(accept []string) bool {
+	sse, nd := -1.0, -1.0
+	for _, h := range accept {
+		for _, part := range strings.Split(h, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			q := 1.0
+			if v, ok := params["q"]; ok {
+				if q, err = strconv.ParseFloat(v, 64); err != nil {
+					continue
+				}
+			}
+			switch mt {
+			case contentTypeSSE:
+				sse = max(sse, q)
+			case contentTypeNDJSON:
+				nd = max(nd, q)
+			}
+		}
+	}
+	return nd > 0 && nd > sse
+}
