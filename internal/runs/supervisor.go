@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -667,12 +668,12 @@ func (s *Supervisor) emit(ctx context.Context, t *task, evs ...Event) {
 			ev.SessionID = t.run.SessionID
 		}
 		ev = s.cfg.Limits.Bound(ev)
-		b, err := json.Marshal(ev)
+		b, err := encodeEvent(ev)
 		if err != nil {
 			// A payload that cannot be encoded is a decoder bug; keep
 			// the sequence dense with a warning in its place.
 			ev.Type, ev.Data = EventWarning, WarningData{Code: "encode_failed", Message: err.Error()}
-			b, _ = json.Marshal(ev)
+			b, _ = encodeEvent(ev)
 		}
 		batch = append(batch, StoredEvent{Seq: ev.Seq, Type: ev.Type, JSON: b})
 		s.obs.Event(t.run.Agent, ev.Type)
@@ -735,4 +736,17 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 	s.stopRuns(errShutdown)
 	s.workers.Wait()
 	return err
+}
+
+// encodeEvent encodes an envelope as one line of JSON. HTML is not escaped:
+// the stream is JSON, not HTML, and tool inputs such as "a > b" should read
+// as they were written.
+func encodeEvent(ev Event) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(ev); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs every test of agentgate on a fresh machine: installs the pinned agent
+# CLIs (npm) and the Go modules, checks formatting and vet, then runs
+# `go test -race ./...` inside a loopback-only network namespace, so no test
+# can reach a real model API even on a machine that holds real credentials.
+#
+# Extra arguments go to `go test` (e.g. scripts/test.sh -run TestRealCLI).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-agents.sh
+go mod download
+go build ./...
+
+unformatted=$(gofmt -l cmd internal)
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:" $unformatted >&2
+  exit 1
+fi
+go vet ./...
+
+# Compile every test binary now, while the module proxy is reachable; the
+# tests themselves then run with no network but loopback.
+go test -race -count=1 -run '^$' ./... >/dev/null
+
+tests=(go test -race -count=1 -timeout 15m "$@" ./...)
+if [ "$(id -u)" != 0 ] && unshare -rn true 2>/dev/null; then
+  netns=(unshare -rn)
+elif unshare -n true 2>/dev/null; then
+  netns=(unshare -n)
+else
+  netns=()
+fi
+if [ ${#netns[@]} -gt 0 ]; then
+  if ! command -v ip >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      apt-get update -qq && apt-get install -y -qq iproute2 >/dev/null
+    fi
+  fi
+  echo "running tests in a loopback-only network namespace" >&2
+  exec "${netns[@]}" -- bash -c 'ip link set lo up && exec "$@"' bash "${tests[@]}"
+fi
+echo "warning: this machine cannot create a network namespace; running tests" \
+  "in the host network (agent CLIs still get their no-phone-home settings" \
+  "and point at the mock server on 127.0.0.1)" >&2
+exec "${tests[@]}"
