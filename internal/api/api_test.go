@@ -219,7 +219,7 @@ func TestServiceErrors(t *testing.T) {
 		{"invalid", fmt.Errorf("odd: %w", runs.ErrInvalid), 400, CodeInvalidField, "", "", "odd", ""},
 		{"unknown agent", fmt.Errorf("agent %q: %w", "cladue", runs.ErrUnknownAgent), 400, CodeUnknownAgent, "agent", "",
 			`agent "cladue": unknown agent; known agents: claude, codex`, ""},
-		{"not installed", fmt.Errorf("agent %q: %w", "codex", runs.ErrAgentUnavailable), 503, CodeAgentNotInstalled, "agent", "", "not installed", ""},
+		{"not installed", fmt.Errorf("agent %q: %w", "codex", runs.ErrAgentUnavailable), 422, CodeAgentNotInstalled, "agent", "", "not installed", ""},
 		{"not found", fmt.Errorf("x: %w", runs.ErrNotFound), 404, CodeNotFound, "", "", "not found", ""},
 		{"queue full", fmt.Errorf("x: %w", runs.ErrCapacity), 429, CodeQueueFull, "", "", "queue is full", "2"},
 		{"shutting down", fmt.Errorf("x: %w", runs.ErrShuttingDown), 503, CodeShuttingDown, "", "", "shutting down", "2"},

@@ -32,7 +32,7 @@ const (
 	// CodeUnknownAgent: no agent has that name.
 	CodeUnknownAgent = "unknown_agent"
 	// CodeAgentNotInstalled: the agent is known but its CLI is not
-	// installed on this gateway (503, without Retry-After).
+	// installed on this gateway (422).
 	CodeAgentNotInstalled = "agent_not_installed"
 	// CodeNotFound: no such run, or no such route.
 	CodeNotFound = "not_found"
@@ -125,15 +125,14 @@ func (s *server) problem(err error) problem {
 		}
 		return problem{status: http.StatusBadRequest, detail: detail}
 	case errors.Is(err, runs.ErrAgentUnavailable):
-		// 503, not 422: the request is right and the gateway is at
-		// fault, so it counts as a server error where operators look,
-		// and a client may try again after the CLI is installed or on
-		// another replica. No Retry-After: waiting alone does not fix it.
+		// 422: the request is well formed but names an agent this
+		// gateway cannot run; a client must not retry it as is. The
+		// message carries the install command for the operator.
 		detail.Code = CodeAgentNotInstalled
 		if detail.Field == "" {
 			detail.Field = "agent"
 		}
-		return problem{status: http.StatusServiceUnavailable, detail: detail}
+		return problem{status: http.StatusUnprocessableEntity, detail: detail}
 	case errors.Is(err, runs.ErrNotFound):
 		detail.Code = CodeNotFound
 		return problem{status: http.StatusNotFound, detail: detail}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/agentgate/agentgate/internal/api"
+	"go.uber.org/zap/zapcore"
+)
+
+// config is the gateway's whole configuration, read once from AGENTGATE_*
+// variables and validated before anything starts.
+type config struct {
+	Addr          string        `envconfig:"ADDR" default:":8080"`
+	DataDir       string        `envconfig:"DATA_DIR" default:"agentgate-data"`
+	NATSURL       string        `envconfig:"NATS_URL"`
+	NATSReplicas  int           `envconfig:"NATS_REPLICAS" default:"1"`
+	WorkspaceRoot string        `envconfig:"WORKSPACE_ROOT"`
+	ReplicaID     string        `envconfig:"REPLICA_ID"`
+	LogLevel      string        `envconfig:"LOG_LEVEL" default:"info"`
+	AgentPath     string        `envconfig:"AGENT_PATH"`
+	Retention     time.Duration `envconfig:"RETENTION" default:"0"`
+
+	MaxConcurrentRuns int           `envconfig:"MAX_CONCURRENT_RUNS" default:"4"`
+	QueueSize         int           `envconfig:"QUEUE_SIZE" default:"64"`
+	RunTimeout        time.Duration `envconfig:"RUN_TIMEOUT" default:"30m"`
+	MaxRunTimeout     time.Duration `envconfig:"MAX_RUN_TIMEOUT" default:"24h"`
+	KillGrace         time.Duration `envconfig:"KILL_GRACE" default:"5s"`
+	ShutdownGrace     time.Duration `envconfig:"SHUTDOWN_GRACE" default:"30s"`
+	MaxEventText      int           `envconfig:"MAX_EVENT_TEXT" default:"262144"`
+
+	// The HTTP edge's settings (AGENTGATE_SSE_*, MAX_BODY_BYTES, …) are
+	// api.Config, read by the same envconfig call.
+	HTTP api.Config `ignored:"true"`
+
+	// Per-agent settings are read by agent name: AGENTGATE_<AGENT>_BIN
+	// and AGENTGATE_<AGENT>_HOME; see agentSettings.
+}
+
+// agentSettings is one agent's binary and home directory.
+type agentSettings struct{ Bin, Home string }
+
+// loadConfig reads and validates the configuration. envconfig reads the
+// process environment; getenv serves the per-agent variables, so that both
+// come from the same place in production.
+func loadConfig(getenv func(string) string, agentNames []string) (config, map[string]agentSettings, error) {
+	var c config
+	if err := envconfig.Process("agentgate", &c); err != nil {
+		return c, nil, fmt.Errorf("configuration: %w", err)
+	}
+	if err := envconfig.Process("agentgate", &c.HTTP); err != nil {
+		return c, nil, fmt.Errorf("configuration: %w", err)
+	}
+	if err := c.validate(); err != nil {
+		return c, nil, fmt.Errorf("configuration: %w", err)
+	}
+	agents := map[string]agentSettings{}
+	for _, name := range agentNames {
+		up := strings.ToUpper(name)
+		s := agentSettings{Bin: getenv("AGENTGATE_" + up + "_BIN"), Home: getenv("AGENTGATE_" + up + "_HOME")}
+		if s.Home == "" {
+			s.Home = filepath.Join(c.DataDir, "agents", name)
+		}
+		abs, err := filepath.Abs(s.Home)
+		if err != nil {
+			return c, nil, fmt.Errorf("configuration: AGENTGATE_%s_HOME: %w", up, err)
+		}
+		s.Home = abs
+		agents[name] = s
+	}
+	return c, agents, nil
+}
+
+func (c *config) validate() error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("AGENTGATE_%s: "+format, append([]any{name}, args...)...))
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		bad("ADDR", "%q is not host:port (%v)", c.Addr, err)
+	}
+	if c.DataDir == "" {
+		bad("DATA_DIR", "must not be empty")
+	} else if abs, err := filepath.Abs(c.DataDir); err == nil {
+		c.DataDir = abs
+	}
+	if c.WorkspaceRoot == "" {
+		c.WorkspaceRoot = filepath.Join(c.DataDir, "workspaces")
+	} else if abs, err := filepath.Abs(c.WorkspaceRoot); err == nil {
+		c.WorkspaceRoot = abs
+	}
+	if c.NATSURL != "" && !strings.Contains(c.NATSURL, "://") {
+		bad("NATS_URL", "%q is not a URL such as nats://host:4222", c.NATSURL)
+	}
+	if c.NATSReplicas < 1 || c.NATSReplicas > 5 {
+		bad("NATS_REPLICAS", "must be 1 to 5, got %d", c.NATSReplicas)
+	}
+	if c.MaxConcurrentRuns < 1 || c.MaxConcurrentRuns > 1024 {
+		bad("MAX_CONCURRENT_RUNS", "must be 1 to 1024, got %d", c.MaxConcurrentRuns)
+	}
+	if c.QueueSize < 0 || c.QueueSize > 100000 {
+		bad("QUEUE_SIZE", "must be 0 to 100000, got %d", c.QueueSize)
+	}
+	if c.RunTimeout <= 0 {
+		bad("RUN_TIMEOUT", "must be positive, got %s", c.RunTimeout)
+	}
+	if c.MaxRunTimeout < c.RunTimeout {
+		bad("MAX_RUN_TIMEOUT", "%s is less than RUN_TIMEOUT %s", c.MaxRunTimeout, c.RunTimeout)
+	}
+	if c.KillGrace <= 0 || c.KillGrace > time.Minute {
+		bad("KILL_GRACE", "must be between 0 and 1m, got %s", c.KillGrace)
+	}
+	if c.ShutdownGrace < 0 {
+		bad("SHUTDOWN_GRACE", "must not be negative, got %s", c.ShutdownGrace)
+	}
+	if c.MaxEventText < 1024 {
+		bad("MAX_EVENT_TEXT", "must be at least 1024 bytes, got %d", c.MaxEventText)
+	}
+	if c.HTTP.PingInterval < 100*time.Millisecond {
+		bad("SSE_PING_INTERVAL", "must be at least 100ms, got %s", c.HTTP.PingInterval)
+	}
+	if c.Retention < 0 {
+		bad("RETENTION", "must not be negative, got %s", c.Retention)
+	}
+	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
+		bad("LOG_LEVEL", "%q is not one of debug, info, warn, error", c.LogLevel)
+	}
+	if c.ReplicaID == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "local"
+		}
+		c.ReplicaID = host
+	}
+	if c.AgentPath == "" {
+		c.AgentPath = os.Getenv("PATH")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestConfigRejectsBadValues(t *testing.T) {
+	for _, tc := range []struct{ env, value, want string }{
+		{"AGENTGATE_MAX_CONCURRENT_RUNS", "0", "AGENTGATE_MAX_CONCURRENT_RUNS: must be 1 to 1024"},
+		{"AGENTGATE_MAX_CONCURRENT_RUNS", "many", "MAX_CONCURRENT_RUNS"},
+		{"AGENTGATE_RUN_TIMEOUT", "soon", "RUN_TIMEOUT"},
+		{"AGENTGATE_RUN_TIMEOUT", "48h", "AGENTGATE_MAX_RUN_TIMEOUT: 24h0m0s is less than RUN_TIMEOUT"},
+		{"AGENTGATE_ADDR", "8080", "AGENTGATE_ADDR: \"8080\" is not host:port"},
+		{"AGENTGATE_NATS_URL", "localhost", "AGENTGATE_NATS_URL"},
+		{"AGENTGATE_LOG_LEVEL", "loud", "AGENTGATE_LOG_LEVEL"},
+		{"AGENTGATE_KILL_GRACE", "0s", "AGENTGATE_KILL_GRACE"},
+		{"AGENTGATE_SSE_PING_INTERVAL", "1ms", "AGENTGATE_SSE_PING_INTERVAL"},
+	} {
+		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.env, tc.value)
+			_, _, err := loadConfig(func(string) string { return "" }, []string{"claude"})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+			// run() refuses to start on it, before touching anything.
+			if err := run(context.Background(), nil, func(string) string { return "" }, io.Discard); err == nil {
+				t.Fatal("run started with a bad configuration")
+			}
+		})
+	}
+}
+
+func TestConfigDefaultsAndAgentSettings(t *testing.T) {
+	t.Setenv("AGENTGATE_DATA_DIR", "/srv/agentgate")
+	getenv := func(k string) string {
+		return map[string]string{"AGENTGATE_CLAUDE_BIN": "/opt/claude"}[k]
+	}
+	c, agents, err := loadConfig(getenv, []string{"claude"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != ":8080" || c.WorkspaceRoot != "/srv/agentgate/workspaces" || c.MaxConcurrentRuns != 4 || c.ReplicaID == "" {
+		t.Fatalf("defaults = %+v", c)
+	}
+	if a := agents["claude"]; a.Bin != "/opt/claude" || a.Home != "/srv/agentgate/agents/claude" {
+		t.Fatalf("claude settings = %+v", a)
+	}
+}
+
+func TestRunRejectsArguments(t *testing.T) {
+	err := run(context.Background(), []string{"--port", "1"}, func(string) string { return "" }, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "AGENTGATE_") {
+		t.Fatalf("err = %v", err)
+	}
+}
