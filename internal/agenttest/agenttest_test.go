@@ -1,0 +1,112 @@
+package agenttest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fatalTB records Fatalf instead of stopping the test, to check what
+// ClaudeBin tells a person.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalTB) Helper() {}
+
+func (f *fatalTB) Fatalf(format string, args ...any) { f.msg = fmt.Sprintf(format, args...) }
+
+func TestClaudeBinFromEnv(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "claude")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(ClaudeBinEnv, exe)
+	if got := ClaudeBin(t); got != exe {
+		t.Errorf("ClaudeBin = %q, want %q", got, exe)
+	}
+
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{plain, filepath.Join(dir, "missing"), dir} {
+		t.Setenv(ClaudeBinEnv, p)
+		f := &fatalTB{TB: t}
+		if got := ClaudeBin(f); got != "" || !strings.Contains(f.msg, "scripts/install-agents.sh") {
+			t.Errorf("%s: ClaudeBin = %q, fatal %q; want a failure naming the install script", p, got, f.msg)
+		}
+	}
+}
+
+func TestRepoRoot(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "internal", "agenttest", "agenttest.go")); err != nil {
+		t.Errorf("root %s: %v", root, err)
+	}
+}
+
+func TestEnv(t *testing.T) {
+	env := MinimalEnv("/h")
+	if len(env) != 3 || env[1] != "HOME=/h" || !strings.HasPrefix(env[0], "PATH=") {
+		t.Errorf("MinimalEnv = %v", env)
+	}
+	if len(NoPhoneHomeEnv()) != 4 {
+		t.Errorf("NoPhoneHomeEnv = %v", NoPhoneHomeEnv())
+	}
+}
+
+func TestStartWait(t *testing.T) {
+	p := Start(t, "/bin/sh", []string{"-c", `read x; echo "got $x"; echo line2; echo err >&2; exit 3`},
+		MinimalEnv(t.TempDir()), t.TempDir(), []byte("input\n"))
+	first := <-p.Lines()
+	res := p.Wait()
+	if string(first) != "got input" || len(res.Stdout) != 2 || string(res.Stdout[1]) != "line2" {
+		t.Errorf("stdout = %q (first %q)", res.Stdout, first)
+	}
+	if string(res.Stderr) != "err\n" || res.Exit != (runs.Exit{Code: 3}) {
+		t.Errorf("stderr %q exit %+v", res.Stderr, res.Exit)
+	}
+	if again := p.Wait(); again.Exit != res.Exit || len(again.Stdout) != 2 {
+		t.Errorf("second Wait = %+v", again)
+	}
+}
+
+func TestSignalAndProcesses(t *testing.T) {
+	marker := fmt.Sprintf("agenttest-marker-%d", time.Now().UnixNano())
+	p := Start(t, "/bin/sh", []string{"-c", "echo ready; exec perl -e 'sleep 30' " + marker},
+		MinimalEnv(t.TempDir()), t.TempDir(), nil)
+	<-p.Lines()
+	// exec replaces the shell: the marker is perl's argument.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(ProcessesMatching(marker)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(ProcessesMatching(marker)) == 0 {
+		t.Fatal("marker process not found")
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if res := p.Wait(); res.Exit != (runs.Exit{Code: -1, Signal: "SIGTERM"}) {
+		t.Errorf("exit = %+v", res.Exit)
+	}
+	if left := WaitGone(marker, 2*time.Second); len(left) != 0 {
+		t.Errorf("left = %v", left)
+	}
+}

@@ -1,0 +1,186 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Scenario decides the answer to each POST /v1/messages request. The server
+// calls Respond from one goroutine at a time.
+type Scenario interface {
+	Respond(req *Request) Response
+}
+
+// Func adapts a function to a Scenario.
+type Func func(req *Request) Response
+
+// Respond calls f.
+func (f Func) Respond(req *Request) Response { return f(req) }
+
+// LongCommand runs for a minute. Claude Code refuses a foreground
+// `sleep N`, so the long command is perl's.
+const LongCommand = "perl -e 'sleep 60'"
+
+// The usage the built-in scenarios bill. Every count, cache ones included,
+// is non-zero and distinct so that a test can tell which field went where.
+func firstCallUsage() Usage {
+	return Usage{InputTokens: 1200, CacheCreationInputTokens: 9000, CacheReadInputTokens: 2500, OutputTokens: 80}
+}
+
+func followUpUsage() Usage {
+	return Usage{InputTokens: 150, CacheCreationInputTokens: 300, CacheReadInputTokens: 11500, OutputTokens: 25}
+}
+
+func textUsage() Usage {
+	return Usage{InputTokens: 100, CacheCreationInputTokens: 40, CacheReadInputTokens: 7000, OutputTokens: 20}
+}
+
+// TextAnswer answers every request with text.
+func TextAnswer(text string) Scenario {
+	return Func(func(*Request) Response {
+		return Response{Message: Message{Content: []Block{Text(text)}, Usage: textUsage()}}
+	})
+}
+
+// ToolTurn answers a first request with thinking, text and a Bash tool_use
+// running command, and a request that carries the tool's result with the
+// text answer.
+func ToolTurn(command, answer string) Scenario {
+	return Func(func(req *Request) Response {
+		if len(req.ToolResults()) > 0 {
+			return Response{Message: Message{Content: []Block{Text(answer)}, Usage: followUpUsage()}}
+		}
+		return Response{Message: Message{
+			Content: []Block{Thinking("The user wants a command run. I will use Bash."), Text("Running the command."), Bash(command)},
+			Usage:   firstCallUsage(),
+		}}
+	})
+}
+
+// LongTool is ToolTurn with LongCommand, for cancellation tests.
+func LongTool() Scenario { return ToolTurn(LongCommand, "The command finished.") }
+
+// AlwaysTool asks for a Bash tool_use running command on every request,
+// so that only a turn limit ends the run.
+func AlwaysTool(command string) Scenario {
+	return Func(func(*Request) Response {
+		return Response{Message: Message{Content: []Block{Text("Once more."), Bash(command)}, Usage: firstCallUsage()}}
+	})
+}
+
+// Structured calls the StructuredOutput tool with output when the request
+// offers that tool (Claude Code's --json-schema), answers "Done." to the
+// tool's result, and answers output's JSON as text when the tool is not
+// offered.
+func Structured(output any) Scenario {
+	return Func(func(req *Request) Response {
+		switch {
+		case len(req.ToolResults()) > 0:
+			return Response{Message: Message{Content: []Block{Text("Done.")}, Usage: followUpUsage()}}
+		case req.HasTool("StructuredOutput"):
+			return Response{Message: Message{Content: []Block{ToolUse("StructuredOutput", output)}, Usage: firstCallUsage()}}
+		}
+		b, _ := json.Marshal(output)
+		return Response{Message: Message{Content: []Block{Text(string(b))}, Usage: textUsage()}}
+	})
+}
+
+// Failure answers every request with status and an Anthropic error body of
+// the matching type (401 authentication_error, 429 rate_limit_error, 500
+// api_error, 529 overloaded_error, 400 invalid_request_error, ...). A 429
+// carries retry-after: 1.
+func Failure(status int) Scenario {
+	resp := Response{Status: status, Error: &APIError{Type: ErrorType(status), Message: fmt.Sprintf("mock %s", ErrorType(status))}}
+	if status == http.StatusTooManyRequests {
+		resp.Header = http.Header{"Retry-After": {"1"}}
+	}
+	return Func(func(*Request) Response { return resp })
+}
+
+// Hang accepts every request and never answers it.
+func Hang() Scenario {
+	return Func(func(*Request) Response { return Response{Hang: true} })
+}
+
+// StreamFailure fails every streamed request with a mid-stream
+// overloaded_error and answers a non-streamed one (the CLI's fallback) with
+// text.
+func StreamFailure(text string) Scenario {
+	return Func(func(req *Request) Response {
+		if req.Stream {
+			return Response{StreamError: &APIError{Type: "overloaded_error", Message: "Overloaded"}, Message: Message{Usage: textUsage()}}
+		}
+		return Response{Message: Message{Content: []Block{Text(text)}, Usage: textUsage()}}
+	})
+}
+
+// Sequence answers the i-th request it sees with steps[i], and every later
+// one with the last step: Sequence(Failure(429), TextAnswer("ok")) fails
+// once, then recovers.
+func Sequence(steps ...Scenario) Scenario {
+	var mu sync.Mutex
+	n := 0
+	return Func(func(req *Request) Response {
+		if len(steps) == 0 {
+			return Response{Status: http.StatusInternalServerError}
+		}
+		mu.Lock()
+		i := min(n, len(steps)-1)
+		n++
+		mu.Unlock()
+		return steps[i].Respond(req)
+	})
+}
+
+// named builds the scenarios Named offers; command is the Bash command of
+// the tool scenarios, empty for their default.
+func named(command string) map[string]func() Scenario {
+	or := func(def string) string {
+		if command != "" {
+			return command
+		}
+		return def
+	}
+	return map[string]func() Scenario{
+		"text":         func() Scenario { return TextAnswer("Hello from the mock.") },
+		"tool":         func() Scenario { return ToolTurn(or("echo hello > out.txt"), "I ran the command.") },
+		"long-tool":    func() Scenario { return ToolTurn(or(LongCommand), "The command finished.") },
+		"always-tool":  func() Scenario { return AlwaysTool(or("echo again")) },
+		"structured":   func() Scenario { return Structured(map[string]string{"name": "Bob"}) },
+		"hang":         Hang,
+		"stream-error": func() Scenario { return StreamFailure("Recovered without streaming.") },
+		"error-400":    func() Scenario { return Failure(400) },
+		"error-401":    func() Scenario { return Failure(401) },
+		"error-403":    func() Scenario { return Failure(403) },
+		"error-404":    func() Scenario { return Failure(404) },
+		"error-413":    func() Scenario { return Failure(413) },
+		"error-429":    func() Scenario { return Failure(429) },
+		"error-500":    func() Scenario { return Failure(500) },
+		"error-529":    func() Scenario { return Failure(529) },
+	}
+}
+
+// Names lists the built-in scenarios Named knows, sorted.
+func Names() []string {
+	m := named("")
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Named returns the built-in scenario called name (see Names). command
+// replaces the Bash command of "tool", "long-tool" and "always-tool" when
+// not empty.
+func Named(name, command string) (Scenario, error) {
+	if f, ok := named(command)[name]; ok {
+		return f(), nil
+	}
+	return nil, fmt.Errorf("unknown scenario %q (known: %s)", name, strings.Join(Names(), ", "))
+}

@@ -1,0 +1,511 @@
+package anthropic
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func start(t *testing.T, sc Scenario, opts ...Option) *Server {
+	t.Helper()
+	s, err := Start("127.0.0.1:0", sc, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// client is an http.Client whose idle connections the test closes, so
+// that goleak sees no transport goroutines.
+func client(t *testing.T) *http.Client {
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// body is a request as Claude Code shapes it: a system role inside
+// messages, adaptive thinking, context management, effort, and a JSON
+// string in metadata.user_id.
+func body(stream bool, extra ...map[string]any) []byte {
+	msgs := []any{
+		map[string]any{"role": "user", "content": []any{
+			map[string]any{"type": "text", "text": "<system-reminder>x</system-reminder>"},
+			map[string]any{"type": "text", "text": "say hi"},
+		}},
+		map[string]any{"role": "system", "content": []any{map[string]any{"type": "text", "text": "# Environment"}}},
+	}
+	for _, m := range extra {
+		msgs = append(msgs, m)
+	}
+	b, _ := json.Marshal(map[string]any{
+		"model": "claude-test", "max_tokens": 128000, "stream": stream,
+		"thinking":           map[string]any{"type": "adaptive", "display": "updates"},
+		"context_management": map[string]any{"edits": []any{map[string]any{"type": "clear_thinking_20251015", "keep": "all"}}},
+		"output_config":      map[string]any{"effort": "medium"},
+		"metadata":           map[string]any{"user_id": `{"device_id":"d","session_id":"s"}`},
+		"system": []any{
+			map[string]any{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332"},
+			map[string]any{"type": "text", "text": "You are a test.", "cache_control": map[string]any{"type": "ephemeral"}},
+		},
+		"tools": []any{
+			map[string]any{"name": "Bash", "description": "d", "input_schema": map[string]any{"type": "object"}},
+			map[string]any{"name": "DeferredToolPlaceholder", "defer_loading": true},
+		},
+		"messages": msgs,
+	})
+	return b
+}
+
+func toolResult(id string) map[string]any {
+	return map[string]any{"role": "user", "content": []any{map[string]any{
+		"type": "tool_result", "tool_use_id": id, "content": "(Bash completed with no output)", "is_error": false,
+		"cache_control": map[string]any{"type": "ephemeral"},
+	}}}
+}
+
+func post(t *testing.T, c *http.Client, url string, b []byte) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/messages?beta=true", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("x-api-key", "k1")
+	req.Header.Set("anthropic-version", "2023-06-01")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+type frame struct {
+	event string
+	data  map[string]any
+}
+
+// readSSE parses an event stream strictly: every frame is an event line,
+// a data line and a blank line, LF only.
+func readSSE(t *testing.T, r io.Reader) []frame {
+	t.Helper()
+	var out []frame
+	br := bufio.NewReader(r)
+	for {
+		ev, err := br.ReadString('\n')
+		if errors.Is(err, io.EOF) && ev == "" {
+			return out
+		}
+		data, err2 := br.ReadString('\n')
+		blank, err3 := br.ReadString('\n')
+		if err != nil || err2 != nil || err3 != nil || blank != "\n" ||
+			!strings.HasPrefix(ev, "event: ") || !strings.HasPrefix(data, "data: ") {
+			t.Fatalf("malformed frame %q %q %q", ev, data, blank)
+		}
+		var d map[string]any
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(data, "data: ")), &d); err != nil {
+			t.Fatalf("frame data: %v", err)
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(ev, "event: "), "\n")
+		if d["type"] != name {
+			t.Fatalf("event %q carries type %v", name, d["type"])
+		}
+		out = append(out, frame{name, d})
+	}
+}
+
+func names(fs []frame) string {
+	var n []string
+	for _, f := range fs {
+		n = append(n, f.event)
+	}
+	return strings.Join(n, ",")
+}
+
+func TestStreamedText(t *testing.T) {
+	s := start(t, TextAnswer("hello there"))
+	resp := post(t, client(t), s.URL, body(true))
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("request-id") == "" {
+		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
+	}
+	fs := readSSE(t, resp.Body)
+	want := "message_start,ping,content_block_start,content_block_delta,content_block_delta,content_block_stop,message_delta,message_stop"
+	if got := names(fs); got != want {
+		t.Fatalf("frames = %s\nwant %s", got, want)
+	}
+	msg := fs[0].data["message"].(map[string]any)
+	if msg["model"] != "claude-test" || msg["role"] != "assistant" {
+		t.Errorf("message_start = %v", msg)
+	}
+	startUsage := msg["usage"].(map[string]any)
+	endUsage := fs[6].data["usage"].(map[string]any)
+	if startUsage["output_tokens"] != 1.0 || endUsage["output_tokens"] != float64(textUsage().OutputTokens) ||
+		startUsage["cache_read_input_tokens"] != float64(textUsage().CacheReadInputTokens) ||
+		endUsage["cache_creation_input_tokens"] != float64(textUsage().CacheCreationInputTokens) {
+		t.Errorf("usage start %v end %v", startUsage, endUsage)
+	}
+	if fs[6].data["delta"].(map[string]any)["stop_reason"] != "end_turn" {
+		t.Errorf("message_delta = %v", fs[6].data)
+	}
+	var text string
+	for _, f := range fs {
+		if d, ok := f.data["delta"].(map[string]any); ok && d["type"] == "text_delta" {
+			text += d["text"].(string)
+		}
+	}
+	if text != "hello there" {
+		t.Errorf("text = %q", text)
+	}
+
+	l := s.Ledger()
+	if len(l) != 1 {
+		t.Fatalf("ledger = %d entries", len(l))
+	}
+	e := l[0]
+	r := e.Request
+	if r.Model != "claude-test" || !r.Stream || r.MaxTokens != 128000 || r.Effort != "medium" || r.Thinking != "adaptive" ||
+		r.Header.Get("X-Api-Key") != "k1" || r.RawQuery != "beta=true" || r.Seq != 1 || r.BodyBytes == 0 {
+		t.Errorf("request = %+v", r)
+	}
+	if strings.Join(r.Tools, ",") != "Bash,DeferredToolPlaceholder" || !r.HasTool("Bash") || r.HasTool("Write") {
+		t.Errorf("tools = %v", r.Tools)
+	}
+	if len(r.Messages) != 2 || r.Messages[1].Role != "system" || r.UserText() != "<system-reminder>x</system-reminder>\nsay hi" {
+		t.Errorf("messages = %+v", r.Messages)
+	}
+	if !strings.HasSuffix(r.System, "\nYou are a test.") {
+		t.Errorf("system = %q", r.System)
+	}
+	if e.Status != 200 || e.Billed != textUsage() || l.Billed() != textUsage() {
+		t.Errorf("entry = %+v", e)
+	}
+}
+
+func TestToolTurn(t *testing.T) {
+	s := start(t, ToolTurn("echo hello > out.txt", "done"))
+	c := client(t)
+	fs := readSSE(t, post(t, c, s.URL, body(true)).Body)
+	var kinds []string
+	var input, toolID string
+	for _, f := range fs {
+		switch f.event {
+		case "content_block_start":
+			cb := f.data["content_block"].(map[string]any)
+			kinds = append(kinds, cb["type"].(string))
+			if cb["type"] == "tool_use" {
+				toolID = cb["id"].(string)
+				if cb["name"] != "Bash" || len(cb["input"].(map[string]any)) != 0 {
+					t.Errorf("tool_use start = %v", cb)
+				}
+			}
+		case "content_block_delta":
+			if d := f.data["delta"].(map[string]any); d["type"] == "input_json_delta" {
+				input += d["partial_json"].(string)
+			}
+		case "message_delta":
+			if f.data["delta"].(map[string]any)["stop_reason"] != "tool_use" {
+				t.Errorf("stop reason = %v", f.data)
+			}
+		}
+	}
+	if strings.Join(kinds, ",") != "thinking,text,tool_use" {
+		t.Errorf("blocks = %v", kinds)
+	}
+	var in map[string]string
+	if err := json.Unmarshal([]byte(input), &in); err != nil || in["command"] != "echo hello > out.txt" {
+		t.Errorf("tool input %q: %v", input, err)
+	}
+	if !strings.HasPrefix(toolID, "toolu_") {
+		t.Errorf("tool id %q", toolID)
+	}
+	if !strings.Contains(names(fs), "content_block_delta") {
+		t.Error("no deltas")
+	}
+
+	fs = readSSE(t, post(t, c, s.URL, body(true, toolResult(toolID))).Body)
+	if fs[2].data["content_block"].(map[string]any)["type"] != "text" {
+		t.Errorf("follow-up = %v", fs[2].data)
+	}
+	l := s.Ledger()
+	if len(l) != 2 || len(l[1].Request.ToolResults()) != 1 || l[1].Request.ToolResults()[0].ToolUseID != toolID ||
+		l[1].Request.ToolResults()[0].Text != "(Bash completed with no output)" {
+		t.Fatalf("ledger = %+v", l)
+	}
+	if got, want := l.Billed(), firstCallUsage().Add(followUpUsage()); got != want {
+		t.Errorf("billed = %+v, want %+v", got, want)
+	}
+}
+
+func TestNonStreamedAnswer(t *testing.T) {
+	s := start(t, ToolTurn("ls", "done"))
+	resp := post(t, client(t), s.URL, body(false))
+	var m struct {
+		Type       string           `json:"type"`
+		Model      string           `json:"model"`
+		StopReason string           `json:"stop_reason"`
+		Content    []map[string]any `json:"content"`
+		Usage      Usage            `json:"usage"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Type != "message" || m.Model != "claude-test" || m.StopReason != "tool_use" || len(m.Content) != 3 ||
+		m.Content[0]["thinking"] == "" || m.Content[2]["input"].(map[string]any)["command"] != "ls" || m.Usage != firstCallUsage() {
+		t.Errorf("message = %+v", m)
+	}
+	if s.Ledger().Billed() != firstCallUsage() {
+		t.Errorf("billed = %+v", s.Ledger().Billed())
+	}
+}
+
+func TestFailures(t *testing.T) {
+	for status, typ := range map[int]string{400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"} {
+		s := start(t, Failure(status))
+		resp := post(t, client(t), s.URL, body(true))
+		var e struct {
+			Type  string   `json:"type"`
+			Error APIError `json:"error"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != status || e.Type != "error" || e.Error.Type != typ || e.Error.Message == "" {
+			t.Errorf("%d: got %d %+v", status, resp.StatusCode, e)
+		}
+		if ra := resp.Header.Get("Retry-After"); (status == 429) != (ra == "1") {
+			t.Errorf("%d: retry-after %q", status, ra)
+		}
+		if l := s.Ledger(); l[0].Status != status || !l.Billed().isZero() {
+			t.Errorf("%d: ledger %+v", status, l)
+		}
+	}
+}
+
+func (u Usage) isZero() bool { return u == Usage{} }
+
+func TestStreamFailure(t *testing.T) {
+	s := start(t, StreamFailure("ok"))
+	c := client(t)
+	fs := readSSE(t, post(t, c, s.URL, body(true)).Body)
+	if names(fs) != "message_start,error" || fs[1].data["error"].(map[string]any)["type"] != "overloaded_error" {
+		t.Fatalf("frames = %s %v", names(fs), fs)
+	}
+	b, _ := io.ReadAll(post(t, c, s.URL, body(false)).Body)
+	if !strings.Contains(string(b), `"text":"ok"`) {
+		t.Errorf("fallback = %s", b)
+	}
+	started := textUsage()
+	started.OutputTokens = 1
+	if got := s.Ledger().Billed(); got != started.Add(textUsage()) {
+		t.Errorf("billed = %+v: want message_start's usage for the cut stream plus the fallback's", got)
+	}
+}
+
+func TestStructured(t *testing.T) {
+	s := start(t, Structured(map[string]string{"name": "Bob"}))
+	c := client(t)
+	b, _ := json.Marshal(map[string]any{"model": "m", "tools": []any{map[string]any{"name": "StructuredOutput"}},
+		"messages": []any{map[string]any{"role": "user", "content": "hi"}}})
+	b2, _ := io.ReadAll(post(t, c, s.URL, b).Body)
+	if !strings.Contains(string(b2), `"name":"StructuredOutput"`) || !strings.Contains(string(b2), `"input":{"name":"Bob"}`) {
+		t.Errorf("with the tool: %s", b2)
+	}
+	b3, _ := io.ReadAll(post(t, c, s.URL, body(false)).Body)
+	if !strings.Contains(string(b3), `"text":"{\"name\":\"Bob\"}"`) {
+		t.Errorf("without the tool: %s", b3)
+	}
+	if s.Ledger()[0].Request.UserText() != "hi" {
+		t.Errorf("string content = %+v", s.Ledger()[0].Request.Messages)
+	}
+}
+
+func TestAlwaysToolAndSequence(t *testing.T) {
+	s := start(t, Sequence(Failure(429), AlwaysTool("echo x")))
+	c := client(t)
+	if resp := post(t, c, s.URL, body(false)); resp.StatusCode != 429 {
+		t.Fatalf("first = %d", resp.StatusCode)
+	}
+	for i := 0; i < 2; i++ {
+		b, _ := io.ReadAll(post(t, c, s.URL, body(false, toolResult("t"))).Body)
+		if !strings.Contains(string(b), `"command":"echo x"`) {
+			t.Errorf("request %d: %s", i+2, b)
+		}
+	}
+	if got := Sequence().Respond(&Request{}); got.Status != 500 {
+		t.Errorf("empty sequence = %+v", got)
+	}
+}
+
+func TestHangCloseIsPrompt(t *testing.T) {
+	s, err := Start("127.0.0.1:0", Hang())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client(t)
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, s.URL+"/v1/messages", bytes.NewReader(body(true)))
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			err = errors.New("got a response: " + resp.Status)
+		}
+		done <- err
+	}()
+	waitFor(t, func() bool { l := s.Ledger(); return len(l) == 1 && l[0].Hung })
+	select {
+	case err := <-done:
+		t.Fatalf("hung request returned early: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	t0 := time.Now()
+	s.Close()
+	if d := time.Since(t0); d > time.Second {
+		t.Errorf("Close took %v", d)
+	}
+	if err := <-done; err == nil || strings.Contains(err.Error(), "got a response") {
+		t.Errorf("client: %v, want the connection dropped without an answer", err)
+	}
+	if l := s.Ledger(); l[0].Status != 0 {
+		t.Errorf("hung entry status = %d", l[0].Status)
+	}
+	s.Close() // twice is fine
+}
+
+func TestHangClientGoesAway(t *testing.T) {
+	s := start(t, Hang())
+	ctx, cancel := context.WithCancel(context.Background())
+	c := client(t)
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/v1/messages", bytes.NewReader(body(true)))
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	waitFor(t, func() bool { l := s.Ledger(); return len(l) == 1 && l[0].Hung })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("client error = %v", err)
+	}
+	// The handler returns on its own; goleak in TestMain checks that
+	// nothing stays behind once Close returns.
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestOtherRoutes(t *testing.T) {
+	s := start(t, TextAnswer("x"))
+	c := client(t)
+	req, _ := http.NewRequest(http.MethodHead, s.URL+"/api/hello", nil)
+	resp, err := c.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("HEAD /api/hello: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = c.Get(s.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || !strings.Contains(string(b), `"not_found_error"`) {
+		t.Errorf("GET /v1/models: %d %s", resp.StatusCode, b)
+	}
+	resp = post(t, c, s.URL, []byte("{not json"))
+	b, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != 400 || !strings.Contains(string(b), "invalid_request_error") {
+		t.Errorf("bad JSON: %d %s", resp.StatusCode, b)
+	}
+	l := s.Ledger()
+	if len(l) != 3 || l[0].Request.Method != "HEAD" || l[2].Request.ParseError == "" || len(l.Messages()) != 1 {
+		t.Errorf("ledger = %+v", l)
+	}
+	s.Reset()
+	if len(s.Ledger()) != 0 {
+		t.Error("Reset kept entries")
+	}
+}
+
+func TestLedgerLimit(t *testing.T) {
+	s := start(t, TextAnswer("x"), LedgerLimit(2))
+	c := client(t)
+	for i := 0; i < 3; i++ {
+		post(t, c, s.URL, body(false))
+	}
+	l := s.Ledger()
+	if len(l) != 2 || l[0].Request.Seq != 2 || l[1].Request.Seq != 3 {
+		t.Errorf("ledger = %+v", l)
+	}
+}
+
+func TestStartRefuses(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", "192.0.2.1:0", ":0", "nonsense"} {
+		if s, err := Start(addr, TextAnswer("x")); err == nil {
+			s.Close()
+			t.Errorf("Start(%q) accepted a non-loopback address", addr)
+		}
+	}
+	if _, err := Start("127.0.0.1:0", nil); err == nil {
+		t.Error("Start accepted a nil scenario")
+	}
+}
+
+func TestNamed(t *testing.T) {
+	for _, n := range Names() {
+		sc, err := Named(n, "")
+		if err != nil || sc == nil {
+			t.Errorf("Named(%q) = %v, %v", n, sc, err)
+		}
+	}
+	if _, err := Named("nope", ""); err == nil || !strings.Contains(err.Error(), "text") {
+		t.Errorf("unknown name: %v", err)
+	}
+	if r := LongTool().Respond(&Request{}); string(r.Message.Content[2].Input) != `{"command":"perl -e 'sleep 60'","description":"mock command"}` {
+		t.Errorf("LongTool input: %s", r.Message.Content[2].Input)
+	}
+	sc, _ := Named("tool", "touch x")
+	r := sc.Respond(&Request{})
+	if string(r.Message.Content[2].Input) != `{"command":"touch x","description":"mock command"}` {
+		t.Errorf("command override: %s", r.Message.Content[2].Input)
+	}
+}
+
+// FuzzParseBody feeds arbitrary bodies to the request parser: it must not
+// panic, and a body it accepts is a JSON object.
+func FuzzParseBody(f *testing.F) {
+	f.Add(body(true))
+	f.Add(body(false, toolResult("t")))
+	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"tool_result","content":[{"type":"text","text":"a"},{"type":"image"}]}]}]}`))
+	f.Add([]byte(`{"system":"plain","messages":[{"role":"user","content":5}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r Request
+		if err := r.parseBody(b); err == nil && !json.Valid(b) {
+			t.Fatalf("accepted invalid JSON %q", b)
+		}
+		_ = r.ToolResults()
+		_ = r.UserText()
+	})
+}
