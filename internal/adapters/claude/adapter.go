@@ -1,0 +1,285 @@
+package claude
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// The static facts about the CLI.
+const (
+	// Name is the API's agent field.
+	Name = "claude"
+	// VerifiedVersion is the CLI version the flags, output and failures
+	// were verified against.
+	VerifiedVersion = "2.1.332"
+	// InstallCommand installs the verified version.
+	InstallCommand = "npm install -g @anthropic-ai/claude-code@" + VerifiedVersion
+)
+
+// MaxRetries is CLAUDE_CODE_MAX_RETRIES for every run. The CLI's default
+// (10, with delays growing to 35 s) turns a persistent 401, 429 or 5xx
+// into minutes; two retries still ride out a blip.
+const MaxRetries = 2
+
+// The bounds of API_TIMEOUT_MS, the CLI's limit on one API attempt.
+const (
+	// maxAPITimeout is the CLI's own default.
+	maxAPITimeout = 10 * time.Minute
+	minAPITimeout = time.Second
+)
+
+// maxArg bounds a value passed on the command line. Linux refuses a
+// single argument of 128 KiB or more (MAX_ARG_STRLEN) with E2BIG; the
+// prompt goes on stdin and has no such limit.
+const maxArg = 100 << 10
+
+// efforts are the values --effort accepts. The CLI ignores any other value
+// with a warning on stderr, so the adapter refuses it instead.
+var efforts = []string{"low", "medium", "high", "xhigh", "max"}
+
+// phoneHome stops the CLI's telemetry, update checks, error reports and
+// other non-essential traffic: with all four set a run talks only to the
+// model endpoint.
+var phoneHome = []string{
+	"DISABLE_TELEMETRY=1",
+	"DISABLE_AUTOUPDATER=1",
+	"DISABLE_ERROR_REPORTING=1",
+	"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+}
+
+// credentialEnv are the CLI's credential and endpoint variables, passed
+// through from the gateway's environment. Each was checked against the
+// mock server: the key is sent as x-api-key, both tokens as
+// "Authorization: Bearer", the base URL receives every request, the model
+// becomes the request's model, and the custom headers ("Name: value"
+// lines) are sent.
+var credentialEnv = []string{
+	"ANTHROPIC_API_KEY",
+	"ANTHROPIC_AUTH_TOKEN",
+	"CLAUDE_CODE_OAUTH_TOKEN",
+	"ANTHROPIC_BASE_URL",
+	"ANTHROPIC_MODEL",
+	"ANTHROPIC_CUSTOM_HEADERS",
+}
+
+// Permission levels as CLI flags. See doc.go for what each allows.
+var permissionArgs = map[runs.Permission][]string{
+	runs.ReadOnly:       {"--permission-mode=dontAsk", "--disallowedTools=Edit,Write,NotebookEdit"},
+	runs.WorkspaceWrite: {"--permission-mode=acceptEdits", "--allowedTools=Bash"},
+	runs.Full:           {"--dangerously-skip-permissions"},
+}
+
+// permissionDocs documents permissionArgs for Describe.
+var permissionDocs = map[runs.Permission]string{
+	runs.ReadOnly: "--permission-mode dontAsk --disallowedTools Edit,Write,NotebookEdit: Edit, Write and NotebookEdit are " +
+		"removed; Bash runs only commands the CLI itself classes as read-only (ls, git status); anything else is refused",
+	runs.WorkspaceWrite: "--permission-mode acceptEdits --allowedTools Bash: file edits run without asking and so does every " +
+		"Bash command; Bash is not confined to the workspace",
+	runs.Full: "--dangerously-skip-permissions with IS_SANDBOX=1 (the CLI refuses the flag as root without it): " +
+		"every tool runs without asking",
+}
+
+// Adapter is the Claude Code adapter. It is stateless and safe for
+// concurrent use.
+type Adapter struct{}
+
+// New returns the Claude Code adapter.
+func New() *Adapter { return &Adapter{} }
+
+// Name implements runs.Adapter.
+func (*Adapter) Name() string { return Name }
+
+// Describe implements runs.Adapter.
+func (*Adapter) Describe() runs.Description {
+	perms := make(map[runs.Permission]string, len(permissionDocs))
+	for k, v := range permissionDocs {
+		perms[k] = v
+	}
+	return runs.Description{
+		Name:            Name,
+		DisplayName:     "Claude Code",
+		DefaultBin:      "claude",
+		InstallCommand:  InstallCommand,
+		VerifiedVersion: VerifiedVersion,
+		VersionArgs:     []string{"--version"},
+		CredentialEnv:   append([]string(nil), credentialEnv...),
+		Fields: []string{
+			runs.FieldSystemPrompt, runs.FieldModel, runs.FieldEffort, runs.FieldMaxTurns,
+			runs.FieldTimeoutSeconds, runs.FieldMaxBudgetUSD, runs.FieldOutputSchema,
+			runs.FieldResumeSessionID, runs.FieldCwd, runs.FieldPermission,
+		},
+		Permissions: perms,
+	}
+}
+
+// versionRE matches `claude --version`: "2.1.332 (Claude Code)".
+var versionRE = regexp.MustCompile(`^(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?) \(Claude Code\)$`)
+
+// ParseVersion implements runs.Adapter.
+func (*Adapter) ParseVersion(output []byte) (string, error) {
+	m := versionRE.FindSubmatch(bytes.TrimSpace(output))
+	if m == nil {
+		return "", fmt.Errorf("claude --version: unrecognised output %q", truncate(string(output), 80))
+	}
+	return string(m[1]), nil
+}
+
+// NewDecoder implements runs.Adapter.
+func (*Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
+	return newDecoder(inv)
+}
+
+// Command implements runs.Adapter. The prompt goes on stdin, which -p
+// reads when no prompt argument is given, so its size is not bounded by
+// the kernel's argument limit and a prompt starting with "-" is not read
+// as a flag. Values are passed as --flag=value for the same reason.
+func (*Adapter) Command(inv runs.Invocation) (runs.Command, error) {
+	s := inv.Spec
+	if s.Prompt == "" {
+		return runs.Command{}, runs.Invalid("prompt", "must not be empty")
+	}
+	args := []string{"-p", "--output-format=stream-json", "--verbose", "--include-partial-messages"}
+
+	if s.ResumeSessionID != "" {
+		if !isUUID(s.ResumeSessionID) {
+			return runs.Command{}, runs.Invalid(runs.FieldResumeSessionID, "must be a UUID such as 0196f0c2-7e1a-7000-8000-000000000001")
+		}
+		// --resume keeps the session id, so the run reuses it.
+		args = append(args, "--resume="+s.ResumeSessionID)
+	} else {
+		if !isUUID(inv.RunID) {
+			return runs.Command{}, fmt.Errorf("claude: run id %q is not a UUID, which --session-id requires", inv.RunID)
+		}
+		args = append(args, "--session-id="+inv.RunID)
+	}
+	if s.Model != "" {
+		args = append(args, "--model="+s.Model)
+	}
+	if s.SystemPrompt != "" {
+		if len(s.SystemPrompt) > maxArg {
+			return runs.Command{}, runs.Unsupported(Name, runs.FieldSystemPrompt,
+				fmt.Sprintf("is %d bytes; claude takes it on the command line, which holds at most %d", len(s.SystemPrompt), maxArg))
+		}
+		args = append(args, "--append-system-prompt="+s.SystemPrompt)
+	}
+	if s.Effort != "" {
+		if !contains(efforts, s.Effort) {
+			return runs.Command{}, runs.Unsupported(Name, runs.FieldEffort, "claude accepts low, medium, high, xhigh or max")
+		}
+		args = append(args, "--effort="+s.Effort)
+	}
+	if s.MaxTurns < 0 {
+		return runs.Command{}, runs.Invalid(runs.FieldMaxTurns, "must not be negative")
+	}
+	if s.MaxTurns > 0 {
+		args = append(args, "--max-turns="+strconv.Itoa(s.MaxTurns))
+	}
+	if s.MaxBudgetUSD < 0 || math.IsNaN(s.MaxBudgetUSD) || math.IsInf(s.MaxBudgetUSD, 0) {
+		return runs.Command{}, runs.Invalid(runs.FieldMaxBudgetUSD, "must be a positive number of dollars")
+	}
+	if s.MaxBudgetUSD > 0 {
+		args = append(args, "--max-budget-usd="+strconv.FormatFloat(s.MaxBudgetUSD, 'f', -1, 64))
+	}
+	if len(s.OutputSchema) > 0 {
+		schema, err := compactObject(s.OutputSchema)
+		if err != nil {
+			return runs.Command{}, runs.Invalid(runs.FieldOutputSchema, err.Error())
+		}
+		if len(schema) > maxArg {
+			return runs.Command{}, runs.Unsupported(Name, runs.FieldOutputSchema,
+				fmt.Sprintf("is %d bytes; claude takes it on the command line, which holds at most %d", len(schema), maxArg))
+		}
+		args = append(args, "--json-schema="+schema)
+	}
+
+	perm := s.Permission
+	if perm == "" {
+		perm = runs.WorkspaceWrite
+	}
+	pargs, ok := permissionArgs[perm]
+	if !ok {
+		return runs.Command{}, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
+	}
+	args = append(args, pargs...)
+
+	env := append([]string(nil), phoneHome...)
+	env = append(env,
+		"CLAUDE_CODE_MAX_RETRIES="+strconv.Itoa(MaxRetries),
+		"API_TIMEOUT_MS="+strconv.FormatInt(APITimeout(inv.Timeout).Milliseconds(), 10),
+	)
+	if perm == runs.Full {
+		// The CLI refuses --dangerously-skip-permissions as root unless
+		// told it runs in a sandbox; the gateway may well run as root.
+		env = append(env, "IS_SANDBOX=1")
+	}
+	return runs.Command{
+		Args:            args,
+		Env:             env,
+		PassEnv:         append([]string(nil), credentialEnv...),
+		Stdin:           []byte(s.Prompt),
+		InterruptSignal: int(syscall.SIGINT),
+	}, nil
+}
+
+// APITimeout is the API_TIMEOUT_MS a run with the given timeout gets: its
+// share of the run's time for each of the 1+MaxRetries attempts, so that a
+// server that never answers ends the run with the CLI's own "timed out"
+// result before the deadline kills it; at least a second, and at most the
+// CLI's default of ten minutes (also used without a run timeout).
+func APITimeout(run time.Duration) time.Duration {
+	if run <= 0 {
+		return maxAPITimeout
+	}
+	return min(max(run/(MaxRetries+1), minAPITimeout), maxAPITimeout)
+}
+
+// isUUID reports whether s is a UUID in its canonical 36-character form,
+// the only one --session-id and --resume accept.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	_, err := uuid.Parse(s)
+	return err == nil
+}
+
+// compactObject returns raw, which must hold a JSON object, without
+// insignificant space.
+func compactObject(raw json.RawMessage) (string, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return "", fmt.Errorf("must be a JSON Schema object: %v", err)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return "", fmt.Errorf("must be a JSON Schema object: %v", err)
+	}
+	return buf.String(), nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// truncate cuts s to at most n bytes for an error message.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,335 @@
+package claude
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// decoder maps one run's stream-json lines to events and remembers what
+// Finish needs to classify the run.
+type decoder struct {
+	inv runs.Invocation
+
+	sessionID string
+	model     string
+	// open holds the tool calls started and not yet completed, in order.
+	open []string
+	// result is the last result line, nil until one arrives.
+	result *wireLine
+	// apiError and apiErrorText are the last synthetic assistant error
+	// line's kind ("authentication_failed", ...) and text.
+	apiError     string
+	apiErrorText string
+}
+
+func newDecoder(inv runs.Invocation) *decoder { return &decoder{inv: inv} }
+
+// Decode implements runs.Decoder.
+func (d *decoder) Decode(line []byte) []runs.Event {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return nil
+	}
+	var l wireLine
+	if err := json.Unmarshal(line, &l); err != nil {
+		return []runs.Event{unparsed(line, "invalid JSON: "+err.Error())}
+	}
+	var evs []runs.Event
+	switch l.Type {
+	case "system":
+		evs = d.system(&l, line)
+	case "assistant":
+		evs = d.assistant(&l, line)
+	case "user":
+		evs = d.user(&l, line)
+	case "stream_event":
+		evs = d.streamEvent(&l, line)
+	case "result":
+		evs = d.resultLine(&l)
+	case "rate_limit_event":
+		evs = d.rateLimit(&l, line)
+	case "":
+		return []runs.Event{unparsed(line, "no type field")}
+	default:
+		return []runs.Event{unparsed(line, fmt.Sprintf("unknown type %q", l.Type))}
+	}
+	parent := ""
+	if l.ParentToolUseID != nil {
+		parent = *l.ParentToolUseID
+	}
+	for i := range evs {
+		if evs[i].Type == runs.EventAgentUnparsed {
+			continue
+		}
+		if evs[i].SessionID == "" {
+			evs[i].SessionID = l.SessionID
+		}
+		evs[i].ParentToolCallID = parent
+	}
+	return evs
+}
+
+func (d *decoder) system(l *wireLine, line []byte) []runs.Event {
+	switch l.Subtype {
+	case "init":
+		d.sessionID, d.model = l.SessionID, l.Model
+		tools := l.Tools
+		if tools == nil {
+			tools = []string{}
+		}
+		return []runs.Event{runs.NewEvent(runs.EventSessionStarted, runs.SessionStartedData{
+			SessionID: l.SessionID, Model: l.Model, Tools: tools,
+		})}
+	case "api_retry":
+		status := 0
+		if l.ErrorStatus != nil {
+			status = *l.ErrorStatus
+		}
+		if l.Error == "rate_limit" || l.Error == "overloaded" {
+			return []runs.Event{runs.NewEvent(runs.EventRateLimit, runs.RateLimitData{
+				Attempt: l.Attempt, MaxRetries: l.MaxRetries, RetryDelayMS: l.RetryDelayMS, Status: status, Error: l.Error,
+			})}
+		}
+		msg := fmt.Sprintf("API request failed (%s", orUnknown(l.Error))
+		if status != 0 {
+			msg += fmt.Sprintf(", status %d", status)
+		}
+		msg += fmt.Sprintf("); retry %d of %d in %d ms", l.Attempt, l.MaxRetries, l.RetryDelayMS)
+		return []runs.Event{warning("api_retry", msg)}
+	case "permission_denied":
+		var msg string
+		_ = json.Unmarshal(l.Message, &msg) // a non-string message leaves the tool name alone
+		text := l.ToolName + " was refused"
+		if msg != "" {
+			text += ": " + msg
+		}
+		return []runs.Event{warning("permission_denied", text)}
+	case "thinking_tokens", "status", "task_started", "task_progress", "task_updated", "task_notification":
+		// Progress the events already convey: estimated thinking
+		// tokens, "requesting" before each API call, and the
+		// lifecycle of a tool's process.
+		return nil
+	case "":
+		return []runs.Event{unparsed(line, "system line without subtype")}
+	}
+	return []runs.Event{unparsed(line, fmt.Sprintf("unknown system subtype %q", l.Subtype))}
+}
+
+func (d *decoder) assistant(l *wireLine, line []byte) []runs.Event {
+	var m wireMessage
+	var blocks []wireBlock
+	if err := json.Unmarshal(l.Message, &m); err != nil {
+		return []runs.Event{unparsed(line, "assistant message: "+err.Error())}
+	}
+	if err := json.Unmarshal(m.Content, &blocks); err != nil {
+		return []runs.Event{unparsed(line, "assistant content: "+err.Error())}
+	}
+	if l.Error != "" || l.IsAPIErrorMessage {
+		// A synthetic line standing for a failed API call: its text is
+		// the CLI's error message, not the model's. Finish reports it.
+		d.apiError = orUnknown(l.Error)
+		d.apiErrorText = textOf(blocks)
+		return nil
+	}
+	var evs []runs.Event
+	for _, b := range blocks {
+		switch b.Type {
+		case "text":
+			evs = append(evs, runs.NewEvent(runs.EventMessageCompleted, runs.MessageData{MessageID: m.ID, Text: b.Text}))
+		case "thinking":
+			vis := runs.VisibilityFull
+			if b.Thinking == "" {
+				vis = runs.VisibilityRedacted
+			}
+			evs = append(evs, runs.NewEvent(runs.EventReasoningCompleted, runs.ReasoningData{Text: b.Thinking, Visibility: vis}))
+		case "redacted_thinking":
+			evs = append(evs, runs.NewEvent(runs.EventReasoningCompleted, runs.ReasoningData{Visibility: runs.VisibilityRedacted}))
+		case "tool_use":
+			input := b.Input
+			if len(input) == 0 {
+				input = json.RawMessage("{}")
+			}
+			d.open = append(d.open, b.ID)
+			evs = append(evs, runs.NewEvent(runs.EventToolCallStarted, runs.ToolCallStartedData{ID: b.ID, Name: b.Name, Input: input}))
+		default:
+			evs = append(evs, unparsed(line, fmt.Sprintf("unknown assistant block type %q", b.Type)))
+		}
+	}
+	return evs
+}
+
+func (d *decoder) user(l *wireLine, line []byte) []runs.Event {
+	var m wireMessage
+	if err := json.Unmarshal(l.Message, &m); err != nil {
+		return []runs.Event{unparsed(line, "user message: "+err.Error())}
+	}
+	var blocks []wireBlock
+	if json.Unmarshal(m.Content, &blocks) != nil {
+		// A plain-string user message is a prompt (a replay or a
+		// synthetic reminder), not a tool result.
+		return nil
+	}
+	var evs []runs.Event
+	for _, b := range blocks {
+		if b.Type != "tool_result" {
+			// Text blocks: "[Request interrupted by user for tool
+			// use]", the structured-output reminder, replays.
+			continue
+		}
+		d.close(b.ToolUseID)
+		evs = append(evs, runs.NewEvent(runs.EventToolCallCompleted, runs.ToolCallCompletedData{
+			ID: b.ToolUseID, Output: flatten(b.Content), IsError: b.IsError,
+		}))
+	}
+	return evs
+}
+
+func (d *decoder) streamEvent(l *wireLine, line []byte) []runs.Event {
+	if l.Event == nil {
+		return []runs.Event{unparsed(line, "stream_event without event")}
+	}
+	if l.Event.Type == "content_block_delta" && l.Event.Delta != nil && l.Event.Delta.Type == "text_delta" {
+		return []runs.Event{runs.NewEvent(runs.EventMessageDelta, runs.MessageData{MessageID: l.APIMessageID, Text: l.Event.Delta.Text})}
+	}
+	// Every other raw API event (message_start, block starts and stops,
+	// thinking, signature and tool-input deltas) is repeated by the
+	// assistant line that follows it.
+	return nil
+}
+
+func (d *decoder) resultLine(l *wireLine) []runs.Event {
+	d.result = l
+	if l.SessionID != "" {
+		d.sessionID = l.SessionID
+	}
+	evs := []runs.Event{runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: normalize(l), CostUSD: l.TotalCostUSD})}
+	if len(l.PermissionDenials) > 0 {
+		names := make([]string, 0, len(l.PermissionDenials))
+		for _, p := range l.PermissionDenials {
+			names = append(names, p.ToolName)
+		}
+		evs = append(evs, warning("permission_denials", fmt.Sprintf(
+			"%d tool call(s) were refused by the permission level: %s", len(names), strings.Join(names, ", "))))
+	}
+	return evs
+}
+
+func (d *decoder) rateLimit(l *wireLine, line []byte) []runs.Event {
+	if l.RateLimitInfo == nil {
+		return []runs.Event{unparsed(line, "rate_limit_event without rate_limit_info")}
+	}
+	info := l.RateLimitInfo
+	switch info.Status {
+	case "allowed":
+		// The subscription's limits are not near: nothing to report.
+		return nil
+	case "allowed_warning":
+		return []runs.Event{warning("rate_limit_warning", fmt.Sprintf(
+			"the account is close to its %s usage limit (resets at unix time %d)", orUnknown(info.RateLimitType), info.ResetsAt))}
+	case "rejected":
+		return []runs.Event{runs.NewEvent(runs.EventRateLimit, runs.RateLimitData{
+			Error: "rejected: " + orUnknown(info.RateLimitType) + " limit reached"})}
+	}
+	return []runs.Event{unparsed(line, fmt.Sprintf("unknown rate limit status %q", info.Status))}
+}
+
+// close marks a tool call completed.
+func (d *decoder) close(id string) {
+	for i, o := range d.open {
+		if o == id {
+			d.open = append(d.open[:i], d.open[i+1:]...)
+			return
+		}
+	}
+}
+
+// normalize turns result.usage (Anthropic semantics: input excludes the
+// cache) into runs.Usage (input includes both cache counts). When usage is
+// all zeros, as on error_max_budget_usd, it sums modelUsage instead.
+func normalize(l *wireLine) runs.Usage {
+	var u runs.Usage
+	if l.Usage != nil {
+		w := l.Usage
+		u = runs.Usage{
+			InputTokens:      w.InputTokens + w.CacheCreationInputTokens + w.CacheReadInputTokens,
+			CacheReadTokens:  w.CacheReadInputTokens,
+			CacheWriteTokens: w.CacheCreationInputTokens,
+			OutputTokens:     w.OutputTokens,
+		}
+		if w.OutputTokensDetails != nil {
+			u.ReasoningTokens = w.OutputTokensDetails.ThinkingTokens
+		}
+	}
+	if !u.IsZero() {
+		return u
+	}
+	for _, m := range l.ModelUsage {
+		u = u.Add(runs.Usage{
+			InputTokens:      m.InputTokens + m.CacheCreationInputTokens + m.CacheReadInputTokens,
+			CacheReadTokens:  m.CacheReadInputTokens,
+			CacheWriteTokens: m.CacheCreationInputTokens,
+			OutputTokens:     m.OutputTokens,
+			ReasoningTokens:  m.ThinkingTokens,
+		})
+	}
+	return u
+}
+
+// flatten returns a tool_result's content as text: a string as is, a
+// block array as its text blocks joined by newlines (an image block
+// becomes "[image]").
+func flatten(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var blocks []wireBlock
+	if json.Unmarshal(raw, &blocks) != nil {
+		return string(raw)
+	}
+	parts := make([]string, 0, len(blocks))
+	for _, b := range blocks {
+		switch b.Type {
+		case "text":
+			parts = append(parts, b.Text)
+		case "image":
+			parts = append(parts, "[image]")
+		default:
+			parts = append(parts, "["+b.Type+"]")
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// textOf joins the text blocks of a message.
+func textOf(blocks []wireBlock) string {
+	var parts []string
+	for _, b := range blocks {
+		if b.Type == "text" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func unparsed(line []byte, reason string) runs.Event {
+	return runs.NewEvent(runs.EventAgentUnparsed, runs.UnparsedData{Line: string(line), Bytes: len(line), Reason: reason})
+}
+
+func warning(code, msg string) runs.Event {
+	return runs.NewEvent(runs.EventWarning, runs.WarningData{Code: code, Message: msg})
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}

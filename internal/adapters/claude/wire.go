@@ -1,0 +1,120 @@
+package claude
+
+import "encoding/json"
+
+// wireLine is one stream-json line: the union of the fields the decoder
+// reads from every line type it knows, so that a line is scanned once.
+// "message" is an object on assistant and user lines and a string on
+// system/permission_denied lines, hence raw.
+type wireLine struct {
+	Type            string          `json:"type"`
+	Subtype         string          `json:"subtype"`
+	SessionID       string          `json:"session_id"`
+	ParentToolUseID *string         `json:"parent_tool_use_id"`
+	Message         json.RawMessage `json:"message"`
+
+	// system/init
+	Model string   `json:"model"`
+	Tools []string `json:"tools"`
+
+	// system/api_retry; Error is also the assistant line's error kind.
+	Attempt      int    `json:"attempt"`
+	MaxRetries   int    `json:"max_retries"`
+	RetryDelayMS int64  `json:"retry_delay_ms"`
+	ErrorStatus  *int   `json:"error_status"`
+	Error        string `json:"error"`
+
+	// system/permission_denied
+	ToolName  string `json:"tool_name"`
+	ToolUseID string `json:"tool_use_id"`
+
+	// assistant
+	IsAPIErrorMessage bool `json:"is_api_error_message"`
+
+	// stream_event
+	Event        *wireStreamEvent `json:"event"`
+	APIMessageID string           `json:"api_message_id"`
+
+	// rate_limit_event
+	RateLimitInfo *wireRateLimit `json:"rate_limit_info"`
+
+	// result
+	IsError           bool              `json:"is_error"`
+	Result            string            `json:"result"`
+	NumTurns          int               `json:"num_turns"`
+	TotalCostUSD      *float64          `json:"total_cost_usd"`
+	StopReason        *string           `json:"stop_reason"`
+	TerminalReason    string            `json:"terminal_reason"`
+	APIErrorStatus    *int              `json:"api_error_status"`
+	PermissionDenials []wireDenial      `json:"permission_denials"`
+	Errors            []string          `json:"errors"`
+	StructuredOutput  json.RawMessage   `json:"structured_output"`
+	Usage             *wireUsage        `json:"usage"`
+	ModelUsage        map[string]wireMU `json:"modelUsage"`
+}
+
+// wireMessage is the message of an assistant or user line. Content is a
+// block array, or a string on user lines.
+type wireMessage struct {
+	ID      string          `json:"id"`
+	Model   string          `json:"model"`
+	Content json.RawMessage `json:"content"`
+}
+
+// wireBlock is one content block. Content is a tool_result's content: a
+// string or a block array.
+type wireBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Thinking  string          `json:"thinking"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+}
+
+// wireStreamEvent is the raw API event a stream_event line wraps; only
+// text deltas are read.
+type wireStreamEvent struct {
+	Type  string `json:"type"`
+	Delta *struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"delta"`
+}
+
+// wireRateLimit is a rate_limit_event's rate_limit_info.
+type wireRateLimit struct {
+	Status        string `json:"status"`
+	ResetsAt      int64  `json:"resetsAt"`
+	RateLimitType string `json:"rateLimitType"`
+}
+
+// wireDenial is one entry of result.permission_denials.
+type wireDenial struct {
+	ToolName  string `json:"tool_name"`
+	ToolUseID string `json:"tool_use_id"`
+}
+
+// wireUsage is result.usage, Anthropic semantics: input_tokens excludes
+// both cache counts.
+type wireUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	OutputTokensDetails      *struct {
+		ThinkingTokens int64 `json:"thinking_tokens"`
+	} `json:"output_tokens_details"`
+}
+
+// wireMU is one model's entry of result.modelUsage, in camelCase.
+type wireMU struct {
+	InputTokens              int64 `json:"inputTokens"`
+	OutputTokens             int64 `json:"outputTokens"`
+	CacheReadInputTokens     int64 `json:"cacheReadInputTokens"`
+	CacheCreationInputTokens int64 `json:"cacheCreationInputTokens"`
+	ThinkingTokens           int64 `json:"thinkingTokens"`
+}
