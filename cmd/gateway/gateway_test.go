@@ -1,0 +1,600 @@
+package main
+
+// End-to-end tests: the whole gateway, as run() builds it, driving the real
+// `claude` CLI against the mock Anthropic server on 127.0.0.1.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/agentgate/agentgate/internal/agenttest"
+	"github.com/agentgate/agentgate/internal/mock/anthropic"
+	"github.com/agentgate/agentgate/internal/proctree"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// asGatewayEnv makes the test binary run the gateway itself, so that a test
+// can SIGKILL a gateway mid-run.
+const asGatewayEnv = "AGENTGATE_TEST_AS_GATEWAY"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asGatewayEnv) != "" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// gateway is one gateway started by a test.
+type gateway struct {
+	URL     string
+	DataDir string
+	stop    func() error
+}
+
+// gatewayEnv returns the AGENTGATE_* settings of a test gateway.
+func gatewayEnv(t *testing.T, dataDir string) map[string]string {
+	return map[string]string{
+		"AGENTGATE_ADDR":        "127.0.0.1:0",
+		"AGENTGATE_DATA_DIR":    dataDir,
+		"AGENTGATE_CLAUDE_BIN":  agenttest.ClaudeBin(t),
+		"AGENTGATE_REPLICA_ID":  "test-replica",
+		"AGENTGATE_KILL_GRACE":  "1s",
+		"AGENTGATE_LOG_LEVEL":   "warn",
+		"AGENTGATE_RUN_TIMEOUT": "2m",
+	}
+}
+
+// startGateway runs the gateway in-process. passEnv is the rest of the
+// gateway's environment as the claude adapter reads it (ANTHROPIC_*);
+// nothing of the test process's own environment reaches the CLI.
+func startGateway(t *testing.T, settings, passEnv map[string]string) *gateway {
+	t.Helper()
+	for k, v := range settings {
+		t.Setenv(k, v)
+	}
+	getenv := func(k string) string {
+		if v, ok := passEnv[k]; ok {
+			return v
+		}
+		return settings[k]
+	}
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx, nil, getenv, pw)
+		pw.CloseWithError(fmt.Errorf("gateway stopped: %v", err))
+		done <- err
+	}()
+	url := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "agentgate listening on "); ok {
+				url <- u
+			} else if testing.Verbose() {
+				t.Log(sc.Text())
+			}
+		}
+	}()
+	g := &gateway{DataDir: settings["AGENTGATE_DATA_DIR"]}
+	var once sync.Once
+	var stopErr error
+	g.stop = func() error {
+		once.Do(func() { cancel(); stopErr = <-done; pr.Close() })
+		return stopErr
+	}
+	t.Cleanup(func() { g.stop() })
+	select {
+	case g.URL = <-url:
+	case err := <-done:
+		t.Fatalf("gateway did not start: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("gateway did not start within 30s")
+	}
+	return g
+}
+
+func startMock(t *testing.T, sc anthropic.Scenario) *anthropic.Server {
+	t.Helper()
+	m, err := anthropic.Start("127.0.0.1:0", sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
+func mockCreds(m *anthropic.Server) map[string]string {
+	return map[string]string{"ANTHROPIC_BASE_URL": m.URL, "ANTHROPIC_API_KEY": "test-key"}
+}
+
+func (g *gateway) post(t *testing.T, body string) runs.Run {
+	t.Helper()
+	resp, err := http.Post(g.URL+"/v1/runs", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /v1/runs = %d %s", resp.StatusCode, b)
+	}
+	if loc := resp.Header.Get("Location"); !strings.HasPrefix(loc, "/v1/runs/") {
+		t.Fatalf("Location = %q", loc)
+	}
+	var r runs.Run
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (g *gateway) get(t *testing.T, id string) runs.Run {
+	t.Helper()
+	resp, err := http.Get(g.URL + "/v1/runs/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r runs.Run
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// sseEvent is one event as an SSE client sees it.
+type sseEvent struct {
+	ID   uint64
+	Type string
+	Data string
+	Env  runs.Event
+	Raw  json.RawMessage
+}
+
+func (e sseEvent) data(v any) error { return json.Unmarshal(e.Raw, v) }
+
+// stream reads the run's SSE stream until it ends (after run.completed).
+func (g *gateway) stream(t *testing.T, id string, lastEventID string) (int, []sseEvent) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, g.URL+"/v1/runs/"+id+"/events", nil)
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, nil
+	}
+	var out []sseEvent
+	var cur sseEvent
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 8<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.Type != "" {
+				if err := json.Unmarshal([]byte(cur.Data), &cur.Env); err != nil {
+					t.Fatalf("event %d data is not JSON: %v", cur.ID, err)
+				}
+				var raw struct{ Data json.RawMessage }
+				json.Unmarshal([]byte(cur.Data), &raw)
+				cur.Raw = raw.Data
+				out = append(out, cur)
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "id: "):
+			cur.ID, _ = strconv.ParseUint(line[4:], 10, 64)
+		case strings.HasPrefix(line, "event: "):
+			cur.Type = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			cur.Data = line[6:]
+		}
+	}
+	if len(out) == 0 || out[len(out)-1].Type != string(runs.EventRunCompleted) {
+		t.Fatalf("stream ended without run.completed (%d events, err %v)", len(out), sc.Err())
+	}
+	return resp.StatusCode, out
+}
+
+// waitRun polls until the run is terminal.
+func (g *gateway) waitRun(t *testing.T, id string, within time.Duration) runs.Run {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		r := g.get(t, id)
+		if r.Status.Terminal() {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s still %s after %s", id, r.Status, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitEvent polls the stored log until an event of type typ appears.
+func (g *gateway) waitEvent(t *testing.T, id string, typ runs.EventType, within time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL+"/v1/runs/"+id+"/events", nil)
+	req.Header.Set("Accept", "application/x-ndjson")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 8<<20)
+	for sc.Scan() {
+		var ev runs.Event
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Type == typ {
+			return
+		}
+	}
+	t.Fatalf("no %s event in run %s within %s", typ, id, within)
+}
+
+func normalized(u anthropic.Usage) runs.Usage {
+	return runs.Usage{
+		InputTokens:      u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens,
+		CacheReadTokens:  u.CacheReadInputTokens,
+		CacheWriteTokens: u.CacheCreationInputTokens,
+		OutputTokens:     u.OutputTokens,
+	}
+}
+
+func types(evs []sseEvent) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.Type
+	}
+	return out
+}
+
+// subsequence reports whether want appears in got in order.
+func subsequence(got, want []string) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
+func TestClaudeToolRunEndToEnd(t *testing.T) {
+	mock := startMock(t, anthropic.ToolTurn("echo hello > out.txt", "I wrote out.txt."))
+	g := startGateway(t, gatewayEnv(t, t.TempDir()), mockCreds(mock))
+	r := g.post(t, `{"agent":"claude","prompt":"Write hello to out.txt","permission":"workspace_write","metadata":{"ticket":"T-1"}}`)
+	if r.Status != runs.Queued || r.Agent != "claude" || r.Metadata["ticket"] != "T-1" {
+		t.Fatalf("created run = %+v", r)
+	}
+	code, evs := g.stream(t, r.ID, "")
+	if code != http.StatusOK {
+		t.Fatalf("events = %d", code)
+	}
+	want := []string{"run.queued", "run.started", "session.started", "reasoning.completed", "message.delta",
+		"message.completed", "tool_call.started", "tool_call.completed", "message.completed", "usage.updated", "run.completed"}
+	if !subsequence(types(evs), want) {
+		t.Fatalf("events %v\ndo not contain, in order, %v", types(evs), want)
+	}
+	for i, e := range evs {
+		if e.ID != uint64(i+1) || e.Env.Seq != e.ID || e.Env.RunID != r.ID || e.Env.Agent != "claude" || e.Env.V != 1 {
+			t.Fatalf("event %d: id %d envelope %+v", i, e.ID, e.Env)
+		}
+	}
+	var sawTool, sawResult bool
+	for _, e := range evs {
+		switch e.Type {
+		case "tool_call.started":
+			var d runs.ToolCallStartedData
+			e.data(&d)
+			var input struct{ Command string }
+			json.Unmarshal(d.Input, &input)
+			sawTool = d.Name == "Bash" && input.Command == "echo hello > out.txt"
+		case "tool_call.completed":
+			var d runs.ToolCallCompletedData
+			e.data(&d)
+			sawResult = !d.IsError
+		case "reasoning.completed":
+			var d runs.ReasoningData
+			e.data(&d)
+			if !strings.Contains(d.Text, "I will use Bash") || d.Visibility != runs.VisibilityFull {
+				t.Errorf("reasoning = %+v", d)
+			}
+		}
+	}
+	if !sawTool || !sawResult {
+		for _, e := range evs {
+			t.Log(e.Data)
+		}
+		t.Fatalf("Bash tool call not seen in full (started %v, completed ok %v)", sawTool, sawResult)
+	}
+	done := g.get(t, r.ID)
+	if done.Status != runs.Succeeded || done.Result != "I wrote out.txt." || done.Error != nil {
+		t.Fatalf("run = %+v, error %+v", done, done.Error)
+	}
+	if done.Exit == nil || done.Exit.Code != 0 || done.StartedAt == nil || done.FinishedAt == nil || done.SessionID == "" || done.AgentVersion == "" {
+		t.Fatalf("run = %+v", done)
+	}
+	billed := normalized(mock.Ledger().Messages().Billed())
+	if done.Usage != billed {
+		t.Fatalf("usage %+v, the mock billed %+v", done.Usage, billed)
+	}
+	var completed runs.RunCompletedData
+	evs[len(evs)-1].data(&completed)
+	if completed.Usage != billed || completed.CostUSD == nil || done.CostUSD == nil || *completed.CostUSD != *done.CostUSD || *done.CostUSD <= 0 {
+		t.Fatalf("run.completed usage %+v cost %v; run cost %v", completed.Usage, completed.CostUSD, done.CostUSD)
+	}
+	out, err := os.ReadFile(filepath.Join(g.DataDir, "workspaces", r.ID, "out.txt"))
+	if err != nil || strings.TrimSpace(string(out)) != "hello" {
+		t.Fatalf("the tool did not run in the run's directory: %q %v", out, err)
+	}
+	// The finished stream answers 204 from its last event on, so that a
+	// browser's EventSource stops reconnecting.
+	if code, _ := g.stream(t, r.ID, strconv.FormatUint(evs[len(evs)-1].ID, 10)); code != http.StatusNoContent {
+		t.Fatalf("stream after the end = %d, want 204", code)
+	}
+	// And resumes after any earlier id with exactly the rest.
+	_, rest := g.stream(t, r.ID, "3")
+	if len(rest) != len(evs)-3 || rest[0].ID != 4 {
+		t.Fatalf("resume after 3 gave %d events from %d; want %d from 4", len(rest), rest[0].ID, len(evs)-3)
+	}
+	assertNoProcesses(t, r.ID)
+	assertMetrics(t, g, billed, *done.CostUSD)
+}
+
+// assertMetrics scrapes /metrics and checks that the token series split the
+// run's usage into disjoint parts that add up to it, and that the run, its
+// cost and the agent's version were counted.
+func assertMetrics(t *testing.T, g *gateway, u runs.Usage, cost float64) {
+	t.Helper()
+	resp, err := http.Get(g.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := func(name string, match map[string]string) float64 {
+		var total float64
+		fam := families[name]
+		if fam == nil {
+			t.Fatalf("metric %s missing", name)
+		}
+	next:
+		for _, m := range fam.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range match {
+				if labels[k] != v {
+					continue next
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				total += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				total += m.GetGauge().GetValue()
+			}
+		}
+		return total
+	}
+	claude := map[string]string{"agent": "claude"}
+	checks := []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"input tokens, all parts", sum("agentgate_input_tokens_total", claude), float64(u.InputTokens)},
+		{"input tokens, cache read", sum("agentgate_input_tokens_total", map[string]string{"agent": "claude", "cache": "read"}), float64(u.CacheReadTokens)},
+		{"input tokens, cache write", sum("agentgate_input_tokens_total", map[string]string{"agent": "claude", "cache": "write"}), float64(u.CacheWriteTokens)},
+		{"output tokens", sum("agentgate_output_tokens_total", claude), float64(u.OutputTokens)},
+		{"cost", sum("agentgate_cost_usd_total", claude), cost},
+		{"runs succeeded", sum("agentgate_runs_finished_total", map[string]string{"agent": "claude", "status": "succeeded"}), 1},
+		{"agent info", sum("agentgate_agent_info", map[string]string{"agent": "claude", "version": "2.1.332", "compatibility": "verified"}), 1},
+		{"tool events", sum("agentgate_events_total", map[string]string{"agent": "claude", "type": "tool_call.started"}), 1},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("metrics: %s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if sum("agentgate_http_requests_total", map[string]string{"route": "/v1/runs/{id}/events"}) == 0 {
+		t.Error("metrics: SSE requests not counted by route pattern")
+	}
+}
+
+func assertNoProcesses(t *testing.T, id string) {
+	t.Helper()
+	pids, err := proctree.New().Find(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pids) != 0 {
+		t.Fatalf("%d processes of run %s left: %v", len(pids), id, pids)
+	}
+}
+
+func TestClaudeFailuresAreClassified(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		scenario  anthropic.Scenario
+		creds     func(m *anthropic.Server) map[string]string
+		body      string
+		status    runs.State
+		class     runs.Class
+		retryable bool
+		within    time.Duration
+	}{
+		{name: "401", scenario: anthropic.Failure(401), class: runs.NotAuthenticated},
+		{name: "no credentials", scenario: anthropic.TextAnswer("unreachable"),
+			creds: func(*anthropic.Server) map[string]string { return map[string]string{} }, class: runs.NotAuthenticated},
+		{name: "429 exhausted", scenario: anthropic.Failure(429), class: runs.RateLimited, retryable: true},
+		{name: "500", scenario: anthropic.Failure(500), class: runs.TransientAPIError, retryable: true},
+		{name: "529", scenario: anthropic.Failure(529), class: runs.TransientAPIError, retryable: true},
+		{name: "400", scenario: anthropic.Failure(400), class: runs.APIError},
+		{name: "max turns", scenario: anthropic.AlwaysTool("echo again"), body: `"max_turns":1`, class: runs.MaxTurns},
+		{name: "budget", scenario: anthropic.AlwaysTool("echo again"), body: `"max_budget_usd":0.0001`, class: runs.BudgetExceeded},
+		{name: "hung server", scenario: anthropic.Hang(), body: `"timeout_seconds":3`, status: runs.TimedOut, class: runs.Timeout, retryable: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mock := startMock(t, tc.scenario)
+			creds := mockCreds(mock)
+			if tc.creds != nil {
+				creds = tc.creds(mock)
+			}
+			g := startGateway(t, gatewayEnv(t, t.TempDir()), creds)
+			body := `{"agent":"claude","prompt":"go"`
+			if tc.body != "" {
+				body += "," + tc.body
+			}
+			start := time.Now()
+			r := g.post(t, body+"}")
+			done := g.waitRun(t, r.ID, 30*time.Second)
+			took := time.Since(start)
+			want := tc.status
+			if want == "" {
+				want = runs.Failed
+			}
+			if done.Status != want || done.Error == nil || done.Error.Class != tc.class || done.Error.Retryable != tc.retryable {
+				t.Fatalf("run %s %+v; want %s %s retryable=%v", done.Status, done.Error, want, tc.class, tc.retryable)
+			}
+			if done.Error.Message == "" {
+				t.Fatal("error without a message")
+			}
+			if took > 20*time.Second {
+				t.Fatalf("classified after %s; it must take seconds", took)
+			}
+			assertNoProcesses(t, r.ID)
+		})
+	}
+}
+
+func TestClaudeCancelMidTool(t *testing.T) {
+	mock := startMock(t, anthropic.LongTool())
+	g := startGateway(t, gatewayEnv(t, t.TempDir()), mockCreds(mock))
+	r := g.post(t, `{"agent":"claude","prompt":"run the long command"}`)
+	g.waitEvent(t, r.ID, runs.EventToolCallStarted, 30*time.Second)
+	waitForProcess(t, r.ID, "perl")
+	resp, err := http.Post(g.URL+"/v1/runs/"+r.ID+"/cancel", "application/json", nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("cancel = %v %v", resp, err)
+	}
+	resp.Body.Close()
+	done := g.waitRun(t, r.ID, 20*time.Second)
+	if done.Status != runs.Cancelled || done.Error == nil || done.Error.Class != runs.ClassCancelled {
+		t.Fatalf("run %s %+v", done.Status, done.Error)
+	}
+	assertNoProcesses(t, r.ID)
+	// Cancel is idempotent.
+	resp, err = http.Post(g.URL+"/v1/runs/"+r.ID+"/cancel", "application/json", nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("second cancel = %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
+
+// waitForProcess waits until a process of the run runs a command line
+// containing name: the tool really started.
+func waitForProcess(t *testing.T, id, name string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		pids, _ := proctree.New().Find(id)
+		for _, pid := range pids {
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if bytes.Contains(cmdline, []byte(name)) {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no %s process in run %s", name, id)
+}
+
+// TestRestartMarksRunInterrupted kills a gateway mid-run, with SIGKILL so
+// it cannot clean up, and starts another on the same data: the run's
+// events are still there, it ends as interrupted, and the tool process the
+// dead gateway left behind is gone.
+func TestRestartMarksRunInterrupted(t *testing.T) {
+	mock := startMock(t, anthropic.LongTool())
+	dataDir := t.TempDir()
+	settings := gatewayEnv(t, dataDir)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = []string{asGatewayEnv + "=1", "PATH=" + os.Getenv("PATH"),
+		"ANTHROPIC_BASE_URL=" + mock.URL, "ANTHROPIC_API_KEY=test-key"}
+	for k, v := range settings {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(stdout)
+	first := &gateway{}
+	for sc.Scan() {
+		if u, ok := strings.CutPrefix(sc.Text(), "agentgate listening on "); ok {
+			first.URL = u
+			break
+		}
+	}
+	if first.URL == "" {
+		t.Fatal("the first gateway did not start")
+	}
+	go io.Copy(io.Discard, stdout)
+	r := first.post(t, `{"agent":"claude","prompt":"run the long command"}`)
+	first.waitEvent(t, r.ID, runs.EventToolCallStarted, 30*time.Second)
+	waitForProcess(t, r.ID, "perl")
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+
+	second := startGateway(t, settings, mockCreds(mock))
+	done := second.get(t, r.ID)
+	if done.Status != runs.Failed || done.Error == nil || done.Error.Class != runs.Interrupted || !done.Error.Retryable {
+		t.Fatalf("run after restart: %s %+v", done.Status, done.Error)
+	}
+	_, evs := second.stream(t, r.ID, "")
+	if !subsequence(types(evs), []string{"run.queued", "run.started", "session.started", "tool_call.started", "run.completed"}) {
+		t.Fatalf("events after restart: %v", types(evs))
+	}
+	assertNoProcesses(t, r.ID)
+}

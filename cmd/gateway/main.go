@@ -1,0 +1,196 @@
+// Command gateway is agentgate: an HTTP service that runs coding-agent CLIs
+// headless, streams their normalized events over SSE and exports metrics.
+//
+// It is configured by AGENTGATE_* environment variables (see README.md).
+// With no AGENTGATE_NATS_URL it stores runs and events in an embedded NATS
+// JetStream server under AGENTGATE_DATA_DIR.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/agentgate/agentgate/internal/adapters/claude"
+	"github.com/agentgate/agentgate/internal/api"
+	"github.com/agentgate/agentgate/internal/metrics"
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/store"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "agentgate:", err)
+		os.Exit(1)
+	}
+}
+
+// adapters is the roster of agents, in one place: adding an agent is one
+// line here plus its package.
+func adapters() []runs.Adapter {
+	return []runs.Adapter{
+		claude.New(),
+	}
+}
+
+// run starts the gateway and serves until ctx ends, then shuts down
+// gracefully. It prints the address it listens on to stdout.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q: agentgate is configured by AGENTGATE_* environment variables", args)
+	}
+	roster := adapters()
+	names := make([]string, len(roster))
+	for i, a := range roster {
+		names[i] = a.Name()
+	}
+	cfg, agentCfg, err := loadConfig(getenv, names)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.LogLevel, stdout)
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck // stdout may not support sync
+	log = log.With(zap.String("replica", cfg.ReplicaID))
+
+	for _, dir := range []string{cfg.DataDir, cfg.WorkspaceRoot} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+
+	nc, closeNATS, err := connectNATS(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeNATS()
+	st, err := store.Open(ctx, nc, store.Options{Replicas: cfg.NATSReplicas, MaxAge: cfg.Retention})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+
+	reg := metrics.NewRegistry()
+	rec, err := metrics.New(reg, metrics.Options{Agents: names})
+	if err != nil {
+		return err
+	}
+
+	var agents []*runs.Agent
+	for _, a := range roster {
+		s := agentCfg[a.Name()]
+		if err := os.MkdirAll(s.Home, 0o700); err != nil {
+			return fmt.Errorf("create home of agent %s: %w", a.Name(), err)
+		}
+		agents = append(agents, &runs.Agent{Adapter: a, Bin: s.Bin, Home: s.Home})
+	}
+	sup := runs.NewSupervisor(runs.Config{
+		Replica: cfg.ReplicaID, MaxConcurrent: cfg.MaxConcurrentRuns, QueueSize: cfg.QueueSize,
+		DefaultTimeout: cfg.RunTimeout, MaxTimeout: cfg.MaxRunTimeout, KillGrace: cfg.KillGrace,
+		WorkspaceRoot: cfg.WorkspaceRoot, Path: cfg.AgentPath, Getenv: getenv,
+		Limits: runs.Limits{MaxText: cfg.MaxEventText, MaxToolInput: runs.DefaultLimits.MaxToolInput},
+	}, st, agents, rec, log)
+	loopCtx, stopLoops := context.WithCancel(context.Background())
+	defer stopLoops()
+	if err := sup.Start(loopCtx); err != nil {
+		return err
+	}
+	rec.SetAgents(sup.Agents())
+
+	handler := api.New(cfg.HTTP, sup, rec, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), log)
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	// Requests hang off their own base context, not ctx: runs belong to
+	// the supervisor, and open streams are ended only after the runs
+	// they follow have had their grace period.
+	baseCtx, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "agentgate listening on http://%s\n", ln.Addr())
+	log.Info("gateway started", zap.String("addr", ln.Addr().String()), zap.String("data_dir", cfg.DataDir),
+		zap.Bool("embedded_nats", cfg.NATSURL == ""))
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("shutting down", zap.Duration("grace", cfg.ShutdownGrace))
+	// Stop taking runs and let running ones finish within the grace
+	// period; then stop them. Only then close HTTP, so that streams see
+	// every run's last event.
+	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	if err := sup.Shutdown(graceCtx); err != nil {
+		log.Warn("runs stopped at the end of the grace period", zap.Error(err))
+	}
+	// Streams still open follow runs of other replicas, or idle: end
+	// them, and their clients reconnect with Last-Event-ID elsewhere.
+	endStreams()
+	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelHTTP()
+	if err := srv.Shutdown(httpCtx); err != nil {
+		srv.Close()
+	}
+	stopLoops()
+	log.Info("gateway stopped")
+	return nil
+}
+
+// connectNATS dials AGENTGATE_NATS_URL, or starts the embedded server under
+// the data directory when it is unset.
+func connectNATS(cfg config, log *zap.Logger) (*nats.Conn, func(), error) {
+	if cfg.NATSURL != "" {
+		nc, err := nats.Connect(cfg.NATSURL, nats.Name("agentgate "+cfg.ReplicaID), nats.MaxReconnects(-1))
+		if err != nil {
+			return nil, nil, fmt.Errorf("connect to %s: %w", cfg.NATSURL, err)
+		}
+		return nc, func() { nc.Drain() }, nil
+	}
+	emb, err := store.StartEmbedded(filepath.Join(cfg.DataDir, "nats"), log.Named("nats"))
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := emb.Connect()
+	if err != nil {
+		emb.Shutdown()
+		return nil, nil, err
+	}
+	return nc, func() { nc.Close(); emb.Shutdown() }, nil
+}
+
+// newLogger returns a JSON logger at level, writing to w.
+func newLogger(level string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, errors.New("bad log level")
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.TimeKey, enc.EncodeTime = "time", zapcore.ISO8601TimeEncoder
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(w), lvl)
+	return zap.New(core), nil
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/agentgate/agentgate/internal/mock/anthropic"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// startNATS runs a JetStream server on a loopback port, as an external
+// server or cluster would be.
+func startNATS(t *testing.T) string {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns.ClientURL()
+}
+
+// TestTwoReplicasShareRuns runs two gateways on one JetStream server, as
+// behind a load balancer: a run executing on one is streamed, resumed and
+// cancelled through the other.
+func TestTwoReplicasShareRuns(t *testing.T) {
+	natsURL := startNATS(t)
+	mock := startMock(t, anthropic.LongTool())
+	replica := func(name string) *gateway {
+		s := gatewayEnv(t, t.TempDir())
+		s["AGENTGATE_NATS_URL"] = natsURL
+		s["AGENTGATE_REPLICA_ID"] = name
+		return startGateway(t, s, mockCreds(mock))
+	}
+	a, b := replica("replica-a"), replica("replica-b")
+
+	r := a.post(t, `{"agent":"claude","prompt":"run the long command"}`)
+	// B follows A's run live, from the shared log.
+	b.waitEvent(t, r.ID, runs.EventToolCallStarted, 30*time.Second)
+	waitForProcess(t, r.ID, "perl")
+	if got := b.get(t, r.ID); got.Status != runs.Running {
+		t.Fatalf("run seen from the other replica: %s", got.Status)
+	}
+	// B forwards the cancel to A, which owns the process.
+	resp, err := http.Post(b.URL+"/v1/runs/"+r.ID+"/cancel", "application/json", nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("cancel through the other replica = %v %v", resp, err)
+	}
+	resp.Body.Close()
+	done := b.waitRun(t, r.ID, 20*time.Second)
+	if done.Status != runs.Cancelled || done.Error == nil || done.Error.Class != runs.ClassCancelled {
+		t.Fatalf("run %s %+v", done.Status, done.Error)
+	}
+	assertNoProcesses(t, r.ID)
+
+	// Either replica replays the whole stream and resumes it by
+	// Last-Event-ID, and both answer 204 once it is over.
+	_, fromA := a.stream(t, r.ID, "")
+	_, fromB := b.stream(t, r.ID, "2")
+	if len(fromB) != len(fromA)-2 || fromB[0].ID != 3 {
+		t.Fatalf("replica B resumed after 2 with %d events from %d; replica A has %d", len(fromB), fromB[0].ID, len(fromA))
+	}
+	for i := range fromB {
+		if fromB[i].Data != fromA[i+2].Data {
+			t.Fatalf("event %d differs between replicas", fromB[i].ID)
+		}
+	}
+	last := strconv.FormatUint(fromA[len(fromA)-1].ID, 10)
+	for _, g := range []*gateway{a, b} {
+		if code, _ := g.stream(t, r.ID, last); code != http.StatusNoContent {
+			t.Fatalf("%s: stream after the end = %d, want 204", g.URL, code)
+		}
+	}
+	// The run list is shared too.
+	resp, err = http.Get(b.URL + "/v1/runs?agent=claude&status=cancelled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page runs.Page
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("list = %d %v", resp.StatusCode, err)
+	}
+	if len(page.Runs) != 1 || page.Runs[0].ID != r.ID {
+		t.Fatalf("replica B lists %+v, want the one run of replica A", page.Runs)
+	}
+}
