@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/expfmt"
+	"go.uber.org/goleak"
 	"github.com/prometheus/common/model"
 
 	"github.com/agentgate/agentgate/internal/agenttest"
@@ -39,7 +40,9 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
-	os.Exit(m.Run())
+	// run() must leave nothing behind: no goroutine of the store, the
+	// supervisor or the HTTP server outlives it.
+	goleak.VerifyTestMain(m)
 }
 
 // gateway is one gateway started by a test.

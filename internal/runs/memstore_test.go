@@ -70,14 +70,14 @@ func (m *memStore) AppendEvents(_ context.Context, id string, evs []StoredEvent)
 	return nil
 }
 
-func (m *memStore) LastSeq(_ context.Context, id string) (uint64, error) {
+func (m *memStore) LastEvent(_ context.Context, id string) (StoredEvent, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	evs := m.events[id]
 	if len(evs) == 0 {
-		return 0, nil
+		return StoredEvent{}, nil
 	}
-	return evs[len(evs)-1].Seq, nil
+	return StoredEvent{Seq: evs[len(evs)-1].Seq, Type: evs[len(evs)-1].Type}, nil
 }
 
 func (m *memStore) OpenCursor(_ context.Context, id string, after uint64) (Cursor, error) {

@@ -16,9 +16,9 @@ type Store interface {
 	// AppendEvents appends envelopes, already encoded, to the run's log,
 	// in order. Their sequence numbers are the caller's (1, 2, …).
 	AppendEvents(ctx context.Context, runID string, events []StoredEvent) error
-	// LastSeq returns the sequence of the run's last stored event, 0 when
-	// it has none.
-	LastSeq(ctx context.Context, runID string) (uint64, error)
+	// LastEvent returns the sequence and type of the run's last stored
+	// event (JSON is not read); the zero StoredEvent when it has none.
+	LastEvent(ctx context.Context, runID string) (StoredEvent, error)
 	// OpenCursor reads the run's log from the event after seq `after`.
 	OpenCursor(ctx context.Context, runID string, after uint64) (Cursor, error)
 	// RequestCancel asks whichever replica owns the run to cancel it.

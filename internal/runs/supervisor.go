@@ -258,11 +258,11 @@ func (s *Supervisor) recover(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		last, err := s.store.LastSeq(ctx, id)
+		last, err := s.store.LastEvent(ctx, id)
 		if err != nil {
 			return err
 		}
-		t := &task{run: r, seq: last}
+		t := &task{run: r, seq: last.Seq}
 		s.finish(ctx, t, Outcome{}, NewRunError(Interrupted,
 			"the gateway stopped while the run was in progress", "submit the run again"), nil)
 		s.log.Warn("run interrupted by a gateway restart", zap.String("run_id", id), zap.String("agent", r.Agent))
@@ -405,9 +405,24 @@ func (s *Supervisor) Events(ctx context.Context, id string, after uint64) (Curso
 	return s.store.OpenCursor(ctx, id, after)
 }
 
-// LastEventSeq returns the seq of the run's last stored event.
+// LastEventSeq returns the seq of the run's last event: of its last stored
+// event, or of the run.completed on its way when the run is already
+// recorded as finished but that event is not stored yet (finish records
+// the run first, so that a client who sees run.completed and then reads
+// the run finds it finished).
 func (s *Supervisor) LastEventSeq(ctx context.Context, id string) (uint64, error) {
-	return s.store.LastSeq(ctx, id)
+	r, err := s.store.GetRun(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	last, err := s.store.LastEvent(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	if r.Status.Terminal() && last.Type != EventRunCompleted {
+		return last.Seq + 1, nil
+	}
+	return last.Seq, nil
 }
 
 // Ready reports whether the supervisor can take runs.
@@ -633,14 +648,17 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	if r.StartedAt != nil {
 		dur = now.Sub(*r.StartedAt)
 	}
+	// The record first, then the event: whoever reads run.completed and
+	// then the run finds it finished. LastEventSeq covers the moment in
+	// between, so that a stream does not end before run.completed.
+	if err := s.store.UpdateRun(ctx, *r); err != nil {
+		s.log.Error("store finished run", zap.String("run_id", r.ID), zap.Error(err))
+	}
 	s.emit(ctx, t, NewEvent(EventRunCompleted, RunCompletedData{
 		Status: status, StopReason: out.StopReason, Result: out.Result,
 		StructuredOutput: json.RawMessage(out.StructuredOutput), Usage: out.Usage, CostUSD: out.CostUSD,
 		NumTurns: out.NumTurns, DurationMS: dur.Milliseconds(), Exit: exit, Error: runErr,
 	}))
-	if err := s.store.UpdateRun(ctx, *r); err != nil {
-		s.log.Error("store finished run", zap.String("run_id", r.ID), zap.Error(err))
-	}
 	class := Class("")
 	if runErr != nil {
 		class = runErr.Class

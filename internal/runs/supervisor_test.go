@@ -540,3 +540,44 @@ func TestCompatibility(t *testing.T) {
 		}
 	}
 }
+
+// A finished run whose run.completed is not stored yet reports that event's
+// seq as its last, so that a stream opened in that moment waits for it
+// instead of answering 204.
+func TestLastEventSeqCoversRunCompletedOnItsWay(t *testing.T) {
+	h := newHarness(t, Config{})
+	ctx := context.Background()
+	h.store.CreateRun(ctx, Run{ID: "r1", Agent: "fake", Status: Succeeded})
+	h.store.AppendEvents(ctx, "r1", []StoredEvent{{Seq: 1, Type: EventRunQueued}, {Seq: 2, Type: EventRunStarted}})
+	if got, err := h.sup.LastEventSeq(ctx, "r1"); err != nil || got != 3 {
+		t.Fatalf("LastEventSeq = %d, %v; want 3, the run.completed to come", got, err)
+	}
+	h.store.AppendEvents(ctx, "r1", []StoredEvent{{Seq: 3, Type: EventRunCompleted}})
+	if got, err := h.sup.LastEventSeq(ctx, "r1"); err != nil || got != 3 {
+		t.Fatalf("LastEventSeq = %d, %v; want 3", got, err)
+	}
+	h.store.CreateRun(ctx, Run{ID: "r2", Agent: "fake", Status: Running})
+	h.store.AppendEvents(ctx, "r2", []StoredEvent{{Seq: 1, Type: EventRunQueued}})
+	if got, err := h.sup.LastEventSeq(ctx, "r2"); err != nil || got != 1 {
+		t.Fatalf("LastEventSeq of a running run = %d, %v; want 1", got, err)
+	}
+}
+
+// Whoever reads run.completed and then the run finds it finished.
+func TestRunIsFinishedWhenRunCompletedIsStored(t *testing.T) {
+	h := newHarness(t, Config{})
+	r := h.submit(t, "mode:hello")
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		evs := h.store.eventsOf(r.ID)
+		if n := len(evs); n > 0 && evs[n-1].Type == EventRunCompleted {
+			got, _ := h.store.GetRun(context.Background(), r.ID)
+			if !got.Status.Terminal() {
+				t.Fatalf("run.completed stored while the run is %s", got.Status)
+			}
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("run did not complete")
+}

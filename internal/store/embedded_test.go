@@ -40,15 +40,15 @@ func TestDurableAcrossRestart(t *testing.T) {
 	if len(p.Runs) != 2 || p.Runs[0].ID != b.ID || p.Runs[1].ID != a.ID {
 		t.Errorf("listing after restart: %+v", p)
 	}
-	if seq, err := e.s.LastSeq(ctx(t), a.ID); err != nil || seq != 20 {
-		t.Errorf("LastSeq = %d, %v; want 20", seq, err)
+	if last, err := e.s.LastEvent(ctx(t), a.ID); err != nil || last.Seq != 20 {
+		t.Errorf("LastEvent = %d, %v; want 20", last.Seq, err)
 	}
 	read(t, openCursor(t, e.s, a.ID, 0), a.ID, 1, 20)
 	read(t, openCursor(t, e.s, b.ID, 1), b.ID, 2, 3)
 	// The log goes on where it stopped.
 	appendEvents(t, e.s, b.ID, 4, 4)
-	if seq, err := e.s.LastSeq(ctx(t), b.ID); err != nil || seq != 4 {
-		t.Errorf("LastSeq after append = %d, %v; want 4", seq, err)
+	if last, err := e.s.LastEvent(ctx(t), b.ID); err != nil || last.Seq != 4 {
+		t.Errorf("LastEvent after append = %d, %v; want 4", last.Seq, err)
 	}
 }
 

@@ -74,17 +74,24 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, events []runs.St
 	return nil
 }
 
-// LastSeq returns the seq of the run's last stored event, 0 when it has
-// none.
-func (s *Store) LastSeq(ctx context.Context, runID string) (uint64, error) {
+// LastEvent returns the seq and type of the run's last stored event, read
+// from its headers; the zero StoredEvent when the run has none.
+func (s *Store) LastEvent(ctx context.Context, runID string) (runs.StoredEvent, error) {
 	if err := checkID(runID); err != nil {
-		return 0, fmt.Errorf("last seq: %w", err)
+		return runs.StoredEvent{}, fmt.Errorf("last event: %w", err)
 	}
-	seq, _, err := s.last(ctx, runID)
+	m, err := s.events.GetLastMsgForSubject(ctx, eventsSubject(runID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return runs.StoredEvent{}, nil
+	}
 	if err != nil {
-		return 0, fmt.Errorf("last seq of %s: %w", runID, err)
+		return runs.StoredEvent{}, fmt.Errorf("last event of %s: %w", runID, err)
 	}
-	return seq, nil
+	seq, err := parseSeq(m.Header)
+	if err != nil {
+		return runs.StoredEvent{}, fmt.Errorf("last event of %s: %w", runID, err)
+	}
+	return runs.StoredEvent{Seq: seq, Type: runs.EventType(m.Header.Get(headerType))}, nil
 }
 
 // last returns the run's last event's seq and its stream sequence, zeros

@@ -85,13 +85,14 @@ func expectNothing(t *testing.T, c runs.Cursor) {
 func TestAppendAndReadFromStart(t *testing.T) {
 	e := newEnv(t)
 	id := newID(t)
-	if seq, err := e.s.LastSeq(ctx(t), id); err != nil || seq != 0 {
-		t.Fatalf("LastSeq of a run without events = %d, %v", seq, err)
+	if last, err := e.s.LastEvent(ctx(t), id); err != nil || last.Seq != 0 {
+		t.Fatalf("LastEvent of a run without events = %d, %v", last.Seq, err)
 	}
 	appendEvents(t, e.s, id, 1, 5)
 	appendEvents(t, e.s, id, 6, 6)
-	if seq, err := e.s.LastSeq(ctx(t), id); err != nil || seq != 6 {
-		t.Fatalf("LastSeq = %d, %v; want 6", seq, err)
+	want := mkEvents(id, 6, 6)[0]
+	if last, err := e.s.LastEvent(ctx(t), id); err != nil || last.Seq != 6 || last.Type != want.Type || last.Type == "" {
+		t.Fatalf("LastEvent = %d %q, %v; want 6 %q", last.Seq, last.Type, err, want.Type)
 	}
 	c := openCursor(t, e.s, id, 0)
 	read(t, c, id, 1, 6)
@@ -228,8 +229,8 @@ func TestAppendRejectsBadBatches(t *testing.T) {
 	if err := e.s.AppendEvents(ctx(t), id, nil); err != nil {
 		t.Errorf("empty batch: %v", err)
 	}
-	if seq, err := e.s.LastSeq(ctx(t), id); err != nil || seq != 0 {
-		t.Errorf("LastSeq = %d, %v; want nothing stored", seq, err)
+	if last, err := e.s.LastEvent(ctx(t), id); err != nil || last.Seq != 0 {
+		t.Errorf("LastEvent = %d, %v; want nothing stored", last.Seq, err)
 	}
 }
 

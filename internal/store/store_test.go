@@ -151,7 +151,7 @@ func TestInvalidRunIDsRejected(t *testing.T) {
 			"RequestCancel": e.s.RequestCancel(c, id),
 		}
 		_, calls["GetRun"] = e.s.GetRun(c, id)
-		_, calls["LastSeq"] = e.s.LastSeq(c, id)
+		_, calls["LastEvent"] = e.s.LastEvent(c, id)
 		_, calls["OpenCursor"] = e.s.OpenCursor(c, id, 0)
 		for name, err := range calls {
 			if !errors.Is(err, runs.ErrInvalid) {
