@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -132,13 +133,14 @@ type Supervisor struct {
 	agents map[string]*Agent
 	names  []string
 
-	queue chan *task
-
 	mu       sync.Mutex
+	wake     *sync.Cond       // on mu: pending grew, or stopping
+	pending  []*task          // queued here, oldest first
 	tasks    map[string]*task // queued or running here
-	queued   int
+	queued   int              // pending plus places reserved by Submit
 	active   int
-	closing  bool
+	closing  bool            // no new runs
+	stopping bool            // workers exit
 	runCtx   context.Context // parent of every run; cancelled to force shutdown
 	stopRuns context.CancelCauseFunc
 	workers  sync.WaitGroup
@@ -172,7 +174,6 @@ func NewSupervisor(cfg Config, store Store, agents []*Agent, obs Observer, log *
 		log:    log,
 		tree:   proctree.New(),
 		agents: map[string]*Agent{},
-		queue:  make(chan *task, cfg.QueueSize),
 		tasks:  map[string]*task{},
 		idle:   make(chan struct{}),
 	}
@@ -181,6 +182,7 @@ func NewSupervisor(cfg Config, store Store, agents []*Agent, obs Observer, log *
 		s.names = append(s.names, a.Adapter.Name())
 	}
 	sort.Strings(s.names)
+	s.wake = sync.NewCond(&s.mu)
 	s.runCtx, s.stopRuns = context.WithCancelCause(context.Background())
 	return s
 }
@@ -371,12 +373,15 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	t := &task{run: r, agent: a, inv: inv, cmd: cmd}
 	s.mu.Lock()
 	s.tasks[r.ID] = t
-	s.obs.QueueDepth(s.queued, s.active)
 	s.mu.Unlock()
 	s.emit(ctx, t, NewEvent(EventRunQueued, RunQueuedData{Agent: r.Agent, Metadata: r.Metadata}))
 	s.obs.RunQueued(r.Agent)
 	s.log.Info("run queued", zap.String("run_id", r.ID), zap.String("agent", r.Agent))
-	s.queue <- t // never blocks: s.queued reserved the place
+	s.mu.Lock()
+	s.pending = append(s.pending, t) // the place reserved above
+	s.obs.QueueDepth(s.queued, s.active)
+	s.wake.Signal()
+	s.mu.Unlock()
 	return r, nil
 }
 
@@ -466,21 +471,31 @@ func (s *Supervisor) Cancel(ctx context.Context, id string) (Run, error) {
 // stopTask ends t for cause: a queued task is finished on the spot, a
 // running one has its context cancelled.
 func (s *Supervisor) stopTask(t *task, cause error) {
+	s.mu.Lock() // s.mu before t.mu, as in worker
 	t.mu.Lock()
 	if t.done || t.stopErr != nil {
 		t.mu.Unlock()
+		s.mu.Unlock()
 		return
 	}
 	t.stopErr = cause
 	if t.started {
-		t.cancel(cause)
+		// execute cancels with stopErr itself if it has not yet set
+		// cancel.
+		cancel := t.cancel
 		t.mu.Unlock()
+		s.mu.Unlock()
+		if cancel != nil {
+			cancel(cause)
+		}
 		return
 	}
-	t.done = true // the worker that dequeues it will skip it
+	t.done = true
 	t.mu.Unlock()
-	s.mu.Lock()
-	s.queued--
+	if i := slices.Index(s.pending, t); i >= 0 {
+		s.pending = slices.Delete(s.pending, i, i+1)
+		s.queued--
+	}
 	s.mu.Unlock()
 	s.finish(context.Background(), t, Outcome{}, stopError(cause, t.run.Agent), nil)
 	s.untrack(t)
@@ -512,33 +527,34 @@ func (s *Supervisor) untrack(t *task) {
 	s.mu.Unlock()
 }
 
+// worker executes queued runs, oldest first, until the supervisor stops.
 func (s *Supervisor) worker() {
 	defer s.workers.Done()
 	for {
-		select {
-		case <-s.runCtx.Done():
-			return
-		case t := <-s.queue:
-			t.mu.Lock()
-			skip := t.done
-			if !skip {
-				t.started = true
-			}
-			t.mu.Unlock()
-			if skip {
-				continue // cancelled while queued; already finished
-			}
-			s.mu.Lock()
-			s.queued--
-			s.active++
-			s.obs.QueueDepth(s.queued, s.active)
-			s.mu.Unlock()
-			s.execute(t)
-			s.mu.Lock()
-			s.active--
-			s.mu.Unlock()
-			s.untrack(t)
+		s.mu.Lock()
+		for len(s.pending) == 0 && !s.stopping {
+			s.wake.Wait()
 		}
+		if s.stopping {
+			s.mu.Unlock()
+			return
+		}
+		t := s.pending[0]
+		s.pending = slices.Delete(s.pending, 0, 1)
+		s.queued--
+		s.active++
+		t.mu.Lock()
+		t.started = true
+		t.mu.Unlock()
+		s.obs.QueueDepth(s.queued, s.active)
+		s.mu.Unlock()
+
+		s.execute(t)
+
+		s.mu.Lock()
+		s.active--
+		s.mu.Unlock()
+		s.untrack(t)
 	}
 }
 
@@ -752,6 +768,10 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 		err = fmt.Errorf("grace period over: stopping the runs left: %w", ctx.Err())
 	}
 	s.stopRuns(errShutdown)
+	s.mu.Lock()
+	s.stopping = true
+	s.wake.Broadcast()
+	s.mu.Unlock()
 	s.workers.Wait()
 	return err
 }

@@ -426,8 +426,13 @@ func TestQueueFullAndCancelQueued(t *testing.T) {
 	if err != nil || r.Status != Cancelled {
 		t.Fatalf("cancel of a queued run = %v, %v; want cancelled at once", r.Status, err)
 	}
-	// The place is free again.
+	// The place is free again, at once: a cancelled queued run must not
+	// keep holding it until a worker comes by.
+	start := time.Now()
 	again := h.submit(t, "mode:hello")
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("submit into the freed place blocked for %s", took)
+	}
 	h.sup.Cancel(context.Background(), running.ID)
 	if d := h.wait(t, again.ID, 10*time.Second); d.Status != Succeeded {
 		t.Fatalf("run after the cancelled one: %s", d.Status)
