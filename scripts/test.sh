@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of agentgate on a fresh machine: installs the pinned agent
-# CLIs (npm) and the Go modules, checks formatting and vet, then runs
+# CLIs (npm), headless Chromium (apt, for the browser test) and the Go
+# modules, checks formatting and vet, then runs
 # `go test -race ./...` inside a loopback-only network namespace, so no test
 # can reach a real model API even on a machine that holds real credentials.
 #
@@ -9,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-agents.sh
+scripts/install-browser.sh # headless Chromium, for the EventSource test
 go mod download
 go build ./...
 
