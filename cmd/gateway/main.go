@@ -171,7 +171,7 @@ func connectNATS(cfg config, log *zap.Logger) (*nats.Conn, func(), error) {
 		}
 		return nc, func() { nc.Drain() }, nil
 	}
-	emb, err := store.StartEmbedded(filepath.Join(cfg.DataDir, "nats"), log.Named("nats"))
+	emb, err := store.StartEmbedded(filepath.Join(cfg.DataDir, "nats"), log)
 	if err != nil {
 		return nil, nil, err
 	}

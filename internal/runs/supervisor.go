@@ -287,7 +287,7 @@ func (s *Supervisor) Agents() []AgentInfo {
 func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	a, ok := s.agents[spec.Agent]
 	if !ok {
-		return Run{}, fmt.Errorf("%w %q: known agents are %s", ErrUnknownAgent, spec.Agent, strings.Join(s.names, ", "))
+		return Run{}, fmt.Errorf("%w %q", ErrUnknownAgent, spec.Agent)
 	}
 	if !a.info.Installed {
 		return Run{}, fmt.Errorf("%w: %s; %s", ErrAgentUnavailable, spec.Agent, a.info.Advisory)

@@ -84,7 +84,9 @@ func (e *Embedded) Shutdown() {
 // serverLog routes the server's log lines to zap.
 type serverLog struct{ l *zap.SugaredLogger }
 
-func (s serverLog) Noticef(format string, v ...any) { s.l.Infof(format, v...) }
+// Noticef logs at debug: the server's notices are its start-up banner and
+// routine state, noise in the gateway's log.
+func (s serverLog) Noticef(format string, v ...any) { s.l.Debugf(format, v...) }
 func (s serverLog) Warnf(format string, v ...any)   { s.l.Warnf(format, v...) }
 func (s serverLog) Errorf(format string, v ...any)  { s.l.Errorf(format, v...) }
 func (s serverLog) Debugf(format string, v ...any)  { s.l.Debugf(format, v...) }
