@@ -347,6 +347,7 @@ func TestFinishWithResult(t *testing.T) {
 	}{
 		{"not logged in even on success", []string{`{"type":"result","subtype":"success","is_error":false,"result":"Not logged in · Please run /login"}`}, runs.NotAuthenticated, runs.Failed},
 		{"refusal", []string{`{"type":"result","subtype":"success","is_error":true,"stop_reason":"refusal","terminal_reason":"completed"}`}, runs.Refused, runs.Failed},
+		{"refusal reported as success", []string{`{"type":"result","subtype":"success","is_error":false,"result":"I can't help with that.","stop_reason":"refusal","terminal_reason":"completed"}`}, runs.Refused, runs.Failed},
 		{"403", []string{`{"type":"result","subtype":"success","is_error":true,"api_error_status":403,"terminal_reason":"api_error","result":"Failed to authenticate"}`}, runs.NotAuthenticated, runs.Failed},
 		{"404 model", []string{`{"type":"assistant","message":{"model":"<synthetic>","content":[{"type":"text","text":"There's an issue with the selected model"}]},"error":"model_not_found","is_api_error_message":true}`,
 			`{"type":"result","subtype":"success","is_error":true,"api_error_status":404,"terminal_reason":"api_error"}`}, runs.APIError, runs.Failed},

@@ -89,6 +89,11 @@ func (d *decoder) classifyResult(r *wireLine, stderr string) *runs.RunError {
 	if d.notLoggedIn(stderr) || (r.IsError && strings.Contains(r.Result, notLoggedIn)) || strings.HasPrefix(r.Result, notLoggedIn) {
 		return runs.NewRunError(runs.NotAuthenticated, orText(msg, notLoggedIn), hintAuth)
 	}
+	// A refusal is the model's, not an API failure: the CLI may report
+	// it as a plain success.
+	if r.StopReason != nil && *r.StopReason == "refusal" {
+		return runs.NewRunError(runs.Refused, orText(msg, "the model refused the request"), "")
+	}
 	if !r.IsError && (r.Subtype == "success" || r.Subtype == "") {
 		return nil
 	}
@@ -103,8 +108,6 @@ func (d *decoder) classifyResult(r *wireLine, stderr string) *runs.RunError {
 		return runs.NewRunError(runs.BudgetExceeded, orText(msg, "reached the maximum budget"), hintBudget)
 	case r.TerminalReason == "aborted_tools" || r.TerminalReason == "aborted_streaming":
 		return runs.NewRunError(runs.Interrupted, orText(msg, "the run was interrupted ("+r.TerminalReason+")"), hintInterrupt)
-	case r.StopReason != nil && *r.StopReason == "refusal":
-		return runs.NewRunError(runs.Refused, orText(msg, "the model refused the request"), "")
 	case strings.Contains(msg, "No conversation found with session ID"):
 		return runs.NewRunError(runs.FlagRejected, msg, hintResume)
 	case status != 0 || d.apiError != "" || r.TerminalReason == "api_error" || r.TerminalReason == "image_error" ||
