@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/prometheus/common/expfmt"
-	"go.uber.org/goleak"
 	"github.com/prometheus/common/model"
+	"go.uber.org/goleak"
 
 	"github.com/agentgate/agentgate/internal/agenttest"
 	"github.com/agentgate/agentgate/internal/mock/anthropic"
