@@ -40,12 +40,11 @@ func BenchmarkEmit(b *testing.B) {
 	stamped := ev
 	stamped.V, stamped.RunID, stamped.Seq, stamped.Time, stamped.Agent, stamped.SessionID =
 		EnvelopeVersion, t.run.ID, 1234, time.Now().UTC(), t.run.Agent, t.run.SessionID
-	ctx := context.Background()
 	var base time.Duration
 	iters := 0
 	for b.Loop() {
 		for range emitBatch {
-			s.emit(ctx, t, ev)
+			s.emit(t, ev)
 		}
 		b.StopTimer()
 		start := time.Now()

@@ -69,6 +69,9 @@ type Config struct {
 	MaxLine int
 	// StderrTail is how much of stderr is kept (default 64 KiB).
 	StderrTail int
+	// AppendQueue bounds the events of one run waiting to be stored
+	// (default 4096); beyond it, reading the agent's output waits.
+	AppendQueue int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -97,6 +100,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.StderrTail <= 0 {
 		c.StderrTail = 64 << 10
+	}
+	if c.AppendQueue <= 0 {
+		c.AppendQueue = 4096
 	}
 	if c.Getenv == nil {
 		c.Getenv = func(string) string { return "" }
@@ -161,6 +167,7 @@ type task struct {
 	done    bool
 	stopErr error                   // why it was stopped, first wins
 	cancel  context.CancelCauseFunc // set while running
+	app     *appender               // set while the agent's output is read
 }
 
 // NewSupervisor returns a supervisor over store for agents. Call Start
@@ -374,7 +381,7 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	s.mu.Lock()
 	s.tasks[r.ID] = t
 	s.mu.Unlock()
-	s.emit(ctx, t, NewEvent(EventRunQueued, RunQueuedData{Agent: r.Agent, Metadata: r.Metadata}))
+	s.emit(t, NewEvent(EventRunQueued, RunQueuedData{Agent: r.Agent, Metadata: r.Metadata}))
 	s.obs.RunQueued(r.Agent)
 	s.log.Info("run queued", zap.String("run_id", r.ID), zap.String("agent", r.Agent))
 	s.mu.Lock()
@@ -582,13 +589,26 @@ func (s *Supervisor) execute(t *task) {
 	s.obs.RunStarted(t.run.Agent, now.Sub(t.run.CreatedAt).Seconds())
 	log.Info("run started", zap.Duration("queue_wait", now.Sub(t.run.CreatedAt)))
 	info := t.agent.info
-	s.emit(bg, t, NewEvent(EventRunStarted, RunStartedData{
+	s.emit(t, NewEvent(EventRunStarted, RunStartedData{
 		Prompt: t.inv.Spec.Prompt, SystemPrompt: t.inv.Spec.SystemPrompt, Model: t.inv.Spec.Model,
 		Effort: t.inv.Spec.Effort, Permission: t.inv.Spec.Permission, Cwd: t.inv.Dir,
 		ResumeSessionID: t.inv.Spec.ResumeSessionID,
 		CLIVersion:      info.Version, VersionStatus: info.Compatibility,
 	}))
 
+	// Output is appended behind the reader while the agent runs; close
+	// drains it before the outcome is recorded, so run.completed stays
+	// last.
+	app := newAppender(s.store, t.run.ID, s.cfg.AppendQueue, log)
+	t.mu.Lock()
+	t.app = app
+	t.mu.Unlock()
+	drain := func() {
+		t.mu.Lock()
+		t.app = nil
+		t.mu.Unlock()
+		app.close()
+	}
 	dec := t.agent.Adapter.NewDecoder(t.inv)
 	start := time.Now()
 	first := true
@@ -604,14 +624,15 @@ func (s *Supervisor) execute(t *task) {
 			s.obs.FirstEvent(t.run.Agent, time.Since(start).Seconds())
 		}
 		if l.Dropped > 0 {
-			s.emit(bg, t, NewEvent(EventAgentUnparsed, UnparsedData{
+			s.emit(t, NewEvent(EventAgentUnparsed, UnparsedData{
 				Line: string(l.Bytes), Truncated: true, Bytes: len(l.Bytes) + l.Dropped,
 				Reason: fmt.Sprintf("line longer than the %d-byte limit", s.cfg.MaxLine),
 			}))
 			return
 		}
-		s.emit(bg, t, dec.Decode(l.Bytes)...)
+		s.emit(t, dec.Decode(l.Bytes)...)
 	})
+	drain()
 	if err != nil {
 		log.Error("start agent process", zap.Error(err))
 		s.finish(bg, t, Outcome{}, NewRunError(NotInstalled, "could not start the agent CLI: "+err.Error(),
@@ -628,7 +649,7 @@ func (s *Supervisor) execute(t *task) {
 // the supervisor ended the run (cancel, timeout, shutdown), or it never
 // ran.
 func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override *RunError, exit *Exit) {
-	s.emit(ctx, t, out.Events...)
+	s.emit(t, out.Events...)
 	status, runErr := out.Status, out.Error
 	if override != nil {
 		runErr = override
@@ -670,7 +691,7 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	if err := s.store.UpdateRun(ctx, *r); err != nil {
 		s.log.Error("store finished run", zap.String("run_id", r.ID), zap.Error(err))
 	}
-	s.emit(ctx, t, NewEvent(EventRunCompleted, RunCompletedData{
+	s.emit(t, NewEvent(EventRunCompleted, RunCompletedData{
 		Status: status, StopReason: out.StopReason, Result: out.Result,
 		StructuredOutput: json.RawMessage(out.StructuredOutput), Usage: out.Usage, CostUSD: out.CostUSD,
 		NumTurns: out.NumTurns, DurationMS: dur.Milliseconds(), Exit: exit, Error: runErr,
@@ -685,9 +706,10 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 }
 
 // emit stamps, bounds, encodes and appends events to t's log. It is the one
-// point where events leave a decoder. A store that fails is retried
-// briefly; the events are logged if it still fails.
-func (s *Supervisor) emit(ctx context.Context, t *task, evs ...Event) {
+// point where events leave a decoder. While the agent runs, events go
+// through the run's appender; otherwise they are appended at once. A store
+// that fails is retried briefly; the events are logged if it still fails.
+func (s *Supervisor) emit(t *task, evs ...Event) {
 	if len(evs) == 0 {
 		return
 	}
@@ -712,15 +734,13 @@ func (s *Supervisor) emit(ctx context.Context, t *task, evs ...Event) {
 		batch = append(batch, StoredEvent{Seq: ev.Seq, Type: ev.Type, JSON: b})
 		s.obs.Event(t.run.Agent, ev.Type)
 	}
+	app := t.app
 	t.mu.Unlock()
-	var err error
-	for attempt := range 4 {
-		if err = s.store.AppendEvents(ctx, t.run.ID, batch); err == nil {
-			return
-		}
-		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
+	if app != nil {
+		app.add(batch)
+		return
 	}
-	s.log.Error("append events", zap.String("run_id", t.run.ID), zap.Int("events", len(batch)), zap.Error(err))
+	appendWithRetry(s.store, t.run.ID, batch, s.log)
 }
 
 // childEnv is the whole environment of an agent process: a minimal base,

@@ -1,0 +1,92 @@
+package runs
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// appender writes one run's events to the store behind the run's reader,
+// so that reading the agent's output does not wait for a store round trip
+// per line. Whatever queued while one append was in flight goes in the
+// next, as one batch. The queue is bounded: a full queue blocks add, so a
+// store that falls behind slows the reader and, through the pipe, the
+// agent, and nothing is dropped.
+type appender struct {
+	store Store
+	runID string
+	log   *zap.Logger
+	max   int
+
+	mu      sync.Mutex
+	changed *sync.Cond // on mu: queue grew, shrank, or closing
+	queue   []StoredEvent
+	closing bool
+	done    chan struct{}
+}
+
+// appendAttempts bounds how often one batch is tried before it is logged
+// and given up.
+const appendAttempts = 4
+
+func newAppender(store Store, runID string, max int, log *zap.Logger) *appender {
+	a := &appender{store: store, runID: runID, log: log, max: max, done: make(chan struct{})}
+	a.changed = sync.NewCond(&a.mu)
+	go a.loop()
+	return a
+}
+
+// add queues evs, in order, waiting while the queue is full.
+func (a *appender) add(evs []StoredEvent) {
+	a.mu.Lock()
+	for len(a.queue) >= a.max && !a.closing {
+		a.changed.Wait()
+	}
+	a.queue = append(a.queue, evs...)
+	a.changed.Broadcast()
+	a.mu.Unlock()
+}
+
+// close appends everything queued and returns when it is stored.
+func (a *appender) close() {
+	a.mu.Lock()
+	a.closing = true
+	a.changed.Broadcast()
+	a.mu.Unlock()
+	<-a.done
+}
+
+func (a *appender) loop() {
+	defer close(a.done)
+	for {
+		a.mu.Lock()
+		for len(a.queue) == 0 && !a.closing {
+			a.changed.Wait()
+		}
+		if len(a.queue) == 0 {
+			a.mu.Unlock()
+			return
+		}
+		batch := a.queue
+		a.queue = nil
+		a.changed.Broadcast() // room again for add
+		a.mu.Unlock()
+		appendWithRetry(a.store, a.runID, batch, a.log)
+	}
+}
+
+// appendWithRetry appends batch, retrying a failing store briefly; a
+// batch that still fails is logged, never silently dropped.
+func appendWithRetry(store Store, runID string, batch []StoredEvent, log *zap.Logger) {
+	var err error
+	for attempt := range appendAttempts {
+		if err = store.AppendEvents(context.Background(), runID, batch); err == nil {
+			return
+		}
+		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
+	}
+	log.Error("append events", zap.String("run_id", runID), zap.Uint64("first_seq", batch[0].Seq),
+		zap.Int("events", len(batch)), zap.Error(err))
+}
