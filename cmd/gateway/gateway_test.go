@@ -474,6 +474,7 @@ func TestClaudeFailuresAreClassified(t *testing.T) {
 		{name: "max turns", scenario: anthropic.AlwaysTool("echo again"), body: `"max_turns":1`, class: runs.MaxTurns},
 		{name: "budget", scenario: anthropic.AlwaysTool("echo again"), body: `"max_budget_usd":0.0001`, class: runs.BudgetExceeded},
 		{name: "hung server", scenario: anthropic.Hang(), body: `"timeout_seconds":3`, status: runs.TimedOut, class: runs.Timeout, retryable: true},
+		{name: "timeout mid-tool", scenario: anthropic.LongTool(), body: `"timeout_seconds":3`, status: runs.TimedOut, class: runs.Timeout, retryable: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mock := startMock(t, tc.scenario)
@@ -600,4 +601,45 @@ func TestRestartMarksRunInterrupted(t *testing.T) {
 		t.Fatalf("events after restart: %v", types(evs))
 	}
 	assertNoProcesses(t, r.ID)
+}
+
+// TestClaudeKilledBySignal kills the CLI from outside, as the OOM killer
+// would: the run fails as process_killed, which is never retryable, and
+// the tool the CLI left running is gone too.
+func TestClaudeKilledBySignal(t *testing.T) {
+	mock := startMock(t, anthropic.LongTool())
+	g := startGateway(t, gatewayEnv(t, t.TempDir()), mockCreds(mock))
+	r := g.post(t, `{"agent":"claude","prompt":"run the long command"}`)
+	g.waitEvent(t, r.ID, runs.EventToolCallStarted, 30*time.Second)
+	waitForProcess(t, r.ID, "perl")
+	pid := processOf(t, r.ID, "claude")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	done := g.waitRun(t, r.ID, 20*time.Second)
+	if done.Status != runs.Failed || done.Error == nil || done.Error.Class != runs.ProcessKilled || done.Error.Retryable {
+		t.Fatalf("run %s %+v", done.Status, done.Error)
+	}
+	if done.Exit == nil || done.Exit.Signal != "SIGKILL" || done.Exit.Reason != "" {
+		t.Fatalf("exit = %+v", done.Exit)
+	}
+	assertNoProcesses(t, r.ID)
+}
+
+// processOf returns the pid of the run's process whose executable path
+// contains name.
+func processOf(t *testing.T, id, name string) int {
+	t.Helper()
+	pids, err := proctree.New().Find(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		if strings.Contains(filepath.Base(exe), name) {
+			return pid
+		}
+	}
+	t.Fatalf("no %s process among the run's %v", name, pids)
+	return 0
 }
