@@ -375,6 +375,9 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	}
 	if err := s.store.CreateRun(ctx, r); err != nil {
 		release()
+		if created {
+			os.Remove(dir)
+		}
 		return Run{}, fmt.Errorf("create run: %w", err)
 	}
 	t := &task{run: r, agent: a, inv: inv, cmd: cmd}
@@ -385,6 +388,18 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	s.obs.RunQueued(r.Agent)
 	s.log.Info("run queued", zap.String("run_id", r.ID), zap.String("agent", r.Agent))
 	s.mu.Lock()
+	if s.closing {
+		// Shutdown began while the run was being recorded, and has
+		// already finished the queued runs it saw: finish this one too.
+		s.queued--
+		t.mu.Lock()
+		t.done, t.stopErr = true, errShutdown
+		t.mu.Unlock()
+		s.mu.Unlock()
+		s.finish(context.Background(), t, Outcome{}, stopError(errShutdown, r.Agent), nil)
+		s.untrack(t)
+		return t.run, nil
+	}
 	s.pending = append(s.pending, t) // the place reserved above
 	s.obs.QueueDepth(s.queued, s.active)
 	s.wake.Signal()
