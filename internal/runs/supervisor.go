@@ -639,8 +639,9 @@ func (s *Supervisor) execute(t *task) {
 			s.obs.FirstEvent(t.run.Agent, time.Since(start).Seconds())
 		}
 		if l.Dropped > 0 {
+			keep := l.Bytes[:min(len(l.Bytes), s.cfg.Limits.MaxText)] // Bound would cut it anyway
 			s.emit(t, NewEvent(EventAgentUnparsed, UnparsedData{
-				Line: string(l.Bytes), Truncated: true, Bytes: len(l.Bytes) + l.Dropped,
+				Line: string(keep), Truncated: true, Bytes: len(l.Bytes) + l.Dropped,
 				Reason: fmt.Sprintf("line longer than the %d-byte limit", s.cfg.MaxLine),
 			}))
 			return
@@ -656,7 +657,13 @@ func (s *Supervisor) execute(t *task) {
 	}
 	log.Info("process exited", zap.Int("code", exit.Code), zap.String("signal", exit.Signal), zap.String("reason", exit.Reason))
 	out := dec.Finish(exit, stderrTail)
-	s.finish(bg, t, out, stopError(context.Cause(ctx), t.run.Agent), &exit)
+	// The supervisor's verdict wins only when it did stop the process: one
+	// that finished on its own as the deadline passed keeps its outcome.
+	var override *RunError
+	if exit.Reason != "" {
+		override = stopError(context.Cause(ctx), t.run.Agent)
+	}
+	s.finish(bg, t, out, override, &exit)
 }
 
 // finish emits the outcome's events and run.completed, and stores the
