@@ -381,6 +381,36 @@ func TestClaudeToolRunEndToEnd(t *testing.T) {
 // cost and the agent's version were counted.
 func assertMetrics(t *testing.T, g *gateway, u runs.Usage, cost float64) {
 	t.Helper()
+	sum := g.metrics(t)
+	claude := map[string]string{"agent": "claude"}
+	checks := []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"input tokens, all parts", sum("agentgate_input_tokens_total", claude), float64(u.InputTokens)},
+		{"input tokens, cache read", sum("agentgate_input_tokens_total", map[string]string{"agent": "claude", "cache": "read"}), float64(u.CacheReadTokens)},
+		{"input tokens, cache write", sum("agentgate_input_tokens_total", map[string]string{"agent": "claude", "cache": "write"}), float64(u.CacheWriteTokens)},
+		{"output tokens", sum("agentgate_output_tokens_total", claude), float64(u.OutputTokens)},
+		{"cost", sum("agentgate_cost_usd_total", claude), cost},
+		{"runs succeeded", sum("agentgate_runs_finished_total", map[string]string{"agent": "claude", "status": "succeeded"}), 1},
+		{"agent info", sum("agentgate_agent_info", map[string]string{"agent": "claude", "version": "2.1.332", "compatibility": "verified"}), 1},
+		{"tool events", sum("agentgate_events_total", map[string]string{"agent": "claude", "type": "tool_call.started"}), 1},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("metrics: %s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if sum("agentgate_http_requests_total", map[string]string{"route": "/v1/runs/{id}/events"}) == 0 {
+		t.Error("metrics: SSE requests not counted by route pattern")
+	}
+}
+
+// metrics scrapes /metrics and returns a function that sums the counters
+// or gauges of one family whose labels include match.
+func (g *gateway) metrics(t *testing.T) func(name string, match map[string]string) float64 {
+	t.Helper()
 	resp, err := http.Get(g.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -391,7 +421,8 @@ func assertMetrics(t *testing.T, g *gateway, u runs.Usage, cost float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := func(name string, match map[string]string) float64 {
+	return func(name string, match map[string]string) float64 {
+		t.Helper()
 		var total float64
 		fam := families[name]
 		if fam == nil {
@@ -416,29 +447,6 @@ func assertMetrics(t *testing.T, g *gateway, u runs.Usage, cost float64) {
 			}
 		}
 		return total
-	}
-	claude := map[string]string{"agent": "claude"}
-	checks := []struct {
-		name string
-		got  float64
-		want float64
-	}{
-		{"input tokens, all parts", sum("agentgate_input_tokens_total", claude), float64(u.InputTokens)},
-		{"input tokens, cache read", sum("agentgate_input_tokens_total", map[string]string{"agent": "claude", "cache": "read"}), float64(u.CacheReadTokens)},
-		{"input tokens, cache write", sum("agentgate_input_tokens_total", map[string]string{"agent": "claude", "cache": "write"}), float64(u.CacheWriteTokens)},
-		{"output tokens", sum("agentgate_output_tokens_total", claude), float64(u.OutputTokens)},
-		{"cost", sum("agentgate_cost_usd_total", claude), cost},
-		{"runs succeeded", sum("agentgate_runs_finished_total", map[string]string{"agent": "claude", "status": "succeeded"}), 1},
-		{"agent info", sum("agentgate_agent_info", map[string]string{"agent": "claude", "version": "2.1.332", "compatibility": "verified"}), 1},
-		{"tool events", sum("agentgate_events_total", map[string]string{"agent": "claude", "type": "tool_call.started"}), 1},
-	}
-	for _, c := range checks {
-		if c.got != c.want {
-			t.Errorf("metrics: %s = %v, want %v", c.name, c.got, c.want)
-		}
-	}
-	if sum("agentgate_http_requests_total", map[string]string{"route": "/v1/runs/{id}/events"}) == 0 {
-		t.Error("metrics: SSE requests not counted by route pattern")
 	}
 }
 
@@ -505,6 +513,13 @@ func TestClaudeFailuresAreClassified(t *testing.T) {
 				t.Fatalf("classified after %s; it must take seconds", took)
 			}
 			assertNoProcesses(t, r.ID)
+			sum := g.metrics(t)
+			if n := sum("agentgate_run_errors_total", map[string]string{"agent": "claude", "class": string(tc.class)}); n != 1 {
+				t.Fatalf("agentgate_run_errors_total{class=%q} = %v, want 1", tc.class, n)
+			}
+			if n := sum("agentgate_runs_finished_total", map[string]string{"agent": "claude", "status": string(want)}); n != 1 {
+				t.Fatalf("agentgate_runs_finished_total{status=%q} = %v, want 1", want, n)
+			}
 		})
 	}
 }
@@ -642,4 +657,35 @@ func processOf(t *testing.T, id, name string) int {
 	}
 	t.Fatalf("no %s process among the run's %v", name, pids)
 	return 0
+}
+
+// TestGracefulShutdownInterruptsRuns stops a gateway with a run still
+// going: the run gets the grace period, then is stopped and recorded as
+// interrupted by the shutdown, with no process left, and a gateway started
+// again on the same data still has it.
+func TestGracefulShutdownInterruptsRuns(t *testing.T) {
+	mock := startMock(t, anthropic.LongTool())
+	settings := gatewayEnv(t, t.TempDir())
+	settings["AGENTGATE_SHUTDOWN_GRACE"] = "500ms"
+	g := startGateway(t, settings, mockCreds(mock))
+	r := g.post(t, `{"agent":"claude","prompt":"run the long command"}`)
+	g.waitEvent(t, r.ID, runs.EventToolCallStarted, 30*time.Second)
+	waitForProcess(t, r.ID, "perl")
+	if err := g.stop(); err != nil {
+		t.Fatalf("graceful shutdown: %v", err)
+	}
+	assertNoProcesses(t, r.ID)
+
+	again := startGateway(t, settings, mockCreds(mock))
+	done := again.get(t, r.ID)
+	if done.Status != runs.Failed || done.Error == nil || done.Error.Class != runs.Interrupted || !done.Error.Retryable {
+		t.Fatalf("run after a graceful shutdown: %s %+v", done.Status, done.Error)
+	}
+	if done.Exit == nil || done.Exit.Reason != "shutdown" {
+		t.Fatalf("exit = %+v, want reason shutdown", done.Exit)
+	}
+	_, evs := again.stream(t, r.ID, "")
+	if evs[len(evs)-1].Type != string(runs.EventRunCompleted) {
+		t.Fatalf("events end with %s", evs[len(evs)-1].Type)
+	}
 }

@@ -126,6 +126,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
+		// No WriteTimeout: event streams are long. The SSE writer sets a
+		// deadline per batch instead.
+		IdleTimeout: 2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
 	serveErr := make(chan error, 1)
