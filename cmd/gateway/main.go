@@ -129,7 +129,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		// No WriteTimeout: event streams are long. The SSE writer sets a
 		// deadline per batch instead.
 		IdleTimeout: 2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		BaseContext: func(net.Listener) context.Context { return baseCtx },
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
