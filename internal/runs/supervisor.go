@@ -447,9 +447,42 @@ func (s *Supervisor) LastEventSeq(ctx context.Context, id string) (uint64, error
 		return 0, err
 	}
 	if r.Status.Terminal() && last.Type != EventRunCompleted {
+		s.repairCompleted(r, last.Seq)
 		return last.Seq + 1, nil
 	}
 	return last.Seq, nil
+}
+
+// completedRepairAfter is how long after a run was recorded finished its
+// run.completed may still be on its way. Past it, the event was lost.
+const completedRepairAfter = 30 * time.Second
+
+// repairCompleted appends the run.completed a finished run lacks: its
+// supervisor recorded the run finished and died before the event was
+// stored. Without it a stream of the run would wait for ever. Any replica
+// may repair it; the store's de-duplication by run and seq keeps one copy
+// when several do at once.
+func (s *Supervisor) repairCompleted(r Run, lastSeq uint64) {
+	s.mu.Lock()
+	_, local := s.tasks[r.ID]
+	s.mu.Unlock()
+	finished := r.CreatedAt
+	if r.FinishedAt != nil {
+		finished = *r.FinishedAt
+	}
+	if local || s.cfg.Now().Sub(finished) < completedRepairAfter {
+		return // still on its way
+	}
+	var dur time.Duration
+	if r.StartedAt != nil {
+		dur = finished.Sub(*r.StartedAt)
+	}
+	s.log.Warn("run.completed was lost; appending it from the run record", zap.String("run_id", r.ID),
+		zap.String("agent", r.Agent), zap.Uint64("seq", lastSeq+1))
+	s.emit(&task{run: r, seq: lastSeq}, NewEvent(EventRunCompleted, RunCompletedData{
+		Status: r.Status, Result: r.Result, StructuredOutput: r.StructuredOutput, Usage: r.Usage,
+		CostUSD: r.CostUSD, NumTurns: r.NumTurns, DurationMS: dur.Milliseconds(), Exit: r.Exit, Error: r.Error,
+	}))
 }
 
 // Ready reports whether the supervisor can take runs.

@@ -552,7 +552,8 @@ func TestCompatibility(t *testing.T) {
 func TestLastEventSeqCoversRunCompletedOnItsWay(t *testing.T) {
 	h := newHarness(t, Config{})
 	ctx := context.Background()
-	h.store.CreateRun(ctx, Run{ID: "r1", Agent: "fake", Status: Succeeded})
+	now := time.Now()
+	h.store.CreateRun(ctx, Run{ID: "r1", Agent: "fake", Status: Succeeded, FinishedAt: &now})
 	h.store.AppendEvents(ctx, "r1", []StoredEvent{{Seq: 1, Type: EventRunQueued}, {Seq: 2, Type: EventRunStarted}})
 	if got, err := h.sup.LastEventSeq(ctx, "r1"); err != nil || got != 3 {
 		t.Fatalf("LastEventSeq = %d, %v; want 3, the run.completed to come", got, err)
@@ -585,4 +586,37 @@ func TestRunIsFinishedWhenRunCompletedIsStored(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatal("run did not complete")
+}
+
+// A run recorded finished long ago without its run.completed (its gateway
+// died in between) gets the event appended from its record, so that its
+// streams end.
+func TestLostRunCompletedIsRepaired(t *testing.T) {
+	h := newHarness(t, Config{})
+	ctx := context.Background()
+	long := time.Now().Add(-time.Hour)
+	cost := 0.5
+	h.store.CreateRun(ctx, Run{ID: "r1", Agent: "fake", Status: Failed, StartedAt: &long, FinishedAt: &long,
+		CostUSD: &cost, Error: NewRunError(RateLimited, "429", "")})
+	h.store.AppendEvents(ctx, "r1", []StoredEvent{{Seq: 1, Type: EventRunQueued}, {Seq: 2, Type: EventRunStarted}})
+	if got, err := h.sup.LastEventSeq(ctx, "r1"); err != nil || got != 3 {
+		t.Fatalf("LastEventSeq = %d, %v; want 3", got, err)
+	}
+	evs := h.store.eventsOf("r1")
+	if len(evs) != 3 || evs[2].Type != EventRunCompleted || evs[2].Seq != 3 {
+		t.Fatalf("events after repair: %+v", evs)
+	}
+	var env struct {
+		Data RunCompletedData
+	}
+	if err := json.Unmarshal(evs[2].JSON, &env); err != nil {
+		t.Fatal(err)
+	}
+	if env.Data.Status != Failed || env.Data.Error == nil || env.Data.Error.Class != RateLimited || *env.Data.CostUSD != cost {
+		t.Fatalf("repaired run.completed = %+v", env.Data)
+	}
+	// Once repaired, nothing more is appended.
+	if got, _ := h.sup.LastEventSeq(ctx, "r1"); got != 3 || len(h.store.eventsOf("r1")) != 3 {
+		t.Fatalf("second call: last %d, %d events", got, len(h.store.eventsOf("r1")))
+	}
 }
