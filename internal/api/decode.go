@@ -20,15 +20,16 @@ import (
 // Limits of a run request, checked at the edge. They are syntactic; what
 // needs the agents, the workspace or the queue is the service's to check.
 const (
-	maxPromptBytes         = 1 << 20
+	maxPromptBytes         = runs.MaxPromptBytes
+	maxSystemPromptBytes   = runs.MaxSystemPromptBytes
 	maxAgentBytes          = 64
-	maxIdentBytes          = 256 // model, resume_session_id
-	maxCwdBytes            = 4096
-	maxMetadataKeys        = 16
-	maxMetadataKeyBytes    = 64
-	maxMetadataValueBytes  = 512
-	minTurns, maxTurns     = 1, 1000
-	minTimeout, maxTimeout = 1, 86400
+	maxIdentBytes          = runs.MaxModelBytes // model, resume_session_id
+	maxCwdBytes            = runs.MaxCwdBytes
+	maxMetadataKeys        = runs.MaxMetadataKeys
+	maxMetadataKeyBytes    = runs.MaxMetadataKeyBytes
+	maxMetadataValueBytes  = runs.MaxMetadataValBytes
+	minTurns, maxTurns     = 1, runs.MaxTurnsLimit
+	minTimeout, maxTimeout = 1, 7 * 86400 // the gateway's AGENTGATE_MAX_RUN_TIMEOUT applies within it
 )
 
 // Fields of a run request as the API spells them.
@@ -122,8 +123,8 @@ func decodeRunRequest(body []byte) (runs.Spec, error) {
 	if spec.SystemPrompt, _, err = f.str(runs.FieldSystemPrompt); err != nil {
 		return runs.Spec{}, err
 	}
-	if len(spec.SystemPrompt) > maxPromptBytes {
-		return runs.Spec{}, invalidField(runs.FieldSystemPrompt, fmt.Sprintf("must be at most %d bytes", maxPromptBytes))
+	if len(spec.SystemPrompt) > maxSystemPromptBytes {
+		return runs.Spec{}, invalidField(runs.FieldSystemPrompt, fmt.Sprintf("must be at most %d bytes", maxSystemPromptBytes))
 	}
 	// A model and a session id end up as command-line arguments, so they
 	// must look like names: no leading "-", no spaces, no control bytes.

@@ -34,9 +34,9 @@ func checkSpec(s runs.Spec) string {
 	switch {
 	case s.Agent == "" || len(s.Agent) > 64:
 		return "agent"
-	case strings.TrimSpace(s.Prompt) == "" || len(s.Prompt) > 1<<20:
+	case strings.TrimSpace(s.Prompt) == "" || len(s.Prompt) > runs.MaxPromptBytes:
 		return "prompt"
-	case len(s.SystemPrompt) > 1<<20:
+	case len(s.SystemPrompt) > runs.MaxSystemPromptBytes:
 		return "system_prompt"
 	case strings.ContainsRune(s.Agent+s.Prompt+s.SystemPrompt+s.Cwd, 0):
 		return "NUL"
@@ -48,7 +48,7 @@ func checkSpec(s runs.Spec) string {
 		return "effort"
 	case s.MaxTurns != 0 && (s.MaxTurns < 1 || s.MaxTurns > 1000):
 		return "max_turns"
-	case s.TimeoutSeconds != 0 && (s.TimeoutSeconds < 1 || s.TimeoutSeconds > 86400):
+	case s.TimeoutSeconds != 0 && (s.TimeoutSeconds < 1 || s.TimeoutSeconds > 7*86400):
 		return "timeout_seconds"
 	case s.MaxBudgetUSD < 0 || math.IsInf(s.MaxBudgetUSD, 0) || math.IsNaN(s.MaxBudgetUSD):
 		return "max_budget_usd"
