@@ -12,14 +12,60 @@ type Limits struct {
 	// MaxText bounds every free-text field (messages, reasoning, tool
 	// output, unparsed lines), in bytes.
 	MaxText int
-	// MaxToolInput bounds a tool call's JSON input, in bytes. A larger
-	// input is replaced by a placeholder object saying what was dropped.
+	// MaxToolInput bounds a tool call's JSON input, and a run's structured
+	// output, in bytes. A larger one is replaced by a placeholder object
+	// saying what was dropped.
 	MaxToolInput int
+	// MaxEncoded bounds one encoded event and one encoded run record, so
+	// that each fits in a message of the store (NATS allows 1 MiB by
+	// default). JSON escaping can make text six times longer, so an
+	// encoding over it is bounded again, more tightly.
+	MaxEncoded int
 }
 
 // DefaultLimits are generous enough for real transcripts and small enough
 // that one event never dominates a stream.
-var DefaultLimits = Limits{MaxText: 256 << 10, MaxToolInput: 64 << 10}
+var DefaultLimits = Limits{MaxText: 256 << 10, MaxToolInput: 64 << 10, MaxEncoded: 900 << 10}
+
+// tighter returns l with every bound divided by 8.
+func (l Limits) tighter() Limits {
+	return Limits{MaxText: l.MaxText / 8, MaxToolInput: l.MaxToolInput / 8, MaxEncoded: l.MaxEncoded}
+}
+
+// record returns r with the free text it stores bounded, so that the
+// encoded record stays under MaxEncoded: the prompts (kept for audit; the
+// agent got them whole), the result, the structured output and the error
+// message.
+func (l Limits) record(r Run) Run {
+	for range 4 {
+		r.Spec.Prompt = l.text(r.Spec.Prompt)
+		r.Spec.SystemPrompt = l.text(r.Spec.SystemPrompt)
+		r.Result = l.text(r.Result)
+		r.StructuredOutput = l.json(r.StructuredOutput)
+		if r.Error != nil {
+			e := *r.Error
+			e.Message = l.text(e.Message)
+			r.Error = &e
+		}
+		b, err := json.Marshal(struct {
+			Run  Run
+			Spec Spec
+		}{r, r.Spec})
+		if err != nil || l.MaxEncoded <= 0 || len(b) <= l.MaxEncoded {
+			return r
+		}
+		l = l.tighter()
+	}
+	return r
+}
+
+// json returns raw, or a placeholder when it is longer than MaxToolInput.
+func (l Limits) json(raw json.RawMessage) json.RawMessage {
+	if l.MaxToolInput <= 0 || len(raw) <= l.MaxToolInput {
+		return raw
+	}
+	return toolInputPlaceholder(len(raw))
+}
 
 // TruncationMark ends a text that Bound shortened.
 const TruncationMark = "…[truncated %d bytes]"
@@ -37,9 +83,7 @@ func (l Limits) Bound(ev Event) Event {
 		d.Output = l.text(d.Output)
 		ev.Data = d
 	case ToolCallStartedData:
-		if len(d.Input) > l.MaxToolInput {
-			d.Input = toolInputPlaceholder(len(d.Input))
-		}
+		d.Input = l.json(d.Input)
 		ev.Data = d
 	case UnparsedData:
 		if len(d.Line) > l.MaxText {
@@ -52,6 +96,7 @@ func (l Limits) Bound(ev Event) Event {
 		ev.Data = d
 	case RunCompletedData:
 		d.Result = l.text(d.Result)
+		d.StructuredOutput = l.json(d.StructuredOutput)
 		if d.Error != nil {
 			e := *d.Error
 			e.Message = l.text(e.Message)
@@ -67,7 +112,7 @@ func (l Limits) Bound(ev Event) Event {
 
 func toolInputPlaceholder(n int) json.RawMessage {
 	b, _ := json.Marshal(map[string]any{
-		"_truncated": fmt.Sprintf("tool input of %d bytes dropped: larger than the gateway's limit", n),
+		"_truncated": fmt.Sprintf("%d bytes of JSON dropped: larger than the gateway's limit", n),
 		"bytes":      n,
 	})
 	return b

@@ -92,8 +92,14 @@ func (c *Config) setDefaults() {
 	if c.KillGrace <= 0 {
 		c.KillGrace = 5 * time.Second
 	}
-	if c.Limits == (Limits{}) {
-		c.Limits = DefaultLimits
+	if c.Limits.MaxText <= 0 {
+		c.Limits.MaxText = DefaultLimits.MaxText
+	}
+	if c.Limits.MaxToolInput <= 0 {
+		c.Limits.MaxToolInput = DefaultLimits.MaxToolInput
+	}
+	if c.Limits.MaxEncoded <= 0 {
+		c.Limits.MaxEncoded = DefaultLimits.MaxEncoded
 	}
 	if c.MaxLine <= 0 {
 		c.MaxLine = 64 << 20
@@ -348,6 +354,7 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	release := func() {
 		s.mu.Lock()
 		s.queued--
+		s.signalIdleLocked()
 		s.mu.Unlock()
 	}
 
@@ -366,6 +373,9 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 		return Run{}, err
 	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(dir, realPath(s.cfg.WorkspaceRoot)), "/")
+	if rel == "" {
+		rel = "." // the root itself; empty would mean "a fresh directory"
+	}
 	spec.Cwd = rel
 	inv.Spec = spec
 	r := Run{
@@ -373,7 +383,11 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 		CreatedAt: s.cfg.Now().UTC(), AgentVersion: a.info.Version, Metadata: spec.Metadata,
 		Spec: spec, Owner: s.cfg.Replica,
 	}
-	if err := s.store.CreateRun(ctx, r); err != nil {
+	// The record must not depend on the client staying: a write cut off
+	// half way could store a run that no task executes.
+	storeCtx, cancelStore := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancelStore()
+	if err := s.store.CreateRun(storeCtx, s.cfg.Limits.record(r)); err != nil {
 		release()
 		if created {
 			os.Remove(dir)
@@ -381,12 +395,11 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 		return Run{}, fmt.Errorf("create run: %w", err)
 	}
 	t := &task{run: r, agent: a, inv: inv, cmd: cmd}
-	s.mu.Lock()
-	s.tasks[r.ID] = t
-	s.mu.Unlock()
 	s.emit(t, NewEvent(EventRunQueued, RunQueuedData{Agent: r.Agent, Metadata: r.Metadata}))
 	s.obs.RunQueued(r.Agent)
 	s.log.Info("run queued", zap.String("run_id", r.ID), zap.String("agent", r.Agent))
+	// The task becomes visible to Cancel and Shutdown and to the workers
+	// at once, so that exactly one of them finishes it.
 	s.mu.Lock()
 	if s.closing {
 		// Shutdown began while the run was being recorded, and has
@@ -395,11 +408,12 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 		t.mu.Lock()
 		t.done, t.stopErr = true, errShutdown
 		t.mu.Unlock()
+		s.signalIdleLocked()
 		s.mu.Unlock()
 		s.finish(context.Background(), t, Outcome{}, stopError(errShutdown, r.Agent), nil)
-		s.untrack(t)
 		return t.run, nil
 	}
+	s.tasks[r.ID] = t
 	s.pending = append(s.pending, t) // the place reserved above
 	s.obs.QueueDepth(s.queued, s.active)
 	s.wake.Signal()
@@ -572,6 +586,13 @@ func (s *Supervisor) untrack(t *task) {
 	s.mu.Lock()
 	delete(s.tasks, t.run.ID)
 	s.obs.QueueDepth(s.queued, s.active)
+	s.signalIdleLocked()
+	s.mu.Unlock()
+}
+
+// signalIdleLocked tells a waiting Shutdown that nothing is queued or
+// running any more. s.mu must be held.
+func (s *Supervisor) signalIdleLocked() {
 	if s.closing && s.queued == 0 && s.active == 0 {
 		select {
 		case <-s.idle:
@@ -579,7 +600,6 @@ func (s *Supervisor) untrack(t *task) {
 			close(s.idle)
 		}
 	}
-	s.mu.Unlock()
 }
 
 // worker executes queued runs, oldest first, until the supervisor stops.
@@ -631,7 +651,7 @@ func (s *Supervisor) execute(t *task) {
 	bg := context.Background() // store writes outlive the run's context
 	now := s.cfg.Now().UTC()
 	t.run.Status, t.run.StartedAt = Running, &now
-	if err := s.store.UpdateRun(bg, t.run); err != nil {
+	if err := s.store.UpdateRun(bg, s.cfg.Limits.record(t.run)); err != nil {
 		log.Error("store run", zap.Error(err))
 	}
 	s.obs.RunStarted(t.run.Agent, now.Sub(t.run.CreatedAt).Seconds())
@@ -743,7 +763,7 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	// The record first, then the event: whoever reads run.completed and
 	// then the run finds it finished. LastEventSeq covers the moment in
 	// between, so that a stream does not end before run.completed.
-	if err := s.store.UpdateRun(ctx, *r); err != nil {
+	if err := s.store.UpdateRun(ctx, s.cfg.Limits.record(*r)); err != nil {
 		s.log.Error("store finished run", zap.String("run_id", r.ID), zap.Error(err))
 	}
 	s.emit(t, NewEvent(EventRunCompleted, RunCompletedData{
@@ -778,8 +798,7 @@ func (s *Supervisor) emit(t *task, evs ...Event) {
 		} else {
 			ev.SessionID = t.run.SessionID
 		}
-		ev = s.cfg.Limits.Bound(ev)
-		b, err := encodeEvent(ev)
+		b, err := s.encodeBounded(&ev)
 		if err != nil {
 			// A payload that cannot be encoded is a decoder bug; keep
 			// the sequence dense with a warning in its place.
@@ -825,13 +844,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 		}
 		t.mu.Unlock()
 	}
-	if s.queued == 0 && s.active == 0 {
-		select {
-		case <-s.idle:
-		default:
-			close(s.idle)
-		}
-	}
+	s.signalIdleLocked()
 	s.mu.Unlock()
 	for _, t := range queued {
 		s.stopTask(t, errShutdown)
@@ -849,6 +862,25 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	s.workers.Wait()
 	return err
+}
+
+// encodeBounded bounds ev's payload and encodes it, bounding it more
+// tightly while the encoding is over Limits.MaxEncoded (text that JSON
+// escapes heavily). As a last resort the payload is replaced by a warning
+// saying what was dropped.
+func (s *Supervisor) encodeBounded(ev *Event) ([]byte, error) {
+	l := s.cfg.Limits
+	for range 4 {
+		*ev = l.Bound(*ev)
+		b, err := encodeEvent(*ev)
+		if err != nil || l.MaxEncoded <= 0 || len(b) <= l.MaxEncoded {
+			return b, err
+		}
+		l = l.tighter()
+	}
+	ev.Type, ev.Data = EventWarning, WarningData{Code: "event_too_large",
+		Message: fmt.Sprintf("a %s event was dropped: larger than %d bytes even when bounded", ev.Type, l.MaxEncoded)}
+	return encodeEvent(*ev)
 }
 
 // encodeEvent encodes an envelope as one line of JSON. HTML is not escaped:

@@ -90,6 +90,9 @@ func fakeAgent(mode string) int {
 		}
 		fmt.Fprintln(os.Stderr, "fatal: last words")
 		return 3
+	case "controls":
+		// Text that JSON escapes six-fold: \u0001 per byte.
+		say(`{"text":"%s"}`, strings.Repeat(`\u0001`, 300<<10))
 	case "env":
 		say(`{"text":%q}`, strings.Join(os.Environ(), "\n"))
 	default:
@@ -619,4 +622,75 @@ func TestLostRunCompletedIsRepaired(t *testing.T) {
 	if got, _ := h.sup.LastEventSeq(ctx, "r1"); got != 3 || len(h.store.eventsOf("r1")) != 3 {
 		t.Fatalf("second call: last %d, %d events", got, len(h.store.eventsOf("r1")))
 	}
+}
+
+// Text that JSON escapes heavily is bounded until its event fits in one
+// store message.
+func TestEventFitsTheStoreWhenEscaped(t *testing.T) {
+	h := newHarness(t, Config{})
+	r := h.submit(t, "mode:controls")
+	if done := h.wait(t, r.ID, 30*time.Second); done.Status != Succeeded {
+		t.Fatalf("status %s", done.Status)
+	}
+	var found bool
+	for _, e := range h.store.eventsOf(r.ID) {
+		if len(e.JSON) > DefaultLimits.MaxEncoded {
+			t.Fatalf("%s event of %d bytes, over the %d limit", e.Type, len(e.JSON), DefaultLimits.MaxEncoded)
+		}
+		if e.Type == EventMessageCompleted {
+			found = strings.Contains(string(e.JSON), "[truncated")
+		}
+	}
+	if !found {
+		t.Fatal("the escaped text was not truncated with a mark")
+	}
+}
+
+func TestRecordFitsTheStore(t *testing.T) {
+	huge := strings.Repeat("\x01", 1<<20)
+	r := Run{ID: "r", Result: huge, Error: NewRunError(APIError, huge, ""),
+		StructuredOutput: json.RawMessage(`{"a":"` + strings.Repeat("b", 1<<20) + `"}`),
+		Spec:             Spec{Prompt: huge, SystemPrompt: huge}}
+	got := DefaultLimits.record(r)
+	b, _ := json.Marshal(struct {
+		Run  Run
+		Spec Spec
+	}{got, got.Spec})
+	if len(b) > DefaultLimits.MaxEncoded {
+		t.Fatalf("record encodes to %d bytes, over %d", len(b), DefaultLimits.MaxEncoded)
+	}
+	if !strings.Contains(got.Result, "[truncated") || !strings.Contains(string(got.StructuredOutput), "_truncated") {
+		t.Fatalf("bounded without a mark: result %q…, output %s", got.Result[:20], got.StructuredOutput)
+	}
+}
+
+// A Submit that fails after reserving a queue place must not make a
+// later Shutdown wait out its grace period.
+func TestShutdownAfterFailedSubmitIsPrompt(t *testing.T) {
+	h := newHarness(t, Config{})
+	if _, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "x", Cwd: "missing"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("submit = %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.sup.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with nothing running waited out its grace: %v", err)
+	}
+}
+
+// A run in the workspace root itself is resumed there.
+func TestResumeInTheRootKeepsTheRoot(t *testing.T) {
+	h := newHarness(t, Config{})
+	first, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "mode:hello", Cwd: "."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.wait(t, first.ID, 10*time.Second)
+	second, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "mode:hello", ResumeSessionID: first.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.wait(t, second.ID, 10*time.Second)
+	root, _ := filepath.EvalSymlinks(h.root)
+	h.waitFor(t, second.ID, EventRunStarted, fmt.Sprintf(`"cwd":%q`, root))
 }
