@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/agentgate/agentgate/internal/api"
@@ -61,6 +62,13 @@ func loadConfig(getenv func(string) string, agentNames []string) (config, map[st
 	if err := c.validate(); err != nil {
 		return c, nil, fmt.Errorf("configuration: %w", err)
 	}
+	if c.ReplicaID == "" {
+		id, err := embeddedReplicaID(c.DataDir)
+		if err != nil {
+			return c, nil, fmt.Errorf("configuration: replica id: %w", err)
+		}
+		c.ReplicaID = id
+	}
 	agents := map[string]agentSettings{}
 	for _, name := range agentNames {
 		up := strings.ToUpper(name)
@@ -105,8 +113,8 @@ func (c *config) validate() error {
 	if c.MaxConcurrentRuns < 1 || c.MaxConcurrentRuns > 1024 {
 		bad("MAX_CONCURRENT_RUNS", "must be 1 to 1024, got %d", c.MaxConcurrentRuns)
 	}
-	if c.QueueSize < 0 || c.QueueSize > 100000 {
-		bad("QUEUE_SIZE", "must be 0 to 100000, got %d", c.QueueSize)
+	if c.QueueSize < 1 || c.QueueSize > 100000 {
+		bad("QUEUE_SIZE", "must be 1 to 100000, got %d", c.QueueSize)
 	}
 	if c.RunTimeout <= 0 {
 		bad("RUN_TIMEOUT", "must be positive, got %s", c.RunTimeout)
@@ -120,19 +128,25 @@ func (c *config) validate() error {
 	if c.ShutdownGrace < 0 {
 		bad("SHUTDOWN_GRACE", "must not be negative, got %s", c.ShutdownGrace)
 	}
-	if c.MaxEventText < 1024 {
-		bad("MAX_EVENT_TEXT", "must be at least 1024 bytes, got %d", c.MaxEventText)
+	if c.MaxEventText < 1024 || c.MaxEventText > 512<<10 {
+		bad("MAX_EVENT_TEXT", "must be 1024 to 524288 bytes (an event must fit one NATS message), got %d", c.MaxEventText)
 	}
 	if c.HTTP.PingInterval < 100*time.Millisecond {
 		bad("SSE_PING_INTERVAL", "must be at least 100ms, got %s", c.HTTP.PingInterval)
 	}
 	if c.Retention < 0 {
 		bad("RETENTION", "must not be negative, got %s", c.Retention)
+	} else if c.Retention > 0 && c.Retention <= c.MaxRunTimeout {
+		// Otherwise a long run's record and first events expire while it
+		// is still going.
+		bad("RETENTION", "%s must be longer than MAX_RUN_TIMEOUT %s, or 0 to keep everything", c.Retention, c.MaxRunTimeout)
 	}
 	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
 		bad("LOG_LEVEL", "%q is not one of debug, info, warn, error", c.LogLevel)
 	}
-	if c.ReplicaID == "" {
+	if c.ReplicaID == "" && c.NATSURL != "" {
+		// Replicas sharing a NATS server must differ; the hostname is
+		// stable in a StatefulSet and under docker-compose.
 		host, err := os.Hostname()
 		if err != nil || host == "" {
 			host = "local"
@@ -143,4 +157,26 @@ func (c *config) validate() error {
 		c.AgentPath = os.Getenv("PATH")
 	}
 	return errors.Join(errs...)
+}
+
+// embeddedReplicaID returns the replica id kept in the data directory,
+// making one the first time. The embedded store belongs to one gateway,
+// so the id only has to be stable across its restarts, whatever the
+// hostname (a re-created container gets a new one), for its unfinished
+// runs to be found and marked interrupted.
+func embeddedReplicaID(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "replica-id")
+	if b, err := os.ReadFile(path); err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, nil
+		}
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return "", err
+	}
+	id := "embedded-" + uuid.NewString()[:8]
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	return id, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 	"strings"
 	"testing"
 )
@@ -18,8 +19,12 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"AGENTGATE_LOG_LEVEL", "loud", "AGENTGATE_LOG_LEVEL"},
 		{"AGENTGATE_KILL_GRACE", "0s", "AGENTGATE_KILL_GRACE"},
 		{"AGENTGATE_SSE_PING_INTERVAL", "1ms", "AGENTGATE_SSE_PING_INTERVAL"},
+		{"AGENTGATE_QUEUE_SIZE", "0", "AGENTGATE_QUEUE_SIZE: must be 1 to 100000"},
+		{"AGENTGATE_MAX_EVENT_TEXT", "2097152", "AGENTGATE_MAX_EVENT_TEXT"},
+		{"AGENTGATE_RETENTION", "1h", "AGENTGATE_RETENTION: 1h0m0s must be longer than MAX_RUN_TIMEOUT"},
 	} {
 		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
+			t.Setenv("AGENTGATE_DATA_DIR", t.TempDir())
 			t.Setenv(tc.env, tc.value)
 			_, _, err := loadConfig(func(string) string { return "" }, []string{"claude"})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -34,7 +39,8 @@ func TestConfigRejectsBadValues(t *testing.T) {
 }
 
 func TestConfigDefaultsAndAgentSettings(t *testing.T) {
-	t.Setenv("AGENTGATE_DATA_DIR", "/srv/agentgate")
+	dir := t.TempDir()
+	t.Setenv("AGENTGATE_DATA_DIR", dir)
 	getenv := func(k string) string {
 		return map[string]string{"AGENTGATE_CLAUDE_BIN": "/opt/claude"}[k]
 	}
@@ -42,11 +48,23 @@ func TestConfigDefaultsAndAgentSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Addr != ":8080" || c.WorkspaceRoot != "/srv/agentgate/workspaces" || c.MaxConcurrentRuns != 4 || c.ReplicaID == "" {
+	if c.Addr != ":8080" || c.WorkspaceRoot != dir+"/workspaces" || c.MaxConcurrentRuns != 4 || !strings.HasPrefix(c.ReplicaID, "embedded-") {
 		t.Fatalf("defaults = %+v", c)
 	}
-	if a := agents["claude"]; a.Bin != "/opt/claude" || a.Home != "/srv/agentgate/agents/claude" {
+	if a := agents["claude"]; a.Bin != "/opt/claude" || a.Home != dir+"/agents/claude" {
 		t.Fatalf("claude settings = %+v", a)
+	}
+	// With the embedded store the replica id lives in the data directory,
+	// so a restart, even in a new container, finds its own runs.
+	again, _, err := loadConfig(getenv, []string{"claude"})
+	if err != nil || again.ReplicaID != c.ReplicaID {
+		t.Fatalf("replica id after a restart = %q (%v), want %q", again.ReplicaID, err, c.ReplicaID)
+	}
+	// With an external NATS server it is the hostname, unless set.
+	t.Setenv("AGENTGATE_NATS_URL", "nats://127.0.0.1:4222")
+	ext, _, err := loadConfig(getenv, []string{"claude"})
+	if host, _ := os.Hostname(); err != nil || ext.ReplicaID != host {
+		t.Fatalf("replica id with NATS_URL = %q (%v), want the hostname %q", ext.ReplicaID, err, host)
 	}
 }
 

@@ -76,6 +76,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}
 
+	// Listen first: a port in use fails the start before anything runs.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	defer ln.Close()
+
 	nc, closeNATS, err := connectNATS(cfg, log)
 	if err != nil {
 		return err
@@ -114,10 +121,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	rec.SetAgents(sup.Agents())
 
 	handler := api.New(cfg.HTTP, sup, rec, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), log)
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
-	}
 	// Requests hang off their own base context, not ctx: runs belong to
 	// the supervisor, and open streams are ended only after the runs
 	// they follow have had their grace period.
