@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,6 +69,17 @@ func fakeAgent(mode string) int {
 			return 2
 		}
 		say(`{"text":"left a grandchild"}`)
+	case "escapee":
+		// A grandchild that clears its environment and leaves the
+		// session, so no scan finds it, and keeps stdout open.
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = []string{fakeAgentEnv + "=sleeper"}
+		cmd.Stdout = os.Stdout
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			return 2
+		}
+		say(`{"text":"escapee %d"}`, cmd.Process.Pid)
 	case "sleeper":
 		time.Sleep(time.Minute)
 	case "tool":
@@ -118,6 +130,9 @@ func (a fakeAdapter) Command(inv Invocation) (Command, error) {
 	mode := a.mode
 	if m, ok := strings.CutPrefix(inv.Spec.Prompt, "mode:"); ok {
 		mode = m
+	}
+	if strings.HasPrefix(mode, "stdin") {
+		mode = "stdin"
 	}
 	c := Command{Env: []string{fakeAgentEnv + "=" + mode}, PassEnv: []string{"FAKE_KEY"}, InterruptSignal: int(syscall.SIGINT)}
 	if mode == "stdin" {
@@ -301,6 +316,39 @@ func TestPromptOnStdin(t *testing.T) {
 	r := h.submit(t, "mode:stdin")
 	h.wait(t, r.ID, 10*time.Second)
 	h.waitFor(t, r.ID, EventMessageCompleted, fmt.Sprintf("read %d bytes", len("mode:stdin")))
+}
+
+// A prompt larger than a pipe's buffer reaches the agent whole on stdin.
+func TestLargePromptOnStdin(t *testing.T) {
+	h := newHarness(t, Config{})
+	prompt := "mode:stdin " + strings.Repeat("x", 400<<10)
+	r := h.submit(t, prompt)
+	h.wait(t, r.ID, 20*time.Second)
+	h.waitFor(t, r.ID, EventMessageCompleted, fmt.Sprintf("read %d bytes", len(prompt)))
+}
+
+// A grandchild that escaped the run's scan (no cookie, its own session)
+// and holds stdout open cannot hang the run: output is drained with a
+// deadline once the run's own processes are gone.
+func TestEscapedGrandchildDoesNotHang(t *testing.T) {
+	h := newHarness(t, Config{})
+	start := time.Now()
+	r := h.submit(t, "mode:escapee")
+	done := h.wait(t, r.ID, 20*time.Second)
+	for _, e := range h.store.eventsOf(r.ID) {
+		var env struct{ Data MessageData }
+		json.Unmarshal(e.JSON, &env)
+		if pid, ok := strings.CutPrefix(env.Data.Text, "escapee "); ok {
+			n, _ := strconv.Atoi(pid)
+			t.Cleanup(func() { syscall.Kill(n, syscall.SIGKILL) })
+		}
+	}
+	if done.Status != Succeeded {
+		t.Fatalf("status %s %+v", done.Status, done.Error)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("run took %s with an escaped grandchild holding stdout", took)
+	}
 }
 
 func TestHugeLineDoesNotLoseTheStream(t *testing.T) {
