@@ -110,7 +110,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	sup := runs.NewSupervisor(runs.Config{
 		Replica: cfg.ReplicaID, MaxConcurrent: cfg.MaxConcurrentRuns, QueueSize: cfg.QueueSize,
 		DefaultTimeout: cfg.RunTimeout, MaxTimeout: cfg.MaxRunTimeout, KillGrace: cfg.KillGrace,
-		WorkspaceRoot: cfg.WorkspaceRoot, Path: cfg.AgentPath, Getenv: getenv,
+		WorkspaceRoot: cfg.WorkspaceRoot, WorkspaceRetention: cfg.Retention, Path: cfg.AgentPath, Getenv: getenv,
 		Limits: runs.Limits{MaxText: cfg.MaxEventText, MaxToolInput: runs.DefaultLimits.MaxToolInput},
 	}, st, agents, rec, log)
 	loopCtx, stopLoops := context.WithCancel(context.Background())

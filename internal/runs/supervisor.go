@@ -74,6 +74,9 @@ type Config struct {
 	AppendQueue int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// WorkspaceRetention, when positive, is how long the run directories
+	// the supervisor creates are kept; older ones are removed.
+	WorkspaceRetention time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -229,6 +232,13 @@ func (s *Supervisor) Start(ctx context.Context) error {
 			}
 		}
 	}()
+	if s.cfg.WorkspaceRetention > 0 {
+		s.loops.Add(1)
+		go func() {
+			defer s.loops.Done()
+			s.janitor(ctx)
+		}()
+	}
 	for range s.cfg.MaxConcurrent {
 		s.workers.Add(1)
 		go s.worker()

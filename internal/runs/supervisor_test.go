@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -741,4 +742,31 @@ func TestResumeInTheRootKeepsTheRoot(t *testing.T) {
 	h.wait(t, second.ID, 10*time.Second)
 	root, _ := filepath.EvalSymlinks(h.root)
 	h.waitFor(t, second.ID, EventRunStarted, fmt.Sprintf(`"cwd":%q`, root))
+}
+
+// Run directories the supervisor made are removed once older than the
+// retention; newer ones and directories a client named stay.
+func TestWorkspaceSweep(t *testing.T) {
+	h := newHarness(t, Config{WorkspaceRetention: time.Hour})
+	old, _ := uuid.NewV7FromReader(strings.NewReader(strings.Repeat("x", 64)))
+	// A UUIDv7 two hours old: its first 48 bits are the time in ms.
+	ms := uint64(time.Now().Add(-2 * time.Hour).UnixMilli())
+	for i := range 6 {
+		old[i] = byte(ms >> (40 - 8*i))
+	}
+	fresh, _ := uuid.NewV7()
+	for _, name := range []string{old.String(), fresh.String(), "client-dir"} {
+		if err := os.Mkdir(filepath.Join(h.root, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.sup.sweepWorkspaces()
+	if _, err := os.Stat(filepath.Join(h.root, old.String())); !os.IsNotExist(err) {
+		t.Fatalf("old run directory still there: %v", err)
+	}
+	for _, name := range []string{fresh.String(), "client-dir"} {
+		if _, err := os.Stat(filepath.Join(h.root, name)); err != nil {
+			t.Fatalf("%s removed: %v", name, err)
+		}
+	}
 }
