@@ -517,10 +517,16 @@ func (s *Supervisor) Ready(ctx context.Context) error {
 	if closing {
 		return ErrShuttingDown
 	}
-	if p, ok := s.store.(interface{ Ping(context.Context) error }); ok {
+	if p, ok := s.store.(Pinger); ok {
 		return p.Ping(ctx)
 	}
 	return nil
+}
+
+// Pinger is a Store that can say whether it is reachable; Ready asks it
+// when the store has it.
+type Pinger interface {
+	Ping(ctx context.Context) error
 }
 
 // Cancel stops the run wherever it executes. It is idempotent: cancelling
