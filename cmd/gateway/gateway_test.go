@@ -36,6 +36,9 @@ import (
 const asGatewayEnv = "AGENTGATE_TEST_AS_GATEWAY"
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == proctree.ReaperArg {
+		os.Exit(proctree.Reap(os.Args[2:])) // the gateway runs agents under its own binary
+	}
 	if os.Getenv(asGatewayEnv) != "" {
 		main()
 		return

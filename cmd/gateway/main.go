@@ -27,11 +27,17 @@ import (
 	"github.com/agentgate/agentgate/internal/adapters/claude"
 	"github.com/agentgate/agentgate/internal/api"
 	"github.com/agentgate/agentgate/internal/metrics"
+	"github.com/agentgate/agentgate/internal/proctree"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/store"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == proctree.ReaperArg {
+		// The supervisor runs each agent under this binary as its
+		// subreaper; see proctree.Reap.
+		os.Exit(proctree.Reap(os.Args[2:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
@@ -99,6 +105,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 
+	// Each agent runs under this same binary as its subreaper, so that
+	// processes escaping the run's cookie scan still die with the run.
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable for the agent reaper: %w", err)
+	}
 	var agents []*runs.Agent
 	for _, a := range roster {
 		s := agentCfg[a.Name()]
@@ -110,6 +122,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	sup := runs.NewSupervisor(runs.Config{
 		Replica: cfg.ReplicaID, MaxConcurrent: cfg.MaxConcurrentRuns, QueueSize: cfg.QueueSize,
 		DefaultTimeout: cfg.RunTimeout, MaxTimeout: cfg.MaxRunTimeout, KillGrace: cfg.KillGrace,
+		Reaper:        self,
 		WorkspaceRoot: cfg.WorkspaceRoot, WorkspaceRetention: cfg.Retention, Path: cfg.AgentPath, Getenv: getenv,
 		Limits: runs.Limits{MaxText: cfg.MaxEventText, MaxToolInput: runs.DefaultLimits.MaxToolInput},
 	}, st, agents, rec, log)

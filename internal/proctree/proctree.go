@@ -10,9 +10,11 @@
 // included too, so a child that cleared its environment is still found as
 // long as its parent lives.
 //
-// Limits: a process that both clears its environment and detaches from a
-// marked parent escapes the scan. A cgroup per run would close that gap
-// where one is delegated; this package works without privileges.
+// A process that both clears its environment and detaches from a marked
+// parent escapes the scan. Reap closes that gap: run as the agent's parent,
+// it is the run's child subreaper, so such a process is re-parented to it
+// and killed when the agent exits. Neither needs privileges or a delegated
+// cgroup.
 package proctree
 
 import (

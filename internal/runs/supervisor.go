@@ -74,6 +74,11 @@ type Config struct {
 	AppendQueue int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Reaper, when set, is a binary that runs each agent under a child
+	// subreaper when given proctree.ReaperArg and the agent's argv: the
+	// gateway's own executable (see proctree.Reap). Processes that escape
+	// the cookie scan are then still killed when the agent exits.
+	Reaper string
 	// WorkspaceRetention, when positive, is how long the run directories
 	// the supervisor creates are kept; older ones are removed.
 	WorkspaceRetention time.Duration
@@ -696,8 +701,12 @@ func (s *Supervisor) execute(t *task) {
 	dec := t.agent.Adapter.NewDecoder(t.inv)
 	start := time.Now()
 	first := true
+	path, args := t.inv.Bin, t.cmd.Args
+	if s.cfg.Reaper != "" {
+		path, args = s.cfg.Reaper, append([]string{proctree.ReaperArg, t.inv.Bin}, t.cmd.Args...)
+	}
 	p := process{
-		RunID: t.run.ID, Path: t.inv.Bin, Args: t.cmd.Args, Dir: t.inv.Dir,
+		RunID: t.run.ID, Path: path, Args: args, Dir: t.inv.Dir,
 		Env: s.childEnv(t.agent, t.cmd), Stdin: t.cmd.Stdin,
 		Interrupt: syscall.Signal(t.cmd.InterruptSignal), Grace: s.cfg.KillGrace,
 		MaxLine: s.cfg.MaxLine, StderrTail: s.cfg.StderrTail,

@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 		fmt.Println("1.2.3")
 		os.Exit(0)
 	}
+	if len(os.Args) > 1 && os.Args[1] == proctree.ReaperArg {
+		os.Exit(proctree.Reap(os.Args[2:]))
+	}
 	if mode := os.Getenv(fakeAgentEnv); mode != "" {
 		os.Exit(fakeAgent(mode))
 	}
@@ -180,6 +183,14 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	root := t.TempDir()
 	cfg.WorkspaceRoot = root
 	cfg.Path = os.Getenv("PATH")
+	// Agents run under the reaper, as in the gateway, unless a test asks
+	// for the cookie scan alone with "-".
+	switch cfg.Reaper {
+	case "":
+		cfg.Reaper = os.Args[0]
+	case "-":
+		cfg.Reaper = ""
+	}
 	if cfg.KillGrace == 0 {
 		cfg.KillGrace = 300 * time.Millisecond
 	}
@@ -332,7 +343,7 @@ func TestLargePromptOnStdin(t *testing.T) {
 // and holds stdout open cannot hang the run: output is drained with a
 // deadline once the run's own processes are gone.
 func TestEscapedGrandchildDoesNotHang(t *testing.T) {
-	h := newHarness(t, Config{})
+	h := newHarness(t, Config{Reaper: "-"})
 	start := time.Now()
 	r := h.submit(t, "mode:escapee")
 	done := h.wait(t, r.ID, 20*time.Second)
@@ -350,6 +361,23 @@ func TestEscapedGrandchildDoesNotHang(t *testing.T) {
 	if took := time.Since(start); took > 15*time.Second {
 		t.Fatalf("run took %s with an escaped grandchild holding stdout", took)
 	}
+	// Without the reaper the scan cannot find it: the reason the gateway
+	// runs agents under one (TestReaperKillsEscapedGrandchild).
+	if !escapeeAlive(h, r.ID) {
+		t.Fatal("the escapee died without the reaper; this test no longer shows the scan's limit")
+	}
+}
+
+func escapeeAlive(h *harness, id string) bool {
+	for _, e := range h.store.eventsOf(id) {
+		var env struct{ Data MessageData }
+		json.Unmarshal(e.JSON, &env)
+		if s, ok := strings.CutPrefix(env.Data.Text, "escapee "); ok {
+			pid, _ := strconv.Atoi(s)
+			return pid > 0 && syscall.Kill(pid, 0) == nil
+		}
+	}
+	return false
 }
 
 func TestHugeLineDoesNotLoseTheStream(t *testing.T) {
@@ -410,7 +438,13 @@ func TestGrandchildHoldingStdoutDoesNotHang(t *testing.T) {
 }
 
 func TestCancelKillsToolInOwnSession(t *testing.T) {
-	h := newHarness(t, Config{})
+	for _, reaper := range []string{"", "-"} {
+		t.Run("reaper="+reaper, func(t *testing.T) { testCancelKillsTool(t, reaper) })
+	}
+}
+
+func testCancelKillsTool(t *testing.T, reaper string) {
+	h := newHarness(t, Config{Reaper: reaper})
 	r := h.submit(t, "mode:tool")
 	h.waitFor(t, r.ID, EventMessageCompleted, "tool started")
 	pids, _ := proctree.New().Find(r.ID)
@@ -769,4 +803,42 @@ func TestWorkspaceSweep(t *testing.T) {
 			t.Fatalf("%s removed: %v", name, err)
 		}
 	}
+}
+
+// Under the reaper, even a grandchild that escaped the cookie scan (no
+// cookie, its own session) dies with the run.
+func TestReaperKillsEscapedGrandchild(t *testing.T) {
+	h := newHarness(t, Config{})
+	r := h.submit(t, "mode:escapee")
+	done := h.wait(t, r.ID, 20*time.Second)
+	if done.Status != Succeeded {
+		t.Fatalf("status %s %+v", done.Status, done.Error)
+	}
+	pid := 0
+	for _, e := range h.store.eventsOf(r.ID) {
+		var env struct{ Data MessageData }
+		json.Unmarshal(e.JSON, &env)
+		if s, ok := strings.CutPrefix(env.Data.Text, "escapee "); ok {
+			pid, _ = strconv.Atoi(s)
+		}
+	}
+	if pid == 0 {
+		t.Fatal("the agent did not report its grandchild")
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	if err := syscall.Kill(pid, 0); err == nil {
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if p, ok := proctreeState(stat); !ok || p != "Z" {
+			t.Fatalf("the escaped grandchild %d outlived the run: %s", pid, stat)
+		}
+	}
+}
+
+// proctreeState returns the state letter of a /proc/PID/stat line.
+func proctreeState(stat []byte) (string, bool) {
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 || i+3 > len(stat) {
+		return "", false
+	}
+	return string(stat[i+2 : i+3]), true
 }
