@@ -10,4 +10,24 @@
 //
 //	api → runs ← adapters
 //	      runs ← store, metrics
+//
+// # Process ownership
+//
+// One goroutine owns each run's process from start to reap. The agent runs
+// in its own process group, under a reaper (the gateway's binary as child
+// subreaper, see proctree.Reap), with a minimal environment that carries the
+// run's cookie. Cancel, timeout and shutdown send the adapter's interrupt
+// signal, then SIGTERM, then SIGKILL, a grace period apart; after the agent
+// exits, however it exits, every process with the cookie or below one is
+// killed, and stdout is drained with a deadline so that nothing the run
+// started can hold it open.
+//
+// # Events
+//
+// Decoders return events; the supervisor's emit is the one place they are
+// stamped (run id, seq, time, session), bounded (Limits) and encoded, then
+// queued to the run's appender, which stores them in order, in batches. The
+// stored log is the source of truth that every reader follows with its own
+// cursor. A run is recorded finished before its run.completed event is
+// stored, and run.completed is always the last event.
 package runs
