@@ -232,59 +232,6 @@ func benchGatewayEnv(dataDir, bin string) map[string]string {
 	}
 }
 
-// startBenchGateway is startGateway for a benchmark: the gateway as run()
-// builds it, in-process, listening on 127.0.0.1.
-func startBenchGateway(tb testing.TB, settings, passEnv map[string]string) *gateway {
-	tb.Helper()
-	for k, v := range settings {
-		tb.Setenv(k, v)
-	}
-	getenv := func(k string) string {
-		if v, ok := passEnv[k]; ok {
-			return v
-		}
-		return settings[k]
-	}
-	pr, pw := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		err := run(ctx, nil, getenv, pw)
-		pw.CloseWithError(fmt.Errorf("gateway stopped: %v", err))
-		done <- err
-	}()
-	url := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "agentgate listening on "); ok {
-				url <- u
-			}
-		}
-	}()
-	g := &gateway{DataDir: settings["AGENTGATE_DATA_DIR"]}
-	var once sync.Once
-	var stopErr error
-	g.stop = func() error {
-		once.Do(func() { cancel(); stopErr = <-done; pr.Close() })
-		return stopErr
-	}
-	tb.Cleanup(func() {
-		if err := g.stop(); err != nil {
-			tb.Errorf("gateway stopped with %v", err)
-		}
-	})
-	select {
-	case g.URL = <-url:
-	case err := <-done:
-		tb.Fatalf("gateway did not start: %v", err)
-	case <-time.After(30 * time.Second):
-		tb.Fatal("gateway did not start within 30s")
-	}
-	return g
-}
-
 // benchClient returns an HTTP client whose connections are closed when the
 // benchmark ends, so that no goroutine outlives it (TestMain checks).
 func benchClient(tb testing.TB) *http.Client {
@@ -421,7 +368,7 @@ func pipeRun(tb testing.TB, bin string, s fakeSettings, onLine func(line []byte,
 // ratios e2e/decode and e2e/pipe (lines per second).
 func BenchmarkGatewayThroughput(b *testing.B) {
 	bin := buildFakeClaude(b)
-	g := startBenchGateway(b, benchGatewayEnv(b.TempDir(), bin), nil)
+	g := startGateway(b, benchGatewayEnv(b.TempDir(), bin), nil)
 	client := benchClient(b)
 	for _, mix := range mixes(b) {
 		b.Run("lines="+mix.name, func(b *testing.B) {
@@ -552,7 +499,7 @@ func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsec
 // cursor-p50-µs, cursor-p99-µs and cursor-from-emit-p50-µs.
 func BenchmarkGatewayLatency(b *testing.B) {
 	bin := buildFakeClaude(b)
-	g := startBenchGateway(b, benchGatewayEnv(b.TempDir(), bin), nil)
+	g := startGateway(b, benchGatewayEnv(b.TempDir(), bin), nil)
 	client := benchClient(b)
 	js := openJetStream(b)
 	cs := newCountingStore(js)
@@ -1095,7 +1042,7 @@ func reportVersus(b *testing.B, n int, d, gw time.Duration) {
 // Metrics: as BenchmarkClaudeRun.
 func BenchmarkGatewayRunOverhead(b *testing.B) {
 	bin := buildFakeClaude(b)
-	g := startBenchGateway(b, benchGatewayEnv(b.TempDir(), bin), nil)
+	g := startGateway(b, benchGatewayEnv(b.TempDir(), bin), nil)
 	client := benchClient(b)
 	mix := mixes(b)[0]
 	settings := fakeSettings{Lines: writeLines(b, mix.body), Final: string(mix.final)}
@@ -1161,7 +1108,7 @@ func BenchmarkClaudeRun(b *testing.B) {
 			}
 			b.Cleanup(mock.Close)
 			creds := mockCreds(mock)
-			g := startBenchGateway(b, benchGatewayEnv(b.TempDir(), bin), creds)
+			g := startGateway(b, benchGatewayEnv(b.TempDir(), bin), creds)
 			client := benchClient(b)
 			home := b.TempDir()
 			a := claude.New()

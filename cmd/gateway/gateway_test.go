@@ -68,10 +68,11 @@ func gatewayEnv(t *testing.T, dataDir string) map[string]string {
 	}
 }
 
-// startGateway runs the gateway in-process. passEnv is the rest of the
-// gateway's environment as the claude adapter reads it (ANTHROPIC_*);
-// nothing of the test process's own environment reaches the CLI.
-func startGateway(t *testing.T, settings, passEnv map[string]string) *gateway {
+// startGateway runs the gateway in-process, as run() builds it, listening
+// on 127.0.0.1. passEnv is the rest of the gateway's environment as the
+// claude adapter reads it (ANTHROPIC_*); nothing of the test process's own
+// environment reaches the CLI.
+func startGateway(t testing.TB, settings, passEnv map[string]string) *gateway {
 	t.Helper()
 	for k, v := range settings {
 		t.Setenv(k, v)
@@ -109,7 +110,11 @@ func startGateway(t *testing.T, settings, passEnv map[string]string) *gateway {
 		once.Do(func() { cancel(); stopErr = <-done; pr.Close() })
 		return stopErr
 	}
-	t.Cleanup(func() { g.stop() })
+	t.Cleanup(func() {
+		if err := g.stop(); err != nil {
+			t.Errorf("gateway stopped with %v", err)
+		}
+	})
 	select {
 	case g.URL = <-url:
 	case err := <-done:
