@@ -4,6 +4,9 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -97,5 +100,38 @@ func TestParseStat(t *testing.T) {
 		if ok != tc.ok || (ok && (p.ppid != tc.ppid || p.zombie != tc.zombie)) {
 			t.Errorf("parseStat(%q) = %+v, %v", tc.in, p, ok)
 		}
+	}
+}
+
+// TestReap runs a shell under Reap the way the supervisor runs an agent:
+// its grandchild, which clears its environment and leaves the session, is
+// killed when the shell exits, and the shell's exit code comes back.
+func TestReap(t *testing.T) {
+	if os.Getenv("PROCTREE_TEST_REAP") == "" {
+		// Reap sets this process as a subreaper; do it in a child.
+		cmd := exec.Command(os.Args[0], "-test.run=^TestReap$")
+		cmd.Env = append(os.Environ(), "PROCTREE_TEST_REAP=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return
+	}
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	code := Reap([]string{"/bin/sh", "-c", `env -i setsid sh -c 'echo $$ > ` + pidFile + `; exec sleep 60' & sleep 0.2; exit 3`})
+	if code != 3 {
+		t.Fatalf("exit code %d, want the shell's 3", code)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid == 0 {
+		t.Fatalf("no pid in %q", b)
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("the escaped grandchild %d outlived its reaper", pid)
 	}
 }

@@ -71,34 +71,38 @@ func Reap(argv []string) int {
 }
 
 // killChildren kills and reaps every child of this process, again and
-// again, until none is left: orphans of the run keep arriving as their
-// parents die.
+// again, until none is left alive: orphans of the run keep arriving as their
+// parents die. A run that left nothing behind costs one scan.
 func killChildren() {
 	self := os.Getpid()
 	tr := New()
 	for range 500 {
+		reapZombies()
 		procs, err := tr.list()
 		if err != nil {
 			return
 		}
-		n := 0
+		alive := 0
 		for _, p := range procs {
-			if p.ppid == self {
-				n++
-				if !p.zombie {
-					_ = syscall.Kill(p.pid, syscall.SIGKILL)
-				}
+			if p.ppid == self && !p.zombie {
+				alive++
+				_ = syscall.Kill(p.pid, syscall.SIGKILL)
 			}
 		}
-		for {
-			pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
-			if pid <= 0 || err != nil {
-				break
-			}
-		}
-		if n == 0 {
+		if alive == 0 {
+			reapZombies()
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// reapZombies waits for every child that has exited, without blocking.
+func reapZombies() {
+	for {
+		pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
+		if pid <= 0 || err != nil {
+			return
+		}
 	}
 }
