@@ -742,6 +742,10 @@ func (s *discardStore) RequestCancel(context.Context, string) error             
 func (s *discardStore) LastEvent(context.Context, string) (runs.StoredEvent, error) {
 	return runs.StoredEvent{}, nil
 }
+func (s *discardStore) SessionCost(context.Context, string, string) (float64, bool, error) {
+	return 0, false, nil
+}
+func (s *discardStore) SetSessionCost(context.Context, string, string, float64) error { return nil }
 
 func (s *discardStore) OpenCursor(context.Context, string, uint64) (runs.Cursor, error) {
 	return nil, errors.New("the discard store keeps no events")

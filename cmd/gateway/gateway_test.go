@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -695,5 +696,34 @@ func TestGracefulShutdownInterruptsRuns(t *testing.T) {
 	_, evs := again.stream(t, r.ID, "")
 	if evs[len(evs)-1].Type != string(runs.EventRunCompleted) {
 		t.Fatalf("events end with %s", evs[len(evs)-1].Type)
+	}
+}
+
+// TestClaudeResumeCountsOnlyItsOwnCost resumes a session: Claude Code
+// reports the session's cost so far, and the gateway gives the resumed run
+// only what it added, in the run and in the metrics.
+func TestClaudeResumeCountsOnlyItsOwnCost(t *testing.T) {
+	mock := startMock(t, anthropic.TextAnswer("hello again"))
+	g := startGateway(t, gatewayEnv(t, t.TempDir()), mockCreds(mock))
+	first := g.waitRun(t, g.post(t, `{"agent":"claude","prompt":"say hello"}`).ID, 30*time.Second)
+	if first.Status != runs.Succeeded || first.CostUSD == nil || first.SessionID == "" {
+		t.Fatalf("first run: %s %+v", first.Status, first.Error)
+	}
+	mock.Reset()
+	second := g.waitRun(t, g.post(t, `{"agent":"claude","prompt":"and again","resume_session_id":"`+first.SessionID+`"}`).ID, 30*time.Second)
+	if second.Status != runs.Succeeded || second.SessionID != first.SessionID {
+		t.Fatalf("resumed run: %s session %q %+v", second.Status, second.SessionID, second.Error)
+	}
+	if billed := normalized(mock.Ledger().Messages().Billed()); second.Usage != billed {
+		t.Fatalf("resumed usage %+v, the mock billed %+v for it", second.Usage, billed)
+	}
+	// The same answer billed the same: the resumed run cost what the first
+	// did, not the session's total.
+	if second.CostUSD == nil || math.Abs(*second.CostUSD-*first.CostUSD) > 1e-9 {
+		t.Fatalf("resumed run cost %v, want %v (the first run's, for the same billing)", second.CostUSD, *first.CostUSD)
+	}
+	total := g.metrics(t)("agentgate_cost_usd_total", map[string]string{"agent": "claude"})
+	if math.Abs(total-*first.CostUSD-*second.CostUSD) > 1e-9 {
+		t.Fatalf("agentgate_cost_usd_total = %v, want %v", total, *first.CostUSD+*second.CostUSD)
 	}
 }

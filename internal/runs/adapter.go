@@ -50,10 +50,15 @@ type Outcome struct {
 	StructuredOutput []byte
 	Usage            Usage
 	CostUSD          *float64
-	NumTurns         int
-	SessionID        string
-	Model            string
-	Error            *RunError
+	// SessionCostUSD is set instead of CostUSD by a CLI that reports the
+	// cost of the whole session so far, earlier runs of a resumed session
+	// included. The supervisor makes the run's own cost of it, from the
+	// session cost it recorded before.
+	SessionCostUSD *float64
+	NumTurns       int
+	SessionID      string
+	Model          string
+	Error          *RunError
 }
 
 // Invocation is everything an adapter needs to build one run's command.

@@ -15,10 +15,11 @@ type memStore struct {
 	runs    map[string]Run
 	events  map[string][]StoredEvent
 	cancels chan string
+	costs   map[string]float64
 }
 
 func newMemStore() *memStore {
-	return &memStore{changed: make(chan struct{}), runs: map[string]Run{}, events: map[string][]StoredEvent{}, cancels: make(chan string, 16)}
+	return &memStore{changed: make(chan struct{}), runs: map[string]Run{}, events: map[string][]StoredEvent{}, cancels: make(chan string, 16), costs: map[string]float64{}}
 }
 
 func (m *memStore) CreateRun(_ context.Context, r Run) error {
@@ -82,6 +83,20 @@ func (m *memStore) LastEvent(_ context.Context, id string) (StoredEvent, error) 
 
 func (m *memStore) OpenCursor(_ context.Context, id string, after uint64) (Cursor, error) {
 	return &memCursor{m: m, id: id, after: after}, nil
+}
+
+func (m *memStore) SessionCost(_ context.Context, agent, session string) (float64, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	usd, ok := m.costs[agent+"/"+session]
+	return usd, ok, nil
+}
+
+func (m *memStore) SetSessionCost(_ context.Context, agent, session string, usd float64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.costs[agent+"/"+session] = usd
+	return nil
 }
 
 func (m *memStore) RequestCancel(_ context.Context, id string) error {

@@ -21,6 +21,11 @@ type Store interface {
 	LastEvent(ctx context.Context, runID string) (StoredEvent, error)
 	// OpenCursor reads the run's log from the event after seq `after`.
 	OpenCursor(ctx context.Context, runID string, after uint64) (Cursor, error)
+	// SessionCost returns the cumulative cost recorded for an agent
+	// session by SetSessionCost; ok is false when none is recorded.
+	SessionCost(ctx context.Context, agent, sessionID string) (usd float64, ok bool, err error)
+	// SetSessionCost records an agent session's cumulative cost.
+	SetSessionCost(ctx context.Context, agent, sessionID string, usd float64) error
 	// RequestCancel asks whichever replica owns the run to cancel it.
 	RequestCancel(ctx context.Context, runID string) error
 	// CancelRequests delivers the ids of runs whose cancel was requested on

@@ -771,6 +771,9 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	if status == Succeeded {
 		runErr = nil
 	}
+	if out.SessionCostUSD != nil {
+		out.CostUSD = s.runCost(ctx, t, out)
+	}
 	now := s.cfg.Now().UTC()
 	r := &t.run
 	r.Status, r.FinishedAt, r.Error, r.Exit = status, &now, runErr, exit
@@ -803,6 +806,36 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	s.obs.RunFinished(r.Agent, r.Model, status, class, dur.Seconds(), r.Usage, r.CostUSD)
 	s.log.Info("run finished", zap.String("run_id", r.ID), zap.String("agent", r.Agent),
 		zap.String("status", string(status)), zap.String("class", string(class)), zap.Duration("duration", dur))
+}
+
+// runCost turns the cumulative session cost a CLI reported into the run's
+// own: what the session cost now, less what it had cost when the run began,
+// as recorded by the run before it. It records the new total for the next
+// run of the session. When the earlier cost is unknown (the session began
+// outside this gateway, or its record expired) the whole total is the run's.
+func (s *Supervisor) runCost(ctx context.Context, t *task, out Outcome) *float64 {
+	total := *out.SessionCostUSD
+	session := out.SessionID
+	if session == "" {
+		session = t.run.SessionID
+	}
+	if session == "" {
+		return &total
+	}
+	cost := total
+	if t.inv.Spec.ResumeSessionID != "" {
+		prev, ok, err := s.store.SessionCost(ctx, t.run.Agent, session)
+		switch {
+		case err != nil:
+			s.log.Warn("read session cost", zap.String("run_id", t.run.ID), zap.Error(err))
+		case ok:
+			cost = max(total-prev, 0)
+		}
+	}
+	if err := s.store.SetSessionCost(ctx, t.run.Agent, session, total); err != nil {
+		s.log.Warn("record session cost", zap.String("run_id", t.run.ID), zap.Error(err))
+	}
+	return &cost
 }
 
 // emit stamps, bounds, encodes and appends events to t's log. It is the one

@@ -144,9 +144,16 @@ func (a fakeAdapter) Command(inv Invocation) (Command, error) {
 	}
 	return c, nil
 }
-func (a fakeAdapter) NewDecoder(Invocation) Decoder { return &fakeDecoder{} }
+func (a fakeAdapter) NewDecoder(inv Invocation) Decoder {
+	return &fakeDecoder{sessionCost: inv.Spec.Metadata["session_cost"]}
+}
 
-type fakeDecoder struct{ lines int }
+type fakeDecoder struct {
+	lines int
+	// sessionCost, when set, is reported as the session's cumulative
+	// cost, the way Claude Code reports it, for session "sess-1".
+	sessionCost string
+}
 
 func (d *fakeDecoder) Decode(line []byte) []Event {
 	d.lines++
@@ -163,7 +170,12 @@ func (d *fakeDecoder) Finish(exit Exit, tail []byte) Outcome {
 	if exit.Code != 0 || exit.Signal != "" {
 		return Outcome{Status: Failed, Error: NewRunError(AgentCrashed, fmt.Sprintf("exit %d: %s", exit.Code, lastLine(tail)), "")}
 	}
-	return Outcome{Status: Succeeded, Result: fmt.Sprintf("%d lines", d.lines), Usage: Usage{InputTokens: 10, OutputTokens: 2}}
+	out := Outcome{Status: Succeeded, Result: fmt.Sprintf("%d lines", d.lines), Usage: Usage{InputTokens: 10, OutputTokens: 2}}
+	if d.sessionCost != "" {
+		usd, _ := strconv.ParseFloat(d.sessionCost, 64)
+		out.SessionCostUSD, out.SessionID = &usd, "sess-1"
+	}
+	return out
 }
 
 func lastLine(b []byte) string {
@@ -841,4 +853,31 @@ func proctreeState(stat []byte) (string, bool) {
 		return "", false
 	}
 	return string(stat[i+2 : i+3]), true
+}
+
+// A CLI that reports the session's cumulative cost gets each run's own
+// cost: a new session's whole total, a resumed one's growth.
+func TestRunCostFromSessionCost(t *testing.T) {
+	h := newHarness(t, Config{})
+	submit := func(cost, resume string) Run {
+		r, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "mode:hello",
+			ResumeSessionID: resume, Metadata: map[string]string{"session_cost": cost}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.wait(t, r.ID, 10*time.Second)
+	}
+	for _, step := range []struct {
+		total, resume string
+		want          float64
+	}{
+		{"1.5", "", 1.5},         // a new session: all of it
+		{"2.25", "sess-1", 0.75}, // resumed: what it added
+		{"2.5", "sess-1", 0.25},
+	} {
+		r := submit(step.total, step.resume)
+		if r.CostUSD == nil || *r.CostUSD != step.want {
+			t.Fatalf("session total %s: run cost %v, want %v", step.total, r.CostUSD, step.want)
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 // Names in NATS. doc.go describes them.
 const (
 	runsBucket     = "agentgate_runs"
+	sessionsBucket = "agentgate_sessions"
 	eventsStream   = "AGENTGATE_EVENTS"
 	eventsPrefix   = "agentgate.events."
 	cancelPrefix   = "agentgate.cancel."
@@ -54,6 +55,7 @@ type Store struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	kv      jetstream.KeyValue
+	costs   jetstream.KeyValue // agent session → cumulative cost
 	events  jetstream.Stream
 	timeout time.Duration
 	log     *zap.Logger
@@ -125,6 +127,15 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open store: bucket %s: %w", runsBucket, err)
+	}
+	costCfg := kvCfg
+	costCfg.Bucket, costCfg.Description = sessionsBucket, "agentgate agent session costs"
+	err = retryCreate(func() error {
+		s.costs, err = js.CreateOrUpdateKeyValue(ctx, costCfg)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open store: bucket %s: %w", sessionsBucket, err)
 	}
 	return s, nil
 }

@@ -206,7 +206,13 @@ func (d *decoder) resultLine(l *wireLine) []runs.Event {
 	if l.SessionID != "" {
 		d.sessionID = l.SessionID
 	}
-	evs := []runs.Event{runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: normalize(l), CostUSD: l.TotalCostUSD})}
+	// total_cost_usd is the whole session's: on a resumed session it
+	// includes the earlier runs, so only a new session's is this run's.
+	cost := l.TotalCostUSD
+	if d.inv.Spec.ResumeSessionID != "" {
+		cost = nil
+	}
+	evs := []runs.Event{runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: normalize(l), CostUSD: cost})}
 	if len(l.PermissionDenials) > 0 {
 		names := make([]string, 0, len(l.PermissionDenials))
 		for _, p := range l.PermissionDenials {

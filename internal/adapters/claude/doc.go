@@ -83,9 +83,12 @@
 // Usage comes from result.usage, whose input_tokens excludes the cache:
 // input = input + cache_creation + cache_read, and it falls back to the sum
 // of modelUsage when usage is all zeros (as on error_max_budget_usd). The
-// real-CLI test checks it against the mock's billed sum. The cost is
-// total_cost_usd. On a resumed session total_cost_usd and modelUsage also
-// count the earlier runs of the session, while usage counts this run only.
+// real-CLI test checks it against the mock's billed sum. total_cost_usd is
+// the session's cost so far: on a resumed session it (like modelUsage)
+// also counts the earlier runs, while usage counts this run only. So the
+// adapter reports it as Outcome.SessionCostUSD and the supervisor makes the
+// run's cost of it; usage.updated carries it as the run's cost only for a
+// new session.
 //
 // # Outcome
 //

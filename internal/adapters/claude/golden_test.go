@@ -36,7 +36,7 @@ type goldenOutcome struct {
 	Result           string          `json:"result,omitempty"`
 	StructuredOutput json.RawMessage `json:"structured_output,omitempty"`
 	Usage            runs.Usage      `json:"usage"`
-	CostUSD          *float64        `json:"cost_usd,omitempty"`
+	SessionCostUSD   *float64        `json:"session_cost_usd,omitempty"`
 	NumTurns         int             `json:"num_turns,omitempty"`
 	SessionID        string          `json:"session_id,omitempty"`
 	Model            string          `json:"model,omitempty"`
@@ -104,7 +104,7 @@ func TestGolden(t *testing.T) {
 
 			g := golden{Events: goldenEvents(evs), Outcome: goldenOutcome{
 				Events: goldenEvents(o.Events), Status: o.Status, StopReason: o.StopReason, Result: o.Result,
-				StructuredOutput: o.StructuredOutput, Usage: o.Usage, CostUSD: o.CostUSD, NumTurns: o.NumTurns,
+				StructuredOutput: o.StructuredOutput, Usage: o.Usage, SessionCostUSD: o.SessionCostUSD, NumTurns: o.NumTurns,
 				SessionID: o.SessionID, Model: o.Model, Error: o.Error,
 			}}
 			got, err := json.MarshalIndent(g, "", "  ")
@@ -212,7 +212,7 @@ func FuzzDecode(f *testing.F) {
 		if (o.Status == runs.Failed) != (o.Error != nil) {
 			t.Fatalf("status %s with error %+v", o.Status, o.Error)
 		}
-		if _, err := json.Marshal(goldenOutcome{Status: o.Status, StructuredOutput: o.StructuredOutput, Error: o.Error, CostUSD: o.CostUSD}); err != nil {
+		if _, err := json.Marshal(goldenOutcome{Status: o.Status, StructuredOutput: o.StructuredOutput, Error: o.Error, SessionCostUSD: o.SessionCostUSD}); err != nil {
 			t.Fatalf("outcome does not marshal: %v", err)
 		}
 	})

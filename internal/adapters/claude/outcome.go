@@ -55,7 +55,9 @@ func (d *decoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
 		return out
 	}
 	out.Usage = normalize(r)
-	out.CostUSD = r.TotalCostUSD
+	// The session's cost so far; the supervisor subtracts what the
+	// session had cost before this run.
+	out.SessionCostUSD = r.TotalCostUSD
 	out.NumTurns = r.NumTurns
 	out.Result = r.Result
 	if s := strings.TrimSpace(string(r.StructuredOutput)); s != "" && s != "null" {

@@ -185,15 +185,18 @@ func checkRun(t *testing.T, c cliCase, r *cliRun) {
 			}
 		}
 	}
+	if o.CostUSD != nil {
+		t.Errorf("run cost %v: the CLI reports the session's, which the supervisor turns into the run's", *o.CostUSD)
+	}
 	if r.resultLine == nil {
-		if o.CostUSD != nil {
-			t.Errorf("cost %v without a result line", *o.CostUSD)
+		if o.SessionCostUSD != nil {
+			t.Errorf("session cost %v without a result line", *o.SessionCostUSD)
 		}
 		return
 	}
 	want := resultCost(t, r.res.stdout)
-	if o.CostUSD == nil || *o.CostUSD != want {
-		t.Errorf("cost = %v, want the result line's %v", o.CostUSD, want)
+	if o.SessionCostUSD == nil || *o.SessionCostUSD != want {
+		t.Errorf("session cost = %v, want the result line's %v", o.SessionCostUSD, want)
 	}
 	if !billed.IsZero() && want <= 0 {
 		t.Errorf("billed %+v but the CLI reported cost %v", billed, want)
