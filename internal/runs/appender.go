@@ -27,6 +27,11 @@ type appender struct {
 	done    chan struct{}
 }
 
+// maxAppendBatch bounds the events of one AppendEvents call. The store
+// publishes a batch before it waits for the acks, and a NATS client stalls
+// past a few thousand publishes in flight, shared by every run.
+const maxAppendBatch = 512
+
 // appendAttempts bounds how often one batch is tried before it is logged
 // and given up.
 const appendAttempts = 4
@@ -69,8 +74,9 @@ func (a *appender) loop() {
 			a.mu.Unlock()
 			return
 		}
-		batch := a.queue
-		a.queue = nil
+		n := min(len(a.queue), maxAppendBatch)
+		batch := a.queue[:n:n]
+		a.queue = append([]StoredEvent(nil), a.queue[n:]...)
 		a.changed.Broadcast() // room again for add
 		a.mu.Unlock()
 		appendWithRetry(a.store, a.runID, batch, a.log)

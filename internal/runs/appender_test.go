@@ -97,3 +97,26 @@ func waitTaken(a *appender) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A long queue is stored in batches of at most maxAppendBatch, in order.
+func TestAppenderBoundsBatches(t *testing.T) {
+	st := &gatedStore{memStore: newMemStore(), gate: make(chan struct{})}
+	a := newAppender(st, "r", 10000, zap.NewNop())
+	a.add(seqs(1, 1))
+	waitTaken(a)
+	a.add(seqs(2, 2*maxAppendBatch+10))
+	close(st.gate)
+	a.close()
+	evs := st.eventsOf("r")
+	if len(evs) != 2*maxAppendBatch+10 {
+		t.Fatalf("stored %d events", len(evs))
+	}
+	for i, e := range evs {
+		if e.Seq != uint64(i+1) {
+			t.Fatalf("event %d has seq %d", i, e.Seq)
+		}
+	}
+	if st.batches != 4 { // 1, then 512, 512, and the last 9
+		t.Fatalf("%d appends, want 4", st.batches)
+	}
+}
