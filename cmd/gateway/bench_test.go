@@ -746,6 +746,8 @@ func (s *discardStore) SessionCost(context.Context, string, string) (float64, bo
 	return 0, false, nil
 }
 func (s *discardStore) SetSessionCost(context.Context, string, string, float64) error { return nil }
+func (s *discardStore) Heartbeat(context.Context, string) error                       { return nil }
+func (s *discardStore) LiveReplicas(context.Context) (map[string]bool, error)         { return nil, nil }
 
 func (s *discardStore) OpenCursor(context.Context, string, uint64) (runs.Cursor, error) {
 	return nil, errors.New("the discard store keeps no events")

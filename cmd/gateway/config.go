@@ -25,6 +25,7 @@ type config struct {
 	NATSReplicas  int           `envconfig:"NATS_REPLICAS" default:"1"`
 	WorkspaceRoot string        `envconfig:"WORKSPACE_ROOT"`
 	ReplicaID     string        `envconfig:"REPLICA_ID"`
+	ReplicaTTL    time.Duration `envconfig:"REPLICA_TTL" default:"45s"`
 	LogLevel      string        `envconfig:"LOG_LEVEL" default:"info"`
 	AgentPath     string        `envconfig:"AGENT_PATH"`
 	Retention     time.Duration `envconfig:"RETENTION" default:"0"`
@@ -133,6 +134,9 @@ func (c *config) validate() error {
 	}
 	if c.HTTP.PingInterval < 100*time.Millisecond {
 		bad("SSE_PING_INTERVAL", "must be at least 100ms, got %s", c.HTTP.PingInterval)
+	}
+	if c.ReplicaTTL < time.Second {
+		bad("REPLICA_TTL", "must be at least 1s, got %s", c.ReplicaTTL)
 	}
 	if c.Retention < 0 {
 		bad("RETENTION", "must not be negative, got %s", c.Retention)

@@ -583,37 +583,24 @@ func TestRestartMarksRunInterrupted(t *testing.T) {
 	mock := startMock(t, anthropic.LongTool())
 	dataDir := t.TempDir()
 	settings := gatewayEnv(t, dataDir)
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = []string{asGatewayEnv + "=1", "PATH=" + os.Getenv("PATH"),
-		"ANTHROPIC_BASE_URL=" + mock.URL, "ANTHROPIC_API_KEY=test-key"}
-	for k, v := range settings {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(stdout)
-	first := &gateway{}
-	for sc.Scan() {
-		if u, ok := strings.CutPrefix(sc.Text(), "agentgate listening on "); ok {
-			first.URL = u
-			break
-		}
-	}
-	if first.URL == "" {
-		t.Fatal("the first gateway did not start")
-	}
-	go io.Copy(io.Discard, stdout)
+	first, cmd := startGatewayProcess(t, settings, mockCreds(mock))
 	r := first.post(t, `{"agent":"claude","prompt":"run the long command"}`)
 	first.waitEvent(t, r.ID, runs.EventToolCallStarted, 30*time.Second)
 	waitForProcess(t, r.ID, "perl")
+	cli := processOf(t, r.ID, "claude")
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	cmd.Wait()
+	// The CLI dies with its gateway, through its reaper; only the tool in
+	// its own session is left for the next start to find.
+	deadline := time.Now().Add(5 * time.Second)
+	for syscall.Kill(cli, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the CLI (pid %d) outlived its gateway", cli)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 
 	second := startGateway(t, settings, mockCreds(mock))
 	done := second.get(t, r.ID)
@@ -726,4 +713,40 @@ func TestClaudeResumeCountsOnlyItsOwnCost(t *testing.T) {
 	if math.Abs(total-*first.CostUSD-*second.CostUSD) > 1e-9 {
 		t.Fatalf("agentgate_cost_usd_total = %v, want %v", total, *first.CostUSD+*second.CostUSD)
 	}
+}
+
+// startGatewayProcess runs the gateway as a process of its own (the test
+// binary as the gateway), so that a test can SIGKILL it.
+func startGatewayProcess(t *testing.T, settings, passEnv map[string]string) (*gateway, *exec.Cmd) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = []string{asGatewayEnv + "=1", "PATH=" + os.Getenv("PATH")}
+	for k, v := range passEnv {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	for k, v := range settings {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(stdout)
+	g := &gateway{DataDir: settings["AGENTGATE_DATA_DIR"]}
+	for sc.Scan() {
+		if u, ok := strings.CutPrefix(sc.Text(), "agentgate listening on "); ok {
+			g.URL = u
+			break
+		}
+	}
+	if g.URL == "" {
+		t.Fatal("the gateway process did not start")
+	}
+	go io.Copy(io.Discard, stdout)
+	return g, cmd
 }

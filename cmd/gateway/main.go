@@ -94,7 +94,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer closeNATS()
-	st, err := store.Open(ctx, nc, store.Options{Replicas: cfg.NATSReplicas, MaxAge: cfg.Retention})
+	st, err := store.Open(ctx, nc, store.Options{Replicas: cfg.NATSReplicas, MaxAge: cfg.Retention, ReplicaTTL: cfg.ReplicaTTL})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -120,7 +120,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		agents = append(agents, &runs.Agent{Adapter: a, Bin: s.Bin, Home: s.Home})
 	}
 	sup := runs.NewSupervisor(runs.Config{
-		Replica: cfg.ReplicaID, MaxConcurrent: cfg.MaxConcurrentRuns, QueueSize: cfg.QueueSize,
+		Replica: cfg.ReplicaID, ReplicaTTL: cfg.ReplicaTTL, MaxConcurrent: cfg.MaxConcurrentRuns, QueueSize: cfg.QueueSize,
 		DefaultTimeout: cfg.RunTimeout, MaxTimeout: cfg.MaxRunTimeout, KillGrace: cfg.KillGrace,
 		Reaper:        self,
 		WorkspaceRoot: cfg.WorkspaceRoot, WorkspaceRetention: cfg.Retention, Path: cfg.AgentPath, Getenv: getenv,

@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/agentgate/agentgate/internal/mock/anthropic"
+	"github.com/agentgate/agentgate/internal/proctree"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -94,5 +98,40 @@ func TestTwoReplicasShareRuns(t *testing.T) {
 	}
 	if len(page.Runs) != 1 || page.Runs[0].ID != r.ID {
 		t.Fatalf("replica B lists %+v, want the one run of replica A", page.Runs)
+	}
+}
+
+// TestDeadReplicaRunsAreTakenOver SIGKILLs a replica mid-run and never
+// starts it again: once its heartbeat expires, another replica marks its
+// run interrupted, so the run and its streams end.
+func TestDeadReplicaRunsAreTakenOver(t *testing.T) {
+	natsURL := startNATS(t)
+	mock := startMock(t, anthropic.LongTool())
+	replica := func(name string) map[string]string {
+		s := gatewayEnv(t, t.TempDir())
+		s["AGENTGATE_NATS_URL"] = natsURL
+		s["AGENTGATE_REPLICA_ID"] = name
+		s["AGENTGATE_REPLICA_TTL"] = "2s"
+		return s
+	}
+	dead, cmd := startGatewayProcess(t, replica("replica-dead"), mockCreds(mock))
+	live := startGateway(t, replica("replica-live"), mockCreds(mock))
+	r := dead.post(t, `{"agent":"claude","prompt":"run the long command"}`)
+	live.waitEvent(t, r.ID, runs.EventToolCallStarted, 30*time.Second)
+	// The tool the dead replica leaves behind on its own machine is no
+	// business of the live replica's; clean it up here.
+	t.Cleanup(func() { proctree.New().Kill(context.Background(), r.ID) })
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	done := live.waitRun(t, r.ID, 20*time.Second)
+	if done.Status != runs.Failed || done.Error == nil || done.Error.Class != runs.Interrupted ||
+		!strings.Contains(done.Error.Message, "replica-dead") {
+		t.Fatalf("run of the dead replica: %s %+v", done.Status, done.Error)
+	}
+	_, evs := live.stream(t, r.ID, "")
+	if evs[len(evs)-1].Type != string(runs.EventRunCompleted) {
+		t.Fatalf("events end with %s", evs[len(evs)-1].Type)
 	}
 }

@@ -16,6 +16,7 @@ type memStore struct {
 	events  map[string][]StoredEvent
 	cancels chan string
 	costs   map[string]float64
+	live    map[string]bool
 }
 
 func newMemStore() *memStore {
@@ -97,6 +98,26 @@ func (m *memStore) SetSessionCost(_ context.Context, agent, session string, usd 
 	defer m.mu.Unlock()
 	m.costs[agent+"/"+session] = usd
 	return nil
+}
+
+func (m *memStore) Heartbeat(_ context.Context, replica string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.live == nil {
+		m.live = map[string]bool{}
+	}
+	m.live[replica] = true
+	return nil
+}
+
+func (m *memStore) LiveReplicas(context.Context) (map[string]bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]bool{}
+	for k := range m.live {
+		out[k] = true
+	}
+	return out, nil
 }
 
 func (m *memStore) RequestCancel(_ context.Context, id string) error {

@@ -26,6 +26,11 @@ type Store interface {
 	SessionCost(ctx context.Context, agent, sessionID string) (usd float64, ok bool, err error)
 	// SetSessionCost records an agent session's cumulative cost.
 	SetSessionCost(ctx context.Context, agent, sessionID string, usd float64) error
+	// Heartbeat records that replica is alive. Without another heartbeat
+	// it is taken for dead after the store's replica TTL.
+	Heartbeat(ctx context.Context, replica string) error
+	// LiveReplicas returns the replicas whose last heartbeat is recent.
+	LiveReplicas(ctx context.Context) (map[string]bool, error)
 	// RequestCancel asks whichever replica owns the run to cancel it.
 	RequestCancel(ctx context.Context, runID string) error
 	// CancelRequests delivers the ids of runs whose cancel was requested on

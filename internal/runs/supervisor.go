@@ -74,6 +74,10 @@ type Config struct {
 	AppendQueue int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// ReplicaTTL, when positive, turns on liveness: the supervisor sends
+	// a heartbeat every quarter of it, and marks interrupted the unfinished
+	// runs of replicas whose heartbeat is older than it (the store's TTL).
+	ReplicaTTL time.Duration
 	// Reaper, when set, is a binary that runs each agent under a child
 	// subreaper when given proctree.ReaperArg and the agent's argv: the
 	// gateway's own executable (see proctree.Reap). Processes that escape
@@ -237,6 +241,16 @@ func (s *Supervisor) Start(ctx context.Context) error {
 			}
 		}
 	}()
+	if s.cfg.ReplicaTTL > 0 {
+		if err := s.store.Heartbeat(ctx, s.cfg.Replica); err != nil {
+			return fmt.Errorf("heartbeat: %w", err)
+		}
+		s.loops.Add(1)
+		go func() {
+			defer s.loops.Done()
+			s.liveness(ctx)
+		}()
+	}
 	if s.cfg.WorkspaceRetention > 0 {
 		s.loops.Add(1)
 		go func() {

@@ -881,3 +881,48 @@ func TestRunCostFromSessionCost(t *testing.T) {
 		}
 	}
 }
+
+// Runs of a replica with no live heartbeat are interrupted by another;
+// runs of live replicas are left alone.
+func TestSweepOrphans(t *testing.T) {
+	store := newMemStore()
+	ctx := context.Background()
+	now := time.Now()
+	for _, r := range []Run{
+		{ID: "dead-running", Agent: "fake", Status: Running, Owner: "dead", StartedAt: &now},
+		{ID: "dead-queued", Agent: "fake", Status: Queued, Owner: "dead"},
+		{ID: "live-running", Agent: "fake", Status: Running, Owner: "alive"},
+		{ID: "dead-done", Agent: "fake", Status: Succeeded, Owner: "dead"},
+	} {
+		store.CreateRun(ctx, r)
+		store.AppendEvents(ctx, r.ID, []StoredEvent{{Seq: 1, Type: EventRunQueued}})
+	}
+	store.Heartbeat(ctx, "alive")
+	sup := NewSupervisor(Config{Replica: "me", ReplicaTTL: time.Hour, WorkspaceRoot: t.TempDir()}, store, nil, nopObserver{}, zap.NewNop())
+	sctx, cancel := context.WithCancel(ctx)
+	if err := sup.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sup.Shutdown(ctx); cancel(); sup.loops.Wait() }()
+	if live, _ := store.LiveReplicas(ctx); !live["me"] {
+		t.Fatal("Start sent no heartbeat")
+	}
+	if err := sup.sweepOrphans(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]State{"dead-running": Failed, "dead-queued": Failed, "live-running": Running, "dead-done": Succeeded} {
+		r, _ := store.GetRun(ctx, id)
+		if r.Status != want {
+			t.Errorf("%s: %s, want %s", id, r.Status, want)
+		}
+		if want == Failed {
+			if r.Error == nil || r.Error.Class != Interrupted || !strings.Contains(r.Error.Message, "(dead)") {
+				t.Errorf("%s: error %+v", id, r.Error)
+			}
+			evs := store.eventsOf(id)
+			if last := evs[len(evs)-1]; last.Type != EventRunCompleted || last.Seq != 2 {
+				t.Errorf("%s: last event %+v", id, last)
+			}
+		}
+	}
+}

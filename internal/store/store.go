@@ -16,6 +16,7 @@ import (
 const (
 	runsBucket     = "agentgate_runs"
 	sessionsBucket = "agentgate_sessions"
+	replicasBucket = "agentgate_replicas"
 	eventsStream   = "AGENTGATE_EVENTS"
 	eventsPrefix   = "agentgate.events."
 	cancelPrefix   = "agentgate.cancel."
@@ -47,6 +48,9 @@ type Options struct {
 	Timeout time.Duration
 	// Log receives what the store drops or skips; nil discards.
 	Log *zap.Logger
+	// ReplicaTTL is how long a replica's heartbeat counts as alive; 0
+	// means 45s. Every replica of a deployment must use the same.
+	ReplicaTTL time.Duration
 }
 
 // Store is the runs.Store on NATS JetStream. It is safe for concurrent use
@@ -56,6 +60,7 @@ type Store struct {
 	js      jetstream.JetStream
 	kv      jetstream.KeyValue
 	costs   jetstream.KeyValue // agent session → cumulative cost
+	alive   jetstream.KeyValue // replica → heartbeat, expiring
 	events  jetstream.Stream
 	timeout time.Duration
 	log     *zap.Logger
@@ -67,7 +72,7 @@ var _ runs.Store = (*Store)(nil)
 // if they are missing and bringing their settings up to opts. Replicas that
 // start at once may all call Open.
 func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
-	if opts.Replicas < 0 || opts.MaxAge < 0 || opts.Timeout < 0 {
+	if opts.Replicas < 0 || opts.MaxAge < 0 || opts.Timeout < 0 || opts.ReplicaTTL < 0 {
 		return nil, fmt.Errorf("open store: negative option: %+v", opts)
 	}
 	if opts.Replicas == 0 {
@@ -136,6 +141,18 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open store: bucket %s: %w", sessionsBucket, err)
+	}
+	aliveCfg := kvCfg
+	aliveCfg.Bucket, aliveCfg.Description, aliveCfg.TTL = replicasBucket, "agentgate replica heartbeats", opts.ReplicaTTL
+	if aliveCfg.TTL == 0 {
+		aliveCfg.TTL = 45 * time.Second
+	}
+	err = retryCreate(func() error {
+		s.alive, err = js.CreateOrUpdateKeyValue(ctx, aliveCfg)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open store: bucket %s: %w", replicasBucket, err)
 	}
 	return s, nil
 }
