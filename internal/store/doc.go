@@ -12,11 +12,17 @@
 //     1, 2, …) and "Agentgate-Type", and Nats-Msg-Id "<run_id>.<seq>" so a
 //     retried append is not stored twice. Cursors are ordered consumers on
 //     one run's subject, deleted when the cursor is closed.
+//   - The KV bucket "agentgate_sessions": "<agent>.<session id>" → the
+//     session's cumulative cost, so a resumed run can be charged only what
+//     it added.
+//   - The KV bucket "agentgate_replicas": one key per live replica, its
+//     heartbeat, expiring after Options.ReplicaTTL.
 //   - The core NATS subjects "agentgate.cancel.<run_id>", which carry cancel
 //     requests to every replica. They are not stored.
 //
-// Open creates the bucket and the stream, with file storage, when they are
-// missing. Both expire their content after Options.MaxAge, if it is set.
+// Open creates the buckets and the stream, with file storage, when they are
+// missing. Runs, sessions and events expire after Options.MaxAge, if it is
+// set.
 //
 // Run ids are UUIDv7 strings made by the gateway; the store accepts any id
 // of 1 to 64 ASCII letters, digits, '-' and '_', which keeps ids safe as
