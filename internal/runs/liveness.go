@@ -7,11 +7,22 @@ import (
 	"go.uber.org/zap"
 )
 
+// sweepEvery is how often, in replica TTLs, runs are swept for dead owners
+// when no replica was seen to die. A sweep reads every stored run, so it
+// runs on a change, not on every heartbeat.
+const sweepEvery = 10
+
 // liveness sends this replica's heartbeat and takes over the unfinished
-// runs of replicas that stopped sending theirs, until ctx ends.
+// runs of replicas that stopped sending theirs, until ctx ends. It sweeps
+// once a TTL after it starts (a replica that died before then has expired
+// by that time), whenever a replica it saw alive is gone, and every
+// sweepEvery TTLs in any case.
 func (s *Supervisor) liveness(ctx context.Context) {
 	t := time.NewTicker(s.cfg.ReplicaTTL / 4)
 	defer t.Stop()
+	start := s.cfg.Now()
+	var lastSweep time.Time
+	var seen map[string]bool
 	for {
 		select {
 		case <-ctx.Done():
@@ -22,7 +33,23 @@ func (s *Supervisor) liveness(ctx context.Context) {
 			s.log.Warn("heartbeat", zap.Error(err))
 			continue
 		}
-		if err := s.sweepOrphans(ctx); err != nil && ctx.Err() == nil {
+		live, err := s.store.LiveReplicas(ctx)
+		if err != nil {
+			s.log.Warn("read live replicas", zap.Error(err))
+			continue
+		}
+		now := s.cfg.Now()
+		due := lastSweep.IsZero() && now.Sub(start) >= s.cfg.ReplicaTTL ||
+			!lastSweep.IsZero() && now.Sub(lastSweep) >= sweepEvery*s.cfg.ReplicaTTL
+		for r := range seen {
+			due = due || !live[r]
+		}
+		seen = live
+		if !due {
+			continue
+		}
+		lastSweep = now
+		if err := s.sweepOrphans(ctx, live); err != nil && ctx.Err() == nil {
 			s.log.Warn("sweep runs of dead replicas", zap.Error(err))
 		}
 	}
@@ -32,11 +59,7 @@ func (s *Supervisor) liveness(ctx context.Context) {
 // has no live heartbeat: it died and has not come back, so nothing will
 // ever finish them. Several replicas may sweep at once; the store keeps one
 // run.completed per run and seq.
-func (s *Supervisor) sweepOrphans(ctx context.Context) error {
-	live, err := s.store.LiveReplicas(ctx)
-	if err != nil {
-		return err
-	}
+func (s *Supervisor) sweepOrphans(ctx context.Context, live map[string]bool) error {
 	for _, st := range []State{Queued, Running} {
 		cursor := ""
 		for {

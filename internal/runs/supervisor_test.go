@@ -907,7 +907,8 @@ func TestSweepOrphans(t *testing.T) {
 	if live, _ := store.LiveReplicas(ctx); !live["me"] {
 		t.Fatal("Start sent no heartbeat")
 	}
-	if err := sup.sweepOrphans(ctx); err != nil {
+	live, _ := store.LiveReplicas(ctx)
+	if err := sup.sweepOrphans(ctx, live); err != nil {
 		t.Fatal(err)
 	}
 	for id, want := range map[string]State{"dead-running": Failed, "dead-queued": Failed, "live-running": Running, "dead-done": Succeeded} {
