@@ -1071,21 +1071,7 @@ func BenchmarkGatewayRunOverhead(b *testing.B) {
 		}
 		return took
 	}
-	direct()
-	viaGateway()
-	var d, gw time.Duration
-	i := 0
-	for b.Loop() {
-		if i%2 == 0 {
-			d += direct()
-			gw += viaGateway()
-		} else {
-			gw += viaGateway()
-			d += direct()
-		}
-		i++
-	}
-	reportVersus(b, i, d, gw)
+	alternate(b, direct, viaGateway)
 }
 
 // BenchmarkClaudeRun measures the wall time of a real claude run through
@@ -1158,25 +1144,30 @@ func BenchmarkClaudeRun(b *testing.B) {
 				}
 				return took
 			}
-			// One of each first, untimed: the CLI's first start in a HOME
-			// sets it up.
-			direct()
-			viaGateway()
-			var d, gw time.Duration
-			i := 0
-			for b.Loop() {
-				if i%2 == 0 {
-					d += direct()
-					gw += viaGateway()
-				} else {
-					gw += viaGateway()
-					d += direct()
-				}
-				i++
-			}
-			reportVersus(b, i, d, gw)
+			alternate(b, direct, viaGateway)
 		})
 	}
+}
+
+// alternate runs one of each untimed (a CLI's first start in a HOME sets
+// it up), then times both once per op, swapping their order every op so
+// that they share the machine's noise, and reports them with reportVersus.
+func alternate(b *testing.B, direct, viaGateway func() time.Duration) {
+	direct()
+	viaGateway()
+	var d, gw time.Duration
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			d += direct()
+			gw += viaGateway()
+		} else {
+			gw += viaGateway()
+			d += direct()
+		}
+		i++
+	}
+	reportVersus(b, i, d, gw)
 }
 
 // TestBenchHelpers checks the arithmetic and parsing the benchmarks rest
