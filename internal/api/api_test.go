@@ -30,7 +30,7 @@ func TestCreateRun(t *testing.T) {
 		"agent": "claude", "prompt": "fix the bug", "system_prompt": "be brief",
 		"model": "claude-sonnet-4-5[1m]", "effort": "high", "max_turns": 20, "timeout_seconds": 900,
 		"max_budget_usd": 1.5, "output_schema": {"type": "object"}, "resume_session_id": "0f1e2d3c-aaaa",
-		"metadata": {"ticket": "ENG-1"}, "cwd": "repo/sub", "permission": "read_only"}`
+		"keep_session": true, "metadata": {"ticket": "ENG-1"}, "cwd": "repo/sub", "permission": "read_only"}`
 	resp, b := h.do(t, "POST", "/v1/runs", body, "Content-Type", "application/json; charset=utf-8")
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
@@ -42,7 +42,7 @@ func TestCreateRun(t *testing.T) {
 	want := runs.Spec{
 		Agent: "claude", Prompt: "fix the bug", SystemPrompt: "be brief", Model: "claude-sonnet-4-5[1m]",
 		Effort: "high", MaxTurns: 20, TimeoutSeconds: 900, MaxBudgetUSD: 1.5,
-		OutputSchema: json.RawMessage(`{"type": "object"}`), ResumeSessionID: "0f1e2d3c-aaaa",
+		OutputSchema: json.RawMessage(`{"type": "object"}`), ResumeSessionID: "0f1e2d3c-aaaa", KeepSession: true,
 		Metadata: map[string]string{"ticket": "ENG-1"}, Cwd: "repo/sub", Permission: runs.ReadOnly,
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -132,6 +132,7 @@ func TestCreateRunRejects(t *testing.T) {
 		{"output_schema bool", `{` + ok + `,"output_schema":true}`, 400, CodeInvalidField, "output_schema", ""},
 		{"session traversal", `{` + ok + `,"resume_session_id":"../../etc"}`, 400, CodeInvalidField, "resume_session_id", ""},
 		{"session slash", `{` + ok + `,"resume_session_id":"a/b"}`, 400, CodeInvalidField, "resume_session_id", ""},
+		{"keep_session string", `{` + ok + `,"keep_session":"yes"}`, 400, CodeInvalidField, "keep_session", "true or false"},
 		{"metadata array", `{` + ok + `,"metadata":["a"]}`, 400, CodeInvalidField, "metadata", "object"},
 		{"metadata number value", `{` + ok + `,"metadata":{"a":1}}`, 400, CodeInvalidField, "metadata", `"a"`},
 		{"metadata too many", `{` + ok + `,"metadata":{` + strings.Join(manyKeys, ",") + `}}`, 400, CodeInvalidField, "metadata", "16 keys"},

@@ -44,7 +44,7 @@ const (
 var requestFields = []string{
 	fieldAgent, fieldPrompt, runs.FieldSystemPrompt, runs.FieldModel, runs.FieldEffort,
 	runs.FieldMaxTurns, runs.FieldTimeoutSeconds, runs.FieldMaxBudgetUSD, runs.FieldOutputSchema,
-	runs.FieldResumeSessionID, fieldMetadata, runs.FieldCwd, runs.FieldPermission,
+	runs.FieldResumeSessionID, runs.FieldKeepSession, fieldMetadata, runs.FieldCwd, runs.FieldPermission,
 }
 
 // efforts are the values of the effort field.
@@ -153,6 +153,9 @@ func decodeRunRequest(body []byte) (runs.Spec, error) {
 		spec.OutputSchema = raw
 	}
 	if spec.ResumeSessionID, err = f.ident(runs.FieldResumeSessionID, "-._:"); err != nil {
+		return runs.Spec{}, err
+	}
+	if spec.KeepSession, err = f.boolean(runs.FieldKeepSession); err != nil {
 		return runs.Spec{}, err
 	}
 	if spec.Metadata, err = f.metadata(fieldMetadata); err != nil {
@@ -302,6 +305,17 @@ func (f fields) str(name string) (string, bool, error) {
 		return "", true, invalidField(name, "must not contain NUL characters")
 	}
 	return s, true, nil
+}
+
+// boolean returns the value of name, false when absent.
+func (f fields) boolean(name string) (bool, error) {
+	switch string(f.get(name)) {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	return false, invalidField(name, "must be true or false")
 }
 
 // ident returns the value of name, which must be a name: an ASCII letter or

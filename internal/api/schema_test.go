@@ -54,6 +54,8 @@ var payloadTypes = map[runs.EventType]reflect.Type{
 	runs.EventReasoningCompleted: reflect.TypeFor[runs.ReasoningData](),
 	runs.EventToolCallStarted:    reflect.TypeFor[runs.ToolCallStartedData](),
 	runs.EventToolCallCompleted:  reflect.TypeFor[runs.ToolCallCompletedData](),
+	runs.EventFileChanged:        reflect.TypeFor[runs.FileChangedData](),
+	runs.EventPlanUpdated:        reflect.TypeFor[runs.PlanUpdatedData](),
 	runs.EventUsageUpdated:       reflect.TypeFor[runs.UsageData](),
 	runs.EventRateLimit:          reflect.TypeFor[runs.RateLimitData](),
 	runs.EventWarning:            reflect.TypeFor[runs.WarningData](),
@@ -99,6 +101,16 @@ func samplePayloads() map[runs.EventType][]any {
 			runs.ToolCallCompletedData{ID: "t1", Output: "a\nb", IsError: true},
 			runs.ToolCallCompletedData{ID: "t1"},
 		},
+		runs.EventFileChanged: {
+			runs.FileChangedData{Path: "src/a.go", Kind: runs.ChangeUpdate, MovePath: "src/b.go", Diff: "@@ -1 +1 @@\n-a\n+b\n",
+				Status: "completed", ToolCallID: "t1"},
+			runs.FileChangedData{Path: "a.txt", Kind: runs.ChangeAdd},
+		},
+		runs.EventPlanUpdated: {
+			runs.PlanUpdatedData{Explanation: "first read", Steps: []runs.PlanStep{{Step: "read", Status: runs.StepCompleted},
+				{Step: "fix", Status: runs.StepInProgress}, {Step: "test", Status: runs.StepPending}}},
+			runs.PlanUpdatedData{},
+		},
 		runs.EventUsageUpdated: {
 			runs.UsageData{Usage: runs.Usage{InputTokens: 100, CacheReadTokens: 80, CacheWriteTokens: 10, OutputTokens: 20, ReasoningTokens: 5}, CostUSD: &cost},
 			runs.UsageData{},
@@ -118,7 +130,7 @@ func samplePayloads() map[runs.EventType][]any {
 		runs.EventRunCompleted: {
 			runs.RunCompletedData{Status: runs.Failed, StopReason: "end_turn", Result: "done",
 				StructuredOutput: json.RawMessage(`{"ok":true}`), Usage: runs.Usage{InputTokens: 1}, CostUSD: &cost,
-				NumTurns: 3, DurationMS: 4000, Exit: &runs.Exit{Code: -1, Signal: "SIGKILL", Reason: "timeout"},
+				NumTurns: 3, Diff: "diff --git a/x b/x\n", DurationMS: 4000, Exit: &runs.Exit{Code: -1, Signal: "SIGKILL", Reason: "timeout"},
 				Error: runs.NewRunError(runs.Timeout, "timed out", "raise timeout_seconds")},
 			runs.RunCompletedData{Status: runs.Succeeded},
 		},

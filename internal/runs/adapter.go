@@ -1,6 +1,9 @@
 package runs
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Adapter translates between agentgate and one agent CLI. It is pure: it
 // builds a command and decodes output, and does no I/O of its own. The
@@ -37,6 +40,45 @@ type Decoder interface {
 	Finish(exit Exit, stderrTail []byte) Outcome
 }
 
+// Conversation is implemented by a Decoder whose CLI is driven over stdin
+// by a protocol, such as the JSON-RPC of codex app-server, rather than
+// handed one prompt. The supervisor then keeps stdin open: it writes Open
+// as soon as the process starts and, after each Decode, whatever Pending
+// returns. When the run must stop it writes Interrupt, and gives the CLI
+// a grace period to wind down, before any signal.
+type Conversation interface {
+	Decoder
+	// Open returns the first messages to write to stdin.
+	Open() []byte
+	// Pending returns what to write to stdin in answer to the lines
+	// decoded so far, and whether stdin is then to be closed because the
+	// conversation is over. It is called after every Decode.
+	Pending() (out []byte, done bool)
+	// Interrupt returns the message that asks the CLI to stop its work
+	// and end the conversation, or nil when there is nothing to ask yet.
+	// Unlike the other methods it may be called while Decode runs, from
+	// another goroutine.
+	Interrupt() []byte
+}
+
+// Preflighter is implemented by an adapter whose CLI does not report a
+// failure it could see coming: offline and without credentials, Codex
+// retries the network for ever instead of saying it is not logged in.
+// Preflight runs before the process starts, with the environment the
+// process would get; a non-nil RunError fails the run at once.
+type Preflighter interface {
+	Preflight(ctx context.Context, inv Invocation, env []string) *RunError
+}
+
+// BinaryResolver is implemented by an adapter whose installed command is a
+// launcher rather than the program to supervise. The Codex npm package's
+// command is a Node script that, killed, orphans the native binary it
+// started. ResolveBinary maps the path found on the PATH to the program to
+// execute; the probe reports the resolved path.
+type BinaryResolver interface {
+	ResolveBinary(path string) (string, error)
+}
+
 // Outcome is the decoder's verdict on a finished run. The supervisor
 // overrides Status and Error when it ended the run itself (cancel, timeout,
 // shutdown).
@@ -58,7 +100,10 @@ type Outcome struct {
 	NumTurns       int
 	SessionID      string
 	Model          string
-	Error          *RunError
+	// Diff is the unified diff of every file the run changed, for a CLI
+	// that reports one.
+	Diff  string
+	Error *RunError
 }
 
 // Invocation is everything an adapter needs to build one run's command.
@@ -97,8 +142,11 @@ type Command struct {
 
 // Description is the static facts about an agent CLI.
 type Description struct {
-	Name            string
-	DisplayName     string
+	Name        string
+	DisplayName string
+	// Aliases are other names a client may give as the run's agent, such
+	// as "openai" for Codex. Runs are recorded under Name.
+	Aliases         []string
 	DefaultBin      string
 	InstallCommand  string
 	VerifiedVersion string

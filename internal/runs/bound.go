@@ -34,13 +34,14 @@ func (l Limits) tighter() Limits {
 
 // record returns r with the free text it stores bounded, so that the
 // encoded record stays under MaxEncoded: the prompts (kept for audit; the
-// agent got them whole), the result, the structured output and the error
-// message.
+// agent got them whole), the result, the diff, the structured output and
+// the error message.
 func (l Limits) record(r Run) Run {
 	for range 4 {
 		r.Spec.Prompt = l.text(r.Spec.Prompt)
 		r.Spec.SystemPrompt = l.text(r.Spec.SystemPrompt)
 		r.Result = l.text(r.Result)
+		r.Diff = l.text(r.Diff)
 		r.StructuredOutput = l.json(r.StructuredOutput)
 		if r.Error != nil {
 			e := *r.Error
@@ -94,8 +95,19 @@ func (l Limits) Bound(ev Event) Event {
 		d.Prompt = l.text(d.Prompt)
 		d.SystemPrompt = l.text(d.SystemPrompt)
 		ev.Data = d
+	case FileChangedData:
+		d.Diff = l.text(d.Diff)
+		ev.Data = d
+	case PlanUpdatedData:
+		steps := make([]PlanStep, len(d.Steps))
+		for i, st := range d.Steps {
+			steps[i] = PlanStep{Step: l.text(st.Step), Status: st.Status}
+		}
+		d.Explanation, d.Steps = l.text(d.Explanation), steps
+		ev.Data = d
 	case RunCompletedData:
 		d.Result = l.text(d.Result)
+		d.Diff = l.text(d.Diff)
 		d.StructuredOutput = l.json(d.StructuredOutput)
 		if d.Error != nil {
 			e := *d.Error

@@ -66,6 +66,7 @@ const (
 	APIError          Class = "api_error"
 	FlagRejected      Class = "flag_rejected"
 	MaxTurns          Class = "max_turns"
+	ContextExceeded   Class = "context_exceeded"
 	BudgetExceeded    Class = "budget_exceeded"
 	Refused           Class = "refused"
 	Timeout           Class = "timeout"
@@ -80,7 +81,7 @@ const (
 // Classes lists every class.
 var Classes = []Class{
 	NotAuthenticated, RateLimited, TransientAPIError, APIError, FlagRejected,
-	MaxTurns, BudgetExceeded, Refused, Timeout, ClassCancelled, ProcessKilled,
+	MaxTurns, ContextExceeded, BudgetExceeded, Refused, Timeout, ClassCancelled, ProcessKilled,
 	NotInstalled, AgentCrashed, Interrupted, Internal,
 }
 

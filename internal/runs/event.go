@@ -22,6 +22,8 @@ const (
 	EventReasoningCompleted EventType = "reasoning.completed"
 	EventToolCallStarted    EventType = "tool_call.started"
 	EventToolCallCompleted  EventType = "tool_call.completed"
+	EventFileChanged        EventType = "file.changed"
+	EventPlanUpdated        EventType = "plan.updated"
 	EventUsageUpdated       EventType = "usage.updated"
 	EventRateLimit          EventType = "rate_limit"
 	EventWarning            EventType = "warning"
@@ -33,7 +35,7 @@ const (
 var EventTypes = []EventType{
 	EventRunQueued, EventRunStarted, EventSessionStarted, EventMessageDelta,
 	EventMessageCompleted, EventReasoningCompleted, EventToolCallStarted,
-	EventToolCallCompleted, EventUsageUpdated, EventRateLimit, EventWarning,
+	EventToolCallCompleted, EventFileChanged, EventPlanUpdated, EventUsageUpdated, EventRateLimit, EventWarning,
 	EventAgentUnparsed, EventRunCompleted,
 }
 
@@ -124,6 +126,51 @@ type ToolCallCompletedData struct {
 	IsError bool   `json:"is_error"`
 }
 
+// The kinds of a file change.
+const (
+	ChangeAdd    = "add"
+	ChangeUpdate = "update"
+	ChangeDelete = "delete"
+)
+
+// FileChangedData is the payload of file.changed: the agent changed one
+// file, by its own edit tool rather than a shell command.
+type FileChangedData struct {
+	// Path is the file's path as the agent reported it.
+	Path string `json:"path"`
+	// Kind is one of ChangeAdd, ChangeUpdate, ChangeDelete.
+	Kind string `json:"kind"`
+	// MovePath is the new path of a file that was moved.
+	MovePath string `json:"move_path,omitempty"`
+	// Diff is the change as a unified diff, bounded like any text.
+	Diff string `json:"diff,omitempty"`
+	// Status is how applying the change went: completed, failed or
+	// declined, when the agent says.
+	Status string `json:"status,omitempty"`
+	// ToolCallID links the change to the tool call that made it.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+}
+
+// The statuses of a plan step.
+const (
+	StepPending    = "pending"
+	StepInProgress = "in_progress"
+	StepCompleted  = "completed"
+)
+
+// PlanUpdatedData is the payload of plan.updated: the agent's whole plan as
+// it stands now, replacing any earlier one.
+type PlanUpdatedData struct {
+	Explanation string     `json:"explanation,omitempty"`
+	Steps       []PlanStep `json:"steps"`
+}
+
+// PlanStep is one step of a plan.
+type PlanStep struct {
+	Step   string `json:"step"`
+	Status string `json:"status"`
+}
+
 // UsageData is the payload of usage.updated: the run's usage so far.
 type UsageData struct {
 	Usage   Usage    `json:"usage"`
@@ -167,7 +214,10 @@ type RunCompletedData struct {
 	Usage            Usage           `json:"usage"`
 	CostUSD          *float64        `json:"cost_usd,omitempty"`
 	NumTurns         int             `json:"num_turns,omitempty"`
-	DurationMS       int64           `json:"duration_ms"`
-	Exit             *Exit           `json:"exit,omitempty"`
-	Error            *RunError       `json:"error,omitempty"`
+	// Diff is the unified diff of every file the run changed, when the
+	// agent reports one.
+	Diff       string    `json:"diff,omitempty"`
+	DurationMS int64     `json:"duration_ms"`
+	Exit       *Exit     `json:"exit,omitempty"`
+	Error      *RunError `json:"error,omitempty"`
 }

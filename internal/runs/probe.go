@@ -34,6 +34,15 @@ func Probe(ctx context.Context, a Adapter, bin string, env []string) AgentInfo {
 		info.Advisory = fmt.Sprintf("%s CLI not found (%s); install it with `%s`, or set its binary path", d.DisplayName, bin, d.InstallCommand)
 		return info
 	}
+	if r, ok := a.(BinaryResolver); ok {
+		native, err := r.ResolveBinary(path)
+		if err != nil {
+			info.Compatibility = CompatUnrecognized
+			info.Advisory = fmt.Sprintf("%s found at %s, but %v; reinstall it with `%s`", d.DisplayName, path, err, d.InstallCommand)
+			return info
+		}
+		path = native
+	}
 	info.Installed, info.Path = true, path
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()

@@ -24,6 +24,9 @@ type process struct {
 	Env   []string
 	Dir   string
 	Stdin []byte
+	// Conversation, when set, keeps stdin open for the CLI's protocol
+	// (see Conversation); Stdin is then unused.
+	Conversation Conversation
 	// Interrupt is sent to the CLI alone before the group gets SIGTERM;
 	// 0 skips the step.
 	Interrupt syscall.Signal
@@ -74,7 +77,22 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 	cmd.Dir = p.Dir
 	cmd.Env = append(p.Env, proctree.Cookie(p.RunID))
 	cmd.Stdout, cmd.Stderr = outW, errW
-	if p.Stdin != nil {
+	var talk *stdinWriter
+	var inR *os.File
+	switch {
+	case p.Conversation != nil:
+		var inW *os.File
+		inR, inW, err = os.Pipe()
+		if err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return Exit{Code: -1}, nil, err
+		}
+		cmd.Stdin = inR
+		talk = newStdinWriter(inW)
+	case p.Stdin != nil:
 		cmd.Stdin = bytes.NewReader(p.Stdin)
 	}
 	// Setpgid lets one signal reach the CLI and the children that stay in
@@ -86,10 +104,32 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 	err = cmd.Start()
 	outW.Close()
 	errW.Close()
+	if inR != nil {
+		// The child has its end; ours must not keep the pipe open.
+		inR.Close()
+	}
 	if err != nil {
 		outR.Close()
 		errR.Close()
+		if talk != nil {
+			talk.close()
+		}
 		return Exit{Code: -1}, nil, err
+	}
+	if talk != nil {
+		talk.write(p.Conversation.Open())
+		defer talk.close()
+	}
+	lineHandler := onLine
+	if talk != nil {
+		lineHandler = func(l line) {
+			onLine(l)
+			out, done := p.Conversation.Pending()
+			talk.write(out)
+			if done {
+				talk.finish()
+			}
+		}
 	}
 
 	tail := newTailBuffer(p.StderrTail)
@@ -101,7 +141,7 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 	}()
 	go func() {
 		defer readers.Done()
-		readLines(outR, p.MaxLine, onLine)
+		readLines(outR, p.MaxLine, lineHandler)
 	}()
 
 	waited := make(chan struct{})
@@ -117,7 +157,7 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 	case <-waited:
 	case <-ctx.Done():
 		reason = stopReason(stopCause(ctx))
-		stop(cmd.Process.Pid, p, waited)
+		stop(cmd.Process.Pid, p, talk, waited)
 	}
 	// The CLI is gone. Take everything it started with it, in any session.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -137,16 +177,22 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 	return exit, tail.Bytes(), nil
 }
 
-// stop ends the CLI gracefully first and forcibly after: the interrupt
-// signal to the CLI alone, SIGTERM to its group and the run's tree, then
-// SIGKILL, each step given p.Grace to work.
-func stop(pid int, p process, waited <-chan struct{}) {
+// stop ends the CLI gracefully first and forcibly after: the protocol's
+// interrupt message or the interrupt signal to the CLI alone, SIGTERM to
+// its group and the run's tree, then SIGKILL, each step given p.Grace to
+// work.
+func stop(pid int, p process, talk *stdinWriter, waited <-chan struct{}) {
 	steps := []func(){
 		func() { _ = syscall.Kill(-pid, syscall.SIGTERM) },
 		func() { _ = syscall.Kill(-pid, syscall.SIGKILL) },
 	}
 	if p.Interrupt != 0 {
 		steps = append([]func(){func() { _ = syscall.Kill(pid, p.Interrupt) }}, steps...)
+	}
+	if talk != nil {
+		if msg := p.Conversation.Interrupt(); msg != nil {
+			steps = append([]func(){func() { talk.write(msg) }}, steps...)
+		}
 	}
 	for _, step := range steps {
 		step()
@@ -253,4 +299,83 @@ func (t *tailBuffer) Bytes() []byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return bytes.Clone(t.buf)
+}
+
+// stdinWriter writes a conversation's messages to the CLI's stdin from one
+// goroutine, in order, so that neither the output reader nor a stop ever
+// blocks on a CLI that does not read. Messages are small and few, except
+// the first, which carries the prompt.
+type stdinWriter struct {
+	mu      sync.Mutex
+	wake    *sync.Cond
+	queue   [][]byte
+	closing bool // finish: close stdin once the queue is written
+	stopped bool // close: drop the queue and close now
+	done    chan struct{}
+	w       *os.File
+}
+
+func newStdinWriter(w *os.File) *stdinWriter {
+	t := &stdinWriter{w: w, done: make(chan struct{})}
+	t.wake = sync.NewCond(&t.mu)
+	go t.loop()
+	return t
+}
+
+// write queues b; empty writes and writes after finish are dropped.
+func (t *stdinWriter) write(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	t.mu.Lock()
+	if !t.closing && !t.stopped {
+		t.queue = append(t.queue, b)
+		t.wake.Signal()
+	}
+	t.mu.Unlock()
+}
+
+// finish closes stdin once what is queued is written: the CLI reads its
+// end of input and exits.
+func (t *stdinWriter) finish() {
+	t.mu.Lock()
+	t.closing = true
+	t.wake.Signal()
+	t.mu.Unlock()
+}
+
+// close drops what is queued, closes stdin and waits for the writer.
+func (t *stdinWriter) close() {
+	t.mu.Lock()
+	t.stopped = true
+	t.wake.Signal()
+	t.mu.Unlock()
+	// A write blocked on a full pipe ends when the file is closed.
+	_ = t.w.SetWriteDeadline(time.Now())
+	<-t.done
+}
+
+func (t *stdinWriter) loop() {
+	defer close(t.done)
+	defer t.w.Close()
+	for {
+		t.mu.Lock()
+		for len(t.queue) == 0 && !t.closing && !t.stopped {
+			t.wake.Wait()
+		}
+		if t.stopped || len(t.queue) == 0 {
+			t.mu.Unlock()
+			return
+		}
+		b := t.queue[0]
+		t.queue = t.queue[1:]
+		t.mu.Unlock()
+		if _, err := t.w.Write(b); err != nil {
+			// The CLI closed stdin or died; nothing more can be said.
+			t.mu.Lock()
+			t.stopped = true
+			t.mu.Unlock()
+			return
+		}
+	}
 }

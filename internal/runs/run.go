@@ -56,19 +56,23 @@ const (
 // "the agent's default", except Permission, which the API defaults to
 // WorkspaceWrite, and Cwd, which defaults to a fresh directory.
 type Spec struct {
-	Agent           string            `json:"agent"`
-	Prompt          string            `json:"prompt"`
-	SystemPrompt    string            `json:"system_prompt,omitempty"`
-	Model           string            `json:"model,omitempty"`
-	Effort          string            `json:"effort,omitempty"`
-	MaxTurns        int               `json:"max_turns,omitempty"`
-	TimeoutSeconds  int               `json:"timeout_seconds,omitempty"`
-	MaxBudgetUSD    float64           `json:"max_budget_usd,omitempty"`
-	OutputSchema    json.RawMessage   `json:"output_schema,omitempty"`
-	ResumeSessionID string            `json:"resume_session_id,omitempty"`
-	Metadata        map[string]string `json:"metadata,omitempty"`
-	Cwd             string            `json:"cwd,omitempty"`
-	Permission      Permission        `json:"permission,omitempty"`
+	Agent           string          `json:"agent"`
+	Prompt          string          `json:"prompt"`
+	SystemPrompt    string          `json:"system_prompt,omitempty"`
+	Model           string          `json:"model,omitempty"`
+	Effort          string          `json:"effort,omitempty"`
+	MaxTurns        int             `json:"max_turns,omitempty"`
+	TimeoutSeconds  int             `json:"timeout_seconds,omitempty"`
+	MaxBudgetUSD    float64         `json:"max_budget_usd,omitempty"`
+	OutputSchema    json.RawMessage `json:"output_schema,omitempty"`
+	ResumeSessionID string          `json:"resume_session_id,omitempty"`
+	// KeepSession asks the agent to keep the run's session so that a
+	// later run can resume it. Agents whose sessions are ephemeral unless
+	// asked (Codex) need it; others always keep them.
+	KeepSession bool              `json:"keep_session,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	Cwd         string            `json:"cwd,omitempty"`
+	Permission  Permission        `json:"permission,omitempty"`
 }
 
 // Field names of Spec as the API spells them, for errors that name a field.
@@ -81,6 +85,7 @@ const (
 	FieldMaxBudgetUSD    = "max_budget_usd"
 	FieldOutputSchema    = "output_schema"
 	FieldResumeSessionID = "resume_session_id"
+	FieldKeepSession     = "keep_session"
 	FieldCwd             = "cwd"
 	FieldPermission      = "permission"
 )
@@ -88,23 +93,26 @@ const (
 // Run is the stored record of one run. Only the supervisor that owns the run
 // writes it; everyone else reads it from the Store.
 type Run struct {
-	ID               string            `json:"id"`
-	Agent            string            `json:"agent"`
-	Model            string            `json:"model,omitempty"`
-	Status           State             `json:"status"`
-	CreatedAt        time.Time         `json:"created_at"`
-	StartedAt        *time.Time        `json:"started_at,omitempty"`
-	FinishedAt       *time.Time        `json:"finished_at,omitempty"`
-	SessionID        string            `json:"session_id,omitempty"`
-	Result           string            `json:"result,omitempty"`
-	StructuredOutput json.RawMessage   `json:"structured_output,omitempty"`
-	Usage            Usage             `json:"usage"`
-	CostUSD          *float64          `json:"cost_usd,omitempty"`
-	NumTurns         int               `json:"num_turns,omitempty"`
-	Error            *RunError         `json:"error,omitempty"`
-	Exit             *Exit             `json:"exit,omitempty"`
-	AgentVersion     string            `json:"agent_version,omitempty"`
-	Metadata         map[string]string `json:"metadata,omitempty"`
+	ID               string          `json:"id"`
+	Agent            string          `json:"agent"`
+	Model            string          `json:"model,omitempty"`
+	Status           State           `json:"status"`
+	CreatedAt        time.Time       `json:"created_at"`
+	StartedAt        *time.Time      `json:"started_at,omitempty"`
+	FinishedAt       *time.Time      `json:"finished_at,omitempty"`
+	SessionID        string          `json:"session_id,omitempty"`
+	Result           string          `json:"result,omitempty"`
+	StructuredOutput json.RawMessage `json:"structured_output,omitempty"`
+	Usage            Usage           `json:"usage"`
+	CostUSD          *float64        `json:"cost_usd,omitempty"`
+	NumTurns         int             `json:"num_turns,omitempty"`
+	// Diff is the unified diff of every file the run changed, for an
+	// agent that reports one.
+	Diff         string            `json:"diff,omitempty"`
+	Error        *RunError         `json:"error,omitempty"`
+	Exit         *Exit             `json:"exit,omitempty"`
+	AgentVersion string            `json:"agent_version,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
 
 	// Spec is kept so that a run can be audited and, after a restart,
 	// explained. It is not part of the public run object.

@@ -156,6 +156,8 @@ type Supervisor struct {
 	tree   *proctree.Tree
 	agents map[string]*Agent
 	names  []string
+	// aliases maps another name of an agent to its adapter's Name.
+	aliases map[string]string
 
 	mu       sync.Mutex
 	wake     *sync.Cond       // on mu: pending grew, or stopping
@@ -205,6 +207,14 @@ func NewSupervisor(cfg Config, store Store, agents []*Agent, obs Observer, log *
 	for _, a := range agents {
 		s.agents[a.Adapter.Name()] = a
 		s.names = append(s.names, a.Adapter.Name())
+	}
+	s.aliases = map[string]string{}
+	for _, a := range agents {
+		for _, alias := range a.Adapter.Describe().Aliases {
+			if _, taken := s.agents[alias]; !taken {
+				s.aliases[alias] = a.Adapter.Name()
+			}
+		}
 	}
 	sort.Strings(s.names)
 	s.wake = sync.NewCond(&s.mu)
@@ -327,6 +337,9 @@ func (s *Supervisor) Agents() []AgentInfo {
 // Errors: ErrShuttingDown, ErrUnknownAgent, ErrAgentUnavailable, a
 // *FieldError (ErrInvalid, ErrUnsupported), ErrCapacity, or the store's.
 func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
+	if name, ok := s.aliases[spec.Agent]; ok {
+		spec.Agent = name
+	}
 	a, ok := s.agents[spec.Agent]
 	if !ok {
 		return Run{}, fmt.Errorf("%w %q", ErrUnknownAgent, spec.Agent)
@@ -712,6 +725,18 @@ func (s *Supervisor) execute(t *task) {
 		t.mu.Unlock()
 		app.close()
 	}
+	if pf, ok := t.agent.Adapter.(Preflighter); ok {
+		if runErr := pf.Preflight(ctx, t.inv, s.childEnv(t.agent, t.cmd)); runErr != nil {
+			drain()
+			log.Info("preflight failed", zap.String("class", string(runErr.Class)), zap.String("message", runErr.Message))
+			var override *RunError
+			if ctx.Err() != nil {
+				override = stopError(context.Cause(ctx), t.run.Agent)
+			}
+			s.finish(bg, t, Outcome{Status: Failed, Error: runErr}, override, nil)
+			return
+		}
+	}
 	dec := t.agent.Adapter.NewDecoder(t.inv)
 	start := time.Now()
 	first := true
@@ -724,6 +749,9 @@ func (s *Supervisor) execute(t *task) {
 		Env: s.childEnv(t.agent, t.cmd), Stdin: t.cmd.Stdin,
 		Interrupt: syscall.Signal(t.cmd.InterruptSignal), Grace: s.cfg.KillGrace,
 		MaxLine: s.cfg.MaxLine, StderrTail: s.cfg.StderrTail,
+	}
+	if conv, ok := dec.(Conversation); ok {
+		p.Conversation = conv
 	}
 	exit, stderrTail, err := runProcess(ctx, s.tree, p, func(l line) {
 		if first {
@@ -792,6 +820,7 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	r := &t.run
 	r.Status, r.FinishedAt, r.Error, r.Exit = status, &now, runErr, exit
 	r.Result, r.StructuredOutput, r.Usage, r.CostUSD, r.NumTurns = out.Result, out.StructuredOutput, out.Usage, out.CostUSD, out.NumTurns
+	r.Diff = out.Diff
 	if out.SessionID != "" {
 		r.SessionID = out.SessionID
 	}
@@ -811,7 +840,7 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	s.emit(t, NewEvent(EventRunCompleted, RunCompletedData{
 		Status: status, StopReason: out.StopReason, Result: out.Result,
 		StructuredOutput: json.RawMessage(out.StructuredOutput), Usage: out.Usage, CostUSD: out.CostUSD,
-		NumTurns: out.NumTurns, DurationMS: dur.Milliseconds(), Exit: exit, Error: runErr,
+		NumTurns: out.NumTurns, Diff: out.Diff, DurationMS: dur.Milliseconds(), Exit: exit, Error: runErr,
 	}))
 	class := Class("")
 	if runErr != nil {

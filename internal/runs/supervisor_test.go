@@ -111,6 +111,8 @@ func fakeAgent(mode string) int {
 		say(`{"text":"%s"}`, strings.Repeat(`\u0001`, 300<<10))
 	case "env":
 		say(`{"text":%q}`, strings.Join(os.Environ(), "\n"))
+	case "talk":
+		return talkingAgent(say)
 	default:
 		return 99
 	}

@@ -1,0 +1,218 @@
+package runs
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// talkingAgent is a CLI driven over stdin, like codex app-server: it
+// answers each line it reads with {"text":"got <line>"}, works on "work"
+// until it reads "stop", and says "eof" when stdin ends.
+func talkingAgent(say func(string, ...any)) int {
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		say(`{"text":"got %s"}`, in.Text())
+	}
+	say(`{"text":"eof"}`)
+	return 0
+}
+
+// talkAdapter drives talkingAgent through a Conversation, and checks
+// credentials before the run like Codex's adapter.
+type talkAdapter struct{ fakeAdapter }
+
+func (talkAdapter) Name() string { return "talk" }
+func (talkAdapter) Describe() Description {
+	d := fakeAdapter{}.Describe()
+	d.Name, d.Aliases = "talk", []string{"chat"}
+	return d
+}
+func (talkAdapter) Command(inv Invocation) (Command, error) {
+	return Command{Env: []string{fakeAgentEnv + "=talk"}, PassEnv: []string{"FAKE_KEY"}}, nil
+}
+func (talkAdapter) NewDecoder(inv Invocation) Decoder {
+	return &talkDecoder{script: strings.Split(inv.Spec.Prompt, ",")}
+}
+func (talkAdapter) ResolveBinary(path string) (string, error) {
+	if strings.HasSuffix(path, ".launcher") {
+		return strings.TrimSuffix(path, ".launcher"), nil
+	}
+	return path, nil
+}
+func (talkAdapter) Preflight(ctx context.Context, inv Invocation, env []string) *RunError {
+	for _, kv := range env {
+		if kv == "FAKE_KEY=missing" {
+			return NewRunError(NotAuthenticated, "FAKE_KEY says missing", "set FAKE_KEY")
+		}
+	}
+	return nil
+}
+
+// talkDecoder sends the prompt's comma-separated script, one line per
+// answer, and closes stdin after the last answer, unless the script
+// says "work": then it waits for Interrupt.
+type talkDecoder struct {
+	fakeDecoder
+	script []string
+	next   int
+	out    []byte
+	done   bool
+
+	mu      sync.Mutex
+	working bool
+}
+
+func (d *talkDecoder) Open() []byte {
+	d.next = 1
+	return []byte(d.script[0] + "\n")
+}
+
+func (d *talkDecoder) Decode(line []byte) []Event {
+	evs := d.fakeDecoder.Decode(line)
+	var v struct{ Text string }
+	_ = json.Unmarshal(line, &v)
+	switch {
+	case v.Text == "got work":
+		d.mu.Lock()
+		d.working = true
+		d.mu.Unlock()
+	case v.Text == "got stop":
+		d.done = true
+	case strings.HasPrefix(v.Text, "got "):
+		if d.next < len(d.script) {
+			d.out = append(d.out, d.script[d.next]+"\n"...)
+			d.next++
+		} else {
+			d.done = true
+		}
+	}
+	return evs
+}
+
+func (d *talkDecoder) Pending() ([]byte, bool) {
+	out := d.out
+	d.out = nil
+	return out, d.done
+}
+
+func (d *talkDecoder) Interrupt() []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.working {
+		return nil
+	}
+	return []byte("stop\n")
+}
+
+func newTalkHarness(t *testing.T, cfg Config) *harness {
+	t.Helper()
+	h := newHarness(t, cfg)
+	// A second supervisor over the same store, with the talking agent.
+	dir := t.TempDir()
+	launcher := dir + "/agent.launcher"
+	if err := os.Symlink(os.Args[0], dir+"/agent"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(launcher, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg.WorkspaceRoot, cfg.Path, cfg.Reaper, cfg.KillGrace = h.root, os.Getenv("PATH"), os.Args[0], 2*time.Second
+	cfg.Getenv = func(k string) string {
+		if k == "FAKE_KEY" {
+			return os.Getenv("TALK_FAKE_KEY")
+		}
+		return ""
+	}
+	sup := NewSupervisor(cfg, h.store, []*Agent{{Adapter: talkAdapter{}, Bin: launcher, Home: t.TempDir()}}, nopObserver{}, h.sup.log)
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := sup.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = sup.Shutdown(sctx)
+		cancel()
+		sup.loops.Wait()
+	})
+	return &harness{sup: sup, store: h.store, root: h.root}
+}
+
+func TestConversationOverStdin(t *testing.T) {
+	h := newTalkHarness(t, Config{})
+	if p := h.sup.Agents()[0].Path; p != os.Args[0] && !strings.HasSuffix(p, "/agent") {
+		t.Errorf("probe reported %q, not the resolved binary", p)
+	}
+	r, err := h.sup.Submit(context.Background(), Spec{Agent: "chat", Prompt: "hello,again"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Agent != "talk" {
+		t.Errorf("alias recorded as agent %q, want talk", r.Agent)
+	}
+	done := h.wait(t, r.ID, 20*time.Second)
+	if done.Status != Succeeded {
+		t.Fatalf("status %s, error %+v", done.Status, done.Error)
+	}
+	var texts []string
+	for _, e := range h.store.eventsOf(r.ID) {
+		if e.Type == EventMessageCompleted {
+			var ev struct{ Data MessageData }
+			_ = json.Unmarshal(e.JSON, &ev)
+			texts = append(texts, ev.Data.Text)
+		}
+	}
+	if got, want := strings.Join(texts, "|"), "got hello|got again|eof"; got != want {
+		t.Errorf("conversation %q, want %q: stdin must carry Open, each reply, then close", got, want)
+	}
+}
+
+func TestConversationInterruptBeforeSignals(t *testing.T) {
+	h := newTalkHarness(t, Config{})
+	r, err := h.sup.Submit(context.Background(), Spec{Agent: "talk", Prompt: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor(t, r.ID, EventMessageCompleted, "got work")
+	if _, err := h.sup.Cancel(context.Background(), r.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := h.wait(t, r.ID, 20*time.Second)
+	if done.Status != Cancelled {
+		t.Fatalf("status %s, want cancelled", done.Status)
+	}
+	// The agent read "stop", closed on its own and exited 0: no signal was
+	// needed, which the 2 s grace would have shown as SIGTERM.
+	if done.Exit == nil || done.Exit.Code != 0 || done.Exit.Signal != "" {
+		t.Errorf("exit %+v: the interrupt message did not end the agent before the signals", done.Exit)
+	}
+	h.waitFor(t, r.ID, EventMessageCompleted, "eof")
+	assertNoProcesses(t, r.ID)
+}
+
+func TestPreflightFailsRunWithoutProcess(t *testing.T) {
+	t.Setenv("TALK_FAKE_KEY", "missing")
+	h := newTalkHarness(t, Config{})
+	r, err := h.sup.Submit(context.Background(), Spec{Agent: "talk", Prompt: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := h.wait(t, r.ID, 10*time.Second)
+	if done.Status != Failed || done.Error == nil || done.Error.Class != NotAuthenticated || done.Error.Hint != "set FAKE_KEY" {
+		t.Fatalf("run %s, error %+v; want failed not_authenticated from the preflight", done.Status, done.Error)
+	}
+	if done.Exit != nil {
+		t.Errorf("exit %+v: no process should have started", done.Exit)
+	}
+	types := fmt.Sprint(h.types(r.ID))
+	if strings.Contains(types, string(EventMessageCompleted)) || !strings.HasSuffix(types, string(EventRunCompleted)+"]") {
+		t.Errorf("events %s", types)
+	}
+}
