@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/agentgate/agentgate/internal/adapters/claude"
+	"github.com/agentgate/agentgate/internal/adapters/codex"
 	"github.com/agentgate/agentgate/internal/api"
 	"github.com/agentgate/agentgate/internal/metrics"
 	"github.com/agentgate/agentgate/internal/proctree"
@@ -51,6 +52,7 @@ func main() {
 func adapters() []runs.Adapter {
 	return []runs.Adapter{
 		claude.New(),
+		codex.New(),
 	}
 }
 

@@ -26,29 +26,37 @@ const ClaudeBinEnv = "AGENTGATE_CLAUDE_BIN"
 // InstallHint tells a person how to get the pinned agent CLIs.
 const InstallHint = "run scripts/install-agents.sh from the repository root (it installs the pinned CLIs into tools/agents)"
 
-// ClaudeBin returns the claude binary the real-CLI tests run:
-// $AGENTGATE_CLAUDE_BIN, else <repo>/tools/agents/node_modules/.bin/claude,
-// else claude on PATH. It fails the test, never skips it, when there is
-// none: a missing CLI must not look like a pass.
+// ClaudeBin returns the claude binary the real-CLI tests run (see Bin).
 func ClaudeBin(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv(ClaudeBinEnv); p != "" {
+	return Bin(t, "claude")
+}
+
+// Bin returns the binary of the agent CLI called name that the real-CLI
+// tests run: $AGENTGATE_<NAME>_BIN, else
+// <repo>/tools/agents/node_modules/.bin/<name>, else name on PATH. It
+// fails the test, never skips it, when there is none: a missing CLI must
+// not look like a pass.
+func Bin(t testing.TB, name string) string {
+	t.Helper()
+	env := "AGENTGATE_" + strings.ToUpper(name) + "_BIN"
+	if p := os.Getenv(env); p != "" {
 		if isExecutable(p) {
 			return p
 		}
-		t.Fatalf("$%s=%q is not an executable file; %s", ClaudeBinEnv, p, InstallHint)
+		t.Fatalf("$%s=%q is not an executable file; %s", env, p, InstallHint)
 		return ""
 	}
 	if root, err := RepoRoot(); err == nil {
-		p := filepath.Join(root, "tools", "agents", "node_modules", ".bin", "claude")
+		p := filepath.Join(root, "tools", "agents", "node_modules", ".bin", name)
 		if isExecutable(p) {
 			return p
 		}
 	}
-	if p, err := exec.LookPath("claude"); err == nil {
+	if p, err := exec.LookPath(name); err == nil {
 		return p
 	}
-	t.Fatalf("the claude CLI is not installed: %s, or set $%s", InstallHint, ClaudeBinEnv)
+	t.Fatalf("the %s CLI is not installed: %s, or set $%s", name, InstallHint, env)
 	return ""
 }
 

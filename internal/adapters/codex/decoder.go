@@ -1,0 +1,652 @@
+package codex
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// The requests the decoder sends, by id. Ids are fixed because each is
+// sent once per run; the interrupt's is the last.
+const (
+	idInitialize = 1
+	idThread     = 2
+	idTurn       = 3
+	idInterrupt  = 4
+)
+
+// The methods of the protocol the decoder calls.
+const (
+	methodInitialize    = "initialize"
+	methodInitialized   = "initialized"
+	methodThreadStart   = "thread/start"
+	methodThreadResume  = "thread/resume"
+	methodTurnStart     = "turn/start"
+	methodTurnInterrupt = "turn/interrupt"
+)
+
+// optOut are notifications the gateway has no use for. Fewer lines to
+// read, and none of them would be reported as agent.unparsed.
+var optOut = []string{
+	"remoteControl/status/changed", "thread/status/changed", "skills/changed",
+	"mcpServer/startupStatus/updated", "app/list/updated", "thread/name/updated",
+	"item/reasoning/summaryPartAdded", "fs/changed",
+}
+
+// decoder holds one run's conversation with codex app-server: it sends
+// initialize, then thread/start (or thread/resume), then turn/start, and
+// maps the server's notifications to events until the root turn
+// completes, when it ends the conversation. Only the root thread's turn
+// ends the run: helper threads (sub-agents) complete their own turns
+// inside it.
+type decoder struct {
+	inv     runs.Invocation
+	methods map[string]string
+
+	out  []byte // to write to stdin
+	done bool   // stdin is to be closed
+
+	mu         sync.Mutex // guards rootThread and rootTurn for Interrupt
+	rootThread string
+	rootTurn   string
+	interrupt  bool // a turn/interrupt was sent
+
+	session    bool               // session.started emitted
+	model      string             // as the server resolved it
+	helpers    map[string]string  // helper thread id → the tool call that started it
+	open       map[string]string  // tool calls started, not completed → name
+	openOrder  []string           // the same, in order
+	messages   map[string]bool    // message ids that had deltas
+	usage      runs.Usage         // summed over every model request of the run
+	result     string             // the root thread's last agent message
+	diff       string             // the root turn's latest diff
+	turnStatus string             // the root turn's final status; "" until it completes
+	turnErr    *turnError         // the root turn's error
+	lastErr    *errorNotification // the last error notification of the root thread
+	rpcErr     *rpcFailure        // an error answer to one of our requests
+	unanswered []string           // server requests declined
+}
+
+// rpcFailure is an error answer to one of the decoder's requests.
+type rpcFailure struct {
+	method string
+	err    rpcError
+}
+
+func newDecoder(inv runs.Invocation, methods map[string]string) *decoder {
+	return &decoder{
+		inv: inv, methods: methods,
+		helpers: map[string]string{}, open: map[string]string{}, messages: map[string]bool{},
+	}
+}
+
+// method returns the name the decoder sends for m.
+func (d *decoder) method(m string) string {
+	if r, ok := d.methods[m]; ok {
+		return r
+	}
+	return m
+}
+
+// send queues one message to the server.
+func (d *decoder) send(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return // every message is built from plain values
+	}
+	d.out = append(append(d.out, b...), '\n')
+}
+
+// Open implements runs.Conversation: the handshake.
+func (d *decoder) Open() []byte {
+	d.send(request{ID: idInitialize, Method: d.method(methodInitialize), Params: initializeParams{
+		ClientInfo:   clientInfo{Name: "agentgate", Title: "agentgate", Version: "1"},
+		Capabilities: capabilities{OptOut: optOut},
+	}})
+	out := d.out
+	d.out = nil
+	return out
+}
+
+// Pending implements runs.Conversation.
+func (d *decoder) Pending() ([]byte, bool) {
+	out := d.out
+	d.out = nil
+	return out, d.done
+}
+
+// Interrupt implements runs.Conversation: turn/interrupt of the root
+// turn, once it has started.
+func (d *decoder) Interrupt() []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.rootTurn == "" || d.interrupt {
+		return nil
+	}
+	d.interrupt = true
+	b, _ := json.Marshal(request{ID: idInterrupt, Method: d.method(methodTurnInterrupt),
+		Params: turnInterruptParams{ThreadID: d.rootThread, TurnID: d.rootTurn}})
+	return append(b, '\n')
+}
+
+// Decode implements runs.Decoder.
+func (d *decoder) Decode(line []byte) []runs.Event {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return nil
+	}
+	var m message
+	if err := json.Unmarshal(line, &m); err != nil {
+		return []runs.Event{unparsed(line, "not JSON: "+err.Error())}
+	}
+	hasID := len(m.ID) > 0 && string(m.ID) != "null"
+	switch {
+	case hasID && m.Method != "":
+		return d.serverRequest(m)
+	case hasID:
+		return d.response(line, m)
+	case m.Method != "":
+		return d.notification(line, m)
+	}
+	return []runs.Event{unparsed(line, "neither a response, a request nor a notification")}
+}
+
+// response handles the answer to one of the decoder's requests.
+func (d *decoder) response(line []byte, m message) []runs.Event {
+	id, err := strconv.Atoi(string(m.ID))
+	if err != nil {
+		return []runs.Event{unparsed(line, "response to an id the gateway never sent")}
+	}
+	if m.Error != nil {
+		return d.failedRequest(id, *m.Error)
+	}
+	switch id {
+	case idInitialize:
+		d.send(notification{Method: d.method(methodInitialized)})
+		d.send(d.threadRequest())
+	case idThread:
+		var r threadResult
+		if err := json.Unmarshal(m.Result, &r); err != nil || r.Thread.ID == "" {
+			return []runs.Event{unparsed(line, "thread result without a thread id")}
+		}
+		d.mu.Lock()
+		d.rootThread = r.Thread.ID
+		d.mu.Unlock()
+		d.model = r.Model
+		d.send(request{ID: idTurn, Method: d.method(methodTurnStart), Params: turnStartParams{
+			ThreadID:     r.Thread.ID,
+			Input:        []inputItem{{Type: "text", Text: d.inv.Spec.Prompt}},
+			Effort:       d.inv.Spec.Effort,
+			OutputSchema: d.inv.Spec.OutputSchema,
+		}})
+		return d.sessionStarted()
+	case idTurn:
+		var r turnResult
+		if err := json.Unmarshal(m.Result, &r); err == nil && r.Turn.ID != "" {
+			d.setRootTurn(r.Turn.ID)
+		}
+	case idInterrupt:
+	default:
+		return []runs.Event{unparsed(line, "response to an id the gateway never sent")}
+	}
+	return nil
+}
+
+// threadRequest starts the run's thread, or resumes the session asked for.
+func (d *decoder) threadRequest() request {
+	s := d.inv.Spec
+	perm := s.Permission
+	if perm == "" {
+		perm = runs.WorkspaceWrite
+	}
+	p := threadParams{
+		Cwd: d.inv.Dir, Model: s.Model, Sandbox: sandboxModes[perm],
+		ApprovalPolicy: "never", DeveloperInstructions: s.SystemPrompt,
+	}
+	if s.ResumeSessionID != "" {
+		p.ThreadID = s.ResumeSessionID
+		return request{ID: idThread, Method: d.method(methodThreadResume), Params: p}
+	}
+	ephemeral := !s.KeepSession
+	p.Ephemeral = &ephemeral
+	return request{ID: idThread, Method: d.method(methodThreadStart), Params: p}
+}
+
+func (d *decoder) setRootTurn(id string) {
+	d.mu.Lock()
+	if d.rootTurn == "" {
+		d.rootTurn = id
+	}
+	d.mu.Unlock()
+}
+
+func (d *decoder) sessionStarted() []runs.Event {
+	if d.session {
+		return nil
+	}
+	d.session = true
+	ev := runs.NewEvent(runs.EventSessionStarted, runs.SessionStartedData{SessionID: d.rootThread, Model: d.model})
+	ev.SessionID = d.rootThread
+	return []runs.Event{ev}
+}
+
+// failedRequest ends the conversation: the server refused to start the
+// run (an unknown session to resume, a method or a parameter this CLI
+// version does not know).
+func (d *decoder) failedRequest(id int, e rpcError) []runs.Event {
+	method := map[int]string{
+		idInitialize: methodInitialize, idThread: methodThreadStart, idTurn: methodTurnStart, idInterrupt: methodTurnInterrupt,
+	}[id]
+	if id == idThread && d.inv.Spec.ResumeSessionID != "" {
+		method = methodThreadResume
+	}
+	if id == idInterrupt {
+		// The turn ended before the interrupt arrived; the stop goes on
+		// with signals if needed.
+		return []runs.Event{warning("interrupt_refused", fmt.Sprintf("turn/interrupt: %s", e.Message))}
+	}
+	if d.rpcErr == nil {
+		d.rpcErr = &rpcFailure{method: method, err: e}
+	}
+	d.done = true
+	return nil
+}
+
+// serverRequest answers a request from the server. With approval policy
+// never none should come; one that does is declined, so that it never
+// waits for an answer that would not come, and reported.
+func (d *decoder) serverRequest(m message) []runs.Event {
+	d.unanswered = append(d.unanswered, m.Method)
+	r := reply{ID: m.ID}
+	switch m.Method {
+	case "item/commandExecution/requestApproval", "item/fileChange/requestApproval":
+		r.Result = map[string]string{"decision": "decline"}
+	case "execCommandApproval", "applyPatchApproval":
+		r.Result = map[string]string{"decision": "denied"}
+	default:
+		r.Error = &rpcError{Code: codeMethodNotFound, Message: "agentgate runs headless and answers no " + m.Method + " request"}
+	}
+	d.send(r)
+	return []runs.Event{warning("request_declined",
+		fmt.Sprintf("Codex asked the client %q; a headless run declines every request", m.Method))}
+}
+
+// notification maps one server notification to events.
+func (d *decoder) notification(line []byte, m message) []runs.Event {
+	switch m.Method {
+	case "thread/started":
+		return nil // the thread/start result already said
+	case "turn/started":
+		var n turnNotification
+		if json.Unmarshal(m.Params, &n) == nil && d.isRoot(n.ThreadID) {
+			d.setRootTurn(n.Turn.ID)
+		}
+		return nil
+	case "item/started", "item/completed":
+		var n itemNotification
+		if err := json.Unmarshal(m.Params, &n); err != nil {
+			return []runs.Event{unparsed(line, "item without an item: "+err.Error())}
+		}
+		return d.scope(n.ThreadID, d.item(n.Item, m.Method == "item/completed", n.ThreadID))
+	case "item/agentMessage/delta":
+		var n deltaNotification
+		if err := json.Unmarshal(m.Params, &n); err != nil {
+			return []runs.Event{unparsed(line, err.Error())}
+		}
+		d.messages[n.ItemID] = true
+		return d.scope(n.ThreadID, []runs.Event{runs.NewEvent(runs.EventMessageDelta,
+			runs.MessageData{MessageID: n.ItemID, Text: n.Delta})})
+	case "item/reasoning/summaryTextDelta", "item/reasoning/textDelta",
+		"item/commandExecution/outputDelta", "item/fileChange/outputDelta", "item/plan/delta",
+		"item/mcpToolCall/progress", "item/commandExecution/terminalInteraction",
+		"item/fileChange/patchUpdated", "serverRequest/resolved", "hook/started", "hook/completed":
+		// The completed item carries the whole text, and output.
+		return nil
+	case "thread/tokenUsage/updated":
+		return d.tokenUsage(line, m)
+	case "turn/diff/updated":
+		var n diffNotification
+		if json.Unmarshal(m.Params, &n) == nil && d.isRoot(n.ThreadID) {
+			d.diff = n.Diff
+		}
+		return nil
+	case "turn/plan/updated":
+		return d.plan(line, m)
+	case "turn/completed":
+		return d.turnCompleted(line, m)
+	case "error":
+		return d.errorNotification(line, m)
+	case "warning", "configWarning", "deprecationNotice", "guardianWarning":
+		var n warningNotification
+		_ = json.Unmarshal(m.Params, &n)
+		msg := n.Message
+		if msg == "" {
+			msg = strings.TrimSpace(n.Summary + " " + n.Details)
+		}
+		return d.scope(n.ThreadID, []runs.Event{warning(kebab(m.Method), msg)})
+	case "account/rateLimits/updated":
+		return d.rateLimits(m)
+	case "model/rerouted":
+		return []runs.Event{warning("model_rerouted", string(m.Params))}
+	case "thread/compacted", "account/updated", "thread/settings/updated", "mcpServer/oauthLogin/completed",
+		"model/verification", "turn/moderationMetadata", "thread/closed", "thread/archived":
+		return nil
+	}
+	return []runs.Event{unparsed(line, "notification the adapter does not map: "+clip(m.Method, 80))}
+}
+
+// isRoot reports whether thread is the run's own thread.
+func (d *decoder) isRoot(thread string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return thread == "" || thread == d.rootThread
+}
+
+// scope marks events of a helper thread with its session and the tool
+// call that started it.
+func (d *decoder) scope(thread string, evs []runs.Event) []runs.Event {
+	if d.isRoot(thread) {
+		for i := range evs {
+			evs[i].SessionID = d.rootThread
+		}
+		return evs
+	}
+	for i := range evs {
+		evs[i].SessionID = thread
+		evs[i].ParentToolCallID = d.helpers[thread]
+	}
+	return evs
+}
+
+// item maps a started or completed thread item.
+func (d *decoder) item(it item, completed bool, thread string) []runs.Event {
+	switch it.Type {
+	case "userMessage", "hookPrompt", "contextCompaction", "enteredReviewMode", "exitedReviewMode", "sleep":
+		return nil
+	case "agentMessage":
+		if !completed {
+			return nil
+		}
+		if d.isRoot(thread) {
+			d.result = it.Text
+		}
+		return []runs.Event{runs.NewEvent(runs.EventMessageCompleted, runs.MessageData{MessageID: it.ID, Text: it.Text})}
+	case "reasoning":
+		if !completed {
+			return nil
+		}
+		var content []string
+		_ = json.Unmarshal(it.Content, &content)
+		text, vis := strings.Join(content, "\n"), runs.VisibilityFull
+		if text == "" {
+			text, vis = strings.Join(it.Summary, "\n"), runs.VisibilitySummary
+		}
+		if text == "" {
+			vis = runs.VisibilityRedacted
+		}
+		return []runs.Event{runs.NewEvent(runs.EventReasoningCompleted, runs.ReasoningData{Text: text, Visibility: vis})}
+	case "plan":
+		if !completed {
+			return nil
+		}
+		return []runs.Event{runs.NewEvent(runs.EventMessageCompleted, runs.MessageData{MessageID: it.ID, Text: it.Text})}
+	case "commandExecution":
+		if !completed {
+			return d.toolStarted(it.ID, "shell", map[string]string{"command": it.Command, "cwd": it.Cwd})
+		}
+		failed := it.Status == "failed" || it.Status == "declined" || (it.ExitCode != nil && *it.ExitCode != 0)
+		out := it.AggregatedOutput
+		if it.Status == "declined" && out == "" {
+			out = "declined by the sandbox policy"
+		}
+		return d.toolCompleted(it.ID, "shell", map[string]string{"command": it.Command, "cwd": it.Cwd}, out, failed)
+	case "fileChange":
+		paths := make([]string, 0, len(it.Changes))
+		for _, c := range it.Changes {
+			paths = append(paths, d.relative(c.Path))
+		}
+		input := map[string]any{"paths": paths}
+		if !completed {
+			return d.toolStarted(it.ID, "apply_patch", input)
+		}
+		var evs []runs.Event
+		for _, c := range it.Changes {
+			evs = append(evs, runs.NewEvent(runs.EventFileChanged, runs.FileChangedData{
+				Path: d.relative(c.Path), Kind: changeKind(c.Kind.Type), MovePath: d.relative(c.Kind.MovePath),
+				Diff: c.Diff, Status: it.Status, ToolCallID: it.ID,
+			}))
+		}
+		return append(evs, d.toolCompleted(it.ID, "apply_patch", input, it.Status, it.Status != "completed")...)
+	case "mcpToolCall":
+		name := "mcp__" + it.Server + "__" + it.Tool
+		if !completed {
+			return d.toolStarted(it.ID, name, it.Arguments)
+		}
+		out, failed := string(it.Result), len(it.Error) > 0 && string(it.Error) != "null"
+		if failed {
+			out = string(it.Error)
+		}
+		return d.toolCompleted(it.ID, name, it.Arguments, out, failed || it.Status == "failed")
+	case "dynamicToolCall":
+		if !completed {
+			return d.toolStarted(it.ID, it.Tool, it.Arguments)
+		}
+		return d.toolCompleted(it.ID, it.Tool, it.Arguments, it.Status, it.Status == "failed")
+	case "collabAgentToolCall":
+		for _, t := range it.ReceiverThreadIDs {
+			d.helpers[t] = it.ID
+		}
+		input := map[string]any{"prompt": it.Prompt, "threads": it.ReceiverThreadIDs}
+		if !completed {
+			return d.toolStarted(it.ID, "agent_"+it.Tool, input)
+		}
+		return d.toolCompleted(it.ID, "agent_"+it.Tool, input, it.Status, it.Status == "failed")
+	case "webSearch":
+		if !completed {
+			return d.toolStarted(it.ID, "web_search", map[string]string{"query": it.Query})
+		}
+		return d.toolCompleted(it.ID, "web_search", map[string]string{"query": it.Query}, "", false)
+	case "imageView", "imageGeneration", "subAgentActivity", "functionCallOutput":
+		if !completed {
+			return d.toolStarted(it.ID, it.Type, map[string]string{})
+		}
+		return d.toolCompleted(it.ID, it.Type, map[string]string{}, it.Status, it.Status == "failed")
+	}
+	raw, _ := json.Marshal(it)
+	return []runs.Event{unparsed(raw, "item type the adapter does not map: "+clip(it.Type, 80))}
+}
+
+// toolStarted opens a tool call.
+func (d *decoder) toolStarted(id, name string, input any) []runs.Event {
+	if _, ok := d.open[id]; ok {
+		return nil
+	}
+	d.open[id] = name
+	d.openOrder = append(d.openOrder, id)
+	return []runs.Event{runs.NewEvent(runs.EventToolCallStarted, runs.ToolCallStartedData{ID: id, Name: name, Input: rawJSON(input)})}
+}
+
+// toolCompleted closes a tool call, opening it first if its start was
+// never seen.
+func (d *decoder) toolCompleted(id, name string, input any, output string, failed bool) []runs.Event {
+	var evs []runs.Event
+	if _, ok := d.open[id]; !ok {
+		evs = d.toolStarted(id, name, input)
+	}
+	delete(d.open, id)
+	return append(evs, runs.NewEvent(runs.EventToolCallCompleted, runs.ToolCallCompletedData{ID: id, Output: output, IsError: failed}))
+}
+
+// relative returns path relative to the run's directory when it is inside
+// it, so that clients see the paths they know.
+func (d *decoder) relative(path string) string {
+	if path == "" || d.inv.Dir == "" {
+		return path
+	}
+	if rel, err := filepath.Rel(d.inv.Dir, path); err == nil && filepath.IsLocal(rel) {
+		return rel
+	}
+	return path
+}
+
+func changeKind(k string) string {
+	switch k {
+	case "add":
+		return runs.ChangeAdd
+	case "delete":
+		return runs.ChangeDelete
+	}
+	return runs.ChangeUpdate
+}
+
+// tokenUsage adds one model request's usage. Codex sends it once per
+// request, with `last` that request and `total` the whole thread, which
+// after a resume includes earlier runs. Adding up `last` counts this
+// run's requests only, helper threads' included: they were billed too.
+func (d *decoder) tokenUsage(line []byte, m message) []runs.Event {
+	var n tokenUsageNotification
+	if err := json.Unmarshal(m.Params, &n); err != nil {
+		return []runs.Event{unparsed(line, err.Error())}
+	}
+	d.usage = d.usage.Add(normalize(n.TokenUsage.Last))
+	return []runs.Event{runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: d.usage})}
+}
+
+// normalize maps Codex's counters onto the gateway's: both count cached
+// input in the input and reasoning in the output already.
+func normalize(t tokenBreakdown) runs.Usage {
+	return runs.Usage{
+		InputTokens: nonNeg(t.Input), CacheReadTokens: nonNeg(t.Cached), CacheWriteTokens: nonNeg(t.CacheWrite),
+		OutputTokens: nonNeg(t.Output), ReasoningTokens: nonNeg(t.Reasoning),
+	}
+}
+
+func nonNeg(n int64) int64 { return max(n, 0) }
+
+func (d *decoder) plan(line []byte, m message) []runs.Event {
+	var n planNotification
+	if err := json.Unmarshal(m.Params, &n); err != nil {
+		return []runs.Event{unparsed(line, err.Error())}
+	}
+	steps := make([]runs.PlanStep, 0, len(n.Plan))
+	for _, s := range n.Plan {
+		status := runs.StepPending
+		switch s.Status {
+		case "inProgress":
+			status = runs.StepInProgress
+		case "completed":
+			status = runs.StepCompleted
+		}
+		steps = append(steps, runs.PlanStep{Step: s.Step, Status: status})
+	}
+	return d.scope(n.ThreadID, []runs.Event{runs.NewEvent(runs.EventPlanUpdated, runs.PlanUpdatedData{Explanation: n.Explanation, Steps: steps})})
+}
+
+// turnCompleted ends the run when the root thread's turn completed; a
+// helper thread's turn ending changes nothing.
+func (d *decoder) turnCompleted(line []byte, m message) []runs.Event {
+	var n turnNotification
+	if err := json.Unmarshal(m.Params, &n); err != nil {
+		return []runs.Event{unparsed(line, err.Error())}
+	}
+	d.mu.Lock()
+	root := n.ThreadID == d.rootThread && (d.rootTurn == "" || n.Turn.ID == d.rootTurn)
+	d.mu.Unlock()
+	if !root {
+		return nil
+	}
+	d.turnStatus, d.turnErr = n.Turn.Status, n.Turn.Error
+	if d.turnStatus == "" {
+		d.turnStatus = "completed"
+	}
+	for _, it := range n.Turn.Items {
+		if it.Type == "agentMessage" && it.Text != "" {
+			d.result = it.Text
+		}
+	}
+	d.done = true
+	return nil
+}
+
+// errorNotification reports a failure Codex will retry as a rate_limit or
+// warning; a final one is kept for the outcome, which turn/completed
+// usually repeats.
+func (d *decoder) errorNotification(line []byte, m message) []runs.Event {
+	var n errorNotification
+	if err := json.Unmarshal(m.Params, &n); err != nil {
+		return []runs.Event{unparsed(line, err.Error())}
+	}
+	if !n.WillRetry {
+		if d.isRoot(n.ThreadID) {
+			d.lastErr = &n
+		}
+		return nil
+	}
+	c := classify(n.Error)
+	if c.class == runs.RateLimited {
+		return d.scope(n.ThreadID, []runs.Event{runs.NewEvent(runs.EventRateLimit, runs.RateLimitData{Status: c.status, Error: n.Error.Message})})
+	}
+	return d.scope(n.ThreadID, []runs.Event{warning("retrying", n.Error.Message)})
+}
+
+// rateLimits reports an account limit that was reached. Codex sends a
+// snapshot after each request; most say nothing was reached.
+func (d *decoder) rateLimits(m message) []runs.Event {
+	var n rateLimitsNotification
+	if json.Unmarshal(m.Params, &n) != nil {
+		return nil
+	}
+	reached := strings.Trim(string(n.RateLimits.RateLimitReachedType), `"`)
+	if reached == "" || reached == "null" {
+		return nil
+	}
+	return []runs.Event{runs.NewEvent(runs.EventRateLimit, runs.RateLimitData{Error: "account rate limit reached: " + reached})}
+}
+
+func rawJSON(v any) json.RawMessage {
+	if raw, ok := v.(json.RawMessage); ok {
+		if len(raw) == 0 || string(raw) == "null" {
+			return json.RawMessage(`{}`)
+		}
+		return raw
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage(`{}`)
+	}
+	return b
+}
+
+// kebab turns a method such as "configWarning" into a warning code,
+// config_warning.
+func kebab(method string) string {
+	var b strings.Builder
+	for i, r := range method {
+		switch {
+		case r >= 'A' && r <= 'Z':
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			b.WriteRune(r + 'a' - 'A')
+		case r == '/':
+			b.WriteByte('_')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func unparsed(line []byte, reason string) runs.Event {
+	return runs.NewEvent(runs.EventAgentUnparsed, runs.UnparsedData{Line: string(line), Bytes: len(line), Reason: reason})
+}
+
+func warning(code, msg string) runs.Event {
+	return runs.NewEvent(runs.EventWarning, runs.WarningData{Code: code, Message: msg})
+}

@@ -1,0 +1,237 @@
+package codex
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Finish implements runs.Decoder. The root turn's completion decides the
+// outcome; without one (the server refused a request, or the process
+// died) the refusal or the exit does.
+func (d *decoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
+	out := runs.Outcome{
+		Usage: d.usage, SessionID: d.rootThread, Model: d.model, Result: d.result, Diff: d.diff,
+	}
+	// Tool calls still open were cut short by the end of the turn.
+	for _, id := range d.openOrder {
+		if _, ok := d.open[id]; ok {
+			out.Events = append(out.Events, d.scope("", []runs.Event{runs.NewEvent(runs.EventToolCallCompleted,
+				runs.ToolCallCompletedData{ID: id, Output: "the turn ended before the tool call completed", IsError: true})})...)
+		}
+	}
+	switch {
+	case d.turnStatus == "completed":
+		out.Status, out.StopReason = runs.Succeeded, "completed"
+		if len(d.inv.Spec.OutputSchema) > 0 {
+			if json.Valid([]byte(d.result)) && strings.HasPrefix(strings.TrimSpace(d.result), "{") {
+				out.StructuredOutput = json.RawMessage(strings.TrimSpace(d.result))
+			} else {
+				out.Status = runs.Failed
+				out.Error = runs.NewRunError(runs.APIError, "the final message is not the JSON object output_schema asked for",
+					"check the schema, or the model's support for structured output")
+			}
+		}
+		return out
+	case d.turnStatus == "failed":
+		e := d.turnErr
+		if e == nil && d.lastErr != nil {
+			e = &d.lastErr.Error
+		}
+		if e == nil {
+			e = &turnError{Message: "the turn failed without an error"}
+		}
+		out.Status, out.StopReason, out.Error = runs.Failed, "failed", classify(*e).runError(*e)
+		return out
+	case d.turnStatus == "interrupted":
+		// Interrupted by the gateway, whose verdict (cancelled, timed out)
+		// then replaces this one, or by something else.
+		out.Status, out.StopReason = runs.Failed, "interrupted"
+		out.Error = runs.NewRunError(runs.AgentCrashed, "the turn was interrupted", "")
+		return out
+	case d.turnStatus != "":
+		out.Status = runs.Failed
+		out.Error = runs.NewRunError(runs.AgentCrashed, fmt.Sprintf("the turn ended with status %q", d.turnStatus), "")
+		return out
+	case d.rpcErr != nil:
+		out.Status, out.Error = runs.Failed, d.requestError()
+		return out
+	}
+	out.Status, out.Error = runs.Failed, exitError(exit, stderrTail, d.inv.CLIVersion)
+	return out
+}
+
+// requestError classifies the server's refusal of one of our requests.
+func (d *decoder) requestError() *runs.RunError {
+	e := d.rpcErr.err
+	msg := fmt.Sprintf("%s: %s", d.rpcErr.method, e.Message)
+	switch {
+	case d.rpcErr.method == methodThreadResume && strings.Contains(e.Message, "no rollout found"):
+		return runs.NewRunError(runs.APIError, msg,
+			"the session was not kept (runs are ephemeral unless keep_session is true) or lives in another Codex home")
+	case e.Code == codeMethodNotFound || e.Code == codeInvalidParams || isRejection(e.Message):
+		return flagRejected(msg, d.inv.CLIVersion)
+	}
+	return runs.NewRunError(runs.APIError, msg, "")
+}
+
+// isRejection reports whether a JSON-RPC error message says the CLI does
+// not know a method or parameter (serde's words for an unknown variant or
+// field).
+func isRejection(msg string) bool {
+	for _, s := range []string{"unknown variant", "unknown field", "unknown method", "method not found", "missing field"} {
+		if strings.Contains(strings.ToLower(msg), s) {
+			return true
+		}
+	}
+	return false
+}
+
+func flagRejected(msg, installed string) *runs.RunError {
+	if installed == "" {
+		installed = "unknown"
+	}
+	return runs.NewRunError(runs.FlagRejected, msg,
+		fmt.Sprintf("codex %s rejected what the gateway sends; the adapter was verified with codex %s: install it with `%s`",
+			installed, VerifiedVersion, InstallCommand))
+}
+
+// exitError classifies a process that ended without finishing its turn.
+func exitError(exit runs.Exit, stderrTail []byte, version string) *runs.RunError {
+	tail := lastLines(stderrTail, 3)
+	low := strings.ToLower(tail)
+	switch {
+	case exit.Signal != "":
+		return runs.NewRunError(runs.ProcessKilled, fmt.Sprintf("codex was killed by %s before its turn completed", exit.Signal), "")
+	case strings.Contains(low, "unexpected argument") || strings.Contains(low, "unknown feature") ||
+		strings.Contains(low, "unrecognized subcommand") || strings.Contains(low, "invalid value"):
+		return flagRejected("codex refused its command line: "+tail, version)
+	case strings.Contains(low, "config.toml") || strings.Contains(low, "error loading config"):
+		return runs.NewRunError(runs.AgentCrashed, "codex could not load its configuration: "+tail, "fix config.toml in the Codex home")
+	}
+	msg := fmt.Sprintf("codex exited with code %d before its turn completed", exit.Code)
+	if tail != "" {
+		msg += ": " + tail
+	}
+	return runs.NewRunError(runs.AgentCrashed, msg, "")
+}
+
+// class is the verdict on one Codex error.
+type class struct {
+	class  runs.Class
+	status int // the HTTP status, when Codex said
+	hint   string
+}
+
+func (c class) runError(e turnError) *runs.RunError {
+	msg := e.Message
+	if c.class == runs.APIError {
+		msg = bodyMessage(msg)
+	}
+	return runs.NewRunError(c.class, msg, c.hint)
+}
+
+// classify reads codexErrorInfo, Codex's own classification, first. Only
+// what it leaves open ("other", no status) is read from the message:
+// a missing key variable, and a 400 whose raw body is the message.
+func classify(e turnError) class {
+	info, status := errorInfo(e.Info)
+	switch info {
+	case "unauthorized":
+		return class{class: runs.NotAuthenticated, status: 401, hint: authHint}
+	case "usageLimitExceeded", "rateLimitExceeded":
+		return class{class: runs.RateLimited, status: 429}
+	case "serverOverloaded", "internalServerError", "flexUnavailable", "policyCapacityUnavailable":
+		return class{class: runs.TransientAPIError, status: status}
+	case "contextWindowExceeded":
+		return class{class: runs.ContextExceeded, hint: "shorten the prompt, or start a new session instead of resuming"}
+	case "sessionBudgetExceeded":
+		return class{class: runs.BudgetExceeded}
+	case "cyberPolicy", "bioPolicy", "misalignmentPolicyViolation", "inferenceHookDenied":
+		return class{class: runs.Refused}
+	case "badRequest", "modelNotFound":
+		return class{class: runs.APIError, status: 400}
+	case "responseStreamDisconnected", "responseStreamConnectionFailed", "httpConnectionFailed", "responseTooManyFailedAttempts":
+		switch {
+		case status == 401 || status == 403:
+			return class{class: runs.NotAuthenticated, status: status, hint: authHint}
+		case status == 429:
+			return class{class: runs.RateLimited, status: status}
+		case status >= 400 && status < 500 && status != 408:
+			return class{class: runs.APIError, status: status}
+		}
+		// A 5xx, a timeout, a dropped or idle stream: worth another try.
+		return class{class: runs.TransientAPIError, status: status}
+	}
+	msg := strings.TrimSpace(e.Message)
+	switch {
+	case strings.HasPrefix(msg, "Missing environment variable"):
+		return class{class: runs.NotAuthenticated, hint: "set the variable named for the gateway; it is passed to Codex"}
+	case strings.HasPrefix(msg, "{") && json.Valid([]byte(msg)):
+		return class{class: runs.APIError, status: 400}
+	}
+	return class{class: runs.APIError, status: status}
+}
+
+const authHint = "check the API key of the model provider configured in the Codex home (its env_key variable, or `codex login`)"
+
+// errorInfo splits codexErrorInfo into its name and HTTP status: "other",
+// or {"httpConnectionFailed":{"httpStatusCode":401}}.
+func errorInfo(raw json.RawMessage) (string, int) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", 0
+	}
+	var name string
+	if json.Unmarshal(raw, &name) == nil {
+		return name, 0
+	}
+	var obj map[string]struct {
+		Status *int `json:"httpStatusCode"`
+	}
+	if json.Unmarshal(raw, &obj) != nil {
+		return "", 0
+	}
+	for k, v := range obj {
+		if v.Status != nil {
+			return k, *v.Status
+		}
+		return k, 0
+	}
+	return "", 0
+}
+
+// bodyMessage returns the message of an OpenAI error body, which Codex
+// passes on raw for a 400, or msg itself.
+func bodyMessage(msg string) string {
+	var body struct {
+		Error struct {
+			Message string `json:"message"`
+			Code    string `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(msg), &body) == nil && body.Error.Message != "" {
+		if body.Error.Code != "" {
+			return body.Error.Message + " (" + body.Error.Code + ")"
+		}
+		return body.Error.Message
+	}
+	return msg
+}
+
+// lastLines returns the last n non-empty lines of b, joined by " | ".
+func lastLines(b []byte, n int) string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return clip(strings.Join(lines, " | "), 1000)
+}

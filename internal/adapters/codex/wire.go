@@ -1,0 +1,249 @@
+package codex
+
+import "encoding/json"
+
+// The app-server protocol as far as the adapter reads it: JSON-RPC 2.0
+// without the "jsonrpc" member, one object per line. Every struct is
+// lenient: unknown members are ignored, and a member that is missing
+// or of another type leaves its zero value, so that a newer CLI adding
+// fields changes nothing here.
+
+// message is any line from the server: a response (id with result or
+// error), a notification (method and params) or a request to the client
+// (id, method and params).
+type message struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *rpcError       `json:"error"`
+}
+
+type rpcError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// The JSON-RPC error codes the adapter tells apart.
+const (
+	codeInvalidRequest = -32600
+	codeMethodNotFound = -32601
+	codeInvalidParams  = -32602
+)
+
+// request is a message to the server.
+type request struct {
+	ID     int    `json:"id"`
+	Method string `json:"method"`
+	Params any    `json:"params,omitempty"`
+}
+
+// notification is a message to the server that has no answer.
+type notification struct {
+	Method string `json:"method"`
+}
+
+// reply answers a server→client request.
+type reply struct {
+	ID     json.RawMessage `json:"id"`
+	Result any             `json:"result,omitempty"`
+	Error  *rpcError       `json:"error,omitempty"`
+}
+
+type initializeParams struct {
+	ClientInfo   clientInfo   `json:"clientInfo"`
+	Capabilities capabilities `json:"capabilities"`
+}
+
+type clientInfo struct {
+	Name    string `json:"name"`
+	Title   string `json:"title"`
+	Version string `json:"version"`
+}
+
+type capabilities struct {
+	// OptOut names notifications the gateway has no use for, so that the
+	// server does not send them.
+	OptOut []string `json:"optOutNotificationMethods,omitempty"`
+}
+
+// threadParams are the parameters of thread/start and thread/resume.
+type threadParams struct {
+	ThreadID              string `json:"threadId,omitempty"`
+	Cwd                   string `json:"cwd"`
+	Model                 string `json:"model,omitempty"`
+	Sandbox               string `json:"sandbox"`
+	ApprovalPolicy        string `json:"approvalPolicy"`
+	DeveloperInstructions string `json:"developerInstructions,omitempty"`
+	// Ephemeral is only sent to thread/start; a resumed thread keeps
+	// being recorded where it is.
+	Ephemeral *bool `json:"ephemeral,omitempty"`
+}
+
+type turnStartParams struct {
+	ThreadID     string          `json:"threadId"`
+	Input        []inputItem     `json:"input"`
+	Effort       string          `json:"effort,omitempty"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+}
+
+type inputItem struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type turnInterruptParams struct {
+	ThreadID string `json:"threadId"`
+	TurnID   string `json:"turnId"`
+}
+
+// threadResult is the result of thread/start and thread/resume.
+type threadResult struct {
+	Thread struct {
+		ID string `json:"id"`
+	} `json:"thread"`
+	Model         string `json:"model"`
+	ModelProvider string `json:"modelProvider"`
+}
+
+type turnResult struct {
+	Turn turn `json:"turn"`
+}
+
+type turn struct {
+	ID     string          `json:"id"`
+	Status string          `json:"status"`
+	Error  *turnError      `json:"error"`
+	Items  []item          `json:"items"`
+	Raw    json.RawMessage `json:"-"`
+}
+
+// turnError is a failed turn's error. Info is codexErrorInfo: a string
+// such as "contextWindowExceeded", or an object with one member such as
+// {"httpConnectionFailed":{"httpStatusCode":401}}.
+type turnError struct {
+	Message           string          `json:"message"`
+	Info              json.RawMessage `json:"codexErrorInfo"`
+	AdditionalDetails string          `json:"additionalDetails"`
+}
+
+// item is a thread item. Only the members of the types the adapter maps
+// are listed; the rest stay in the raw line.
+type item struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
+
+	// agentMessage
+	Text string `json:"text"`
+	// reasoning: Summary, and Content, which is a list of strings here
+	// but of input objects in a userMessage.
+	Summary []string        `json:"summary"`
+	Content json.RawMessage `json:"content"`
+	// commandExecution
+	Command          string `json:"command"`
+	Cwd              string `json:"cwd"`
+	AggregatedOutput string `json:"aggregatedOutput"`
+	ExitCode         *int   `json:"exitCode"`
+	Status           string `json:"status"`
+	// fileChange
+	Changes []fileChange `json:"changes"`
+	// mcpToolCall, dynamicToolCall, collabAgentToolCall
+	Server            string          `json:"server"`
+	Tool              string          `json:"tool"`
+	Arguments         json.RawMessage `json:"arguments"`
+	Result            json.RawMessage `json:"result"`
+	Error             json.RawMessage `json:"error"`
+	Prompt            string          `json:"prompt"`
+	ReceiverThreadIDs []string        `json:"receiverThreadIds"`
+	// webSearch
+	Query string `json:"query"`
+}
+
+type fileChange struct {
+	Path string `json:"path"`
+	Kind struct {
+		Type     string `json:"type"`
+		MovePath string `json:"move_path"`
+	} `json:"kind"`
+	Diff string `json:"diff"`
+}
+
+// scoped is the part of most notifications that says where they belong.
+type scoped struct {
+	ThreadID string `json:"threadId"`
+	TurnID   string `json:"turnId"`
+}
+
+type itemNotification struct {
+	scoped
+	Item item `json:"item"`
+}
+
+type deltaNotification struct {
+	scoped
+	ItemID string `json:"itemId"`
+	Delta  string `json:"delta"`
+}
+
+type turnNotification struct {
+	ThreadID string `json:"threadId"`
+	Turn     turn   `json:"turn"`
+}
+
+type tokenUsageNotification struct {
+	scoped
+	TokenUsage struct {
+		Total tokenBreakdown `json:"total"`
+		Last  tokenBreakdown `json:"last"`
+	} `json:"tokenUsage"`
+}
+
+// tokenBreakdown is Codex's usage: input includes cached input, output
+// includes reasoning, as the Responses API reports them.
+type tokenBreakdown struct {
+	Total      int64 `json:"totalTokens"`
+	Input      int64 `json:"inputTokens"`
+	Cached     int64 `json:"cachedInputTokens"`
+	CacheWrite int64 `json:"cacheWriteInputTokens"`
+	Output     int64 `json:"outputTokens"`
+	Reasoning  int64 `json:"reasoningOutputTokens"`
+}
+
+type errorNotification struct {
+	scoped
+	Error     turnError `json:"error"`
+	WillRetry bool      `json:"willRetry"`
+}
+
+type diffNotification struct {
+	scoped
+	Diff string `json:"diff"`
+}
+
+type planNotification struct {
+	scoped
+	Explanation string `json:"explanation"`
+	Plan        []struct {
+		Step   string `json:"step"`
+		Status string `json:"status"`
+	} `json:"plan"`
+}
+
+type warningNotification struct {
+	ThreadID string `json:"threadId"`
+	Message  string `json:"message"`
+	Summary  string `json:"summary"`
+	Details  string `json:"details"`
+}
+
+type rateLimitsNotification struct {
+	RateLimits struct {
+		LimitID              string          `json:"limitId"`
+		RateLimitReachedType json.RawMessage `json:"rateLimitReachedType"`
+		Primary              *struct {
+			UsedPercent float64 `json:"usedPercent"`
+			ResetsAt    int64   `json:"resetsAt"`
+		} `json:"primary"`
+	} `json:"rateLimits"`
+}
