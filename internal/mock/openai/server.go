@@ -1,0 +1,543 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultModel is the model a response names when the request named none.
+const DefaultModel = "mock-model"
+
+// maxBody bounds a request body; a Codex request is about 41 KB and grows
+// with the history it replays.
+const maxBody = 64 << 20
+
+// createdAt is the fixed created_at of every response, so that answers
+// do not depend on the clock.
+const createdAt = 1790000000
+
+// Server is a mock OpenAI Responses API on a loopback address. It answers
+// POST /v1/responses (and /responses) from its Scenario and everything else
+// with a 404 OpenAI error. Every request is kept in its ledger.
+type Server struct {
+	// URL is the base URL, "http://127.0.0.1:PORT/v1", for a Codex
+	// model provider's base_url.
+	URL string
+
+	srv       *http.Server
+	serveDone chan struct{}
+	// done is closed by Close; hung and stalled handlers watch it so
+	// that Close never waits on a client.
+	done chan struct{}
+
+	mu       sync.Mutex
+	closed   bool
+	active   sync.WaitGroup // handlers in flight; Add only under mu while !closed
+	seq      int
+	callSeq  int
+	ledger   []*Entry
+	limit    int
+	scMu     sync.Mutex // serialises Scenario.Respond
+	scenario Scenario
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// LedgerLimit keeps only the last n entries of the ledger (n > 0), for a
+// long-running server; by default every entry is kept.
+func LedgerLimit(n int) Option { return func(s *Server) { s.limit = n } }
+
+// Start serves sc on addr, which must be a loopback address
+// ("127.0.0.1:0" picks a free port). The caller must Close the server.
+func Start(addr string, sc Scenario, opts ...Option) (*Server, error) {
+	if sc == nil {
+		return nil, errors.New("mock openai: nil scenario")
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("mock openai: address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("mock openai: address %q is not loopback", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("mock openai: listen: %w", err)
+	}
+	s := &Server{
+		URL:       "http://" + ln.Addr().String() + "/v1",
+		serveDone: make(chan struct{}),
+		done:      make(chan struct{}),
+		scenario:  sc,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(s.serveDone)
+		_ = s.srv.Serve(ln) // returns http.ErrServerClosed after Close
+	}()
+	return s, nil
+}
+
+// Close stops the server: hung and stalled requests are dropped without
+// an answer, and Close returns once every handler has returned. It is
+// safe to call more than once.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		<-s.serveDone
+		return
+	}
+	s.closed = true
+	close(s.done)
+	s.mu.Unlock()
+	_ = s.srv.Close()
+	s.active.Wait()
+	<-s.serveDone
+}
+
+// Ledger returns a copy of the entries kept so far, oldest first.
+func (s *Server) Ledger() Ledger {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(Ledger, len(s.ledger))
+	for i, e := range s.ledger {
+		out[i] = *e
+	}
+	return out
+}
+
+// Reset empties the ledger.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	s.ledger = nil
+	s.mu.Unlock()
+}
+
+// Entry is one request the server received and what it answered.
+type Entry struct {
+	Request Request
+	// Status is the status sent: 0 while the request is unanswered and
+	// for a hung one, 200 for a stalled stream.
+	Status int
+	// Hung is set for a request the scenario left unanswered (Hang, or
+	// Stall on a non-streamed request).
+	Hung bool
+	// Stalled is set for a stream the scenario stalled.
+	Stalled bool
+	// Billed is the usage the answer reported to the client: the usage
+	// of response.completed (or of the non-streamed response object)
+	// once it was written in full; zero for everything else.
+	Billed Usage
+}
+
+// Ledger is the server's record of requests.
+type Ledger []Entry
+
+// Responses returns the entries for POST /v1/responses and /responses.
+func (l Ledger) Responses() Ledger {
+	var out Ledger
+	for _, e := range l {
+		if e.Request.Method == http.MethodPost && isResponses(e.Request.Path) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Billed returns the sum of the usage billed by the entries.
+func (l Ledger) Billed() Usage {
+	var u Usage
+	for _, e := range l {
+		u = u.Add(e.Billed)
+	}
+	return u
+}
+
+func isResponses(path string) bool { return path == "/v1/responses" || path == "/responses" }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		panic(http.ErrAbortHandler)
+	}
+	s.active.Add(1)
+	s.seq++
+	e := &Entry{Request: Request{
+		Seq: s.seq, Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(),
+	}}
+	s.mu.Unlock()
+	defer s.active.Done()
+
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	e.Request.BodyBytes = len(body)
+	isPost := r.Method == http.MethodPost && isResponses(r.URL.Path)
+	if isPost && err == nil {
+		if perr := e.Request.parseBody(body); perr != nil {
+			e.Request.ParseError = perr.Error()
+		}
+	}
+	s.record(e)
+
+	switch {
+	case err != nil:
+		s.sendError(w, e, http.StatusRequestEntityTooLarge, &APIError{Type: "invalid_request_error", Message: err.Error()}, "")
+	case !isPost:
+		// The API's own answer to an unknown route.
+		s.sendError(w, e, http.StatusNotFound, &APIError{Type: "invalid_request_error",
+			Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)}, "")
+	case e.Request.ParseError != "":
+		s.sendError(w, e, http.StatusBadRequest, &APIError{Type: "invalid_request_error",
+			Message: "We could not parse the JSON body of your request: " + e.Request.ParseError}, "")
+	default:
+		s.scMu.Lock()
+		resp := s.scenario.Respond(&e.Request)
+		s.scMu.Unlock()
+		s.answer(w, r, e, resp)
+	}
+}
+
+func (s *Server) record(e *Entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ledger = append(s.ledger, e)
+	if s.limit > 0 && len(s.ledger) > s.limit {
+		s.ledger = append([]*Entry(nil), s.ledger[len(s.ledger)-s.limit:]...)
+	}
+}
+
+func (s *Server) setStatus(e *Entry, status int, billed Usage) {
+	s.mu.Lock()
+	e.Status, e.Billed = status, billed
+	s.mu.Unlock()
+}
+
+// wait blocks until d passed (true), or until the client went away or the
+// server closed (false). d < 0 waits for those alone.
+func (s *Server) wait(r *http.Request, d time.Duration) bool {
+	var after <-chan time.Time
+	if d >= 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		after = t.C
+	}
+	select {
+	case <-after:
+		return true
+	case <-r.Context().Done():
+	case <-s.done:
+	}
+	return false
+}
+
+// abort ends a handler without an answer: net/http drops the connection
+// instead of completing the response a returning handler implies.
+func abort() { panic(http.ErrAbortHandler) }
+
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, e *Entry, resp Response) {
+	if resp.Delay > 0 && !s.wait(r, resp.Delay) {
+		abort()
+	}
+	if resp.Hang || (resp.Stall && !e.Request.Stream) {
+		s.mu.Lock()
+		e.Hung = true
+		s.mu.Unlock()
+		s.wait(r, -1)
+		abort()
+	}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.Header().Set("X-Request-Id", fmt.Sprintf("req_mock_%04d", e.Request.Seq))
+	if resp.Status >= 400 {
+		s.sendError(w, e, resp.Status, resp.Error, resp.RawBody)
+		return
+	}
+	out := s.complete(resp, &e.Request)
+	if !e.Request.Stream {
+		s.sendJSON(w, e, out)
+		return
+	}
+	s.sendStream(w, r, e, out)
+}
+
+// reply is a 200 response with its defaults filled in.
+type reply struct {
+	id     string
+	model  string
+	items  []Item
+	usage  Usage
+	failed *ResponseError
+	stall  bool
+}
+
+// complete fills the defaults of a 200 answer: model and call ids.
+func (s *Server) complete(resp Response, req *Request) reply {
+	a := reply{id: fmt.Sprintf("resp_mock_%04d", req.Seq), model: resp.Model, usage: resp.Usage,
+		failed: resp.Failed, stall: resp.Stall}
+	if a.model == "" {
+		a.model = req.Model
+	}
+	if a.model == "" {
+		a.model = DefaultModel
+	}
+	a.items = make([]Item, len(resp.Items))
+	copy(a.items, resp.Items)
+	s.mu.Lock()
+	for i := range a.items {
+		if a.items[i].Type == "function_call" && a.items[i].CallID == "" {
+			s.callSeq++
+			a.items[i].CallID = fmt.Sprintf("call_mock_%04d", s.callSeq)
+		}
+		if a.items[i].Type == "function_call" && a.items[i].Arguments == "" {
+			a.items[i].Arguments = "{}"
+		}
+	}
+	s.mu.Unlock()
+	return a
+}
+
+// itemID is the id of output item i of a response.
+func itemID(a reply, i int, it Item) string {
+	prefix := map[string]string{"reasoning": "rs", "message": "msg", "function_call": "fc"}[it.Type]
+	if prefix == "" {
+		prefix = "item"
+	}
+	return fmt.Sprintf("%s_%s_%d", prefix, strings.TrimPrefix(a.id, "resp_"), i)
+}
+
+// StatusError returns the error body the API sends with status.
+func StatusError(status int) *APIError {
+	switch status {
+	case 400:
+		return &APIError{Type: "invalid_request_error", Code: "invalid_request", Message: "Invalid request: unsupported parameter"}
+	case 401:
+		return &APIError{Type: "invalid_request_error", Code: "invalid_api_key", Message: "Incorrect API key provided"}
+	case 403:
+		return &APIError{Type: "invalid_request_error", Code: "unsupported_country_region_territory", Message: "Country, region, or territory not supported"}
+	case 404:
+		return &APIError{Type: "invalid_request_error", Code: "model_not_found", Message: "The model does not exist or you do not have access to it."}
+	case 429:
+		return &APIError{Type: "requests", Code: "rate_limit_exceeded", Message: "Rate limit reached for requests"}
+	case 503:
+		return &APIError{Type: "server_error", Code: "server_is_overloaded", Message: "The server is overloaded. Please try again later."}
+	}
+	if status >= 500 {
+		return &APIError{Type: "server_error", Message: "The server had an error while processing your request. Sorry about that!"}
+	}
+	return &APIError{Type: "invalid_request_error", Message: fmt.Sprintf("mock error %d", status)}
+}
+
+func (s *Server) sendError(w http.ResponseWriter, e *Entry, status int, ae *APIError, raw string) {
+	body := []byte(raw)
+	if raw == "" {
+		if ae == nil {
+			ae = StatusError(status)
+		}
+		body, _ = json.Marshal(map[string]any{"error": ae})
+	}
+	s.setStatus(e, status, Usage{})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// itemJSON is an output item as output_item.added announces it (full =
+// false: in progress, text and arguments empty, filled by deltas) or as
+// output_item.done, response.completed and a non-streamed response hold
+// it (full = true).
+func itemJSON(a reply, i int, it Item, full bool) map[string]any {
+	id := itemID(a, i, it)
+	status := "in_progress"
+	if full {
+		status = "completed"
+	}
+	switch it.Type {
+	case "reasoning":
+		summary := []any{}
+		if full {
+			summary = []any{map[string]any{"type": "summary_text", "text": it.Text}}
+		}
+		return map[string]any{"id": id, "type": "reasoning", "summary": summary}
+	case "function_call":
+		m := map[string]any{"id": id, "type": "function_call", "status": status, "call_id": it.CallID, "name": it.Name, "arguments": ""}
+		if full {
+			m["arguments"] = it.Arguments
+		}
+		if it.Namespace != "" {
+			m["namespace"] = it.Namespace
+		}
+		return m
+	default:
+		content := []any{}
+		if full {
+			content = []any{textPart(it.Text)}
+		}
+		return map[string]any{"id": id, "type": "message", "status": status, "role": "assistant", "content": content}
+	}
+}
+
+func textPart(text string) map[string]any {
+	return map[string]any{"type": "output_text", "text": text, "annotations": []any{}}
+}
+
+// responseJSON is the response object in the given status.
+func responseJSON(a reply, status string) map[string]any {
+	m := map[string]any{
+		"id": a.id, "object": "response", "created_at": createdAt, "status": status, "model": a.model,
+		"output": []any{}, "error": nil, "incomplete_details": nil, "parallel_tool_calls": true, "usage": nil,
+	}
+	switch status {
+	case "completed":
+		output := make([]any, 0, len(a.items))
+		for i, it := range a.items {
+			output = append(output, itemJSON(a, i, it, true))
+		}
+		m["output"], m["usage"] = output, a.usage
+	case "failed":
+		m["error"] = a.failed
+	}
+	return m
+}
+
+func (s *Server) sendJSON(w http.ResponseWriter, e *Entry, a reply) {
+	status := "completed"
+	if a.failed != nil {
+		status = "failed"
+	}
+	body, _ := json.Marshal(responseJSON(a, status))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(body); err == nil && a.failed == nil {
+		s.setStatus(e, http.StatusOK, a.usage)
+		return
+	}
+	s.setStatus(e, http.StatusOK, Usage{})
+}
+
+// sse writes server-sent events, numbering and flushing each, and
+// remembers the first write error.
+type sse struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	seq int
+	buf bytes.Buffer
+	err error
+}
+
+// event writes one event of type typ; fields go into its data next to
+// type and sequence_number.
+func (o *sse) event(typ string, fields map[string]any) {
+	if o.err != nil {
+		return
+	}
+	data := map[string]any{"type": typ, "sequence_number": o.seq}
+	for k, v := range fields {
+		data[k] = v
+	}
+	o.seq++
+	b, err := json.Marshal(data)
+	if err != nil {
+		o.err = err
+		return
+	}
+	o.buf.Reset()
+	fmt.Fprintf(&o.buf, "event: %s\ndata: %s\n\n", typ, b)
+	if _, o.err = o.w.Write(o.buf.Bytes()); o.err == nil {
+		o.err = o.rc.Flush()
+	}
+}
+
+func (s *Server) sendStream(w http.ResponseWriter, r *http.Request, e *Entry, a reply) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	s.setStatus(e, http.StatusOK, Usage{})
+	o := &sse{w: w, rc: http.NewResponseController(w)}
+	o.event("response.created", map[string]any{"response": responseJSON(a, "in_progress")})
+	if a.stall {
+		s.mu.Lock()
+		e.Stalled = true
+		s.mu.Unlock()
+		s.wait(r, -1)
+		abort()
+	}
+	o.event("response.in_progress", map[string]any{"response": responseJSON(a, "in_progress")})
+	if a.failed != nil {
+		o.event("response.failed", map[string]any{"response": responseJSON(a, "failed")})
+		return
+	}
+	for i, it := range a.items {
+		streamItem(o, a, i, it)
+	}
+	o.event("response.completed", map[string]any{"response": responseJSON(a, "completed")})
+	if o.err == nil {
+		s.setStatus(e, http.StatusOK, a.usage)
+	}
+}
+
+// streamItem writes the events of output item i: added, its part and
+// delta events, done.
+func streamItem(o *sse, a reply, i int, it Item) {
+	id := itemID(a, i, it)
+	at := map[string]any{"item_id": id, "output_index": i}
+	with := func(kv ...any) map[string]any {
+		m := make(map[string]any, len(at)+len(kv)/2)
+		for k, v := range at {
+			m[k] = v
+		}
+		for j := 0; j+1 < len(kv); j += 2 {
+			m[kv[j].(string)] = kv[j+1]
+		}
+		return m
+	}
+	o.event("response.output_item.added", map[string]any{"output_index": i, "item": itemJSON(a, i, it, false)})
+	switch it.Type {
+	case "reasoning":
+		o.event("response.reasoning_summary_part.added", with("summary_index", 0, "part", map[string]any{"type": "summary_text", "text": ""}))
+		for _, d := range chunks(it.Text) {
+			o.event("response.reasoning_summary_text.delta", with("summary_index", 0, "delta", d))
+		}
+		o.event("response.reasoning_summary_text.done", with("summary_index", 0, "text", it.Text))
+		o.event("response.reasoning_summary_part.done", with("summary_index", 0, "part", map[string]any{"type": "summary_text", "text": it.Text}))
+	case "function_call":
+		o.event("response.function_call_arguments.delta", with("delta", it.Arguments))
+		o.event("response.function_call_arguments.done", with("arguments", it.Arguments))
+	default:
+		o.event("response.content_part.added", with("content_index", 0, "part", textPart("")))
+		for _, d := range chunks(it.Text) {
+			o.event("response.output_text.delta", with("content_index", 0, "delta", d))
+		}
+		o.event("response.output_text.done", with("content_index", 0, "text", it.Text))
+		o.event("response.content_part.done", with("content_index", 0, "part", textPart(it.Text)))
+	}
+	o.event("response.output_item.done", map[string]any{"output_index": i, "item": itemJSON(a, i, it, true)})
+}
+
+// chunks splits text after each space so that a client sees several
+// deltas.
+func chunks(text string) []string {
+	var out []string
+	for _, part := range strings.SplitAfter(text, " ") {
+		if part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
