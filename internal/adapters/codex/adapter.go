@@ -270,7 +270,7 @@ func (*Adapter) Preflight(ctx context.Context, inv runs.Invocation, env []string
 		return runs.NewRunError(runs.AgentCrashed, "`codex login status` failed: "+err.Error(), "")
 	}
 	return runs.NewRunError(runs.NotAuthenticated,
-		fmt.Sprintf("Codex is not logged in (`codex login status`: %s)", clip(strings.TrimSpace(string(out)), 200)),
+		fmt.Sprintf("Codex is not logged in (`codex login status`: %s)", clip(lastLine(out), 200)),
 		fmt.Sprintf("log in once with `CODEX_HOME=%s codex login` (or `codex login --with-api-key`), set OPENAI_API_KEY or CODEX_API_KEY for the gateway, "+
 			"or configure a model provider in %s", inv.Home, config))
 }
@@ -294,4 +294,11 @@ func clip(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// lastLine returns the last non-empty line of b: the verdict of `codex
+// login status`, after any warning Codex prints first.
+func lastLine(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	return strings.TrimSpace(s[strings.LastIndexByte(s, '\n')+1:])
 }

@@ -335,7 +335,8 @@ func (d *decoder) notification(line []byte, m message) []runs.Event {
 	case "model/rerouted":
 		return []runs.Event{warning("model_rerouted", string(m.Params))}
 	case "thread/compacted", "account/updated", "thread/settings/updated", "mcpServer/oauthLogin/completed",
-		"model/verification", "turn/moderationMetadata", "thread/closed", "thread/archived":
+		"model/verification", "turn/moderationMetadata", "thread/closed", "thread/archived",
+		"thread/goal/updated", "thread/goal/cleared", "thread/readState/changed":
 		return nil
 	}
 	return []runs.Event{unparsed(line, "notification the adapter does not map: "+clip(m.Method, 80))}
@@ -509,10 +510,21 @@ func changeKind(k string) string {
 // request, with `last` that request and `total` the whole thread, which
 // after a resume includes earlier runs. Adding up `last` counts this
 // run's requests only, helper threads' included: they were billed too.
+// Usage of a turn that is not the run's own is left out.
 func (d *decoder) tokenUsage(line []byte, m message) []runs.Event {
 	var n tokenUsageNotification
 	if err := json.Unmarshal(m.Params, &n); err != nil {
 		return []runs.Event{unparsed(line, err.Error())}
+	}
+	if d.isRoot(n.ThreadID) {
+		// thread/resume replays the thread's last usage, under its last
+		// turn, before the run's own turn starts: not this run's tokens.
+		d.mu.Lock()
+		ours := d.rootTurn != "" && (n.TurnID == "" || n.TurnID == d.rootTurn)
+		d.mu.Unlock()
+		if !ours {
+			return nil
+		}
 	}
 	d.usage = d.usage.Add(normalize(n.TokenUsage.Last))
 	return []runs.Event{runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: d.usage})}
@@ -609,18 +621,22 @@ func (d *decoder) rateLimits(m message) []runs.Event {
 	return []runs.Event{runs.NewEvent(runs.EventRateLimit, runs.RateLimitData{Error: "account rate limit reached: " + reached})}
 }
 
+// rawJSON encodes a tool call's input. HTML is not escaped: a command's
+// ">" stays ">" for whoever reads the event.
 func rawJSON(v any) json.RawMessage {
 	if raw, ok := v.(json.RawMessage); ok {
-		if len(raw) == 0 || string(raw) == "null" {
+		if len(raw) == 0 || string(raw) == "null" || !json.Valid(raw) {
 			return json.RawMessage(`{}`)
 		}
 		return raw
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return json.RawMessage(`{}`)
 	}
-	return b
+	return bytes.TrimRight(buf.Bytes(), "\n")
 }
 
 // kebab turns a method such as "configWarning" into a warning code,
