@@ -15,3 +15,4 @@ npm ci --no-audit --no-fund
 
 echo "installed:"
 printf '  claude %s\n' "$(./node_modules/.bin/claude --version)"
+printf '  codex  %s\n' "$(./node_modules/.bin/codex --version)"

@@ -1,0 +1,112 @@
+// Package codex is the adapter for the OpenAI Codex CLI (`codex`), verified
+// with version 0.171.0 against the mock Responses API in
+// internal/mock/openai. Its API names are "codex" and "openai".
+//
+// # Transport
+//
+// The gateway runs `codex app-server`, Codex's JSON-RPC server on stdin and
+// stdout (one JSON object per line, no "jsonrpc" member), rather than
+// `codex exec --json`, which loses what a gateway needs: thread and turn
+// ids on every notification, per-request token usage, message deltas, the
+// turn's diff, plan updates, and turn/interrupt. The decoder holds the
+// conversation through runs.Conversation:
+//
+//	→ initialize {clientInfo, capabilities.optOutNotificationMethods}
+//	← result                       → initialized, thread/start | thread/resume
+//	← result {thread.id, model}    → turn/start {threadId, input, effort, outputSchema}
+//	← notifications …              (a server→client request is declined, with a warning)
+//	← turn/completed of the root thread's turn → stdin closed; the server exits 0
+//
+// Only the root thread's turn ends the run: a helper thread (a sub-agent
+// spawned through the multi_agent_v1 tools) completes its own turn first,
+// and its events carry its thread as session_id and the spawning call as
+// parent_tool_call_id. To stop a run the supervisor writes turn/interrupt
+// before any signal: the turn completes as interrupted, even while a tool
+// runs or the model server has not answered, and the server exits.
+//
+// # Run fields
+//
+//   - system_prompt → developerInstructions of the thread (Codex keeps its
+//     own base instructions);
+//   - model, effort → the thread's model and the turn's effort;
+//   - output_schema → the turn's outputSchema; the final message is the
+//     JSON, parsed into structured_output;
+//   - permission → the thread's sandbox (see below), approval policy never;
+//   - cwd → the thread's cwd, and the process's;
+//   - resume_session_id → thread/resume of that thread id;
+//   - keep_session → thread/start's ephemeral is false. Runs are ephemeral
+//     otherwise and leave no session behind, so only a run that kept its
+//     session can be resumed.
+//
+// max_turns and max_budget_usd are refused as unsupported: Codex has
+// neither.
+//
+// # Permissions
+//
+//	permission       sandbox              verified behaviour
+//	read_only        read-only            commands run in Codex's bubblewrap sandbox and cannot write
+//	                                      ("Read-only file system"); codex 0.171.0 reports such a
+//	                                      command to the model but sends no item for it
+//	workspace_write  workspace-write      commands run in the sandbox and write only inside the cwd
+//	full             danger-full-access   commands run unsandboxed, each in a session of its own
+//
+// # Provider, credentials and retries
+//
+// The operator configures the model provider as Codex documents it, in
+// config.toml in the Codex home the gateway uses (AGENTGATE_CODEX_HOME,
+// given to the CLI as CODEX_HOME and HOME). Command reads that file to find
+// the active provider (model_provider, or the selected profile's), then:
+//
+//   - passes the provider's env_key variable, and the variables its
+//     env_http_headers name, through from the gateway's environment, with
+//     OPENAI_API_KEY and CODEX_API_KEY;
+//   - bounds its retries with -c model_providers.<id>.request_max_retries=1
+//     and stream_max_retries=1, but only for a key the table does not set.
+//     Codex's defaults turned one 500 into 30 requests and 26 s. Codex's
+//     built-in openai provider cannot be redefined, so its retries stay
+//     Codex's; the run's deadline bounds them.
+//
+// Offline, Codex never reports missing credentials: it retries the
+// network. Preflight therefore checks before the process starts: the
+// env_key variable must be set; for the built-in provider, OPENAI_API_KEY
+// or CODEX_API_KEY, or else `codex login status` must succeed. Either
+// failure is not_authenticated at once, with a hint.
+//
+// Every run also gets -c analytics.enabled=false, -c
+// otel.metrics_exporter="none", --disable plugins and --disable apps: with
+// them Codex talks to its model endpoint only (without them it tries
+// GitHub and ChatGPT hosts and adds about 5 s to a run).
+//
+// # Binary
+//
+// The npm package's `codex` is a Node launcher that starts the native
+// binary as its child; SIGKILLed, it orphans that child, which keeps
+// stdout open for minutes. ResolveBinary maps the launcher to the native
+// binary of the platform package (@openai/codex-linux-x64 or -arm64), which
+// the gateway runs and /v1/agents reports.
+//
+// # Usage
+//
+// Codex sends thread/tokenUsage/updated after each model request, with
+// `last` (that request) and `total` (the thread so far, earlier runs of a
+// resumed thread included). The run's usage is the sum of `last` over its
+// own turns, helper threads included; thread/resume replays the previous
+// turn's usage, which is left out. Codex's input includes cached input and
+// its output includes reasoning, the gateway's convention; the tests check
+// the sum against what the mock billed. Codex reports no cost.
+//
+// # Errors
+//
+// A failed turn carries codexErrorInfo, which is classified first:
+// unauthorized or an HTTP 401/403 → not_authenticated; rateLimitExceeded,
+// usageLimitExceeded or a 429 → rate_limited; internalServerError,
+// serverOverloaded, a 5xx, a dropped or idle stream →
+// transient_api_error; contextWindowExceeded → context_exceeded; other 4xx
+// and badRequest → api_error, with the message of the raw body Codex
+// passes on; policy refusals → refused. Only "other" is read from the
+// message: "Missing environment variable" → not_authenticated. A request
+// the server refuses (an unknown method or parameter), or a command line
+// the CLI rejects, is flag_rejected, naming the installed and the
+// verified version. A process that ends without completing its turn is
+// process_killed (by a signal) or agent_crashed, with the tail of stderr.
+package codex
