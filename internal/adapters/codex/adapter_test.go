@@ -217,6 +217,7 @@ func TestClassify(t *testing.T) {
 		{`"cyberPolicy"`, "no", runs.Refused},
 		{`"other"`, `{"error":{"message":"Invalid request","code":"invalid_request"}}`, runs.APIError},
 		{`"other"`, "Missing environment variable: `MOCK_KEY`.", runs.NotAuthenticated},
+		{`"other"`, "stream disconnected before completion: idle timeout waiting for SSE", runs.TransientAPIError},
 		{`"someFutureKind"`, "what", runs.APIError},
 		{``, "what", runs.APIError},
 		{`{"x":1}`, "what", runs.APIError},

@@ -24,6 +24,9 @@ type cliCase struct {
 	spec     runs.Spec
 	// noKey leaves the provider's key variable unset.
 	noKey bool
+	// noPreflight starts the CLI without the pre-run check, to see how
+	// Codex itself reports what the check would have caught.
+	noPreflight bool
 	// builtinProvider runs without config.toml: Codex's own provider.
 	builtinProvider bool
 	// providerExtra is added to the mock provider's table.
@@ -269,6 +272,27 @@ func cliCases() []cliCase {
 			providerExtra: "request_max_retries = 0\nstream_max_retries = 0\n",
 			wantStatus:    runs.Failed, wantClass: runs.TransientAPIError, wantTypes: []runs.EventType{tStart},
 			check: func(t *testing.T, r *cliRun) { r.wantRequests(t, 1) },
+		},
+		{
+			name: "idle_timeout", scenario: fixed(openai.Stall()), spec: runs.Spec{Prompt: "say hi"},
+			providerExtra: "stream_idle_timeout_ms = 1000\nstream_max_retries = 0\n",
+			wantStatus:    runs.Failed, wantClass: runs.TransientAPIError, wantTypes: []runs.EventType{tStart},
+			check: func(t *testing.T, r *cliRun) {
+				if !strings.Contains(r.outcome.Error.Message, "idle timeout") {
+					t.Errorf("error = %+v", r.outcome.Error)
+				}
+
+			},
+		},
+		{
+			name: "missing_env", scenario: failure(500), spec: runs.Spec{Prompt: "say hi"}, noKey: true, noPreflight: true,
+			wantStatus: runs.Failed, wantClass: runs.NotAuthenticated, wantTypes: []runs.EventType{tStart},
+			check: func(t *testing.T, r *cliRun) {
+				if !strings.Contains(r.outcome.Error.Message, "Missing environment variable") {
+					t.Errorf("error = %+v", r.outcome.Error)
+				}
+				r.wantRequests(t, 0)
+			},
 		},
 		{
 			name: "no_key", scenario: failure(500), spec: runs.Spec{Prompt: "say hi"}, noKey: true,

@@ -2,6 +2,7 @@ package codex
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -215,5 +216,27 @@ func TestStructuredOutput(t *testing.T) {
 		if !ok && (o.Status != runs.Failed || o.Error == nil) {
 			t.Errorf("%s accepted as structured output: %+v", text, o)
 		}
+	}
+}
+
+// TestPlanAndDiff maps turn/plan/updated and turn/diff/updated as the
+// protocol's schema describes them. codex 0.171.0 offers its models no
+// update_plan tool, so no real run has produced a plan.
+func TestPlanAndDiff(t *testing.T) {
+	d := newDecoder(runs.Invocation{Spec: runs.Spec{Prompt: "p"}}, nil)
+	handshake(t, d, "root")
+	d.Decode([]byte(`{"id":3,"result":{"turn":{"id":"t1"}}}`))
+	evs := d.Decode([]byte(`{"method":"turn/plan/updated","params":{"threadId":"root","turnId":"t1","explanation":"first read",` +
+		`"plan":[{"step":"read","status":"completed"},{"step":"fix","status":"inProgress"},{"step":"test","status":"pending"}]}}`))
+	want := runs.PlanUpdatedData{Explanation: "first read", Steps: []runs.PlanStep{
+		{Step: "read", Status: runs.StepCompleted}, {Step: "fix", Status: runs.StepInProgress}, {Step: "test", Status: runs.StepPending}}}
+	if len(evs) != 1 || evs[0].Type != runs.EventPlanUpdated || !reflect.DeepEqual(evs[0].Data, want) {
+		t.Errorf("plan = %+v, want %+v", evs, want)
+	}
+	d.Decode([]byte(`{"method":"turn/diff/updated","params":{"threadId":"root","turnId":"t1","diff":"first"}}`))
+	d.Decode([]byte(`{"method":"turn/diff/updated","params":{"threadId":"helper","turnId":"h1","diff":"helper's"}}`))
+	d.Decode([]byte(`{"method":"turn/diff/updated","params":{"threadId":"root","turnId":"t1","diff":"last"}}`))
+	if o := d.Finish(runs.Exit{}, nil); o.Diff != "last" {
+		t.Errorf("diff = %q, want the root turn's latest", o.Diff)
 	}
 }

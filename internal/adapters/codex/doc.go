@@ -104,7 +104,9 @@
 // transient_api_error; contextWindowExceeded → context_exceeded; other 4xx
 // and badRequest → api_error, with the message of the raw body Codex
 // passes on; policy refusals → refused. Only "other" is read from the
-// message: "Missing environment variable" → not_authenticated. A request
+// message: "Missing environment variable" → not_authenticated, and "stream
+// disconnected before completion" (an idle stream) →
+// transient_api_error. A request
 // the server refuses (an unknown method or parameter), or a command line
 // the CLI rejects, is flag_rejected, naming the installed and the
 // verified version. A process that ends without completing its turn is

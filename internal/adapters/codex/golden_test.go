@@ -52,7 +52,7 @@ func goldenEvents(evs []runs.Event) []goldenEvent {
 
 // recordedCase reports whether c starts the CLI, and so has a
 // recording: a case failed by the pre-run check never does.
-func recordedCase(c cliCase) bool { return !c.noKey && !c.builtinProvider }
+func recordedCase(c cliCase) bool { return (!c.noKey || c.noPreflight) && !c.builtinProvider }
 
 // loadRecording reads testdata/<name>.jsonl and its .meta.json.
 func loadRecording(t *testing.T, name string) ([][]byte, recorded) {

@@ -135,8 +135,9 @@ func (c class) runError(e turnError) *runs.RunError {
 }
 
 // classify reads codexErrorInfo, Codex's own classification, first. Only
-// what it leaves open ("other", no status) is read from the message:
-// a missing key variable, and a 400 whose raw body is the message.
+// what it leaves open ("other", no status) is read from the message: a
+// missing key variable, a stream that went idle, and a 400 whose raw body
+// is the message.
 func classify(e turnError) class {
 	info, status := errorInfo(e.Info)
 	switch info {
@@ -170,6 +171,9 @@ func classify(e turnError) class {
 	switch {
 	case strings.HasPrefix(msg, "Missing environment variable"):
 		return class{class: runs.NotAuthenticated, hint: "set the variable named for the gateway; it is passed to Codex"}
+	case strings.HasPrefix(msg, "stream disconnected before completion"):
+		// An idle stream comes as "other" in 0.171.0.
+		return class{class: runs.TransientAPIError}
 	case strings.HasPrefix(msg, "{") && json.Valid([]byte(msg)):
 		return class{class: runs.APIError, status: 400}
 	}
