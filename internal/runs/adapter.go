@@ -173,6 +173,7 @@ const (
 // AgentInfo is an adapter plus what the startup probe found.
 type AgentInfo struct {
 	Name            string                `json:"name"`
+	Aliases         []string              `json:"aliases,omitempty"`
 	Installed       bool                  `json:"installed"`
 	Path            string                `json:"path,omitempty"`
 	Version         string                `json:"version,omitempty"`

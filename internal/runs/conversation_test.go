@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -147,8 +148,12 @@ func newTalkHarness(t *testing.T, cfg Config) *harness {
 
 func TestConversationOverStdin(t *testing.T) {
 	h := newTalkHarness(t, Config{})
-	if p := h.sup.Agents()[0].Path; p != os.Args[0] && !strings.HasSuffix(p, "/agent") {
+	info := h.sup.Agents()[0]
+	if p := info.Path; p != os.Args[0] && !strings.HasSuffix(p, "/agent") {
 		t.Errorf("probe reported %q, not the resolved binary", p)
+	}
+	if !slices.Equal(info.Aliases, []string{"chat"}) {
+		t.Errorf("aliases = %v", info.Aliases)
 	}
 	r, err := h.sup.Submit(context.Background(), Spec{Agent: "chat", Prompt: "hello,again"})
 	if err != nil {

@@ -23,7 +23,7 @@ func Probe(ctx context.Context, a Adapter, bin string, env []string) AgentInfo {
 		d.DisplayName = a.Name()
 	}
 	info := AgentInfo{
-		Name: a.Name(), VerifiedVersion: d.VerifiedVersion, Capabilities: d.Fields,
+		Name: a.Name(), Aliases: d.Aliases, VerifiedVersion: d.VerifiedVersion, Capabilities: d.Fields,
 		Permissions: d.Permissions, Compatibility: CompatMissing,
 	}
 	if bin == "" {
