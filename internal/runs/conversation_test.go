@@ -221,3 +221,59 @@ func TestPreflightFailsRunWithoutProcess(t *testing.T) {
 		t.Errorf("events %s", types)
 	}
 }
+
+// A resumed session continues in the directory where it began, whatever
+// its id: the session, not the run, is looked up.
+func TestResumeContinuesInTheSessionsDirectory(t *testing.T) {
+	h := newHarness(t, Config{})
+	first, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "mode:hello",
+		Metadata: map[string]string{"session_cost": "1"}}) // the fake reports session "sess-1"
+	if err != nil {
+		t.Fatal(err)
+	}
+	first = h.wait(t, first.ID, 10*time.Second)
+	if first.SessionID != "sess-1" {
+		t.Fatalf("session %q", first.SessionID)
+	}
+	stored, err := h.store.GetRun(context.Background(), first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "mode:hello", ResumeSessionID: "sess-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.store.GetRun(context.Background(), second.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Cwd != stored.Spec.Cwd || got.Spec.Cwd == "" {
+		t.Errorf("resumed run's cwd %q, want the session's %q", got.Spec.Cwd, stored.Spec.Cwd)
+	}
+	h.wait(t, second.ID, 10*time.Second)
+}
+
+// A helper's events keep their own session and do not change the run's.
+func TestHelperSessionDoesNotBecomeTheRuns(t *testing.T) {
+	h := newHarness(t, Config{})
+	r := h.submit(t, "mode:hello")
+	h.wait(t, r.ID, 10*time.Second)
+	task := &task{run: Run{ID: "01a2295b-0000-7000-8000-000000000001", Agent: "fake", SessionID: "root"}}
+	root := NewEvent(EventMessageCompleted, MessageData{Text: "root"})
+	helper := NewEvent(EventMessageCompleted, MessageData{Text: "helper"})
+	helper.SessionID, helper.ParentToolCallID = "helper", "call_1"
+	usage := NewEvent(EventUsageUpdated, UsageData{})
+	h.sup.emit(task, root, helper, usage)
+	evs := h.store.eventsOf(task.run.ID)
+	var sessions []string
+	for _, e := range evs {
+		var env struct {
+			SessionID string `json:"session_id"`
+		}
+		_ = json.Unmarshal(e.JSON, &env)
+		sessions = append(sessions, env.SessionID)
+	}
+	if want := []string{"root", "helper", "root"}; !slices.Equal(sessions, want) || task.run.SessionID != "root" {
+		t.Errorf("sessions %v, run's %q; want %v and root", sessions, task.run.SessionID, want)
+	}
+}

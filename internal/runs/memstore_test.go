@@ -15,12 +15,12 @@ type memStore struct {
 	runs    map[string]Run
 	events  map[string][]StoredEvent
 	cancels chan string
-	costs   map[string]float64
+	costs   map[string]SessionRecord
 	live    map[string]bool
 }
 
 func newMemStore() *memStore {
-	return &memStore{changed: make(chan struct{}), runs: map[string]Run{}, events: map[string][]StoredEvent{}, cancels: make(chan string, 16), costs: map[string]float64{}}
+	return &memStore{changed: make(chan struct{}), runs: map[string]Run{}, events: map[string][]StoredEvent{}, cancels: make(chan string, 16), costs: map[string]SessionRecord{}}
 }
 
 func (m *memStore) CreateRun(_ context.Context, r Run) error {
@@ -86,17 +86,17 @@ func (m *memStore) OpenCursor(_ context.Context, id string, after uint64) (Curso
 	return &memCursor{m: m, id: id, after: after}, nil
 }
 
-func (m *memStore) SessionCost(_ context.Context, agent, session string) (float64, bool, error) {
+func (m *memStore) Session(_ context.Context, agent, session string) (SessionRecord, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	usd, ok := m.costs[agent+"/"+session]
-	return usd, ok, nil
+	rec, ok := m.costs[agent+"/"+session]
+	return rec, ok, nil
 }
 
-func (m *memStore) SetSessionCost(_ context.Context, agent, session string, usd float64) error {
+func (m *memStore) SetSession(_ context.Context, agent, session string, rec SessionRecord) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.costs[agent+"/"+session] = usd
+	m.costs[agent+"/"+session] = rec
 	return nil
 }
 

@@ -21,11 +21,11 @@ type Store interface {
 	LastEvent(ctx context.Context, runID string) (StoredEvent, error)
 	// OpenCursor reads the run's log from the event after seq `after`.
 	OpenCursor(ctx context.Context, runID string, after uint64) (Cursor, error)
-	// SessionCost returns the cumulative cost recorded for an agent
-	// session by SetSessionCost; ok is false when none is recorded.
-	SessionCost(ctx context.Context, agent, sessionID string) (usd float64, ok bool, err error)
-	// SetSessionCost records an agent session's cumulative cost.
-	SetSessionCost(ctx context.Context, agent, sessionID string, usd float64) error
+	// Session returns what was recorded of an agent session by
+	// SetSession; ok is false when nothing is.
+	Session(ctx context.Context, agent, sessionID string) (rec SessionRecord, ok bool, err error)
+	// SetSession records an agent session, replacing what was recorded.
+	SetSession(ctx context.Context, agent, sessionID string, rec SessionRecord) error
 	// Heartbeat records that replica is alive. Without another heartbeat
 	// it is taken for dead after the store's replica TTL.
 	Heartbeat(ctx context.Context, replica string) error
@@ -36,6 +36,17 @@ type Store interface {
 	// CancelRequests delivers the ids of runs whose cancel was requested on
 	// any replica, until ctx ends.
 	CancelRequests(ctx context.Context) (<-chan string, error)
+}
+
+// SessionRecord is what the gateway keeps of an agent session between the
+// runs that continue it.
+type SessionRecord struct {
+	// CostUSD is the session's cumulative cost as its CLI last reported
+	// it, for a CLI that reports cost per session; nil when unknown.
+	CostUSD *float64 `json:"cost_usd,omitempty"`
+	// Cwd is the working directory of the session's last run, relative to
+	// the workspace root, so that a resumed run continues where it began.
+	Cwd string `json:"cwd,omitempty"`
 }
 
 // Cursor reads one run's log in order. It belongs to one reader and is not

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -370,10 +371,13 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	}
 	cwd := spec.Cwd
 	if cwd == "" && spec.ResumeSessionID != "" {
-		// A resumed conversation is found by its directory as well as
-		// its id, so by default it continues where it began.
-		if prev, err := s.store.GetRun(ctx, spec.ResumeSessionID); err == nil && prev.Spec.Cwd != "" {
-			cwd = prev.Spec.Cwd
+		// A resumed conversation continues where it began by default:
+		// some CLIs find a session by its directory as well as its id,
+		// and its files are there.
+		if rec, ok, err := s.store.Session(ctx, spec.Agent, spec.ResumeSessionID); err == nil && ok && rec.Cwd != "" {
+			cwd = rec.Cwd
+		} else if prev, err := s.store.GetRun(ctx, spec.ResumeSessionID); err == nil && prev.Spec.Cwd != "" {
+			cwd = prev.Spec.Cwd // a session the gateway began before it kept sessions' directories
 		}
 	}
 	// Check the agent's own constraints before touching the disk.
@@ -813,8 +817,10 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	if status == Succeeded {
 		runErr = nil
 	}
-	if out.SessionCostUSD != nil {
-		out.CostUSD = s.runCost(ctx, t, out)
+	if session := cmp.Or(out.SessionID, t.run.SessionID); session != "" {
+		out.CostUSD = s.recordSession(ctx, t, session, out)
+	} else if out.SessionCostUSD != nil {
+		out.CostUSD = out.SessionCostUSD
 	}
 	now := s.cfg.Now().UTC()
 	r := &t.run
@@ -851,34 +857,34 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 		zap.String("status", string(status)), zap.String("class", string(class)), zap.Duration("duration", dur))
 }
 
-// runCost turns the cumulative session cost a CLI reported into the run's
-// own: what the session cost now, less what it had cost when the run began,
-// as recorded by the run before it. It records the new total for the next
-// run of the session. When the earlier cost is unknown (the session began
-// outside this gateway, or its record expired) the whole total is the run's.
-func (s *Supervisor) runCost(ctx context.Context, t *task, out Outcome) *float64 {
-	total := *out.SessionCostUSD
-	session := out.SessionID
-	if session == "" {
-		session = t.run.SessionID
-	}
-	if session == "" {
-		return &total
-	}
-	cost := total
+// recordSession records the run's session for the runs that resume it:
+// its directory, and the cumulative cost its CLI reported. It returns the
+// run's cost. A CLI that reports the session's cumulative cost gets the
+// run's own: what the session cost now, less what it had cost when the
+// run began, as recorded by the run before it. When the earlier cost is
+// unknown (the session began outside this gateway, or its record expired)
+// the whole total is the run's.
+func (s *Supervisor) recordSession(ctx context.Context, t *task, session string, out Outcome) *float64 {
+	cost := out.CostUSD
+	var prev SessionRecord
 	if t.inv.Spec.ResumeSessionID != "" {
-		prev, ok, err := s.store.SessionCost(ctx, t.run.Agent, session)
-		switch {
-		case err != nil:
-			s.log.Warn("read session cost", zap.String("run_id", t.run.ID), zap.Error(err))
-		case ok:
-			cost = max(total-prev, 0)
+		var err error
+		if prev, _, err = s.store.Session(ctx, t.run.Agent, session); err != nil {
+			s.log.Warn("read session", zap.String("run_id", t.run.ID), zap.Error(err))
 		}
 	}
-	if err := s.store.SetSessionCost(ctx, t.run.Agent, session, total); err != nil {
-		s.log.Warn("record session cost", zap.String("run_id", t.run.ID), zap.Error(err))
+	rec := SessionRecord{Cwd: t.run.Spec.Cwd, CostUSD: prev.CostUSD}
+	if total := out.SessionCostUSD; total != nil {
+		own := *total
+		if prev.CostUSD != nil {
+			own = max(*total-*prev.CostUSD, 0)
+		}
+		cost, rec.CostUSD = &own, total
 	}
-	return &cost
+	if err := s.store.SetSession(ctx, t.run.Agent, session, rec); err != nil {
+		s.log.Warn("record session", zap.String("run_id", t.run.ID), zap.Error(err))
+	}
+	return cost
 }
 
 // emit stamps, bounds, encodes and appends events to t's log. It is the one
@@ -894,10 +900,13 @@ func (s *Supervisor) emit(t *task, evs ...Event) {
 	for _, ev := range evs {
 		t.seq++
 		ev.V, ev.RunID, ev.Seq, ev.Time, ev.Agent = EnvelopeVersion, t.run.ID, t.seq, s.cfg.Now().UTC(), t.run.Agent
-		if ev.SessionID != "" {
-			t.run.SessionID = ev.SessionID
-		} else {
+		// A helper's events (a sub-agent, under a tool call) carry its
+		// own session; only the root's say which session the run is.
+		switch {
+		case ev.SessionID == "":
 			ev.SessionID = t.run.SessionID
+		case ev.ParentToolCallID == "":
+			t.run.SessionID = ev.SessionID
 		}
 		b, err := s.encodeBounded(&ev)
 		if err != nil {

@@ -12,9 +12,10 @@
 //     1, 2, …) and "Agentgate-Type", and Nats-Msg-Id "<run_id>.<seq>" so a
 //     retried append is not stored twice. Cursors are ordered consumers on
 //     one run's subject, deleted when the cursor is closed.
-//   - The KV bucket "agentgate_sessions": "<agent>.<session id>" → the
-//     session's cumulative cost, so a resumed run can be charged only what
-//     it added.
+//   - The KV bucket "agentgate_sessions": "<agent>.<session id>" → a JSON
+//     runs.SessionRecord: the session's directory, so that a resumed run
+//     continues there on any replica, and its cumulative cost, so that a
+//     resumed run is charged only what it added.
 //   - The KV bucket "agentgate_replicas": one key per live replica, its
 //     heartbeat, expiring after Options.ReplicaTTL.
 //   - The core NATS subjects "agentgate.cancel.<run_id>", which carry cancel

@@ -2,46 +2,68 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
-// SessionCost returns the cumulative cost recorded for an agent session;
-// ok is false when none is.
-func (s *Store) SessionCost(ctx context.Context, agent, sessionID string) (float64, bool, error) {
+// Session returns what was recorded of an agent session; ok is false when
+// nothing is.
+func (s *Store) Session(ctx context.Context, agent, sessionID string) (runs.SessionRecord, bool, error) {
 	key, err := sessionKey(agent, sessionID)
 	if err != nil {
-		return 0, false, err
+		return runs.SessionRecord{}, false, err
 	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	e, err := s.costs.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return 0, false, nil
+		return runs.SessionRecord{}, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("session cost %s: %w", key, err)
+		return runs.SessionRecord{}, false, fmt.Errorf("session %s: %w", key, err)
 	}
-	usd, err := strconv.ParseFloat(string(e.Value()), 64)
+	rec, err := decodeSession(e.Value())
 	if err != nil {
-		return 0, false, fmt.Errorf("session cost %s: malformed %q", key, e.Value())
+		return runs.SessionRecord{}, false, fmt.Errorf("session %s: %w", key, err)
 	}
-	return usd, true, nil
+	return rec, true, nil
 }
 
-// SetSessionCost records an agent session's cumulative cost.
-func (s *Store) SetSessionCost(ctx context.Context, agent, sessionID string, usd float64) error {
+// decodeSession reads a session record: JSON, or the bare cost that
+// earlier versions stored.
+func decodeSession(b []byte) (runs.SessionRecord, error) {
+	var rec runs.SessionRecord
+	if err := json.Unmarshal(b, &rec); err == nil {
+		return rec, nil
+	}
+	usd, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return rec, fmt.Errorf("malformed record %q", b)
+	}
+	rec.CostUSD = &usd
+	return rec, nil
+}
+
+// SetSession records an agent session.
+func (s *Store) SetSession(ctx context.Context, agent, sessionID string, rec runs.SessionRecord) error {
 	key, err := sessionKey(agent, sessionID)
 	if err != nil {
 		return err
 	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("set session %s: %w", key, err)
+	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	if _, err := s.costs.Put(ctx, key, []byte(strconv.FormatFloat(usd, 'g', -1, 64))); err != nil {
-		return fmt.Errorf("set session cost %s: %w", key, err)
+	if _, err := s.costs.Put(ctx, key, b); err != nil {
+		return fmt.Errorf("set session %s: %w", key, err)
 	}
 	return nil
 }

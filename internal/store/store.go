@@ -59,7 +59,7 @@ type Store struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	kv      jetstream.KeyValue
-	costs   jetstream.KeyValue // agent session → cumulative cost
+	costs   jetstream.KeyValue // agent session → runs.SessionRecord (directory, cumulative cost)
 	alive   jetstream.KeyValue // replica → heartbeat, expiring
 	events  jetstream.Stream
 	timeout time.Duration
@@ -134,7 +134,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: bucket %s: %w", runsBucket, err)
 	}
 	costCfg := kvCfg
-	costCfg.Bucket, costCfg.Description = sessionsBucket, "agentgate agent session costs"
+	costCfg.Bucket, costCfg.Description = sessionsBucket, "agentgate agent sessions: directory and cumulative cost"
 	err = retryCreate(func() error {
 		s.costs, err = js.CreateOrUpdateKeyValue(ctx, costCfg)
 		return err
