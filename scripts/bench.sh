@@ -33,8 +33,9 @@ raw="$out/bench.txt"
 table="$out/table.md"
 : >"$raw"
 
-# BenchmarkClaudeRun needs the real CLI.
-if [ -z "${AGENTGATE_CLAUDE_BIN:-}" ] && [ ! -x tools/agents/node_modules/.bin/claude ] && ! command -v claude >/dev/null; then
+# BenchmarkClaudeRun and BenchmarkCodexRun need the real CLIs.
+if { [ -z "${AGENTGATE_CLAUDE_BIN:-}" ] && [ ! -x tools/agents/node_modules/.bin/claude ] && ! command -v claude >/dev/null; } ||
+  { [ -z "${AGENTGATE_CODEX_BIN:-}" ] && [ ! -x tools/agents/node_modules/.bin/codex ] && ! command -v codex >/dev/null; }; then
   scripts/install-agents.sh
 fi
 
@@ -73,6 +74,7 @@ bench() { # -bench pattern, -benchtime, packages…
   echo "nproc: $(nproc)"
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
   echo "claude: $( (${AGENTGATE_CLAUDE_BIN:-tools/agents/node_modules/.bin/claude} --version || claude --version) 2>/dev/null | head -1)"
+  echo "codex: $( (${AGENTGATE_CODEX_BIN:-tools/agents/node_modules/.bin/codex} --version || codex --version) 2>/dev/null | head -1)"
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$out/machine.txt"
 
@@ -85,6 +87,7 @@ bench '^BenchmarkGatewayLatency$' 2x ./cmd/gateway
 bench '^BenchmarkSupervisorStore$' 5x ./cmd/gateway
 bench '^BenchmarkGatewayRunOverhead$' 1s ./cmd/gateway
 bench '^BenchmarkClaudeRun$' 4x ./cmd/gateway
+bench '^BenchmarkCodexRun$' 10x ./cmd/gateway
 # Any other package's benchmarks.
 mapfile -t rest < <(go list ./... | grep -v -x -e '.*/cmd/gateway' -e '.*/internal/adapters/claude' -e '.*/internal/runs' -e '.*/internal/store')
 if [ ${#rest[@]} -gt 0 ]; then

@@ -8,8 +8,8 @@ package main
 //
 // The agent is fakeclaude (internal/runs/testdata/fakeclaude), a stand-in
 // for the claude CLI that writes recorded stream-json lines at a
-// controlled rate, except in BenchmarkClaudeRun, which runs the real CLI
-// against the mock model server.
+// controlled rate, except in BenchmarkClaudeRun and BenchmarkCodexRun,
+// which run the real CLIs against the mock model servers.
 
 import (
 	"bufio"
@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,9 +35,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentgate/agentgate/internal/adapters/claude"
+	"github.com/agentgate/agentgate/internal/adapters/codex"
 	"github.com/agentgate/agentgate/internal/agenttest"
 	"github.com/agentgate/agentgate/internal/metrics"
 	"github.com/agentgate/agentgate/internal/mock/anthropic"
+	"github.com/agentgate/agentgate/internal/mock/openai"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/store"
 )
@@ -742,12 +745,14 @@ func (s *discardStore) RequestCancel(context.Context, string) error             
 func (s *discardStore) LastEvent(context.Context, string) (runs.StoredEvent, error) {
 	return runs.StoredEvent{}, nil
 }
-func (s *discardStore) SessionCost(context.Context, string, string) (float64, bool, error) {
-	return 0, false, nil
+func (s *discardStore) Session(context.Context, string, string) (runs.SessionRecord, bool, error) {
+	return runs.SessionRecord{}, false, nil
 }
-func (s *discardStore) SetSessionCost(context.Context, string, string, float64) error { return nil }
-func (s *discardStore) Heartbeat(context.Context, string) error                       { return nil }
-func (s *discardStore) LiveReplicas(context.Context) (map[string]bool, error)         { return nil, nil }
+func (s *discardStore) SetSession(context.Context, string, string, runs.SessionRecord) error {
+	return nil
+}
+func (s *discardStore) Heartbeat(context.Context, string) error               { return nil }
+func (s *discardStore) LiveReplicas(context.Context) (map[string]bool, error) { return nil, nil }
 
 func (s *discardStore) OpenCursor(context.Context, string, uint64) (runs.Cursor, error) {
 	return nil, errors.New("the discard store keeps no events")
@@ -1147,6 +1152,146 @@ func BenchmarkClaudeRun(b *testing.B) {
 			alternate(b, direct, viaGateway)
 		})
 	}
+}
+
+// BenchmarkCodexRun is BenchmarkClaudeRun for codex: a real codex run
+// through the gateway against the same run launched directly, against the
+// same mock Responses API and scenario, with the same Codex home (its
+// config.toml names the mock as the model provider). Codex is driven over
+// stdin (codex app-server), so the direct run is driven the same way, by
+// the adapter's own decoder as a runs.Conversation (see converse), and is
+// timed from start to exit and end of stdout. Both run the native binary,
+// which the adapter resolves from the npm launcher.
+//
+// Metrics: as BenchmarkClaudeRun.
+func BenchmarkCodexRun(b *testing.B) {
+	a := codex.New()
+	bin, err := a.ResolveBinary(agenttest.Bin(b, "codex"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, sc := range []struct {
+		name     string
+		scenario openai.Scenario
+		prompt   string
+	}{
+		{"text", openai.TextAnswer("Hello from the mock."), "Say hello."},
+		{"tool", openai.ToolTurn("echo hello > out.txt", "I wrote out.txt."), "Write hello to out.txt."},
+	} {
+		b.Run("scenario="+sc.name, func(b *testing.B) {
+			mock := startOpenAI(b, sc.scenario)
+			home := codexHome(b, mock.URL, codexKeyEnv)
+			creds := map[string]string{codexKeyEnv: codexKey}
+			settings := benchGatewayEnv(b.TempDir(), "")
+			settings["AGENTGATE_CODEX_BIN"], settings["AGENTGATE_CODEX_HOME"] = bin, home
+			g := startGateway(b, settings, creds)
+			client := benchClient(b)
+			spec := runs.Spec{Agent: codex.Name, Prompt: sc.prompt, Model: "mock-model", Permission: runs.WorkspaceWrite}
+
+			direct := func() time.Duration {
+				inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: b.TempDir(),
+					Bin: bin, Home: home, Timeout: benchDeadline, CLIVersion: codex.VerifiedVersion}
+				cmd, err := a.Command(inv)
+				if err != nil {
+					b.Fatal(err)
+				}
+				// The environment the supervisor gives it (childEnv).
+				env := append(agenttest.MinimalEnv(home), "TERM=dumb")
+				for _, name := range cmd.PassEnv {
+					if v, ok := creds[name]; ok {
+						env = append(env, name+"="+v)
+					}
+				}
+				env = append(env, cmd.Env...)
+				dec, ok := a.NewDecoder(inv).(runs.Conversation)
+				if !ok {
+					b.Fatal("the codex decoder is not a runs.Conversation")
+				}
+				start := time.Now()
+				exit, stderr := converse(b, bin, cmd.Args, env, inv.Dir, dec)
+				took := time.Since(start)
+				if out := dec.Finish(exit, stderr); out.Status != runs.Succeeded {
+					b.Fatalf("direct run: %s %+v (exit %+v)", out.Status, out.Error, exit)
+				}
+				return took
+			}
+			viaGateway := func() time.Duration {
+				start := time.Now()
+				id := g.create(b, client, map[string]any{"agent": codex.Name, "prompt": sc.prompt, "model": "mock-model",
+					"permission": runs.WorkspaceWrite})
+				_, done := g.follow(b, client, id, nil)
+				took := time.Since(start)
+				if done.Status != runs.Succeeded {
+					b.Fatalf("gateway run %s: %s %+v", id, done.Status, done.Error)
+				}
+				return took
+			}
+			alternate(b, direct, viaGateway)
+		})
+	}
+}
+
+// converse runs a CLI that is driven over stdin, as the supervisor does
+// for a decoder that is a runs.Conversation: it writes conv.Open() at the
+// start, decodes each stdout line and writes what conv.Pending() returns
+// after it, and closes stdin when the conversation is over. It returns
+// once the process exited and stdout ended, with the exit and stderr.
+func converse(b *testing.B, bin string, args, env []string, dir string, conv runs.Conversation) (runs.Exit, []byte) {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir, cmd.Env = dir, env
+	// A tool process that outlives the CLI must not hold Wait on stderr.
+	cmd.WaitDelay = time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	kill := time.AfterFunc(benchDeadline, func() { _ = cmd.Process.Kill() })
+	defer kill.Stop()
+	// The messages are small and the CLI reads them as they come, so
+	// writing from the reading loop cannot fill the pipe.
+	open := true
+	write := func(msg []byte) {
+		if open && len(msg) > 0 {
+			if _, err := stdin.Write(msg); err != nil {
+				b.Fatalf("write to the CLI's stdin: %v", err)
+			}
+		}
+	}
+	write(conv.Open())
+	br := bufio.NewReaderSize(stdout, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if l := bytes.TrimRight(line, "\r\n"); len(l) > 0 {
+			conv.Decode(l)
+			msg, done := conv.Pending()
+			write(msg)
+			if done && open {
+				stdin.Close()
+				open = false
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if open {
+		stdin.Close()
+	}
+	_ = cmd.Wait() // how it ended is read from ProcessState
+	exit := runs.Exit{Code: cmd.ProcessState.ExitCode()}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		exit = runs.Exit{Code: -1, Signal: ws.Signal().String()}
+	}
+	return exit, stderr.Bytes()
 }
 
 // alternate runs one of each untimed (a CLI's first start in a HOME sets

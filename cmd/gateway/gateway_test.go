@@ -62,6 +62,7 @@ func gatewayEnv(t *testing.T, dataDir string) map[string]string {
 		"AGENTGATE_ADDR":        "127.0.0.1:0",
 		"AGENTGATE_DATA_DIR":    dataDir,
 		"AGENTGATE_CLAUDE_BIN":  agenttest.ClaudeBin(t),
+		"AGENTGATE_CODEX_BIN":   agenttest.Bin(t, "codex"),
 		"AGENTGATE_REPLICA_ID":  "test-replica",
 		"AGENTGATE_KILL_GRACE":  "1s",
 		"AGENTGATE_LOG_LEVEL":   "warn",

@@ -223,8 +223,19 @@ func cliCases() []cliCase {
 						helper = &r.events[i]
 					}
 				}
-				if helper == nil || helper.SessionID == r.outcome.SessionID || helper.SessionID == "" || helper.ParentToolCallID == "" {
-					t.Errorf("helper message = %+v, want it on the helper's session under its spawn call", helper)
+				spawn := ""
+				for _, ev := range r.events {
+					if d, ok := ev.Data.(runs.ToolCallStartedData); ok && ev.Type == tTool && d.Name == "agent_spawnAgent" {
+						spawn = d.ID
+					}
+				}
+				if helper == nil || helper.SessionID == r.outcome.SessionID || helper.SessionID == "" || spawn == "" || helper.ParentToolCallID != spawn {
+					t.Errorf("helper message = %+v, want it on the helper's session under its spawn call %q", helper, spawn)
+				}
+				for _, ev := range r.events {
+					if ev.Type == runs.EventUsageUpdated && ev.SessionID != r.outcome.SessionID {
+						t.Errorf("usage.updated on session %q, want the run's %q", ev.SessionID, r.outcome.SessionID)
+					}
 				}
 			},
 		},

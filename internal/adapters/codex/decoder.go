@@ -440,8 +440,12 @@ func (d *decoder) item(it item, completed bool, thread string) []runs.Event {
 		}
 		return d.toolCompleted(it.ID, it.Tool, it.Arguments, it.Status, it.Status == "failed")
 	case "collabAgentToolCall":
+		// The first call that names a helper thread spawned it; later
+		// ones (wait, send_input) only address it.
 		for _, t := range it.ReceiverThreadIDs {
-			d.helpers[t] = it.ID
+			if _, ok := d.helpers[t]; !ok {
+				d.helpers[t] = it.ID
+			}
 		}
 		input := map[string]any{"prompt": it.Prompt, "threads": it.ReceiverThreadIDs}
 		if !completed {
@@ -527,7 +531,8 @@ func (d *decoder) tokenUsage(line []byte, m message) []runs.Event {
 		}
 	}
 	d.usage = d.usage.Add(normalize(n.TokenUsage.Last))
-	return []runs.Event{runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: d.usage})}
+	// The run's usage so far, helpers' included, belongs to the root.
+	return d.scope("", []runs.Event{runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: d.usage})})
 }
 
 // normalize maps Codex's counters onto the gateway's: both count cached
@@ -618,7 +623,7 @@ func (d *decoder) rateLimits(m message) []runs.Event {
 	if reached == "" || reached == "null" {
 		return nil
 	}
-	return []runs.Event{runs.NewEvent(runs.EventRateLimit, runs.RateLimitData{Error: "account rate limit reached: " + reached})}
+	return d.scope("", []runs.Event{runs.NewEvent(runs.EventRateLimit, runs.RateLimitData{Error: "account rate limit reached: " + reached})})
 }
 
 // rawJSON encodes a tool call's input. HTML is not escaped: a command's

@@ -97,6 +97,7 @@ func TestOnlyTheRootTurnEndsTheConversation(t *testing.T) {
 	d.Decode([]byte(`{"id":3,"result":{"turn":{"id":"t1","status":"inProgress","items":[]}}}`))
 	lines := []string{
 		`{"method":"item/completed","params":{"threadId":"root","turnId":"t1","item":{"type":"collabAgentToolCall","id":"call_spawn","tool":"spawnAgent","status":"completed","senderThreadId":"root","receiverThreadIds":["helper"],"prompt":"look"}}}`,
+		`{"method":"item/started","params":{"threadId":"root","turnId":"t1","item":{"type":"collabAgentToolCall","id":"call_wait","tool":"wait","status":"inProgress","senderThreadId":"root","receiverThreadIds":["helper"]}}}`,
 		`{"method":"item/completed","params":{"threadId":"helper","turnId":"h1","item":{"type":"agentMessage","id":"m_h","text":"helper says"}}}`,
 		`{"method":"thread/tokenUsage/updated","params":{"threadId":"helper","turnId":"h1","tokenUsage":{"total":{"inputTokens":999,"outputTokens":999},"last":{"totalTokens":15,"inputTokens":10,"cachedInputTokens":4,"outputTokens":5,"reasoningOutputTokens":2}}}}`,
 		`{"method":"turn/completed","params":{"threadId":"helper","turn":{"id":"h1","status":"completed","items":[]}}}`,
@@ -115,7 +116,12 @@ func TestOnlyTheRootTurnEndsTheConversation(t *testing.T) {
 		}
 	}
 	if helperMsg == nil || helperMsg.SessionID != "helper" || helperMsg.ParentToolCallID != "call_spawn" {
-		t.Errorf("helper message = %+v, want it attributed to the helper thread and its spawning call", helperMsg)
+		t.Errorf("helper message = %+v, want it attributed to the helper thread and its spawning call, not the wait", helperMsg)
+	}
+	for _, ev := range evs {
+		if ev.Type == runs.EventUsageUpdated && (ev.SessionID != "root" || ev.ParentToolCallID != "") {
+			t.Errorf("usage.updated = %+v, want the run's, on the root session", ev)
+		}
 	}
 	intr := sent(t, d.Interrupt())
 	if len(intr) != 1 || intr[0]["method"] != "turn/interrupt" ||
