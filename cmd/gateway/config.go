@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,7 +29,10 @@ type config struct {
 	ReplicaTTL    time.Duration `envconfig:"REPLICA_TTL" default:"45s"`
 	LogLevel      string        `envconfig:"LOG_LEVEL" default:"info"`
 	AgentPath     string        `envconfig:"AGENT_PATH"`
-	Retention     time.Duration `envconfig:"RETENTION" default:"0"`
+	// Agents, when set, enables only the agents named (comma-separated);
+	// the others are neither probed nor offered.
+	Agents    []string      `envconfig:"AGENTS"`
+	Retention time.Duration `envconfig:"RETENTION" default:"0"`
 
 	MaxConcurrentRuns int           `envconfig:"MAX_CONCURRENT_RUNS" default:"4"`
 	QueueSize         int           `envconfig:"QUEUE_SIZE" default:"64"`
@@ -69,6 +73,19 @@ func loadConfig(getenv func(string) string, agentNames []string) (config, map[st
 			return c, nil, fmt.Errorf("configuration: replica id: %w", err)
 		}
 		c.ReplicaID = id
+	}
+	if len(c.Agents) > 0 {
+		var enabled []string
+		for _, name := range c.Agents {
+			name = strings.TrimSpace(name)
+			if !slices.Contains(agentNames, name) {
+				return c, nil, fmt.Errorf("configuration: AGENTGATE_AGENTS: unknown agent %q; the agents are %s", name, strings.Join(agentNames, ", "))
+			}
+			if !slices.Contains(enabled, name) {
+				enabled = append(enabled, name)
+			}
+		}
+		agentNames = enabled
 	}
 	agents := map[string]agentSettings{}
 	for _, name := range agentNames {

@@ -23,6 +23,7 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"AGENTGATE_REPLICA_TTL", "100ms", "AGENTGATE_REPLICA_TTL: must be at least 1s"},
 		{"AGENTGATE_MAX_EVENT_TEXT", "2097152", "AGENTGATE_MAX_EVENT_TEXT"},
 		{"AGENTGATE_RETENTION", "1h", "AGENTGATE_RETENTION: 1h0m0s must be longer than MAX_RUN_TIMEOUT"},
+		{"AGENTGATE_AGENTS", "claude,cladue", `AGENTGATE_AGENTS: unknown agent "cladue"`},
 	} {
 		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
 			t.Setenv("AGENTGATE_DATA_DIR", t.TempDir())
@@ -66,6 +67,18 @@ func TestConfigDefaultsAndAgentSettings(t *testing.T) {
 	ext, _, err := loadConfig(getenv, []string{"claude"})
 	if host, _ := os.Hostname(); err != nil || ext.ReplicaID != host {
 		t.Fatalf("replica id with NATS_URL = %q (%v), want the hostname %q", ext.ReplicaID, err, host)
+	}
+}
+
+func TestConfigEnablesNamedAgents(t *testing.T) {
+	t.Setenv("AGENTGATE_DATA_DIR", t.TempDir())
+	t.Setenv("AGENTGATE_AGENTS", "codex, claude,codex")
+	_, agents, err := loadConfig(func(string) string { return "" }, []string{"claude", "codex", "gemini"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := agents["gemini"]; ok || len(agents) != 2 {
+		t.Fatalf("agents = %v, want claude and codex only", agents)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -70,6 +71,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	cfg, agentCfg, err := loadConfig(getenv, names)
 	if err != nil {
 		return err
+	}
+	// Only the agents the configuration enables.
+	roster = slices.DeleteFunc(roster, func(a runs.Adapter) bool { _, ok := agentCfg[a.Name()]; return !ok })
+	names = names[:0]
+	for _, a := range roster {
+		names = append(names, a.Name())
 	}
 	log, err := newLogger(cfg.LogLevel, stdout)
 	if err != nil {

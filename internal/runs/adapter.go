@@ -70,6 +70,14 @@ type Preflighter interface {
 	Preflight(ctx context.Context, inv Invocation, env []string) *RunError
 }
 
+// HomePreparer is implemented by an adapter that owns files in its CLI's
+// home: Gemini CLI does nothing headless without a settings file there.
+// The supervisor calls PrepareHome once, at start, after the probe found
+// the CLI; an error makes the agent unavailable, with the reason.
+type HomePreparer interface {
+	PrepareHome(home string) error
+}
+
 // BinaryResolver is implemented by an adapter whose installed command is a
 // launcher rather than the program to supervise. The Codex npm package's
 // command is a Node script that, killed, orphans the native binary it

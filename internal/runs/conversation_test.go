@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -275,5 +276,67 @@ func TestHelperSessionDoesNotBecomeTheRuns(t *testing.T) {
 	}
 	if want := []string{"root", "helper", "root"}; !slices.Equal(sessions, want) || task.run.SessionID != "root" {
 		t.Errorf("sessions %v, run's %q; want %v and root", sessions, task.run.SessionID, want)
+	}
+}
+
+// preparingAdapter owns a file in its home.
+type preparingAdapter struct{ fakeAdapter }
+
+func (preparingAdapter) Name() string { return "prep" }
+func (preparingAdapter) Describe() Description {
+	d := fakeAdapter{}.Describe()
+	d.Name = "prep"
+	return d
+}
+func (preparingAdapter) PrepareHome(home string) error {
+	if strings.HasSuffix(home, "broken") {
+		return fmt.Errorf("read-only")
+	}
+	return os.WriteFile(home+"/settings.json", []byte("{}"), 0o600)
+}
+
+func TestPrepareHomeAtStart(t *testing.T) {
+	h := newHarness(t, Config{})
+	home, broken := t.TempDir(), t.TempDir()+"/broken"
+	sup := NewSupervisor(Config{WorkspaceRoot: h.root, Path: os.Getenv("PATH")}, h.store, []*Agent{
+		{Adapter: preparingAdapter{}, Bin: os.Args[0], Home: home},
+		{Adapter: talkAdapter{}, Bin: os.Args[0], Home: broken},
+	}, nopObserver{}, h.sup.log)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := sup.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = sup.Shutdown(sctx)
+		cancel()
+		sup.loops.Wait()
+	}()
+	if _, err := os.Stat(home + "/settings.json"); err != nil {
+		t.Errorf("home not prepared: %v", err)
+	}
+	for _, info := range sup.Agents() {
+		if info.Name == "prep" && !info.Installed {
+			t.Errorf("prep: %+v", info)
+		}
+	}
+	sup2 := NewSupervisor(Config{WorkspaceRoot: h.root, Path: os.Getenv("PATH")}, h.store, []*Agent{
+		{Adapter: preparingAdapter{}, Bin: os.Args[0], Home: broken},
+	}, nopObserver{}, h.sup.log)
+	if err := sup2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = sup2.Shutdown(sctx)
+	}()
+	if info := sup2.Agents()[0]; info.Installed || !strings.Contains(info.Advisory, "read-only") {
+		t.Errorf("a home that cannot be prepared: %+v, want unavailable with the reason", info)
+	}
+	if _, err := sup2.Submit(context.Background(), Spec{Agent: "prep", Prompt: "x"}); !errors.Is(err, ErrAgentUnavailable) {
+		t.Errorf("Submit = %v, want ErrAgentUnavailable", err)
 	}
 }

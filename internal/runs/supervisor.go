@@ -227,12 +227,23 @@ func NewSupervisor(cfg Config, store Store, agents []*Agent, obs Observer, log *
 // unfinished as interrupted, and starts the workers. ctx bounds the
 // startup work and, once it ends, the supervisor's background loops.
 func (s *Supervisor) Start(ctx context.Context) error {
+	// A Node CLI takes seconds to print its version; probe them together.
+	var probes sync.WaitGroup
 	for _, name := range s.names {
 		a := s.agents[name]
-		a.info = Probe(ctx, a.Adapter, a.Bin, s.childEnv(a, Command{}))
-		s.log.Info("agent probed", zap.String("agent", name), zap.String("path", a.info.Path),
-			zap.String("version", a.info.Version), zap.String("compatibility", a.info.Compatibility))
+		probes.Go(func() {
+			a.info = Probe(ctx, a.Adapter, a.Bin, s.childEnv(a, Command{}))
+			if hp, ok := a.Adapter.(HomePreparer); ok && a.info.Installed {
+				if err := hp.PrepareHome(a.Home); err != nil {
+					a.info.Installed = false
+					a.info.Advisory = fmt.Sprintf("could not prepare its home %s: %v", a.Home, err)
+				}
+			}
+			s.log.Info("agent probed", zap.String("agent", name), zap.String("path", a.info.Path),
+				zap.String("version", a.info.Version), zap.String("compatibility", a.info.Compatibility))
+		})
 	}
+	probes.Wait()
 	if err := s.recover(ctx); err != nil {
 		return fmt.Errorf("recover interrupted runs: %w", err)
 	}
