@@ -1,0 +1,47 @@
+package claude
+
+import (
+	"testing"
+
+	"github.com/agentgate/agentgate/internal/agenttest"
+	"github.com/agentgate/agentgate/internal/conformance"
+	"github.com/agentgate/agentgate/internal/mock/anthropic"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// TestConformance runs the suite every adapter passes.
+func TestConformance(t *testing.T) { conformance.Run(t, kit{}) }
+
+// kit plays the suite's scenarios with the mock Messages API.
+type kit struct{}
+
+func (kit) Adapter() runs.Adapter   { return New() }
+func (kit) Bin(t testing.TB) string { return agenttest.ClaudeBin(t) }
+func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance.Backend {
+	var s anthropic.Scenario
+	switch sc.Kind {
+	case conformance.Text:
+		s = anthropic.TextAnswer(sc.Text)
+	case conformance.Tool:
+		s = anthropic.ToolTurn(sc.Command, sc.Text)
+	case conformance.LongTool:
+		s = anthropic.ToolTurn(anthropic.LongCommand+" "+sc.Marker, sc.Text)
+	case conformance.Failure:
+		s = anthropic.Failure(sc.Status)
+	case conformance.Hang:
+		s = anthropic.Hang()
+	default:
+		t.Fatalf("scenario %q", sc.Kind)
+	}
+	srv, err := anthropic.Start("127.0.0.1:0", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return conformance.Backend{
+		Env:           map[string]string{"ANTHROPIC_BASE_URL": srv.URL, "ANTHROPIC_API_KEY": testKey},
+		NoCredentials: map[string]string{"ANTHROPIC_BASE_URL": srv.URL},
+		Billed:        func() runs.Usage { return fromAnthropic(srv.Ledger().Billed()) },
+		Requests:      func() int { return len(srv.Ledger().Messages()) },
+	}
+}

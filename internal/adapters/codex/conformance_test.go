@@ -1,0 +1,57 @@
+package codex
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentgate/agentgate/internal/agenttest"
+	"github.com/agentgate/agentgate/internal/conformance"
+	"github.com/agentgate/agentgate/internal/mock/openai"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// TestConformance runs the suite every adapter passes.
+func TestConformance(t *testing.T) { conformance.Run(t, kit{}) }
+
+// kit plays the suite's scenarios with the mock Responses API, named as
+// the model provider in the Codex home's config.toml.
+type kit struct{}
+
+func (kit) Adapter() runs.Adapter { return New() }
+
+// Bin is the npm launcher, which the probe resolves to the native binary.
+func (kit) Bin(t testing.TB) string { return agenttest.Bin(t, "codex") }
+
+func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance.Backend {
+	var s openai.Scenario
+	switch sc.Kind {
+	case conformance.Text:
+		s = openai.TextAnswer(sc.Text)
+	case conformance.Tool:
+		s = openai.ToolTurn(sc.Command, sc.Text)
+	case conformance.LongTool:
+		s = openai.ToolTurn("sleep 60; echo "+sc.Marker, sc.Text)
+	case conformance.Failure:
+		s = openai.Failure(sc.Status)
+	case conformance.Hang:
+		s = openai.Hang()
+	default:
+		t.Fatalf("scenario %q", sc.Kind)
+	}
+	srv, err := openai.Start("127.0.0.1:0", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(mockConfig(srv.URL, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return conformance.Backend{
+		Env:           map[string]string{testKeyEnv: testKey},
+		NoCredentials: map[string]string{},
+		Model:         openai.DefaultModel,
+		Billed:        func() runs.Usage { return normalized(srv.Ledger().Billed()) },
+		Requests:      func() int { return len(srv.Ledger().Responses()) },
+	}
+}

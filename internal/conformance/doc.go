@@ -1,0 +1,17 @@
+// Package conformance is one test suite run over every agent adapter with
+// the same scenarios, each against the agent's real CLI and a mock model
+// server in the agent's own API, through a real Supervisor and store.
+//
+// An adapter's tests describe their agent with a Kit (its adapter, its
+// CLI, and how to serve a Scenario from its mock) and call Run:
+//
+//	func TestConformance(t *testing.T) { conformance.Run(t, kit{}) }
+//
+// A new agent then gets the whole suite: a text answer, a shell tool call
+// that writes a file, the failures every model API has (401, 429, 500,
+// no credentials) with the class and retryable the gateway promises,
+// cancel and timeout in the middle of a tool with no process left, a
+// server that never answers, the fields the agent does not support
+// refused by name, and the installed CLI's version against the verified
+// one. The usage of every finished run must equal what the mock billed.
+package conformance

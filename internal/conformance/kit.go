@@ -1,0 +1,71 @@
+package conformance
+
+import (
+	"testing"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Kit is what the suite needs to know about one agent.
+type Kit interface {
+	// Adapter returns the adapter under test.
+	Adapter() runs.Adapter
+	// Bin returns the agent's real CLI. It fails the test, never skips
+	// it, when the CLI is missing.
+	Bin(t testing.TB) string
+	// Serve starts the agent's mock model server on 127.0.0.1, playing sc
+	// in the agent's own API, and returns how the CLI reaches it. home is
+	// the CLI's home, for a kit whose CLI reads its endpoint from a file
+	// there. The server is closed when the test ends.
+	Serve(t testing.TB, sc Scenario, home string) Backend
+}
+
+// Backend is a mock model server as the gateway's configuration sees it.
+type Backend struct {
+	// Env is the gateway's environment as the CLI reads it: credential
+	// and endpoint variables, which reach the CLI through the adapter's
+	// PassEnv.
+	Env map[string]string
+	// NoCredentials is Env with the credentials taken away, but the
+	// endpoint kept, so that a CLI without them cannot reach anything
+	// else either.
+	NoCredentials map[string]string
+	// Model is the model a run asks for; empty for the CLI's default.
+	Model string
+	// Billed returns the usage the server billed so far, in the
+	// gateway's convention (input includes cached, output reasoning).
+	Billed func() runs.Usage
+	// Requests returns how many model requests the server received.
+	Requests func() int
+}
+
+// Kind names what a scenario's model does.
+type Kind string
+
+// The scenarios every mock plays.
+const (
+	// Text answers every request with Scenario.Text.
+	Text Kind = "text"
+	// Tool asks for one shell tool call running Scenario.Command, then
+	// answers its result with Scenario.Text.
+	Tool Kind = "tool"
+	// LongTool asks for one shell tool call that runs for a minute and
+	// whose command line carries Scenario.Marker, so that the suite can
+	// find its processes. The command is the kit's: some CLIs refuse a
+	// foreground `sleep 60`.
+	LongTool Kind = "long_tool"
+	// Failure answers every request with HTTP Scenario.Status and the
+	// API's error body (a 429 with Retry-After: 1).
+	Failure Kind = "failure"
+	// Hang accepts every request and never answers.
+	Hang Kind = "hang"
+)
+
+// Scenario is what the mock model does in one test.
+type Scenario struct {
+	Kind    Kind
+	Text    string
+	Command string
+	Marker  string
+	Status  int
+}

@@ -1,0 +1,491 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/agentgate/agentgate/internal/agenttest"
+	"github.com/agentgate/agentgate/internal/proctree"
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/store"
+)
+
+// Bounds of the suite's runs. A failure or a cancel must end a run in
+// seconds, not after the CLI's default retries; the tool of the cancel
+// and timeout cases would run for a minute.
+const (
+	quick      = 45 * time.Second // a run that succeeds or fails on its own
+	stopWithin = 20 * time.Second // from cancel or deadline to run.completed
+	runTimeout = 6 * time.Second  // the timeout case's timeout_seconds
+	hangTimout = 4 * time.Second  // the hanging server case's timeout_seconds
+)
+
+// Run runs every scenario of the suite against kit's agent, each in a
+// subtest, in parallel.
+func Run(t *testing.T, kit Kit) {
+	a := kit.Adapter()
+	bin := kit.Bin(t)
+	st := startStore(t)
+	s := &suite{kit: kit, adapter: a, bin: bin, store: st}
+
+	t.Run("version", s.version)
+	t.Run("unsupported_fields", s.unsupportedFields)
+	for _, c := range []struct {
+		name string
+		f    func(t *testing.T)
+	}{
+		{"text", s.text},
+		{"tool", s.tool},
+		{"failure_401", s.failure(401, runs.NotAuthenticated)},
+		{"failure_429", s.failure(429, runs.RateLimited)},
+		{"failure_500", s.failure(500, runs.TransientAPIError)},
+		{"no_credentials", s.noCredentials},
+		{"cancel_mid_tool", s.cancelMidTool},
+		{"timeout_mid_tool", s.timeoutMidTool},
+		{"server_never_answers", s.hang},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.f(t)
+		})
+	}
+}
+
+type suite struct {
+	kit     Kit
+	adapter runs.Adapter
+	bin     string
+	store   runs.Store
+}
+
+func startStore(t *testing.T) runs.Store {
+	t.Helper()
+	emb, err := store.StartEmbedded(filepath.Join(t.TempDir(), "nats"), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Shutdown)
+	nc, err := emb.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	st, err := store.Open(context.Background(), nc, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// gateway is one supervisor over the suite's store, with the agent
+// configured against one backend.
+type gateway struct {
+	sup     *runs.Supervisor
+	store   runs.Store
+	backend Backend
+	home    string
+}
+
+// start serves sc and starts a supervisor whose environment is env(backend).
+func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]string) *gateway {
+	t.Helper()
+	home := t.TempDir()
+	b := s.kit.Serve(t, sc, home)
+	gwEnv := env(b)
+	cfg := runs.Config{
+		Replica: "conformance-" + uuid.NewString()[:8], WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"),
+		KillGrace: 2 * time.Second, MaxTimeout: time.Hour, DefaultTimeout: quick + 15*time.Second,
+		Getenv: func(k string) string { return gwEnv[k] },
+	}
+	sup := runs.NewSupervisor(cfg, s.store, []*runs.Agent{{Adapter: s.adapter, Bin: s.bin, Home: home}},
+		nopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := sup.Start(ctx); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer scancel()
+		if err := sup.Shutdown(sctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		cancel()
+	})
+	return &gateway{sup: sup, store: s.store, backend: b, home: home}
+}
+
+func credentials(b Backend) map[string]string   { return b.Env }
+func noCredentials(b Backend) map[string]string { return b.NoCredentials }
+
+// submit creates a run of the agent.
+func (g *gateway) submit(t *testing.T, spec runs.Spec) runs.Run {
+	t.Helper()
+	spec.Agent = g.sup.Agents()[0].Name
+	if spec.Model == "" {
+		spec.Model = g.backend.Model
+	}
+	if spec.Permission == "" {
+		spec.Permission = runs.WorkspaceWrite
+	}
+	r, err := g.sup.Submit(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("submit: %v (agent %+v)", err, g.sup.Agents()[0])
+	}
+	return r
+}
+
+// wait waits for the run to end and returns it with its events.
+func (g *gateway) wait(t *testing.T, id string, within time.Duration) (runs.Run, []runs.Event) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		r, err := g.store.GetRun(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Terminal() {
+			return r, g.events(t, id)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("run %s did not end within %s; events so far: %s", id, within, typesOf(g.events(t, id)))
+	return runs.Run{}, nil
+}
+
+// events reads the run's log as stored.
+func (g *gateway) events(t *testing.T, id string) []runs.Event {
+	t.Helper()
+	last, err := g.store.LastEvent(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.Seq == 0 {
+		return nil
+	}
+	cur, err := g.store.OpenCursor(context.Background(), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	var out []runs.Event
+	for uint64(len(out)) < last.Seq {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		batch, err := cur.Next(ctx, 512)
+		cancel()
+		if err != nil {
+			t.Fatalf("read events of %s: %v", id, err)
+		}
+		for _, se := range batch {
+			var ev runs.Event
+			var raw struct {
+				Data json.RawMessage `json:"data"`
+			}
+			if err := json.Unmarshal(se.JSON, &ev); err != nil || json.Unmarshal(se.JSON, &raw) != nil {
+				t.Fatalf("event %d of %s: %v", se.Seq, id, err)
+			}
+			ev.Data = raw.Data
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// waitFor waits until the run has an event of type typ.
+func (g *gateway) waitFor(t *testing.T, id string, typ runs.EventType, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		for _, ev := range g.events(t, id) {
+			if ev.Type == typ {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no %s in run %s within %s: %s", typ, id, within, typesOf(g.events(t, id)))
+}
+
+func typesOf(evs []runs.Event) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		b.WriteString(string(ev.Type))
+		b.WriteByte(' ')
+	}
+	return b.String()
+}
+
+func of(evs []runs.Event, typ runs.EventType) []runs.Event {
+	var out []runs.Event
+	for _, ev := range evs {
+		if ev.Type == typ {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// wantUsage checks the run's usage against what the mock billed.
+func (g *gateway) wantUsage(t *testing.T, r runs.Run) {
+	t.Helper()
+	billed := g.backend.Billed()
+	if r.Usage != billed {
+		t.Errorf("usage = %+v, the mock billed %+v", r.Usage, billed)
+	}
+	if billed.InputTokens == 0 || billed.OutputTokens == 0 {
+		t.Errorf("the mock billed %+v: a run that reached it must be billed", billed)
+	}
+}
+
+// wantNoProcesses checks that nothing of the run is left.
+func wantNoProcesses(t *testing.T, id, marker string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pids, err := proctree.New().Find(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := agenttest.ProcessesMatching(marker)
+		if len(pids) == 0 && len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes left: %v of the run, %v running the tool", pids, left)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (s *suite) version(t *testing.T) {
+	d := s.adapter.Describe()
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C.UTF-8"}
+	info := runs.Probe(context.Background(), s.adapter, s.bin, env)
+	if !info.Installed || info.Version == "" {
+		t.Fatalf("probe = %+v", info)
+	}
+	if info.Compatibility != runs.CompatVerified || info.Version != d.VerifiedVersion {
+		t.Errorf("installed %s is %s against the verified %s: pin the verified version (%s)",
+			info.Version, info.Compatibility, d.VerifiedVersion, d.InstallCommand)
+	}
+	if _, err := s.adapter.ParseVersion([]byte("not a version at all")); err == nil {
+		t.Error("ParseVersion accepted garbage")
+	}
+}
+
+// optional are the run fields an agent may or may not honour, each with a
+// valid value.
+var optional = map[string]func(*runs.Spec){
+	runs.FieldSystemPrompt:    func(s *runs.Spec) { s.SystemPrompt = "Be brief." },
+	runs.FieldModel:           func(s *runs.Spec) { s.Model = "some-model" },
+	runs.FieldEffort:          func(s *runs.Spec) { s.Effort = "high" },
+	runs.FieldMaxTurns:        func(s *runs.Spec) { s.MaxTurns = 3 },
+	runs.FieldMaxBudgetUSD:    func(s *runs.Spec) { s.MaxBudgetUSD = 1 },
+	runs.FieldOutputSchema:    func(s *runs.Spec) { s.OutputSchema = json.RawMessage(`{"type":"object"}`) },
+	runs.FieldResumeSessionID: func(s *runs.Spec) { s.ResumeSessionID = "0196f0c2-7e1a-7000-8000-000000000001" },
+}
+
+// unsupportedFields checks that every optional field the agent does not
+// list is refused by name, and every one it lists is taken.
+func (s *suite) unsupportedFields(t *testing.T) {
+	d := s.adapter.Describe()
+	for field, set := range optional {
+		spec := runs.Spec{Agent: d.Name, Prompt: "hi", Permission: runs.WorkspaceWrite}
+		set(&spec)
+		inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: t.TempDir(), Bin: s.bin,
+			Home: t.TempDir(), Timeout: time.Minute}
+		_, err := s.adapter.Command(inv)
+		var fe *runs.FieldError
+		switch {
+		case slices.Contains(d.Fields, field) && err != nil:
+			t.Errorf("%s is listed as supported, but Command refused it: %v", field, err)
+		case !slices.Contains(d.Fields, field) && (!errors.As(err, &fe) || !errors.Is(err, runs.ErrUnsupported) || fe.Field != field):
+			t.Errorf("%s is not listed as supported, but Command gave %v, not unsupported_option naming it", field, err)
+		}
+	}
+	for _, p := range []runs.Permission{runs.ReadOnly, runs.WorkspaceWrite, runs.Full} {
+		if d.Permissions[p] == "" {
+			t.Errorf("permission %s has no documented mapping", p)
+		}
+	}
+}
+
+func (s *suite) text(t *testing.T) {
+	const answer = "Conformance answer."
+	g := s.start(t, Scenario{Kind: Text, Text: answer}, credentials)
+	r := g.submit(t, runs.Spec{Prompt: "Say the conformance answer."})
+	r, evs := g.wait(t, r.ID, quick)
+	if r.Status != runs.Succeeded {
+		t.Fatalf("status %s, error %+v; events %s", r.Status, r.Error, typesOf(evs))
+	}
+	if strings.TrimSpace(r.Result) != answer {
+		t.Errorf("result = %q, want %q", r.Result, answer)
+	}
+	msgs := of(evs, runs.EventMessageCompleted)
+	if len(msgs) == 0 || !strings.Contains(string(msgs[len(msgs)-1].Data.(json.RawMessage)), answer) {
+		t.Errorf("no message.completed with the answer: %s", typesOf(evs))
+	}
+	for _, ev := range evs {
+		if ev.Type == runs.EventAgentUnparsed {
+			t.Errorf("agent.unparsed: %s", ev.Data)
+		}
+	}
+	g.wantUsage(t, r)
+	if last := evs[len(evs)-1]; last.Type != runs.EventRunCompleted {
+		t.Errorf("last event %s", last.Type)
+	}
+}
+
+func (s *suite) tool(t *testing.T) {
+	const answer = "The file is written."
+	g := s.start(t, Scenario{Kind: Tool, Command: "echo conformance > conformance.txt", Text: answer}, credentials)
+	r := g.submit(t, runs.Spec{Prompt: "Write conformance to conformance.txt."})
+	r, evs := g.wait(t, r.ID, quick)
+	if r.Status != runs.Succeeded {
+		t.Fatalf("status %s, error %+v; events %s", r.Status, r.Error, typesOf(evs))
+	}
+	started, done := of(evs, runs.EventToolCallStarted), of(evs, runs.EventToolCallCompleted)
+	if len(started) == 0 || len(done) == 0 {
+		t.Fatalf("no tool call: %s", typesOf(evs))
+	}
+	var first, end struct {
+		ID      string `json:"id"`
+		IsError bool   `json:"is_error"`
+	}
+	_ = json.Unmarshal(started[0].Data.(json.RawMessage), &first)
+	_ = json.Unmarshal(done[0].Data.(json.RawMessage), &end)
+	if first.ID == "" || end.ID != first.ID || end.IsError || done[0].Seq < started[0].Seq {
+		t.Errorf("tool call started %+v (seq %d), completed %+v (seq %d)", first, started[0].Seq, end, done[0].Seq)
+	}
+	var began struct {
+		Cwd string `json:"cwd"`
+	}
+	if st := of(evs, runs.EventRunStarted); len(st) == 1 {
+		_ = json.Unmarshal(st[0].Data.(json.RawMessage), &began)
+	}
+	dir := began.Cwd
+	if b, err := os.ReadFile(filepath.Join(dir, "conformance.txt")); err != nil || strings.TrimSpace(string(b)) != "conformance" {
+		t.Errorf("conformance.txt in %s = %q, %v", dir, b, err)
+	}
+	if strings.TrimSpace(r.Result) != answer {
+		t.Errorf("result = %q, want %q", r.Result, answer)
+	}
+	g.wantUsage(t, r)
+}
+
+func (s *suite) failure(status int, class runs.Class) func(t *testing.T) {
+	return func(t *testing.T) {
+		g := s.start(t, Scenario{Kind: Failure, Status: status}, credentials)
+		start := time.Now()
+		r := g.submit(t, runs.Spec{Prompt: "Say hi."})
+		r, evs := g.wait(t, r.ID, quick)
+		if r.Status != runs.Failed || r.Error == nil || r.Error.Class != class || r.Error.Retryable != class.Retryable() {
+			t.Fatalf("HTTP %d: status %s, error %+v, want failed %s (retryable %v); events %s",
+				status, r.Status, r.Error, class, class.Retryable(), typesOf(evs))
+		}
+		if r.Error.Message == "" {
+			t.Error("an error without a message")
+		}
+		if took := time.Since(start); took > 30*time.Second {
+			t.Errorf("took %s: a failing model API must fail the run in seconds", took)
+		}
+		if g.backend.Requests() == 0 {
+			t.Error("the mock got no request: the failure did not come from it")
+		}
+	}
+}
+
+func (s *suite) noCredentials(t *testing.T) {
+	g := s.start(t, Scenario{Kind: Text, Text: "unreachable"}, noCredentials)
+	start := time.Now()
+	r := g.submit(t, runs.Spec{Prompt: "Say hi."})
+	r, evs := g.wait(t, r.ID, quick)
+	if r.Status != runs.Failed || r.Error == nil || r.Error.Class != runs.NotAuthenticated || r.Error.Retryable {
+		t.Fatalf("status %s, error %+v, want not_authenticated; events %s", r.Status, r.Error, typesOf(evs))
+	}
+	if r.Error.Hint == "" {
+		t.Error("not_authenticated without a hint")
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("took %s", took)
+	}
+}
+
+// longTool starts a run whose tool runs for a minute and waits until the
+// tool's process runs.
+func (s *suite) longTool(t *testing.T, timeout int) (*gateway, runs.Run, string) {
+	t.Helper()
+	marker := "conformance-" + uuid.NewString()
+	g := s.start(t, Scenario{Kind: LongTool, Marker: marker, Text: "done"}, credentials)
+	r := g.submit(t, runs.Spec{Prompt: "Run the long command.", TimeoutSeconds: timeout})
+	g.waitFor(t, r.ID, runs.EventToolCallStarted, quick)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(agenttest.ProcessesMatching(marker)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the tool's process never ran: %s", typesOf(g.events(t, r.ID)))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return g, r, marker
+}
+
+func (s *suite) cancelMidTool(t *testing.T) {
+	g, r, marker := s.longTool(t, 0)
+	start := time.Now()
+	if _, err := g.sup.Cancel(context.Background(), r.ID); err != nil {
+		t.Fatal(err)
+	}
+	r, evs := g.wait(t, r.ID, stopWithin)
+	if r.Status != runs.Cancelled || r.Error == nil || r.Error.Class != runs.ClassCancelled {
+		t.Fatalf("status %s, error %+v; events %s", r.Status, r.Error, typesOf(evs))
+	}
+	if took := time.Since(start); took > stopWithin {
+		t.Errorf("cancel took %s", took)
+	}
+	wantNoProcesses(t, r.ID, marker)
+}
+
+func (s *suite) timeoutMidTool(t *testing.T) {
+	g, r, marker := s.longTool(t, int(runTimeout/time.Second))
+	r, evs := g.wait(t, r.ID, runTimeout+stopWithin)
+	if r.Status != runs.TimedOut || r.Error == nil || r.Error.Class != runs.Timeout || !r.Error.Retryable {
+		t.Fatalf("status %s, error %+v; events %s", r.Status, r.Error, typesOf(evs))
+	}
+	wantNoProcesses(t, r.ID, marker)
+}
+
+func (s *suite) hang(t *testing.T) {
+	g := s.start(t, Scenario{Kind: Hang}, credentials)
+	start := time.Now()
+	r := g.submit(t, runs.Spec{Prompt: "Say hi.", TimeoutSeconds: int(hangTimout / time.Second)})
+	r, evs := g.wait(t, r.ID, hangTimout+stopWithin)
+	if r.Status != runs.TimedOut || r.Error == nil || r.Error.Class != runs.Timeout {
+		t.Fatalf("status %s, error %+v; events %s", r.Status, r.Error, typesOf(evs))
+	}
+	if took := time.Since(start); took > hangTimout+stopWithin {
+		t.Errorf("took %s", took)
+	}
+	wantNoProcesses(t, r.ID, fmt.Sprintf("no-marker-%s", r.ID))
+}
+
+type nopObserver struct{}
+
+func (nopObserver) RunQueued(string)           {}
+func (nopObserver) RunStarted(string, float64) {}
+func (nopObserver) RunFinished(string, string, runs.State, runs.Class, float64, runs.Usage, *float64) {
+}
+func (nopObserver) Event(string, runs.EventType) {}
+func (nopObserver) FirstEvent(string, float64)   {}
+func (nopObserver) QueueDepth(int, int)          {}
