@@ -12,21 +12,22 @@ COPY internal ./internal
 RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/agentgate ./cmd/gateway
 
 # The agent CLIs come from npm, pinned by tools/agents/package-lock.json.
-FROM ubuntu:24.04 AS agents
-RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm ca-certificates \
-    && rm -rf /var/lib/apt/lists/*
+# Some need Node 22 (Claude Code declares node >= 22), newer than
+# Ubuntu 24.04's nodejs package, so Node comes from the official image.
+FROM node:22-bookworm-slim AS agents
 WORKDIR /opt/agentgate/agents
 COPY tools/agents/package.json tools/agents/package-lock.json ./
 RUN npm ci --no-audit --no-fund
 
 FROM ubuntu:24.04
 # Agent tool calls run shell commands: give them the usual tools. Node is
-# kept for CLIs that are Node programs.
+# kept for CLIs that are Node programs (Gemini CLI, the npm launchers).
 RUN apt-get update && apt-get install -y --no-install-recommends \
-        ca-certificates git nodejs perl tini \
+        ca-certificates git perl tini bubblewrap \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --create-home --uid 10001 agentgate \
     && mkdir -p /var/lib/agentgate && chown agentgate /var/lib/agentgate
+COPY --from=agents /usr/local/bin/node /usr/local/bin/node
 COPY --from=agents /opt/agentgate/agents /opt/agentgate/agents
 COPY --from=build /out/agentgate /usr/local/bin/agentgate
 ENV PATH=/opt/agentgate/agents/node_modules/.bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \

@@ -59,10 +59,12 @@ type gateway struct {
 // gatewayEnv returns the AGENTGATE_* settings of a test gateway.
 func gatewayEnv(t *testing.T, dataDir string) map[string]string {
 	return map[string]string{
-		"AGENTGATE_ADDR":        "127.0.0.1:0",
-		"AGENTGATE_DATA_DIR":    dataDir,
-		"AGENTGATE_CLAUDE_BIN":  agenttest.ClaudeBin(t),
-		"AGENTGATE_CODEX_BIN":   agenttest.Bin(t, "codex"),
+		"AGENTGATE_ADDR":       "127.0.0.1:0",
+		"AGENTGATE_DATA_DIR":   dataDir,
+		"AGENTGATE_CLAUDE_BIN": agenttest.ClaudeBin(t),
+		"AGENTGATE_CODEX_BIN":  agenttest.Bin(t, "codex"),
+		// The agents these tests run; TestAllAgentsAreListed probes all.
+		"AGENTGATE_AGENTS":      "claude,codex",
 		"AGENTGATE_REPLICA_ID":  "test-replica",
 		"AGENTGATE_KILL_GRACE":  "1s",
 		"AGENTGATE_LOG_LEVEL":   "warn",
