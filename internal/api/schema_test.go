@@ -54,6 +54,8 @@ var payloadTypes = map[runs.EventType]reflect.Type{
 	runs.EventReasoningCompleted: reflect.TypeFor[runs.ReasoningData](),
 	runs.EventToolCallStarted:    reflect.TypeFor[runs.ToolCallStartedData](),
 	runs.EventToolCallCompleted:  reflect.TypeFor[runs.ToolCallCompletedData](),
+	runs.EventReasoningDelta:     reflect.TypeFor[runs.DeltaData](),
+	runs.EventToolCallOutput:     reflect.TypeFor[runs.DeltaData](),
 	runs.EventFileChanged:        reflect.TypeFor[runs.FileChangedData](),
 	runs.EventPlanUpdated:        reflect.TypeFor[runs.PlanUpdatedData](),
 	runs.EventUsageUpdated:       reflect.TypeFor[runs.UsageData](),
@@ -100,6 +102,14 @@ func samplePayloads() map[runs.EventType][]any {
 		runs.EventToolCallCompleted: {
 			runs.ToolCallCompletedData{ID: "t1", Output: "a\nb", IsError: true},
 			runs.ToolCallCompletedData{ID: "t1"},
+		},
+		runs.EventReasoningDelta: {
+			runs.DeltaData{ID: "rs_1", Text: "Thinking"},
+			runs.DeltaData{},
+		},
+		runs.EventToolCallOutput: {
+			runs.DeltaData{ID: "t1", Text: "line 1\n"},
+			runs.DeltaData{ID: "t1"},
 		},
 		runs.EventFileChanged: {
 			runs.FileChangedData{Path: "src/a.go", Kind: runs.ChangeUpdate, MovePath: "src/b.go", Diff: "@@ -1 +1 @@\n-a\n+b\n",

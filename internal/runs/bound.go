@@ -95,6 +95,9 @@ func (l Limits) Bound(ev Event) Event {
 		d.Prompt = l.text(d.Prompt)
 		d.SystemPrompt = l.text(d.SystemPrompt)
 		ev.Data = d
+	case DeltaData:
+		d.Text = l.text(d.Text)
+		ev.Data = d
 	case FileChangedData:
 		d.Diff = l.text(d.Diff)
 		ev.Data = d

@@ -19,8 +19,10 @@ const (
 	EventSessionStarted     EventType = "session.started"
 	EventMessageDelta       EventType = "message.delta"
 	EventMessageCompleted   EventType = "message.completed"
+	EventReasoningDelta     EventType = "reasoning.delta"
 	EventReasoningCompleted EventType = "reasoning.completed"
 	EventToolCallStarted    EventType = "tool_call.started"
+	EventToolCallOutput     EventType = "tool_call.output_delta"
 	EventToolCallCompleted  EventType = "tool_call.completed"
 	EventFileChanged        EventType = "file.changed"
 	EventPlanUpdated        EventType = "plan.updated"
@@ -34,8 +36,8 @@ const (
 // EventTypes lists every event type.
 var EventTypes = []EventType{
 	EventRunQueued, EventRunStarted, EventSessionStarted, EventMessageDelta,
-	EventMessageCompleted, EventReasoningCompleted, EventToolCallStarted,
-	EventToolCallCompleted, EventFileChanged, EventPlanUpdated, EventUsageUpdated, EventRateLimit, EventWarning,
+	EventMessageCompleted, EventReasoningDelta, EventReasoningCompleted, EventToolCallStarted,
+	EventToolCallOutput, EventToolCallCompleted, EventFileChanged, EventPlanUpdated, EventUsageUpdated, EventRateLimit, EventWarning,
 	EventAgentUnparsed, EventRunCompleted,
 }
 
@@ -110,6 +112,16 @@ const (
 type ReasoningData struct {
 	Text       string `json:"text"`
 	Visibility string `json:"visibility"`
+}
+
+// DeltaData is the payload of reasoning.delta and tool_call.output_delta:
+// a piece of text as it streams. The completed event that follows carries
+// the whole text, so a client may ignore the deltas.
+type DeltaData struct {
+	// ID groups the deltas: the reasoning block, or the tool call whose
+	// output this is.
+	ID   string `json:"id,omitempty"`
+	Text string `json:"text"`
 }
 
 // ToolCallStartedData is the payload of tool_call.started.

@@ -248,10 +248,14 @@ func TestDecodeBlocks(t *testing.T) {
 	if len(evs) != 0 {
 		t.Errorf("prompt lines gave events: %+v", evs)
 	}
-	evs, _ = decode(`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"x"}}}`,
+	evs, _ = decode(`{"type":"stream_event","event":{"type":"content_block_delta","index":2,"delta":{"type":"thinking_delta","thinking":"x"}}}`,
+		`{"type":"stream_event","event":{"type":"content_block_delta","index":2,"delta":{"type":"signature_delta","signature":"s"}}}`,
 		`{"type":"stream_event","event":{"type":"message_stop"}}`)
-	if len(evs) != 0 {
-		t.Errorf("non-text stream events gave events: %+v", evs)
+	if d := one(t, evs, runs.EventReasoningDelta).Data.(runs.DeltaData); d.Text != "x" || d.ID != ":2" {
+		t.Errorf("thinking delta = %+v", d)
+	}
+	if len(evs) != 1 {
+		t.Errorf("signature and stop events gave events: %+v", evs)
 	}
 }
 

@@ -97,8 +97,18 @@ func cliCases() []cliCase {
 				if started.Name != "Bash" || !strings.Contains(string(started.Input), "echo hello > out.txt") {
 					t.Errorf("tool_call.started = %+v", started)
 				}
-				if reason := r.first(tReason).Data.(runs.ReasoningData); reason.Visibility != runs.VisibilityFull || reason.Text == "" {
+				reason := r.first(tReason).Data.(runs.ReasoningData)
+				if reason.Visibility != runs.VisibilityFull || reason.Text == "" {
 					t.Errorf("reasoning = %+v, want full text", reason)
+				}
+				var streamed strings.Builder
+				for _, ev := range r.events {
+					if ev.Type == runs.EventReasoningDelta {
+						streamed.WriteString(ev.Data.(runs.DeltaData).Text)
+					}
+				}
+				if streamed.String() != reason.Text {
+					t.Errorf("reasoning deltas add up to %q, the block is %q", streamed.String(), reason.Text)
 				}
 			},
 		},
@@ -413,12 +423,15 @@ func summarize(l anthropic.Ledger) []string {
 }
 
 // collapse returns the event types in order, each run of message.delta
-// collapsed to one.
+// collapsed to one and reasoning deltas left out.
 func collapse(evs []runs.Event) []runs.EventType {
 	var out []runs.EventType
 	for _, ev := range evs {
 		if ev.Type == tDelta && len(out) > 0 && out[len(out)-1] == tDelta {
 			continue
+		}
+		if ev.Type == runs.EventReasoningDelta {
+			continue // checked against reasoning.completed where a case has thinking
 		}
 		out = append(out, ev.Type)
 	}

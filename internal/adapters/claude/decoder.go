@@ -192,12 +192,18 @@ func (d *decoder) streamEvent(l *wireLine, line []byte) []runs.Event {
 	if l.Event == nil {
 		return []runs.Event{unparsed(line, "stream_event without event")}
 	}
-	if l.Event.Type == "content_block_delta" && l.Event.Delta != nil && l.Event.Delta.Type == "text_delta" {
-		return []runs.Event{runs.NewEvent(runs.EventMessageDelta, runs.MessageData{MessageID: l.APIMessageID, Text: l.Event.Delta.Text})}
+	if l.Event.Type == "content_block_delta" && l.Event.Delta != nil {
+		switch l.Event.Delta.Type {
+		case "text_delta":
+			return []runs.Event{runs.NewEvent(runs.EventMessageDelta, runs.MessageData{MessageID: l.APIMessageID, Text: l.Event.Delta.Text})}
+		case "thinking_delta":
+			id := fmt.Sprintf("%s:%d", l.APIMessageID, l.Event.Index)
+			return []runs.Event{runs.NewEvent(runs.EventReasoningDelta, runs.DeltaData{ID: id, Text: l.Event.Delta.Thinking})}
+		}
 	}
 	// Every other raw API event (message_start, block starts and stops,
-	// thinking, signature and tool-input deltas) is repeated by the
-	// assistant line that follows it.
+	// signature and tool-input deltas) is repeated by the assistant line
+	// that follows it.
 	return nil
 }
 

@@ -76,12 +76,14 @@ type wireBlock struct {
 }
 
 // wireStreamEvent is the raw API event a stream_event line wraps; only
-// text deltas are read.
+// text and thinking deltas are read.
 type wireStreamEvent struct {
 	Type  string `json:"type"`
+	Index int    `json:"index"`
 	Delta *struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		Thinking string `json:"thinking"`
 	} `json:"delta"`
 }
 

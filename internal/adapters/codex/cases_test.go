@@ -90,13 +90,18 @@ func story(evs []runs.Event) []runs.EventType {
 	var out []runs.EventType
 	for _, ev := range evs {
 		switch ev.Type {
-		case runs.EventMessageDelta, runs.EventUsageUpdated, runs.EventWarning, runs.EventRateLimit:
+		case runs.EventMessageDelta, runs.EventReasoningDelta, runs.EventToolCallOutput, runs.EventUsageUpdated,
+			runs.EventWarning, runs.EventRateLimit:
 			continue
 		}
 		out = append(out, ev.Type)
 	}
 	return out
 }
+
+// toolCommand writes a file, then prints over time, so that Codex streams
+// some of its output.
+const toolCommand = "echo hello > out.txt; for i in 1 2 3; do echo line$i; sleep 0.2; done"
 
 // patchCommand is a shell command Codex turns into a file change: it
 // intercepts apply_patch and applies the patch itself.
@@ -126,7 +131,7 @@ func cliCases() []cliCase {
 	}
 	return []cliCase{
 		{
-			name: "tool_turn", scenario: fixed(openai.ToolTurn("echo hello > out.txt", "I wrote out.txt.")), spec: write,
+			name: "tool_turn", scenario: fixed(openai.ToolTurn(toolCommand, "I wrote out.txt.")), spec: write,
 			wantStatus: runs.Succeeded,
 			wantTypes:  []runs.EventType{tStart, tReason, tTool, tToolEnd, tMsg},
 			check: func(t *testing.T, r *cliRun) {
@@ -139,12 +144,31 @@ func cliCases() []cliCase {
 				if started.Name != "shell" || !strings.Contains(string(started.Input), "echo hello > out.txt") {
 					t.Errorf("tool_call.started = %+v", started)
 				}
-				if done := r.first(tToolEnd).Data.(runs.ToolCallCompletedData); done.IsError {
+				done := r.first(tToolEnd).Data.(runs.ToolCallCompletedData)
+				if done.IsError || done.Output != "line1\nline2\nline3\n" {
 					t.Errorf("tool_call.completed = %+v", done)
 				}
 				reason := r.first(tReason).Data.(runs.ReasoningData)
 				if reason.Visibility != runs.VisibilitySummary || reason.Text == "" {
 					t.Errorf("reasoning = %+v, want its summary", reason)
+				}
+				// The deltas add up to what the completed events carry.
+				var thought, output strings.Builder
+				for _, ev := range r.events {
+					switch d, _ := ev.Data.(runs.DeltaData); ev.Type {
+					case runs.EventReasoningDelta:
+						thought.WriteString(d.Text)
+					case runs.EventToolCallOutput:
+						output.WriteString(d.Text)
+						if d.ID != done.ID {
+							t.Errorf("output delta of %q, the call is %q", d.ID, done.ID)
+						}
+					}
+				}
+				// Output written before Codex watches the command comes
+				// only in the completed item.
+				if thought.String() != reason.Text || output.Len() == 0 || !strings.HasSuffix(done.Output, output.String()) {
+					t.Errorf("deltas: reasoning %q, output %q; completed: %q, %q", thought.String(), output.String(), reason.Text, done.Output)
 				}
 				req := r.ledger.Responses()[0].Request
 				if got := req.Header.Get("Authorization"); got != "Bearer "+testKey {

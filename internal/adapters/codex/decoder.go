@@ -302,10 +302,21 @@ func (d *decoder) notification(line []byte, m message) []runs.Event {
 		d.messages[n.ItemID] = true
 		return d.scope(n.ThreadID, []runs.Event{runs.NewEvent(runs.EventMessageDelta,
 			runs.MessageData{MessageID: n.ItemID, Text: n.Delta})})
-	case "item/reasoning/summaryTextDelta", "item/reasoning/textDelta",
-		"item/commandExecution/outputDelta", "item/fileChange/outputDelta", "item/plan/delta",
-		"item/mcpToolCall/progress", "item/commandExecution/terminalInteraction",
-		"item/fileChange/patchUpdated", "serverRequest/resolved", "hook/started", "hook/completed":
+	case "item/reasoning/summaryTextDelta", "item/reasoning/textDelta":
+		var n deltaNotification
+		if err := json.Unmarshal(m.Params, &n); err != nil {
+			return []runs.Event{unparsed(line, err.Error())}
+		}
+		return d.scope(n.ThreadID, []runs.Event{runs.NewEvent(runs.EventReasoningDelta, runs.DeltaData{ID: n.ItemID, Text: n.Delta})})
+	case "item/commandExecution/outputDelta":
+		var n deltaNotification
+		if err := json.Unmarshal(m.Params, &n); err != nil {
+			return []runs.Event{unparsed(line, err.Error())}
+		}
+		return d.scope(n.ThreadID, []runs.Event{runs.NewEvent(runs.EventToolCallOutput, runs.DeltaData{ID: n.ItemID, Text: n.Delta})})
+	case "item/fileChange/outputDelta", "item/plan/delta", "item/mcpToolCall/progress",
+		"item/commandExecution/terminalInteraction", "item/fileChange/patchUpdated", "serverRequest/resolved",
+		"hook/started", "hook/completed":
 		// The completed item carries the whole text, and output.
 		return nil
 	case "thread/tokenUsage/updated":

@@ -7,8 +7,11 @@
 // The gateway runs `codex app-server`, Codex's JSON-RPC server on stdin and
 // stdout (one JSON object per line, no "jsonrpc" member), rather than
 // `codex exec --json`, which loses what a gateway needs: thread and turn
-// ids on every notification, per-request token usage, message deltas, the
-// turn's diff, plan updates, and turn/interrupt. The decoder holds the
+// ids on every notification, per-request token usage, message, reasoning
+// summary and command output deltas (message.delta, reasoning.delta,
+// tool_call.output_delta; output a command wrote before Codex watched it is
+// only in tool_call.completed), the turn's diff, plan updates, and
+// turn/interrupt. The decoder holds the
 // conversation through runs.Conversation:
 //
 //	→ initialize {clientInfo, capabilities.optOutNotificationMethods}
