@@ -105,7 +105,12 @@ type Outcome struct {
 	// included. The supervisor makes the run's own cost of it, from the
 	// session cost it recorded before.
 	SessionCostUSD *float64
-	NumTurns       int
+	// SessionUsage is set instead of Usage by a CLI that reports the
+	// usage of the whole session so far (Copilot's usage file after a
+	// resume). The supervisor makes the run's own usage of it, from the
+	// session usage it recorded before.
+	SessionUsage *Usage
+	NumTurns     int
 	SessionID      string
 	Model          string
 	// Diff is the unified diff of every file the run changed, for a CLI

@@ -144,6 +144,17 @@ func (u Usage) Add(v Usage) Usage {
 	}
 }
 
+// Sub returns u less v, each count at least 0.
+func (u Usage) Sub(v Usage) Usage {
+	return Usage{
+		InputTokens:      max(u.InputTokens-v.InputTokens, 0),
+		CacheReadTokens:  max(u.CacheReadTokens-v.CacheReadTokens, 0),
+		CacheWriteTokens: max(u.CacheWriteTokens-v.CacheWriteTokens, 0),
+		OutputTokens:     max(u.OutputTokens-v.OutputTokens, 0),
+		ReasoningTokens:  max(u.ReasoningTokens-v.ReasoningTokens, 0),
+	}
+}
+
 // IsZero reports whether no tokens were counted.
 func (u Usage) IsZero() bool { return u == Usage{} }
 

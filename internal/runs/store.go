@@ -44,6 +44,9 @@ type SessionRecord struct {
 	// CostUSD is the session's cumulative cost as its CLI last reported
 	// it, for a CLI that reports cost per session; nil when unknown.
 	CostUSD *float64 `json:"cost_usd,omitempty"`
+	// Usage is the session's cumulative usage as its CLI last reported
+	// it, for a CLI that reports usage per session; nil when unknown.
+	Usage *Usage `json:"usage,omitempty"`
 	// Cwd is the working directory of the session's last run, relative to
 	// the workspace root, so that a resumed run continues where it began.
 	Cwd string `json:"cwd,omitempty"`

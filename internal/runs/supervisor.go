@@ -829,9 +829,14 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 		runErr = nil
 	}
 	if session := cmp.Or(out.SessionID, t.run.SessionID); session != "" {
-		out.CostUSD = s.recordSession(ctx, t, session, out)
-	} else if out.SessionCostUSD != nil {
-		out.CostUSD = out.SessionCostUSD
+		out.CostUSD, out.Usage = s.recordSession(ctx, t, session, out)
+	} else {
+		if out.SessionCostUSD != nil {
+			out.CostUSD = out.SessionCostUSD
+		}
+		if out.SessionUsage != nil {
+			out.Usage = *out.SessionUsage
+		}
 	}
 	now := s.cfg.Now().UTC()
 	r := &t.run
@@ -869,14 +874,14 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 }
 
 // recordSession records the run's session for the runs that resume it:
-// its directory, and the cumulative cost its CLI reported. It returns the
-// run's cost. A CLI that reports the session's cumulative cost gets the
-// run's own: what the session cost now, less what it had cost when the
-// run began, as recorded by the run before it. When the earlier cost is
-// unknown (the session began outside this gateway, or its record expired)
-// the whole total is the run's.
-func (s *Supervisor) recordSession(ctx context.Context, t *task, session string, out Outcome) *float64 {
-	cost := out.CostUSD
+// its directory, and the cumulative cost and usage its CLI reported. It
+// returns the run's cost and usage. A CLI that reports the session's
+// cumulative cost or usage gets the run's own: the session's total now,
+// less its total when the run began, as recorded by the run before it.
+// When the earlier total is unknown (the session began outside this
+// gateway, or its record expired) the whole total is the run's.
+func (s *Supervisor) recordSession(ctx context.Context, t *task, session string, out Outcome) (*float64, Usage) {
+	cost, usage := out.CostUSD, out.Usage
 	var prev SessionRecord
 	if t.inv.Spec.ResumeSessionID != "" {
 		var err error
@@ -884,7 +889,7 @@ func (s *Supervisor) recordSession(ctx context.Context, t *task, session string,
 			s.log.Warn("read session", zap.String("run_id", t.run.ID), zap.Error(err))
 		}
 	}
-	rec := SessionRecord{Cwd: t.run.Spec.Cwd, CostUSD: prev.CostUSD}
+	rec := SessionRecord{Cwd: t.run.Spec.Cwd, CostUSD: prev.CostUSD, Usage: prev.Usage}
 	if total := out.SessionCostUSD; total != nil {
 		own := *total
 		if prev.CostUSD != nil {
@@ -892,10 +897,17 @@ func (s *Supervisor) recordSession(ctx context.Context, t *task, session string,
 		}
 		cost, rec.CostUSD = &own, total
 	}
+	if total := out.SessionUsage; total != nil {
+		own := *total
+		if prev.Usage != nil {
+			own = total.Sub(*prev.Usage)
+		}
+		usage, rec.Usage = own, total
+	}
 	if err := s.store.SetSession(ctx, t.run.Agent, session, rec); err != nil {
 		s.log.Warn("record session", zap.String("run_id", t.run.ID), zap.Error(err))
 	}
-	return cost
+	return cost, usage
 }
 
 // emit stamps, bounds, encodes and appends events to t's log. It is the one

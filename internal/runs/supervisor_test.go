@@ -147,7 +147,7 @@ func (a fakeAdapter) Command(inv Invocation) (Command, error) {
 	return c, nil
 }
 func (a fakeAdapter) NewDecoder(inv Invocation) Decoder {
-	return &fakeDecoder{sessionCost: inv.Spec.Metadata["session_cost"]}
+	return &fakeDecoder{sessionCost: inv.Spec.Metadata["session_cost"], sessionInput: inv.Spec.Metadata["session_input"]}
 }
 
 type fakeDecoder struct {
@@ -155,6 +155,9 @@ type fakeDecoder struct {
 	// sessionCost, when set, is reported as the session's cumulative
 	// cost, the way Claude Code reports it, for session "sess-1".
 	sessionCost string
+	// sessionInput, when set, is reported as the session's cumulative
+	// input tokens, the way Copilot's usage file reports them.
+	sessionInput string
 }
 
 func (d *fakeDecoder) Decode(line []byte) []Event {
@@ -173,6 +176,10 @@ func (d *fakeDecoder) Finish(exit Exit, tail []byte) Outcome {
 		return Outcome{Status: Failed, Error: NewRunError(AgentCrashed, fmt.Sprintf("exit %d: %s", exit.Code, lastLine(tail)), "")}
 	}
 	out := Outcome{Status: Succeeded, Result: fmt.Sprintf("%d lines", d.lines), Usage: Usage{InputTokens: 10, OutputTokens: 2}}
+	if d.sessionInput != "" {
+		n, _ := strconv.ParseInt(d.sessionInput, 10, 64)
+		out.SessionUsage, out.SessionID = &Usage{InputTokens: n, OutputTokens: n / 10}, "sess-1"
+	}
 	if d.sessionCost != "" {
 		usd, _ := strconv.ParseFloat(d.sessionCost, 64)
 		out.SessionCostUSD, out.SessionID = &usd, "sess-1"
@@ -857,29 +864,33 @@ func proctreeState(stat []byte) (string, bool) {
 	return string(stat[i+2 : i+3]), true
 }
 
-// A CLI that reports the session's cumulative cost gets each run's own
-// cost: a new session's whole total, a resumed one's growth.
-func TestRunCostFromSessionCost(t *testing.T) {
+// A CLI that reports the session's cumulative cost or usage gets each run's own
+// cost and usage: a new session's whole totals, a resumed one's growth.
+func TestRunCostAndUsageFromSessionTotals(t *testing.T) {
 	h := newHarness(t, Config{})
-	submit := func(cost, resume string) Run {
+	submit := func(cost, input, resume string) Run {
 		r, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "mode:hello",
-			ResumeSessionID: resume, Metadata: map[string]string{"session_cost": cost}})
+			ResumeSessionID: resume, Metadata: map[string]string{"session_cost": cost, "session_input": input}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return h.wait(t, r.ID, 10*time.Second)
 	}
 	for _, step := range []struct {
-		total, resume string
-		want          float64
+		total, input, resume string
+		want                 float64
+		wantInput            int64
 	}{
-		{"1.5", "", 1.5},         // a new session: all of it
-		{"2.25", "sess-1", 0.75}, // resumed: what it added
-		{"2.5", "sess-1", 0.25},
+		{"1.5", "1000", "", 1.5, 1000},         // a new session: all of it
+		{"2.25", "2500", "sess-1", 0.75, 1500}, // resumed: what it added
+		{"2.5", "2600", "sess-1", 0.25, 100},
 	} {
-		r := submit(step.total, step.resume)
+		r := submit(step.total, step.input, step.resume)
 		if r.CostUSD == nil || *r.CostUSD != step.want {
 			t.Fatalf("session total %s: run cost %v, want %v", step.total, r.CostUSD, step.want)
+		}
+		if want := (Usage{InputTokens: step.wantInput, OutputTokens: step.wantInput / 10}); r.Usage != want {
+			t.Fatalf("session input %s: run usage %+v, want %+v", step.input, r.Usage, want)
 		}
 	}
 }

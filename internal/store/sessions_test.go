@@ -15,7 +15,7 @@ func TestSession(t *testing.T) {
 	}
 	for _, rec := range []runs.SessionRecord{
 		{CostUSD: ptr(0.0024), Cwd: "repo"},
-		{CostUSD: ptr(0.0048), Cwd: "0196-run"},
+		{CostUSD: ptr(0.0048), Cwd: "0196-run", Usage: &runs.Usage{InputTokens: 2000, CacheReadTokens: 1200, OutputTokens: 40}},
 		{Cwd: "."},
 	} {
 		if err := e.s.SetSession(ctx(t), "claude", "s-1", rec); err != nil {
