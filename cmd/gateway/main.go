@@ -27,6 +27,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/adapters/claude"
 	"github.com/agentgate/agentgate/internal/adapters/codex"
+	"github.com/agentgate/agentgate/internal/adapters/copilot"
 	"github.com/agentgate/agentgate/internal/api"
 	"github.com/agentgate/agentgate/internal/metrics"
 	"github.com/agentgate/agentgate/internal/proctree"
@@ -54,6 +55,7 @@ func adapters() []runs.Adapter {
 	return []runs.Adapter{
 		claude.New(),
 		codex.New(),
+		copilot.New(),
 	}
 }
 

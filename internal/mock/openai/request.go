@@ -32,6 +32,10 @@ type Request struct {
 
 	Model  string
 	Stream bool
+	// Instructions is the instructions key: the system prompt of a client
+	// that sends it there (GitHub Copilot CLI) rather than as a developer
+	// message (Codex).
+	Instructions string
 	// Effort is reasoning.effort; Summary is reasoning.summary.
 	Effort  string
 	Summary string
@@ -245,9 +249,10 @@ func (r *Request) Developer() string {
 // other field (include, store, client_metadata, ...) is accepted and
 // ignored.
 type wireRequest struct {
-	Model     string `json:"model"`
-	Stream    bool   `json:"stream"`
-	Reasoning struct {
+	Model        string `json:"model"`
+	Stream       bool   `json:"stream"`
+	Instructions string `json:"instructions"`
+	Reasoning    struct {
 		Effort  string `json:"effort"`
 		Summary string `json:"summary"`
 	} `json:"reasoning"`
@@ -290,7 +295,7 @@ func (r *Request) parseBody(body []byte) error {
 	if err := lenient(body, &w); err != nil {
 		return err
 	}
-	r.Model, r.Stream = w.Model, w.Stream
+	r.Model, r.Stream, r.Instructions = w.Model, w.Stream, w.Instructions
 	r.Effort, r.Summary = w.Reasoning.Effort, w.Reasoning.Summary
 	r.PromptCacheKey = w.PromptCacheKey
 	for _, raw := range w.Tools {

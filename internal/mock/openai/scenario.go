@@ -285,6 +285,8 @@ func named(command string) map[string]func() Scenario {
 		"always-tool":      func() Scenario { return AlwaysTool(or("echo again")) },
 		"structured":       func() Scenario { return Structured(map[string]string{"name": "Bob"}) },
 		"helper":           func() Scenario { return HelperThread("The helper is done.", "The root is done.") },
+		"bash-tool":        func() Scenario { return BashTurn(or("echo hello > out.txt"), "I ran the command.") },
+		"bash-long-tool":   func() Scenario { return BashTurn(or(LongCommand), "The command finished.") },
 		"context-exceeded": ContextExceeded,
 		"hang":             Hang,
 		"stall":            Stall,
@@ -311,7 +313,8 @@ func Names() []string {
 
 // Named returns the built-in scenario called name (see Names). command
 // replaces the exec_command command of "tool", "long-tool" and
-// "always-tool" when not empty.
+// "always-tool", and the bash command of "bash-tool" and "bash-long-tool"
+// (GitHub Copilot CLI's), when not empty.
 func Named(name, command string) (Scenario, error) {
 	if f, ok := named(command)[name]; ok {
 		return f(), nil

@@ -45,6 +45,7 @@ type Server struct {
 	callSeq  int
 	ledger   []*Entry
 	limit    int
+	key      string     // RequireKey's; empty accepts any request
 	scMu     sync.Mutex // serialises Scenario.Respond
 	scenario Scenario
 }
@@ -55,6 +56,11 @@ type Option func(*Server)
 // LedgerLimit keeps only the last n entries of the ledger (n > 0), for a
 // long-running server; by default every entry is kept.
 func LedgerLimit(n int) Option { return func(s *Server) { s.limit = n } }
+
+// RequireKey makes the server answer a request whose Authorization
+// header is not "Bearer key" with 401 invalid_api_key, as the API does,
+// without asking the scenario. By default any request is answered.
+func RequireKey(key string) Option { return func(s *Server) { s.key = key } }
 
 // Start serves sc on addr, which must be a loopback address
 // ("127.0.0.1:0" picks a free port). The caller must Close the server.
@@ -200,6 +206,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The API's own answer to an unknown route.
 		s.sendError(w, e, http.StatusNotFound, &APIError{Type: "invalid_request_error",
 			Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)}, "")
+	case s.key != "" && r.Header.Get("Authorization") != "Bearer "+s.key:
+		s.sendError(w, e, http.StatusUnauthorized, StatusError(http.StatusUnauthorized), "")
 	case e.Request.ParseError != "":
 		s.sendError(w, e, http.StatusBadRequest, &APIError{Type: "invalid_request_error",
 			Message: "We could not parse the JSON body of your request: " + e.Request.ParseError}, "")

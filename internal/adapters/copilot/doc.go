@@ -1,0 +1,175 @@
+// Package copilot is the adapter for GitHub Copilot CLI (`copilot`),
+// verified with version 1.0.102 against the mock Responses API in
+// internal/mock/openai, as the CLI's own model provider
+// (COPILOT_PROVIDER_WIRE_API=responses). It builds the command line and
+// decodes `--output-format json`; its one piece of I/O is reading the
+// run's usage file at Finish (see Usage).
+//
+// # Command
+//
+//	copilot --output-format=json --session-id=<run id> --usage-output-file=<home>/.agentgate-usage/<run id>.json
+//	        --no-auto-update --disable-client-telemetry [--model=M] [--reasoning-effort=E] <permission flags>
+//	        < prompt
+//
+// The prompt is written to stdin: without -p and with stdin not a
+// terminal, the CLI takes stdin as the prompt and runs it
+// non-interactively (verified with a 140 KiB prompt, over the kernel's
+// 128 KiB limit on one argument, and with a prompt starting with "-").
+// A new run's session is named after the run, so its id is known before
+// the CLI says it (the result line repeats it).
+//
+//   - model → --model (in custom-provider mode it overrides COPILOT_MODEL
+//     and is the request's model);
+//   - effort → --reasoning-effort (none, minimal, low, medium, high,
+//     xhigh, max; the request's reasoning.effort); other values are
+//     refused as unsupported, as the CLI would reject them;
+//   - timeout_seconds, cwd, permission: the supervisor's, and below.
+//
+// Refused as unsupported: system_prompt (the CLI has no such option; it
+// reads AGENTS.md and .github/copilot-instructions.md), max_turns (no
+// limit), max_budget_usd (--max-ai-credits counts AI credits, not
+// dollars, and the CLI reports no cost) and output_schema (none).
+//
+// resume_session_id → --resume=<id>, which keeps the session id; only the
+// new prompt's events are printed, and an unknown id fails at once with
+// "No session, task, or name matched" (api_error). The usage file of a
+// resumed session counts the whole session: after a first run billed 1000
+// input tokens, the resumed run's file said 2000. The decoder therefore
+// reports it as Outcome.SessionUsage, and the supervisor subtracts the
+// session's total it recorded after the run before; the resumed run emits
+// no usage.updated of its own, and run.completed carries its own usage.
+// A new run's session id is its run id (--session-id).
+//
+// # Permissions
+//
+//	permission       flags                verified behaviour
+//	read_only        --deny-tool=write    no tool is pre-approved and nobody can approve one, so the CLI runs only
+//	                                      what it classes as read-only: ls and git status ran; touch, echo > f,
+//	                                      the create tool and cat of a file outside the working directory were
+//	                                      denied (tool_call.completed is_error, a permission_denied warning)
+//	workspace_write  --allow-all-tools    every tool runs without asking, but the CLI's path check denies commands
+//	(the default)                         and file edits that name a path outside the working directory and the
+//	                                      temp directory (touch /elsewhere/f, cd .. && touch f were denied). It
+//	                                      reads the command line and is no sandbox: sh -c 'touch /elsewhere/f' ran
+//	full             --allow-all          --allow-all-tools --allow-all-paths --allow-all-urls: touch /elsewhere/f ran
+//
+// A denied tool call does not fail the run: the model gets the denial as
+// the tool's result and the prompt goes on. The bash tool runs each
+// command as `/bin/bash --norc --noprofile -c <command>` in a session of
+// its own, with the CLI's environment less the provider's key.
+//
+// # Environment
+//
+// Always set: --no-auto-update and COPILOT_AUTO_UPDATE=false (no update
+// download), --disable-client-telemetry (without it even a run that fails
+// for want of a login looks up a telemetry host), NO_COLOR=1. Passed
+// through when the gateway has them (Description.CredentialEnv):
+// COPILOT_GITHUB_TOKEN, GH_TOKEN, GITHUB_TOKEN (GitHub's models, in that
+// order of precedence), COPILOT_OFFLINE, COPILOT_MODEL, and the custom
+// provider variables of `copilot help providers`: COPILOT_PROVIDER_
+// BASE_URL, _TYPE, _API_KEY, _API_KEY_COMMAND, _BEARER_TOKEN, _WIRE_API,
+// _TRANSPORT, _AZURE_API_VERSION, _HEADERS, _MODEL_ID, _WIRE_MODEL,
+// _MAX_PROMPT_TOKENS and _MAX_OUTPUT_TOKENS. The tests use offline mode
+// (COPILOT_OFFLINE=true, COPILOT_PROVIDER_BASE_URL, COPILOT_PROVIDER_API_KEY
+// sent as "Authorization: Bearer", COPILOT_PROVIDER_WIRE_API=responses,
+// COPILOT_MODEL); in production the CLI uses the operator's GitHub token or
+// a login in its home (HOME=AGENTGATE_COPILOT_HOME, state in .copilot
+// there). The CLI masks the key's value wherever it appears in its output,
+// so a key that is a common word would garble the JSON lines.
+//
+// The CLI retries a failed model request by itself, with no setting to
+// change that: a 401 twice (3 requests, about 4 s), a 429 five times (6
+// requests, about 7.5 s with Retry-After: 1), a 500 five times with a
+// growing backoff (6 requests, 15 to 19 s), a refused connection five
+// times (about 26 s); a 400 not at all. The run's deadline bounds the
+// rest.
+//
+// # Binary
+//
+// The npm package's `copilot` is a Node launcher (npm-loader.js) that
+// runs the native binary of the platform package with spawnSync; killed by
+// SIGKILL it leaves the native binary, and the command its bash tool
+// runs, going. ResolveBinary maps it to the native binary
+// (@github/copilot-linux-x64 or -arm64, or the linuxmusl ones), which the
+// gateway runs and /v1/agents reports; its `--version` takes 0.1 s rather
+// than 1 s. On its first run in a home the binary unpacks its 235 MB
+// package under .cache/copilot (COPILOT_CACHE_HOME), about a second.
+//
+// On SIGTERM the CLI aborts the prompt (an abort line, reason
+// user_abort), kills the running command, writes the usage file and
+// exits, within a second. A command left by a CLI killed outright still
+// carries the run's cookie, and the supervisor's sweep takes it.
+//
+// # Events
+//
+// Every line but the last is {type, data, id, timestamp, parentId} and
+// transient ones add "ephemeral": true; the last is result {sessionId,
+// exitCode, usage}, whose usage has durations but no tokens.
+//
+//	session.tools_updated or user.message  session.started (once; the run's session id, the model; tools unknown)
+//	assistant.message_delta (ephemeral)    message.delta
+//	assistant.message                      reasoning.completed (reasoningText; summary on the Responses wire,
+//	                                       redacted when only reasoningOpaque), message.completed (content),
+//	                                       tool_call.started per toolRequests entry
+//	tool.execution_start                   tool_call.started, for a call no message announced
+//	tool.execution_complete                file.changed per fileEdits entry (create → add, delete → delete,
+//	                                       else update; the diff of result.detailedContent), then
+//	                                       tool_call.completed (result.content, or error.message; is_error unless
+//	                                       success), and a permission_denied warning for error.code "denied"
+//	assistant.turn_retry (ephemeral)       rate_limit for reason rate_limit, else a model_retry warning
+//	session.info, session.warning          a warning, except model_retry and cancellation infos (said elsewhere)
+//	model.call_failure, session.error,     nothing; Finish classifies from them
+//	abort, result
+//	other known progress lines             nothing (turn_start/turn_end bracket one model call; assistant.idle
+//	                                       and result end the prompt)
+//
+// Any other line becomes agent.unparsed, except an ephemeral one of an
+// unknown type, which is transient progress and is dropped. num_turns
+// counts assistant.turn_start, one per model call.
+//
+// # Usage
+//
+// Tokens are not in the JSONL. --usage-output-file writes the session's
+// accounting when the CLI exits (also after a failed request, after
+// SIGTERM and when no login was found): modelMetrics.<model>.usage
+// {inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens,
+// reasoningTokens}, summed over the prompt's requests. inputTokens
+// includes cacheReadTokens and outputTokens includes reasoningTokens,
+// the gateway's convention: for a tool turn billed 5000/5200 input
+// (4000/4900 cached) and 50/30 output (12/7 reasoning) the file said
+// 10200, 8900, 80, 19. That cacheWriteTokens is within inputTokens is
+// assumed: an OpenAI-compatible provider reports no cache writes. The
+// decoder sums every model and reports the sum at Finish, as
+// Outcome.Usage and a usage.updated event; the tests check it against
+// the mock's billing. The CLI reports no cost in dollars.
+//
+// Command names the file from the invocation alone (UsagePath: under the
+// agent's home, named after the run; the CLI creates the directory), so
+// the decoder stays a function of the invocation. Finish, called once the
+// process has been reaped, reads the file and removes it; that is the
+// decoder's only I/O, behind a small interface that the golden tests
+// replace with the recorded file. A file left by a gateway that died
+// mid-run is a few KB and harmless.
+//
+// # Outcome
+//
+// Structured data first: an abort line → interrupted (the supervisor
+// reports cancelled or timed_out when it sent the signal); a result line
+// with exitCode 0 and exit 0 → succeeded; session.error → its errorType
+// and statusCode, else the last model.call_failure's: authentication,
+// 401, 403 → not_authenticated (the provider refused the key); rate_limit,
+// 429 → rate_limited; errorCode context_length_exceeded or a
+// forced_compaction retry → context_exceeded; 408, 5xx, failureKind
+// transport (a refused connection) → transient_api_error; the rest
+// (400) → api_error. Without a stream the CLI says why on stderr only:
+// "No authentication information found", "Authentication token found but
+// could not be validated" (a token it could not check with GitHub),
+// "Classic Personal Access Tokens (ghp_) are not supported" and "Offline
+// mode requires a local model provider" → not_authenticated, with a hint
+// naming the token variables, `copilot login` and the provider
+// variables; a parser error ("error: unexpected argument …") →
+// flag_rejected, with a hint naming the installed and the verified
+// version; a signal → process_killed; anything else → agent_crashed with
+// the tail of stderr. Tool calls still open at the end are closed as
+// failed.
+package copilot
