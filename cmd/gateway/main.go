@@ -28,6 +28,7 @@ import (
 	"github.com/agentgate/agentgate/internal/adapters/claude"
 	"github.com/agentgate/agentgate/internal/adapters/codex"
 	"github.com/agentgate/agentgate/internal/adapters/copilot"
+	"github.com/agentgate/agentgate/internal/adapters/gemini"
 	"github.com/agentgate/agentgate/internal/api"
 	"github.com/agentgate/agentgate/internal/metrics"
 	"github.com/agentgate/agentgate/internal/proctree"
@@ -56,6 +57,7 @@ func adapters() []runs.Adapter {
 		claude.New(),
 		codex.New(),
 		copilot.New(),
+		gemini.New(),
 	}
 }
 

@@ -1,0 +1,51 @@
+package gemini
+
+import (
+	"testing"
+
+	"github.com/agentgate/agentgate/internal/agenttest"
+	"github.com/agentgate/agentgate/internal/conformance"
+	"github.com/agentgate/agentgate/internal/mock/googleai"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// TestConformance runs the suite every adapter passes. The supervisor
+// prepares the home (PrepareHome) once, at its start.
+func TestConformance(t *testing.T) { conformance.Run(t, kit{}) }
+
+// kit plays the suite's scenarios with the mock Gemini API.
+type kit struct{}
+
+func (kit) Adapter() runs.Adapter   { return New() }
+func (kit) Bin(t testing.TB) string { return agenttest.Bin(t, "gemini") }
+
+// Serve leaves Backend.Model empty: runs take DefaultModel from the
+// settings PrepareHome wrote.
+func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance.Backend {
+	var s googleai.Scenario
+	switch sc.Kind {
+	case conformance.Text:
+		s = googleai.TextAnswer(sc.Text)
+	case conformance.Tool:
+		s = googleai.ToolTurn(sc.Command, sc.Text)
+	case conformance.LongTool:
+		s = googleai.ToolTurn("sleep 60; echo "+sc.Marker, sc.Text)
+	case conformance.Failure:
+		s = googleai.Failure(sc.Status)
+	case conformance.Hang:
+		s = googleai.Hang()
+	default:
+		t.Fatalf("scenario %q", sc.Kind)
+	}
+	srv, err := googleai.Start("127.0.0.1:0", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return conformance.Backend{
+		Env:           map[string]string{"GOOGLE_GEMINI_BASE_URL": srv.URL, "GEMINI_API_KEY": testKey},
+		NoCredentials: map[string]string{"GOOGLE_GEMINI_BASE_URL": srv.URL},
+		Billed:        func() runs.Usage { return normalized(srv.Ledger().Billed()) },
+		Requests:      func() int { return len(srv.Ledger().Calls()) },
+	}
+}

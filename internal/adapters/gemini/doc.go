@@ -1,0 +1,174 @@
+// Package gemini is the adapter for Gemini CLI (`gemini`, npm
+// @google/gemini-cli), verified with version 0.61.0 against the mock
+// Gemini API in internal/mock/googleai. It builds the command line,
+// prepares the CLI's home and decodes `--output-format stream-json`; it
+// does no I/O of its own except PrepareHome.
+//
+// # Command
+//
+//	gemini --output-format=stream-json -p "" [--resume=<resume_session_id>]
+//	       [--model=M] --approval-mode=<mode> [--policy=<home>/.gemini/agentgate-workspace-write.toml]
+//
+// The prompt is written to stdin: headless, the CLI reads stdin when it is
+// not a terminal and puts it before the -p text, here empty (verified with
+// a prompt that starts with "-"; the CLI truncates stdin at 8 MiB, far
+// above the gateway's 512 KiB prompt limit). There is no stdin protocol:
+// one process per run.
+//
+//   - model → --model. Without it the CLI takes GEMINI_MODEL (passed
+//     through from the gateway), then model.name in the home's
+//     settings.json, which PrepareHome sets to DefaultModel
+//     (gemini-2.5-pro, the CLI's own default model). So a run always has
+//     a concrete model: with none ("auto") the CLI first asks a routing
+//     model (a non-streamed generateContent of gemini-3.5-flash-lite
+//     answering a complexity score as JSON), whose own retries take about
+//     a minute per failure and are not bounded by maxAttempts. A run that
+//     does get "auto" (say, from GEMINI_MODEL=auto) carries a
+//     model_routing warning.
+//   - resume_session_id → --resume; the session keeps its id. The CLI
+//     keeps sessions per directory, under $HOME/.gemini/tmp/<project>/,
+//     so the run must be in the session's directory, which the supervisor
+//     arranges; an unknown id exits 42 ("Error resuming session"),
+//     api_error. The resumed run's usage is its own only: the CLI's
+//     stats count this process's calls, not the replayed history's.
+//   - A new run keeps the session id the CLI draws (a random UUID); it is
+//     not given the run id with --session-id because the CLI names a
+//     session's file after the minute and the id's first 8 characters,
+//     which UUIDv7 run ids share for about a minute: two runs in one
+//     directory would append to one file and break each other's resume.
+//   - keep_session: sessions are always kept. timeout_seconds and cwd are
+//     the supervisor's.
+//
+// system_prompt, effort, max_turns, max_budget_usd and output_schema are
+// refused as unsupported: 0.61.0 has no flag for any of them (only files:
+// GEMINI_SYSTEM_MD replaces the whole system prompt, model.maxSessionTurns
+// and thinking budgets live in settings.json, shared by every run).
+//
+// # Permissions
+//
+//	permission       flags                                verified behaviour
+//	read_only        --approval-mode=default              headless, tools that would ask are not registered: the model is
+//	                                                      offered read_file, list_directory, glob, grep_search,
+//	                                                      google_web_search, ...; a run_shell_command call fails as
+//	                                                      tool_not_registered (a warning), and the run goes on
+//	workspace_write  --approval-mode=auto_edit            write_file and replace run without asking, only inside the
+//	(the default)    --policy=<home>/.gemini/agentgate-   workspace (the CLI's allowed-path check); the policy file allows
+//	                 workspace-write.toml                 run_shell_command (redirection included), which is NOT confined
+//	full             --approval-mode=yolo                 every tool, anywhere, plus background processes, todos,
+//	                                                      skills and MCP tools
+//
+// The policy file is written by PrepareHome; the CLI's --allowed-tools
+// does the same but is deprecated. No level is sandboxed: the CLI's
+// --sandbox needs docker or podman.
+//
+// # Home and environment
+//
+// Headless, the CLI does nothing without an auth type in
+// $HOME/.gemini/settings.json (exit 41), and phones home (usage
+// statistics, update checks) unless that file says not to; no variable
+// stops either. The adapter implements runs.HomePreparer: the supervisor
+// calls PrepareHome once, at start, and it writes the settings, keeping
+// what an operator put there. Always set: privacy.usageStatisticsEnabled,
+// telemetry.enabled, general.enableAutoUpdate and
+// enableAutoUpdateNotification, all false (with them a run talks to its
+// model endpoint only). Set where absent: security.auth.selectedType
+// "gemini-api-key", general.maxAttempts MaxAttempts (2: a 429 or 5xx
+// fails in about 6 s instead of minutes; other 4xx are not retried),
+// model.name DefaultModel, advanced.ignoreLocalEnv true (a project's .env
+// stays out of the CLI's environment; a .gemini/.env in the run's
+// directory is still read and no setting stops it). The CLI does not
+// rewrite the file; one PrepareHome serves every run after it (tested
+// with four runs in one directory).
+//
+// Every run gets GEMINI_CLI_TRUST_WORKSPACE=true (without it: exit 55),
+// GEMINI_CLI_NO_RELAUNCH=true, GEMINI_TELEMETRY_ENABLED=false and
+// NO_COLOR=1. Passed through when the gateway has them: GEMINI_API_KEY
+// (sent as x-goog-api-key), GOOGLE_GEMINI_BASE_URL (every request goes
+// there), GEMINI_MODEL (the model of a run that names none), and
+// GOOGLE_API_KEY, which the CLI reads only when the settings select
+// "vertex-ai" (express mode); with "gemini-api-key" it alone is not
+// logged in, and beside GEMINI_API_KEY it is ignored, whatever the SDK's
+// warning "Using GOOGLE_API_KEY" says.
+//
+// # Processes
+//
+// The npm command is a Node script. Left to itself it re-executes itself
+// with a larger heap and waits for the child, ignoring SIGTERM and SIGINT;
+// GEMINI_CLI_NO_RELAUNCH keeps it to one process. That process exits 0 at
+// once on SIGTERM or SIGINT, without a result line (so there is no
+// graceful interrupt, and InterruptSignal is 0), and leaves a running
+// shell tool behind: tools run in a session of their own (setsid). They
+// carry the run's cookie, so the supervisor's tree kill takes them; the
+// conformance suite's cancel and timeout cases leave no process, and did
+// so without GEMINI_CLI_NO_RELAUNCH too, only slower (SIGTERM ignored,
+// then SIGKILL). No BinaryResolver is needed: nothing native is orphaned.
+//
+// # Events
+//
+//	init                          session.started (session id, model; the CLI lists no tools),
+//	                              a model_routing warning when the model is "auto"
+//	message user                  nothing (the prompt's echo)
+//	message assistant, delta      message.delta; the deltas since the last boundary become
+//	                              message.completed at the next tool_use, tool_result or result
+//	tool_use                      tool_call.started (tool_id, tool_name, parameters)
+//	tool_result                   tool_call.completed (output, or the error's message; is_error
+//	                              unless status is success); tool_not_registered adds a warning
+//	error                         warning agent_<severity> ("Loop detected…", "Maximum session
+//	                              turns exceeded", …)
+//	result                        reasoning.completed (redacted) when thoughts were billed,
+//	                              usage.updated, and the outcome
+//
+// Anything else becomes agent.unparsed with the reason. The CLI never
+// prints thinking; the run's result is the last completed message (the
+// text after the last tool call).
+//
+// # Usage
+//
+// Tokens appear only in the result line's stats, summed over every model
+// call of the run (a router call too, as its own entry of stats.models):
+// input_tokens is Σ promptTokenCount, which includes cached tokens, like
+// the gateway's input; cached is Σ cachedContentTokenCount; output_tokens
+// is Σ candidatesTokenCount, which excludes thoughts; total_tokens is Σ
+// totalTokenCount, which includes them. So:
+//
+//	input_tokens      = stats.input_tokens
+//	cache_read_tokens = stats.cached
+//	reasoning_tokens  = stats.total_tokens − stats.input_tokens − stats.output_tokens   (= Σ thoughtsTokenCount)
+//	output_tokens     = stats.output_tokens + reasoning_tokens
+//	cache_write_tokens = 0 (Gemini's implicit caching bills no writes)
+//
+// For a real run: total 1219, input 1200, output 12, cached 300 → input
+// 1200, cache read 300, output 19, reasoning 7. The real-CLI tests check
+// every case against the mock's billing. (toolUsePromptTokenCount, which
+// Gemini bills only for its built-in tools such as search grounding,
+// would be counted as reasoning; function calls never bill it.) A run
+// that ends without a result line (killed, cancelled, timed out) reports
+// no usage, whatever it was billed. The CLI reports no cost.
+//
+// # Outcome
+//
+// A result line decides: status success → succeeded; status error →
+// failed, classified from its error type (FatalTurnLimitedError →
+// max_turns, FatalCancellationError → interrupted), then as an API
+// failure. The CLI quotes the API's error body in the message for most
+// statuses ("[API Error: {"error":{"code":401,…}}]") but rewrites a 429's
+// and a 503's, and exits with the HTTP status mod 256 (400 → 144, 401 →
+// 145, 403 → 147, 429 → 173, 500 → 244, 503 → 247; a 404 exits 1). So
+// the status is read from the quoted body, else the exit code (144–255 →
+// +256), else stderr ("status: 429"). 401/403, and the API's 400
+// API_KEY_INVALID ("API key not valid") → not_authenticated; 429 or quota
+// → rate_limited; 408, 5xx, an unreachable server ("fetch failed") →
+// transient_api_error; a too long input → context_exceeded; other 4xx
+// (404: model not found) → api_error.
+//
+// Without a result line: a signal → process_killed; exit 41 (no
+// GEMINI_API_KEY, or an auth type headless mode rejects) →
+// not_authenticated with a hint; exit 42 "Error resuming session" →
+// flag_rejected with a hint on sessions; a command line yargs refuses
+// ("Unknown arguments"), or another exit 42, → flag_rejected with a hint
+// naming the installed and the verified version; exit 55 and 52 →
+// agent_crashed with a hint; an HTTP status in the exit code or stderr →
+// its class; exit 0 (what SIGTERM does) and anything else → agent_crashed.
+// Tool calls still open at the end are closed as failed, and text
+// streamed since the last boundary is completed.
+package gemini

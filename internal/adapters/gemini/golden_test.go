@@ -1,0 +1,221 @@
+package gemini
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+var update = flag.Bool("update", false, "TestGolden rewrites testdata/<case>.golden.json")
+
+// golden is what a recording decodes to: the events, then the outcome.
+type golden struct {
+	Events  []goldenEvent `json:"events"`
+	Outcome goldenOutcome `json:"outcome"`
+}
+
+type goldenEvent struct {
+	Type             runs.EventType `json:"type"`
+	SessionID        string         `json:"session_id,omitempty"`
+	ParentToolCallID string         `json:"parent_tool_call_id,omitempty"`
+	Data             any            `json:"data"`
+}
+
+type goldenOutcome struct {
+	Events     []goldenEvent  `json:"events,omitempty"`
+	Status     runs.State     `json:"status"`
+	StopReason string         `json:"stop_reason,omitempty"`
+	Result     string         `json:"result,omitempty"`
+	Usage      runs.Usage     `json:"usage"`
+	SessionID  string         `json:"session_id,omitempty"`
+	Model      string         `json:"model,omitempty"`
+	Error      *runs.RunError `json:"error,omitempty"`
+}
+
+func goldenEvents(evs []runs.Event) []goldenEvent {
+	out := make([]goldenEvent, 0, len(evs))
+	for _, ev := range evs {
+		out = append(out, goldenEvent{Type: ev.Type, SessionID: ev.SessionID, ParentToolCallID: ev.ParentToolCallID, Data: ev.Data})
+	}
+	return out
+}
+
+// loadRecording reads testdata/<name>.jsonl and its .meta.json.
+func loadRecording(t *testing.T, name string) ([][]byte, recorded) {
+	t.Helper()
+	base := filepath.Join("testdata", name)
+	stdout, err := os.ReadFile(base + ".jsonl")
+	if err != nil {
+		t.Fatalf("%v: record it with `go test ./internal/adapters/gemini -run TestRealCLI -record`", err)
+	}
+	b, err := os.ReadFile(base + ".meta.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta recorded
+	if err := json.Unmarshal(b, &meta); err != nil {
+		t.Fatalf("%s.meta.json: %v", base, err)
+	}
+	var lines [][]byte
+	for _, l := range bytes.Split(stdout, []byte("\n")) {
+		if len(l) > 0 {
+			lines = append(lines, l)
+		}
+	}
+	return lines, meta
+}
+
+// TestGolden decodes each recording of the real CLI and compares the
+// events and outcome with testdata/<case>.golden.json; it also checks the
+// case's expectations, so that a golden file cannot bless a wrong
+// decoding.
+func TestGolden(t *testing.T) {
+	for _, c := range cliCases() {
+		t.Run(c.name, func(t *testing.T) {
+			lines, meta := loadRecording(t, c.name)
+			dec := New().NewDecoder(runs.Invocation{CLIVersion: meta.CLIVersion})
+			var evs []runs.Event
+			for _, l := range lines {
+				evs = append(evs, dec.Decode(l)...)
+			}
+			o := dec.Finish(meta.Exit, []byte(meta.Stderr))
+
+			all := append(append([]runs.Event(nil), evs...), o.Events...)
+			if got := collapse(all); !reflect.DeepEqual(got, c.wantTypes) {
+				t.Errorf("event types =\n  %v\nwant\n  %v", got, c.wantTypes)
+			}
+			if o.Status != c.wantStatus {
+				t.Errorf("status = %s, want %s", o.Status, c.wantStatus)
+			}
+			if (c.wantClass == "") != (o.Error == nil) || (o.Error != nil && o.Error.Class != c.wantClass) {
+				t.Errorf("error = %+v, want class %q", o.Error, c.wantClass)
+			}
+
+			g := golden{Events: goldenEvents(evs), Outcome: goldenOutcome{
+				Events: goldenEvents(o.Events), Status: o.Status, StopReason: o.StopReason, Result: o.Result,
+				Usage: o.Usage, SessionID: o.SessionID, Model: o.Model, Error: o.Error,
+			}}
+			got, err := json.MarshalIndent(g, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			path := filepath.Join("testdata", c.name+".golden.json")
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v: write it with -update", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s differs (rewrite with -update after checking):\n%s", path, firstDiff(string(want), string(got)))
+			}
+		})
+	}
+}
+
+// TestRecordingsHaveCases keeps testdata free of recordings no case
+// replays.
+func TestRecordingsHaveCases(t *testing.T) {
+	known := map[string]bool{}
+	for _, c := range cliCases() {
+		known[c.name] = true
+	}
+	files, err := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no recordings in testdata")
+	}
+	for _, f := range files {
+		if name := strings.TrimSuffix(filepath.Base(f), ".jsonl"); !known[name] {
+			t.Errorf("%s has no case in cliCases", f)
+		}
+	}
+}
+
+// firstDiff shows the first differing line of two texts.
+func firstDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			return "line " + strconv.Itoa(i+1) + ":\n  want " + wl + "\n  got  " + gl
+		}
+	}
+	return "(equal)"
+}
+
+// FuzzDecode feeds arbitrary stdout to a decoder, then finishes it: it
+// must not panic, and every event and the outcome must marshal. The seeds
+// are every line of every recording.
+func FuzzDecode(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
+	if err != nil || len(files) == 0 {
+		f.Fatalf("no recordings to seed from: %v", err)
+	}
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, l := range bytes.Split(b, []byte("\n")) {
+			if len(l) > 0 {
+				f.Add(l)
+			}
+		}
+	}
+	f.Add([]byte(`{"type":"message","role":"assistant","content":["not a string"],"delta":true}`))
+	f.Add([]byte("{\"type\":\"tool_result\",\"tool_id\":\"x\",\"status\":\"odd\",\"output\":{\"a\":\"\xff\"}}"))
+	f.Add([]byte(`{"type":"result","status":"error","error":{"type":"unknown","message":"[API Error: {\"error\":{\"code\":429,\"details\":[{\"reason\":7}]}}]"},"stats":{"total_tokens":-5,"models":{"a":{"total_tokens":9}}}}`))
+	f.Add([]byte(`{"type":"error","severity":"error","message":"Maximum session turns exceeded"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dec := New().NewDecoder(runs.Invocation{CLIVersion: "9.9.9"})
+		var evs []runs.Event
+		for _, l := range bytes.Split(data, []byte("\n")) {
+			evs = append(evs, dec.Decode(l)...)
+		}
+		o := dec.Finish(runs.Exit{Code: 1}, data)
+		evs = append(evs, o.Events...)
+		for _, ev := range evs {
+			if ev.Type == "" || ev.Data == nil {
+				t.Fatalf("event without type or data: %+v", ev)
+			}
+			if _, err := json.Marshal(ev); err != nil {
+				t.Fatalf("event %s does not marshal: %v", ev.Type, err)
+			}
+		}
+		if o.Status != runs.Succeeded && o.Status != runs.Failed {
+			t.Fatalf("status %q", o.Status)
+		}
+		if (o.Status == runs.Failed) != (o.Error != nil) {
+			t.Fatalf("status %s with error %+v", o.Status, o.Error)
+		}
+		u := o.Usage
+		if u.InputTokens < 0 || u.CacheReadTokens < 0 || u.CacheReadTokens > u.InputTokens || u.ReasoningTokens < 0 || u.OutputTokens < u.ReasoningTokens {
+			t.Fatalf("usage %+v breaks the convention", u)
+		}
+		if _, err := json.Marshal(goldenOutcome{Status: o.Status, Usage: o.Usage, Error: o.Error}); err != nil {
+			t.Fatalf("outcome does not marshal: %v", err)
+		}
+	})
+}

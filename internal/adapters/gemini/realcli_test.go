@@ -1,0 +1,306 @@
+package gemini
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentgate/agentgate/internal/agenttest"
+	"github.com/agentgate/agentgate/internal/mock/googleai"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+var record = flag.Bool("record", false, "TestRealCLI rewrites testdata/<case>.jsonl and .meta.json from the real CLI (then run TestGolden -update)")
+
+// runDeadline bounds one real-CLI run; every case takes a few seconds.
+const runDeadline = 45 * time.Second
+
+// TestRealCLI runs the installed gemini with the adapter's Command, in a
+// home PrepareHome prepared, against the mock Gemini API for every case,
+// decodes its stdout with the adapter's decoder, and checks the events,
+// the outcome, and that the normalized usage agrees with what the server
+// billed.
+func TestRealCLI(t *testing.T) {
+	bin := agenttest.Bin(t, "gemini")
+	version := installedVersion(t, bin)
+	for _, c := range cliCases() {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			home, dir := preparedHome(t), t.TempDir()
+			if c.before != nil {
+				first := runCLI(t, bin, version, *c.before, home, dir)
+				if first.outcome.Status != runs.Succeeded {
+					t.Fatalf("first run: %+v", first.outcome.Error)
+				}
+				if c.resumeBefore {
+					c.spec.ResumeSessionID = first.outcome.SessionID
+				}
+			}
+			r := runCLI(t, bin, version, c, home, dir)
+			checkRun(t, c, r)
+			if c.check != nil {
+				c.check(t, r)
+			}
+			if *record && !t.Failed() {
+				writeRecording(t, c.name, r.res)
+			}
+		})
+	}
+}
+
+// TestPreparedHomeServesManyRuns checks that PrepareHome, which the
+// supervisor calls once at start, is all the runs that follow need: the
+// CLI does not rewrite the settings, and one run's session files do not
+// disturb the next.
+func TestPreparedHomeServesManyRuns(t *testing.T) {
+	bin := agenttest.Bin(t, "gemini")
+	home := preparedHome(t)
+	before, err := os.ReadFile(settingsPath(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := cliCases()
+	byName := map[string]cliCase{}
+	for _, c := range cases {
+		byName[c.name] = c
+	}
+	// All in one directory, within a minute: the CLI's session files
+	// must not collide (see Command).
+	dir := t.TempDir()
+	var firstSession string
+	for i, c := range []cliCase{byName["text"], byName["tool_turn"], byName["read_only"], byName["resume"]} {
+		if c.resumeBefore {
+			c.before, c.spec.ResumeSessionID = nil, firstSession
+		}
+		r := runCLI(t, bin, VerifiedVersion, c, home, dir)
+		if i == 0 {
+			firstSession = r.outcome.SessionID
+		}
+		if r.outcome.Status != runs.Succeeded {
+			t.Fatalf("run %d (%s): %+v; stderr …%s", i, c.name, r.outcome.Error, tail(r.res.Stderr, 300))
+		}
+		if billed := normalized(r.ledger.Billed()); r.outcome.Usage != billed {
+			t.Errorf("run %d (%s): usage %+v, billed %+v", i, c.name, r.outcome.Usage, billed)
+		}
+	}
+	after, err := os.ReadFile(settingsPath(home))
+	if err != nil || !bytes.Equal(before, after) {
+		t.Errorf("the runs changed settings.json:\n%s\nto\n%s (%v)", before, after, err)
+	}
+}
+
+// preparedHome returns a fresh home that PrepareHome prepared.
+func preparedHome(t *testing.T) string {
+	t.Helper()
+	home := t.TempDir()
+	if err := New().PrepareHome(home); err != nil {
+		t.Fatal(err)
+	}
+	return home
+}
+
+func installedVersion(t *testing.T, bin string) string {
+	t.Helper()
+	p := agenttest.Start(t, bin, New().Describe().VersionArgs, agenttest.MinimalEnv(t.TempDir()), t.TempDir(), nil)
+	res := p.Wait()
+	out := bytes.Join(res.Stdout, []byte("\n"))
+	v, err := New().ParseVersion(out)
+	if err != nil {
+		t.Fatalf("%s --version: %v (stderr %q)", bin, err, res.Stderr)
+	}
+	if v != VerifiedVersion {
+		t.Logf("installed gemini %s differs from the verified %s: failures below may be the CLI's changes", v, VerifiedVersion)
+	}
+	return v
+}
+
+// runCLI runs one case in home and dir and decodes it.
+func runCLI(t *testing.T, bin, version string, c cliCase, home, dir string) *cliRun {
+	t.Helper()
+	marker := "agentgate-test-" + uuid.NewString()
+	srv, err := googleai.Start("127.0.0.1:0", c.scenario(marker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+
+	if c.setup != nil {
+		c.setup(t, dir)
+	}
+	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: c.spec, Dir: dir, Bin: bin, Home: home, Timeout: time.Minute, CLIVersion: version}
+	if c.cliVersion != "" {
+		inv.CLIVersion = c.cliVersion
+	}
+	a := &Adapter{extraArgs: c.extraArgs}
+	cmd, err := a.Command(inv)
+	if err != nil {
+		t.Fatalf("Command: %v", err)
+	}
+	// What the supervisor copies from the gateway's environment: only
+	// the names the adapter lists in PassEnv.
+	gateway := map[string]string{"GOOGLE_GEMINI_BASE_URL": srv.URL}
+	if !c.noKey {
+		gateway["GEMINI_API_KEY"] = testKey
+	}
+	maps.Copy(gateway, c.env)
+	env := append(agenttest.MinimalEnv(home), cmd.Env...)
+	for _, name := range cmd.PassEnv {
+		if v, ok := gateway[name]; ok {
+			env = append(env, name+"="+v)
+		}
+	}
+
+	start := time.Now()
+	p := agenttest.Start(t, bin, cmd.Args, env, dir, cmd.Stdin)
+	deadline := time.AfterFunc(runDeadline, p.Kill)
+	defer deadline.Stop()
+	if c.killAfter > 0 {
+		kill := time.AfterFunc(c.killAfter, p.Kill)
+		defer kill.Stop()
+	}
+	r := &cliRun{inv: inv}
+	if c.signal != 0 {
+		t.Cleanup(func() { killMatching(marker) })
+		for line := range p.Lines() {
+			if bytes.Contains(line, []byte(`"type":"tool_use"`)) {
+				// Let the tool's process start first.
+				waitFor(func() bool { return len(agenttest.ProcessesMatching(marker)) > 0 }, 5*time.Second)
+				if err := p.Signal(c.signal); err != nil {
+					t.Fatalf("signal: %v", err)
+				}
+				break
+			}
+		}
+	}
+	res := p.Wait()
+	r.elapsed = time.Since(start)
+	if c.signal != 0 {
+		r.toolOutlived = len(agenttest.ProcessesMatching(marker)) > 0
+		killMatching(marker)
+	}
+	r.ledger = srv.Ledger()
+	r.res = recorded{Exit: res.Exit, Stderr: string(res.Stderr), CLIVersion: inv.CLIVersion, stdout: res.Stdout}
+	dec := a.NewDecoder(inv)
+	for _, line := range res.Stdout {
+		r.events = append(r.events, dec.Decode(line)...)
+		if bytes.Contains(line, []byte(`"type":"result"`)) {
+			var l wireLine
+			if json.Unmarshal(line, &l) == nil && l.Type == "result" {
+				r.resultLine = &l
+			}
+		}
+	}
+	r.outcome = dec.Finish(res.Exit, res.Stderr)
+	r.events = append(r.events, r.outcome.Events...)
+	return r
+}
+
+// checkRun asserts what every case shares: status, class, event order,
+// usage against the ledger.
+func checkRun(t *testing.T, c cliCase, r *cliRun) {
+	t.Helper()
+	o := r.outcome
+	if o.Status != c.wantStatus {
+		t.Errorf("status = %s, want %s (error %+v; exit %+v; stderr …%q)", o.Status, c.wantStatus, o.Error, r.res.Exit, tail(r.res.Stderr, 300))
+	}
+	switch {
+	case c.wantClass == "" && o.Error != nil:
+		t.Errorf("error = %+v, want none", o.Error)
+	case c.wantClass != "" && (o.Error == nil || o.Error.Class != c.wantClass):
+		t.Errorf("error = %+v, want class %s", o.Error, c.wantClass)
+	case o.Error != nil && (o.Error.Message == "" || o.Error.Retryable != o.Error.Class.Retryable()):
+		t.Errorf("error = %+v", o.Error)
+	}
+	if got := collapse(r.events); !reflect.DeepEqual(got, c.wantTypes) {
+		t.Errorf("event types =\n  %v\nwant\n  %v", got, c.wantTypes)
+	}
+	for _, ev := range r.events {
+		if ev.Type == runs.EventAgentUnparsed {
+			t.Errorf("unparsed line: %+v", ev.Data)
+		}
+		if _, err := json.Marshal(ev); err != nil {
+			t.Errorf("event %s does not marshal: %v", ev.Type, err)
+		}
+	}
+	billed := normalized(r.ledger.Billed())
+	if c.usageLost {
+		if billed.IsZero() || !o.Usage.IsZero() {
+			t.Errorf("usage = %+v with %+v billed: the case no longer loses the usage", o.Usage, billed)
+		}
+		billed = runs.Usage{}
+	}
+	if o.Usage != billed {
+		t.Errorf("usage = %+v, want the ledger's billed %+v", o.Usage, billed)
+	}
+	for _, ev := range r.events {
+		if ev.Type == runs.EventUsageUpdated {
+			if u := ev.Data.(runs.UsageData).Usage; u != o.Usage {
+				t.Errorf("usage.updated = %+v, outcome %+v", u, o.Usage)
+			}
+		}
+	}
+	if o.CostUSD != nil || o.SessionCostUSD != nil {
+		t.Errorf("cost %v / %v: the CLI reports none", o.CostUSD, o.SessionCostUSD)
+	}
+}
+
+// normalized is the usage convention's definition, applied to the
+// ledger: input includes cached tokens (as Gemini's prompt count does),
+// output includes the thoughts.
+func normalized(u googleai.Usage) runs.Usage {
+	return runs.Usage{
+		InputTokens:     u.PromptTokenCount,
+		CacheReadTokens: u.CachedContentTokenCount,
+		OutputTokens:    u.CandidatesTokenCount + u.ThoughtsTokenCount,
+		ReasoningTokens: u.ThoughtsTokenCount,
+	}
+}
+
+// killMatching SIGKILLs the processes whose command line carries marker:
+// the tool a killed CLI left behind.
+func killMatching(marker string) {
+	for _, pid := range agenttest.ProcessesMatching(marker) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	agenttest.WaitGone(marker, 3*time.Second)
+}
+
+func waitFor(cond func() bool, within time.Duration) {
+	deadline := time.Now().Add(within)
+	for !cond() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func writeRecording(t *testing.T, name string, rec recorded) {
+	t.Helper()
+	var buf bytes.Buffer
+	for _, l := range rec.stdout {
+		buf.Write(l)
+		buf.WriteByte('\n')
+	}
+	meta, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join("testdata", name)
+	if err := os.MkdirAll("testdata", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(base+".jsonl", buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(base+".meta.json", append(meta, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %s.jsonl (%d lines)", base, len(rec.stdout))
+}

@@ -1,0 +1,647 @@
+package googleai
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func start(t *testing.T, sc Scenario, opts ...Option) *Server {
+	t.Helper()
+	s, err := Start("127.0.0.1:0", sc, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// client is an http.Client whose idle connections the test closes, so
+// that goleak sees no transport goroutines.
+func client(t *testing.T) *http.Client {
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// cliBody reads a request body the real Gemini CLI 0.61.0 sent:
+// gemini_first (a prompt, 16 tools), gemini_followup (the same turn with
+// a run_shell_command call and its functionResponse) and gemini_router
+// (the model router's request when the CLI has no model).
+func cliBody(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// body is a small request shaped like the CLI's: a system instruction,
+// function declarations, thinking config and contents.
+func body(contents ...map[string]any) []byte {
+	if len(contents) == 0 {
+		contents = []map[string]any{{"role": "user", "parts": []any{map[string]any{"text": "say hi"}}}}
+	}
+	b, _ := json.Marshal(map[string]any{
+		"contents":          contents,
+		"systemInstruction": map[string]any{"role": "user", "parts": []any{map[string]any{"text": "You are a test."}}},
+		"tools": []any{map[string]any{"functionDeclarations": []any{
+			map[string]any{"name": "run_shell_command", "parametersJsonSchema": map[string]any{"type": "object"}},
+			map[string]any{"name": "read_file"},
+		}}},
+		"generationConfig": map[string]any{"temperature": 1, "thinkingConfig": map[string]any{"includeThoughts": true, "thinkingBudget": 8192}},
+	})
+	return b
+}
+
+func user(text string) map[string]any {
+	return map[string]any{"role": "user", "parts": []any{map[string]any{"text": text}}}
+}
+
+func functionResponse(name, output string) map[string]any {
+	return map[string]any{"role": "user", "parts": []any{map[string]any{"functionResponse": map[string]any{
+		"id": "call_1", "name": name, "response": map[string]any{"output": output}}}}}
+}
+
+func post(t *testing.T, c *http.Client, url string, b []byte) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("x-goog-api-key", "k1")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func streamURL(s *Server, model string) string {
+	return s.URL + "/v1beta/models/" + model + ":streamGenerateContent?alt=sse"
+}
+
+// chunkJSON is the part of a GenerateContentResponse the tests read.
+type chunkJSON struct {
+	Candidates []struct {
+		Content struct {
+			Role  string `json:"role"`
+			Parts []struct {
+				Text         string `json:"text"`
+				Thought      bool   `json:"thought"`
+				FunctionCall *struct {
+					ID   string          `json:"id"`
+					Name string          `json:"name"`
+					Args json.RawMessage `json:"args"`
+				} `json:"functionCall"`
+				ThoughtSignature string `json:"thoughtSignature"`
+			} `json:"parts"`
+		} `json:"content"`
+		FinishReason string `json:"finishReason"`
+	} `json:"candidates"`
+	UsageMetadata *Usage `json:"usageMetadata"`
+	ModelVersion  string `json:"modelVersion"`
+	ResponseID    string `json:"responseId"`
+}
+
+// readSSE parses an event stream strictly: every frame is one data line
+// and a blank line, CRLF, as the API frames them.
+func readSSE(t *testing.T, r io.Reader) []chunkJSON {
+	t.Helper()
+	var out []chunkJSON
+	br := bufio.NewReader(r)
+	for {
+		data, err := br.ReadString('\n')
+		if errors.Is(err, io.EOF) && data == "" {
+			return out
+		}
+		blank, err2 := br.ReadString('\n')
+		if err != nil || err2 != nil || blank != "\r\n" || !strings.HasPrefix(data, "data: ") || !strings.HasSuffix(data, "\r\n") {
+			t.Fatalf("malformed frame %q %q", data, blank)
+		}
+		var c chunkJSON
+		if err := json.Unmarshal([]byte(strings.TrimSuffix(strings.TrimPrefix(data, "data: "), "\r\n")), &c); err != nil {
+			t.Fatalf("frame data: %v", err)
+		}
+		if len(c.Candidates) != 1 || c.Candidates[0].Content.Role != "model" {
+			t.Fatalf("frame without one model candidate: %q", data)
+		}
+		out = append(out, c)
+	}
+}
+
+func TestStreamedText(t *testing.T) {
+	s := start(t, TextAnswer("hello there"))
+	resp := post(t, client(t), streamURL(s, "gemini-test"), body())
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
+	}
+	cs := readSSE(t, resp.Body)
+	if len(cs) != 3 {
+		t.Fatalf("chunks = %d, want a thought and two text chunks", len(cs))
+	}
+	var text string
+	for i, c := range cs {
+		p := c.Candidates[0].Content.Parts
+		if len(p) != 1 || c.ModelVersion != "gemini-test" || c.ResponseID == "" {
+			t.Errorf("chunk %d = %+v", i, c)
+		}
+		last := i == len(cs)-1
+		if (c.UsageMetadata != nil) != last || (c.Candidates[0].FinishReason != "") != last {
+			t.Errorf("chunk %d: usage %v, finish %q; want them on the last chunk only", i, c.UsageMetadata, c.Candidates[0].FinishReason)
+		}
+		if i == 0 {
+			if !p[0].Thought || p[0].Text == "" {
+				t.Errorf("first part = %+v, want a thought", p[0])
+			}
+			continue
+		}
+		text += p[0].Text
+	}
+	if text != "hello there" {
+		t.Errorf("text = %q", text)
+	}
+	u := *cs[len(cs)-1].UsageMetadata
+	if u != textUsage() || u.TotalTokenCount != u.PromptTokenCount+u.CandidatesTokenCount+u.ThoughtsTokenCount || u.ThoughtsTokenCount == 0 {
+		t.Errorf("usage = %+v", u)
+	}
+	if cs[len(cs)-1].Candidates[0].FinishReason != "STOP" {
+		t.Errorf("finish = %q", cs[len(cs)-1].Candidates[0].FinishReason)
+	}
+
+	l := s.Ledger()
+	if len(l) != 1 {
+		t.Fatalf("ledger = %d entries", len(l))
+	}
+	e := l[0]
+	r := e.Request
+	if r.Model != "gemini-test" || r.Call != MethodStream || !r.Stream || r.APIVersion != "v1beta" || r.RawQuery != "alt=sse" ||
+		r.Header.Get("X-Goog-Api-Key") != "k1" || r.Seq != 1 || r.BodyBytes == 0 || !r.IsModelCall() {
+		t.Errorf("request = %+v", r)
+	}
+	if strings.Join(r.Tools, ",") != "run_shell_command,read_file" || !r.HasTool(ShellTool) || r.HasTool("write_file") {
+		t.Errorf("tools = %v", r.Tools)
+	}
+	if r.System != "You are a test." || r.UserText() != "say hi" || !r.IncludeThoughts || r.ThinkingBudget == nil || *r.ThinkingBudget != 8192 {
+		t.Errorf("summary = %+v", r)
+	}
+	if e.Status != 200 || e.Billed != textUsage() || l.Billed() != textUsage() || len(l.Calls()) != 1 {
+		t.Errorf("entry = %+v", e)
+	}
+}
+
+func TestToolTurn(t *testing.T) {
+	s := start(t, ToolTurn("echo hello > out.txt", "done"))
+	c := client(t)
+	cs := readSSE(t, post(t, c, streamURL(s, "m"), body()).Body)
+	var kinds []string
+	var call *chunkJSON
+	for i := range cs {
+		p := cs[i].Candidates[0].Content.Parts[0]
+		switch {
+		case p.FunctionCall != nil:
+			kinds = append(kinds, "call")
+			call = &cs[i]
+		case p.Thought:
+			kinds = append(kinds, "thought")
+		default:
+			kinds = append(kinds, "text")
+		}
+	}
+	if strings.Join(kinds, ",") != "thought,text,text,text,call" {
+		t.Fatalf("parts = %v", kinds)
+	}
+	p := call.Candidates[0].Content.Parts[0]
+	var args map[string]string
+	if err := json.Unmarshal(p.FunctionCall.Args, &args); err != nil || args["command"] != "echo hello > out.txt" ||
+		p.FunctionCall.Name != ShellTool || p.FunctionCall.ID != "" || p.ThoughtSignature == "" {
+		t.Errorf("call = %+v, args %v (%v)", p, args, err)
+	}
+	if call.Candidates[0].FinishReason != "STOP" || call.UsageMetadata == nil || *call.UsageMetadata != firstCallUsage() {
+		t.Errorf("last chunk = %+v", call)
+	}
+
+	// The answer to the tool's response.
+	cs = readSSE(t, post(t, c, streamURL(s, "m"), body(user("say hi"), map[string]any{"role": "model", "parts": []any{
+		map[string]any{"functionCall": map[string]any{"name": ShellTool, "args": map[string]any{"command": "x"}}},
+	}}, functionResponse(ShellTool, "hello"))).Body)
+	var text string
+	for _, ch := range cs {
+		if pt := ch.Candidates[0].Content.Parts[0]; !pt.Thought {
+			text += pt.Text
+		}
+	}
+	if text != "done" {
+		t.Errorf("answer = %q", text)
+	}
+	l := s.Ledger()
+	frs := l[1].Request.FunctionResponses()
+	if len(frs) != 1 || frs[0].Name != ShellTool || frs[0].ID != "call_1" || frs[0].Output() != "hello" {
+		t.Errorf("function responses = %+v", frs)
+	}
+	if c := l[1].Request.Contents[1].Parts[0].FunctionCall; c == nil || c.Name != ShellTool {
+		t.Errorf("replayed call = %+v", l[1].Request.Contents[1])
+	}
+	if l.Billed() != firstCallUsage().Add(followUpUsage()) {
+		t.Errorf("billed = %+v", l.Billed())
+	}
+}
+
+// TestCLIBodies checks the parser and the scenarios against bodies the
+// real CLI sent.
+func TestCLIBodies(t *testing.T) {
+	var first, followup, router Request
+	for _, c := range []struct {
+		name string
+		r    *Request
+	}{{"gemini_first", &first}, {"gemini_followup", &followup}, {"gemini_router", &router}} {
+		c.r.Call = MethodStream
+		if c.name == "gemini_router" {
+			c.r.Call = MethodGenerate
+		}
+		if err := c.r.parseBody(cliBody(t, c.name)); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+	}
+	if len(first.Tools) != 16 || !first.HasTool(ShellTool) || len(first.Contents) != 1 || first.System == "" ||
+		!strings.HasSuffix(first.UserText(), "Write hello to out.txt.") || !first.IncludeThoughts || first.Router() {
+		t.Errorf("first = tools %v, %d contents, user text …%q", first.Tools, len(first.Contents), tail(first.UserText(), 40))
+	}
+	if len(first.FunctionResponses()) != 0 {
+		t.Error("the first request counts as a follow-up")
+	}
+	frs := followup.FunctionResponses()
+	if len(frs) != 1 || frs[0].Name != ShellTool || !strings.Contains(frs[0].Output(), "Output: (empty)") {
+		t.Errorf("follow-up's function responses = %+v", frs)
+	}
+	if !router.Router() || len(router.Tools) != 0 || router.ResponseMIMEType != "application/json" || router.ThinkingLevel != "HIGH" {
+		t.Errorf("router = %+v", router)
+	}
+	sc := ToolTurn("echo hello > out.txt", "answer")
+	if r := sc.Respond(&first); len(r.Parts) != 3 || r.Parts[2].FunctionCall == nil {
+		t.Errorf("first answered with %+v", r)
+	}
+	if r := sc.Respond(&followup); len(r.Parts) != 2 || r.Parts[1].Text != "answer" {
+		t.Errorf("follow-up answered with %+v", r)
+	}
+	if r := sc.Respond(&router); !strings.Contains(r.Parts[0].Text, `"complexity_score":10`) {
+		t.Errorf("router answered with %+v", r)
+	}
+}
+
+func TestGenerateContentAndRouter(t *testing.T) {
+	s := start(t, TextAnswer("plain"))
+	c := client(t)
+	resp := post(t, c, s.URL+"/v1beta/models/gemini-3.5-flash-lite:generateContent", cliBody(t, "gemini_router"))
+	var got chunkJSON
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("status %d: %v", resp.StatusCode, err)
+	}
+	var judged struct {
+		Score int `json:"complexity_score"`
+	}
+	if err := json.Unmarshal([]byte(got.Candidates[0].Content.Parts[0].Text), &judged); err != nil || judged.Score != 10 ||
+		got.UsageMetadata == nil || *got.UsageMetadata != routerUsage() || got.Candidates[0].FinishReason != "STOP" {
+		t.Errorf("router answer = %+v (%v)", got, err)
+	}
+	resp = post(t, c, s.URL+"/v1beta/models/m:generateContent", body())
+	got = chunkJSON{}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || len(got.Candidates[0].Content.Parts) != 2 ||
+		got.Candidates[0].Content.Parts[1].Text != "plain" {
+		t.Errorf("answer = %+v (%v)", got, err)
+	}
+	l := s.Ledger()
+	if !l[0].Request.Router() || l[1].Request.Router() || l[0].Request.Stream || l.Billed() != routerUsage().Add(textUsage()) {
+		t.Errorf("ledger = %+v", l)
+	}
+}
+
+func TestStreamWithoutSSE(t *testing.T) {
+	s := start(t, TextAnswer("a b"))
+	resp := post(t, client(t), s.URL+"/v1beta/models/m:streamGenerateContent", body())
+	var cs []chunkJSON
+	if err := json.NewDecoder(resp.Body).Decode(&cs); err != nil || len(cs) != 3 || cs[2].UsageMetadata == nil {
+		t.Fatalf("array = %+v (%v)", cs, err)
+	}
+	if s.Ledger().Billed() != textUsage() {
+		t.Errorf("billed %+v", s.Ledger().Billed())
+	}
+}
+
+func TestCountTokens(t *testing.T) {
+	s := start(t, Failure(500))
+	resp := post(t, client(t), s.URL+"/v1beta/models/m:countTokens", body())
+	var got struct {
+		TotalTokens int `json:"totalTokens"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 || got.TotalTokens <= 0 {
+		t.Fatalf("status %d, %+v (%v)", resp.StatusCode, got, err)
+	}
+	l := s.Ledger()
+	if len(l) != 1 || l[0].Request.Call != MethodCountTokens || !l[0].Billed.IsZero() || len(l.Calls()) != 0 {
+		t.Errorf("ledger = %+v", l)
+	}
+}
+
+func TestFailures(t *testing.T) {
+	for _, status := range []int{400, 401, 403, 404, 429, 500, 503, 504, 418} {
+		s := start(t, Failure(status))
+		resp := post(t, client(t), streamURL(s, "m"), body())
+		var got struct {
+			Error APIError `json:"error"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != status {
+			t.Fatalf("%d: status %d (%v)", status, resp.StatusCode, err)
+		}
+		if got.Error.Code != status || got.Error.Message == "" || got.Error.Status == "" {
+			t.Errorf("%d: body %+v", status, got.Error)
+		}
+		if status == 429 {
+			var retry bool
+			for _, d := range got.Error.Details {
+				retry = retry || d["@type"] == typeRetryInfo && d["retryDelay"] == "1s"
+			}
+			if !retry || got.Error.Status != "RESOURCE_EXHAUSTED" {
+				t.Errorf("429 body %+v has no RetryInfo", got.Error)
+			}
+		}
+		if l := s.Ledger(); l[0].Status != status || !l.Billed().IsZero() {
+			t.Errorf("%d: ledger %+v", status, l)
+		}
+	}
+	s := start(t, InvalidKey())
+	var got struct {
+		Error APIError `json:"error"`
+	}
+	resp := post(t, client(t), streamURL(s, "m"), body())
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 400 ||
+		got.Error.Details[0]["reason"] != "API_KEY_INVALID" || got.Error.Status != "INVALID_ARGUMENT" {
+		t.Errorf("invalid key: %d %+v (%v)", resp.StatusCode, got.Error, err)
+	}
+}
+
+func TestAlwaysToolAndSequence(t *testing.T) {
+	s := start(t, Sequence(Failure(429), AlwaysTool("echo again")))
+	c := client(t)
+	if resp := post(t, c, streamURL(s, "m"), body()); resp.StatusCode != 429 {
+		t.Fatalf("first status %d", resp.StatusCode)
+	}
+	for range 2 {
+		cs := readSSE(t, post(t, c, streamURL(s, "m"), body(user("x"), functionResponse(ShellTool, "again"))).Body)
+		if fc := cs[len(cs)-1].Candidates[0].Content.Parts[0].FunctionCall; fc == nil || !strings.Contains(string(fc.Args), "echo again") {
+			t.Errorf("last chunk = %+v", cs[len(cs)-1])
+		}
+	}
+	if got := Sequence().Respond(&Request{}); got.Status != 500 {
+		t.Errorf("empty sequence = %+v", got)
+	}
+}
+
+func TestDelay(t *testing.T) {
+	s := start(t, Func(func(*Request) Response {
+		return Response{Delay: 200 * time.Millisecond, Parts: []Part{Text("late")}, Usage: textUsage()}
+	}))
+	t0 := time.Now()
+	b, _ := io.ReadAll(post(t, client(t), streamURL(s, "m"), body()).Body)
+	if d := time.Since(t0); d < 150*time.Millisecond || !strings.Contains(string(b), "late") {
+		t.Errorf("answered after %v: %s", d, b)
+	}
+}
+
+func TestHangCloseIsPrompt(t *testing.T) {
+	s, err := Start("127.0.0.1:0", Hang())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := client(t)
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, streamURL(s, "m"), bytes.NewReader(body()))
+		resp, err := cl.Do(req)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	waitFor(t, func() bool { l := s.Ledger(); return len(l) == 1 && l[0].Hung })
+	select {
+	case err := <-done:
+		t.Fatalf("request ended early: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	t0 := time.Now()
+	s.Close()
+	if d := time.Since(t0); d > time.Second {
+		t.Errorf("Close took %v", d)
+	}
+	if err := <-done; err == nil {
+		t.Error("the client saw a complete answer, want the connection dropped")
+	}
+	if l := s.Ledger(); l[0].Status != 0 || !l[0].Billed.IsZero() {
+		t.Errorf("entry = %+v", l[0])
+	}
+	s.Close() // twice is fine
+}
+
+func TestHangClientGoesAway(t *testing.T) {
+	s := start(t, Hang())
+	ctx, cancel := context.WithCancel(context.Background())
+	c := client(t)
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, streamURL(s, "m"), bytes.NewReader(body()))
+		resp, err := c.Do(req)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	waitFor(t, func() bool { l := s.Ledger(); return len(l) == 1 && l[0].Hung })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("client error = %v", err)
+	}
+	// The handler returns on its own; goleak in TestMain checks that
+	// nothing stays behind once Close returns.
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 5 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestOtherRoutes(t *testing.T) {
+	s := start(t, TextAnswer("x"))
+	c := client(t)
+	for _, r := range []struct{ method, path string }{
+		{http.MethodGet, "/v1beta/models"},
+		{http.MethodGet, "/v1beta/models/m:generateContent"},
+		{http.MethodPost, "/v1beta/models/m:embedContent"},
+		{http.MethodPost, "/v1beta/tunedModels/m:generateContent"},
+		{http.MethodPost, "/"},
+	} {
+		req, _ := http.NewRequest(r.method, s.URL+r.path, bytes.NewReader(body()))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Error APIError `json:"error"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if resp.StatusCode != 404 || err != nil || got.Error.Status != "NOT_FOUND" {
+			t.Errorf("%s %s: %d %+v (%v)", r.method, r.path, resp.StatusCode, got, err)
+		}
+	}
+	for _, b := range []string{"not json", "[1]", ""} {
+		resp := post(t, c, streamURL(s, "m"), []byte(b))
+		if resp.StatusCode != 400 {
+			t.Errorf("body %q: status %d", b, resp.StatusCode)
+		}
+	}
+	for _, e := range s.Ledger() {
+		if !e.Billed.IsZero() {
+			t.Errorf("billed %+v for %s", e.Billed, e.Request.Path)
+		}
+	}
+}
+
+func TestParsePath(t *testing.T) {
+	for path, want := range map[string][3]string{
+		"/v1beta/models/gemini-2.5-flash:streamGenerateContent": {"v1beta", "gemini-2.5-flash", "streamGenerateContent"},
+		"/v1/models/a:b:countTokens":                            {"v1", "a:b", "countTokens"},
+	} {
+		v, m, c, ok := parsePath(path)
+		if !ok || [3]string{v, m, c} != want {
+			t.Errorf("parsePath(%q) = %q %q %q %v", path, v, m, c, ok)
+		}
+	}
+	for _, path := range []string{"", "/", "v1/models/m:x", "//models/m:x", "/v1/models/:x", "/v1/models/a/b:x", "/v1/other/m:x", "/v1/models/m"} {
+		if _, _, _, ok := parsePath(path); ok {
+			t.Errorf("parsePath(%q) accepted", path)
+		}
+	}
+}
+
+func TestLedgerLimit(t *testing.T) {
+	s := start(t, TextAnswer("x"), LedgerLimit(2))
+	c := client(t)
+	for range 3 {
+		_, _ = io.ReadAll(post(t, c, streamURL(s, "m"), body()).Body)
+	}
+	l := s.Ledger()
+	if len(l) != 2 || l[0].Request.Seq != 2 || l[1].Request.Seq != 3 {
+		t.Errorf("ledger = %+v", l)
+	}
+	s.Reset()
+	if len(s.Ledger()) != 0 {
+		t.Error("Reset kept entries")
+	}
+}
+
+func TestStartRefuses(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", "192.0.2.1:0", "example.com:0", "nonsense"} {
+		if s, err := Start(addr, TextAnswer("x")); err == nil {
+			s.Close()
+			t.Errorf("Start(%q) accepted", addr)
+		}
+	}
+	if _, err := Start("127.0.0.1:0", nil); err == nil {
+		t.Error("nil scenario accepted")
+	}
+}
+
+func TestNamed(t *testing.T) {
+	names := Names()
+	if len(names) != 13 || names[0] != "always-tool" {
+		t.Errorf("names = %v", names)
+	}
+	for _, n := range names {
+		if sc, err := Named(n, ""); err != nil || sc == nil {
+			t.Errorf("Named(%q) = %v, %v", n, sc, err)
+		}
+	}
+	sc, _ := Named("tool", "ls -la")
+	if r := sc.Respond(&Request{}); !strings.Contains(string(r.Parts[2].FunctionCall.Args), "ls -la") {
+		t.Errorf("tool with command = %+v", r)
+	}
+	if _, err := Named("nope", ""); err == nil || !strings.Contains(err.Error(), "text") {
+		t.Errorf("unknown name: %v", err)
+	}
+}
+
+func TestUsageJSON(t *testing.T) {
+	b, _ := json.Marshal(Usage{PromptTokenCount: 100, CandidatesTokenCount: 20}.withTotal())
+	if string(b) != `{"promptTokenCount":100,"candidatesTokenCount":20,"totalTokenCount":120}` {
+		t.Errorf("usage JSON = %s", b)
+	}
+	u := Usage{PromptTokenCount: 1, TotalTokenCount: 9}.withTotal()
+	if u.TotalTokenCount != 9 {
+		t.Errorf("withTotal replaced a total: %+v", u)
+	}
+	if Call("f", 42).FunctionCall == nil || string(Call("f", 42).FunctionCall.Args) != "{}" {
+		t.Error("Call with a non-object accepted it")
+	}
+}
+
+// FuzzParseBody feeds arbitrary bodies to the request parser: it must not
+// panic, a body it accepts is a JSON object, and the helpers and
+// scenarios work on whatever it made of it.
+func FuzzParseBody(f *testing.F) {
+	for _, name := range []string{"gemini_first", "gemini_followup", "gemini_router"} {
+		f.Add(cliBody(f, name))
+	}
+	f.Add(body(user("x"), functionResponse(ShellTool, "y")))
+	f.Add([]byte(`{"contents":[{"parts":[{"functionResponse":{"response":[1]}},{"functionCall":null}]},7],"tools":[{}]}`))
+	f.Add([]byte(`{"generateContentRequest":{"contents":[{"role":"user","parts":[{"text":"x"}]}]}}`))
+	f.Add([]byte(`{"generationConfig":{"thinkingConfig":{"thinkingBudget":"x"}}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := Request{Call: MethodGenerate}
+		err := r.parseBody(b)
+		if err == nil && !json.Valid(b) {
+			t.Fatalf("accepted invalid JSON %q", b)
+		}
+		if err == nil && bytes.TrimSpace(b)[0] != '{' {
+			t.Fatalf("accepted a body that is not an object: %q", b)
+		}
+		_ = r.UserText()
+		_ = r.Router()
+		for _, fr := range r.FunctionResponses() {
+			_ = fr.Output()
+		}
+		_ = ToolTurn("ls", "a").Respond(&r)
+		_ = TextAnswer("a").Respond(&r)
+	})
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
