@@ -111,8 +111,8 @@ type Outcome struct {
 	// session usage it recorded before.
 	SessionUsage *Usage
 	NumTurns     int
-	SessionID      string
-	Model          string
+	SessionID    string
+	Model        string
 	// Diff is the unified diff of every file the run changed, for a CLI
 	// that reports one.
 	Diff  string
