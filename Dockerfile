@@ -11,13 +11,14 @@ COPY cmd ./cmd
 COPY internal ./internal
 RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/agentgate ./cmd/gateway
 
-# The agent CLIs come from npm, pinned by tools/agents/package-lock.json.
+# The agent CLIs come from npm, pinned by tools/agents/package-lock.json
+# (installed as scripts/install-agents.sh does: see why not npm ci there).
 # Some need Node 22 (Claude Code declares node >= 22), newer than
 # Ubuntu 24.04's nodejs package, so Node comes from the official image.
 FROM node:22-bookworm-slim AS agents
 WORKDIR /opt/agentgate/agents
 COPY tools/agents/package.json tools/agents/package-lock.json ./
-RUN npm ci --no-audit --no-fund
+RUN npm install --no-audit --no-fund
 
 FROM ubuntu:24.04
 # Agent tool calls run shell commands: give them the usual tools. Node is

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the agent CLIs agentgate is verified against, at the versions
 # pinned in tools/agents/package-lock.json, into tools/agents/node_modules.
-# The real-CLI tests find them there (or via $AGENTGATE_CLAUDE_BIN).
+# The real-CLI tests find them there (or via $AGENTGATE_<AGENT>_BIN).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -9,10 +9,24 @@ cd "$root/tools/agents"
 
 command -v npm >/dev/null || { echo "install-agents: npm is required (Node.js 20 or later)" >&2; exit 1; }
 
-# npm ci installs exactly the lockfile. The CLI packages need their install
-# scripts: @anthropic-ai/claude-code links its native binary in postinstall.
-npm ci --no-audit --no-fund
+# Install exactly the lockfile, from a clean node_modules. Not `npm ci`:
+# it insists that the lockfile list every platform package of opencode-ai,
+# and registries that serve only this platform's cannot resolve the others.
+# `npm install` installs the locked versions; if it had to change the
+# lockfile, the lockfile was stale, and that fails the install. The CLI
+# packages need their install scripts: @anthropic-ai/claude-code links its
+# native binary in postinstall.
+rm -rf node_modules
+before=$(sha256sum package-lock.json)
+npm install --no-audit --no-fund
+if [ "$(sha256sum package-lock.json)" != "$before" ]; then
+  echo "install-agents: tools/agents/package-lock.json does not match package.json; run npm install there and commit it" >&2
+  exit 1
+fi
 
 echo "installed:"
 printf '  claude %s\n' "$(./node_modules/.bin/claude --version)"
 printf '  codex  %s\n' "$(./node_modules/.bin/codex --version)"
+printf '  copilot %s\n' "$(./node_modules/.bin/copilot --version | head -1)"
+printf '  gemini %s\n' "$(./node_modules/.bin/gemini --version)"
+printf '  opencode %s\n' "$(./node_modules/.bin/opencode --version)"
