@@ -110,3 +110,28 @@ func TestSignalAndProcesses(t *testing.T) {
 		t.Errorf("left = %v", left)
 	}
 }
+
+func TestRecordingRoundTrip(t *testing.T) {
+	t.Chdir(t.TempDir())
+	type meta struct{ Exit int }
+	WriteRecording(t, "case", [][]byte{[]byte(`{"a":1}`), []byte(`{"b":2}`)}, meta{Exit: 3})
+	var m meta
+	got := LoadRecording(t, "case", &m, "record it")
+	if len(got) != 2 || string(got[1]) != `{"b":2}` || m.Exit != 3 {
+		t.Fatalf("LoadRecording = %q, %+v", got, m)
+	}
+	if all := RecordedLines(t); len(all) != 2 {
+		t.Fatalf("RecordedLines = %q", all)
+	}
+	ft := &fatalTB{}
+	CheckRecordings(ft, func(name string) bool { return name == "case" })
+	if ft.msg != "" {
+		t.Fatalf("CheckRecordings failed on a replayed recording: %s", ft.msg)
+	}
+	evs := GoldenEvents([]runs.Event{{Type: runs.EventMessageCompleted, SessionID: "s", Data: runs.MessageData{Text: "hi"}}})
+	CompareGolden(t, "case", evs, true)
+	CompareGolden(t, "case", evs, false)
+	if d := firstDiff("a\nb\n", "a\nc\n"); !strings.Contains(d, "line 2") {
+		t.Errorf("firstDiff = %q", d)
+	}
+}

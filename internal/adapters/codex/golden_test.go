@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
-	"os"
-	"path/filepath"
 	"reflect"
-	"strconv"
-	"strings"
 	"testing"
 
+	"github.com/agentgate/agentgate/internal/agenttest"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -18,36 +15,21 @@ var update = flag.Bool("update", false, "TestGolden rewrites testdata/<case>.gol
 
 // golden is what a recording decodes to: the events, then the outcome.
 type golden struct {
-	Events  []goldenEvent `json:"events"`
-	Outcome goldenOutcome `json:"outcome"`
-}
-
-type goldenEvent struct {
-	Type             runs.EventType `json:"type"`
-	SessionID        string         `json:"session_id,omitempty"`
-	ParentToolCallID string         `json:"parent_tool_call_id,omitempty"`
-	Data             any            `json:"data"`
+	Events  []agenttest.GoldenEvent `json:"events"`
+	Outcome goldenOutcome           `json:"outcome"`
 }
 
 type goldenOutcome struct {
-	Events           []goldenEvent   `json:"events,omitempty"`
-	Status           runs.State      `json:"status"`
-	StopReason       string          `json:"stop_reason,omitempty"`
-	Result           string          `json:"result,omitempty"`
-	StructuredOutput json.RawMessage `json:"structured_output,omitempty"`
-	Usage            runs.Usage      `json:"usage"`
-	SessionID        string          `json:"session_id,omitempty"`
-	Model            string          `json:"model,omitempty"`
-	Diff             string          `json:"diff,omitempty"`
-	Error            *runs.RunError  `json:"error,omitempty"`
-}
-
-func goldenEvents(evs []runs.Event) []goldenEvent {
-	out := make([]goldenEvent, 0, len(evs))
-	for _, ev := range evs {
-		out = append(out, goldenEvent{Type: ev.Type, SessionID: ev.SessionID, ParentToolCallID: ev.ParentToolCallID, Data: ev.Data})
-	}
-	return out
+	Events           []agenttest.GoldenEvent `json:"events,omitempty"`
+	Status           runs.State              `json:"status"`
+	StopReason       string                  `json:"stop_reason,omitempty"`
+	Result           string                  `json:"result,omitempty"`
+	StructuredOutput json.RawMessage         `json:"structured_output,omitempty"`
+	Usage            runs.Usage              `json:"usage"`
+	SessionID        string                  `json:"session_id,omitempty"`
+	Model            string                  `json:"model,omitempty"`
+	Diff             string                  `json:"diff,omitempty"`
+	Error            *runs.RunError          `json:"error,omitempty"`
 }
 
 // recordedCase reports whether c starts the CLI, and so has a
@@ -57,25 +39,8 @@ func recordedCase(c cliCase) bool { return (!c.noKey || c.noPreflight) && !c.bui
 // loadRecording reads testdata/<name>.jsonl and its .meta.json.
 func loadRecording(t *testing.T, name string) ([][]byte, recorded) {
 	t.Helper()
-	base := filepath.Join("testdata", name)
-	stdout, err := os.ReadFile(base + ".jsonl")
-	if err != nil {
-		t.Fatalf("%v: record it with `go test ./internal/adapters/codex -run TestRealCLI -record`", err)
-	}
-	b, err := os.ReadFile(base + ".meta.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var meta recorded
-	if err := json.Unmarshal(b, &meta); err != nil {
-		t.Fatalf("%s.meta.json: %v", base, err)
-	}
-	var lines [][]byte
-	for _, l := range bytes.Split(stdout, []byte("\n")) {
-		if len(l) > 0 {
-			lines = append(lines, l)
-		}
-	}
+	lines := agenttest.LoadRecording(t, name, &meta, "go test ./internal/adapters/codex -run TestRealCLI -record")
 	return lines, meta
 }
 
@@ -117,30 +82,12 @@ func TestGolden(t *testing.T) {
 				}
 			}
 
-			g := golden{Events: goldenEvents(evs), Outcome: goldenOutcome{
-				Events: goldenEvents(o.Events), Status: o.Status, StopReason: o.StopReason, Result: o.Result,
+			g := golden{Events: agenttest.GoldenEvents(evs), Outcome: goldenOutcome{
+				Events: agenttest.GoldenEvents(o.Events), Status: o.Status, StopReason: o.StopReason, Result: o.Result,
 				StructuredOutput: o.StructuredOutput, Usage: o.Usage, SessionID: o.SessionID, Model: o.Model,
 				Diff: o.Diff, Error: o.Error,
 			}}
-			got, err := json.MarshalIndent(g, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, '\n')
-			path := filepath.Join("testdata", c.name+".golden.json")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v: write it with -update", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("%s differs (rewrite with -update after checking):\n%s", path, firstDiff(string(want), string(got)))
-			}
+			agenttest.CompareGolden(t, c.name, g, *update)
 		})
 	}
 }
@@ -152,36 +99,7 @@ func TestRecordingsHaveCases(t *testing.T) {
 	for _, c := range cliCases() {
 		known[c.name] = recordedCase(c)
 	}
-	files, err := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no recordings in testdata")
-	}
-	for _, f := range files {
-		if name := strings.TrimSuffix(filepath.Base(f), ".jsonl"); !known[name] {
-			t.Errorf("%s has no recorded case in cliCases", f)
-		}
-	}
-}
-
-// firstDiff shows the first differing line of two texts.
-func firstDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(w) || i < len(g); i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			return "line " + strconv.Itoa(i+1) + ":\n  want " + wl + "\n  got  " + gl
-		}
-	}
-	return "(equal)"
+	agenttest.CheckRecordings(t, func(name string) bool { return known[name] })
 }
 
 // FuzzDecode feeds arbitrary server output to a decoder that holds a
@@ -190,20 +108,8 @@ func firstDiff(want, got string) string {
 // lines, and every event and the outcome must marshal. The seeds are
 // every line of every recording.
 func FuzzDecode(f *testing.F) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
-	if err != nil || len(files) == 0 {
-		f.Fatalf("no recordings to seed from: %v", err)
-	}
-	for _, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		for _, l := range bytes.Split(b, []byte("\n")) {
-			if len(l) > 0 {
-				f.Add(l)
-			}
-		}
+	for _, l := range agenttest.RecordedLines(f) {
+		f.Add(l)
 	}
 	f.Add([]byte(`{"id":2,"result":{"thread":{"id":"t"}}}` + "\n" + `{"id":"x","method":"item/tool/call","params":null}`))
 	f.Add([]byte(`{"method":"item/completed","params":{"threadId":"t","item":{"type":"fileChange","changes":[{"path":"/a","kind":{"type":"update","move_path":"/b"}}]}}}`))

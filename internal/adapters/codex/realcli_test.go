@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -283,24 +282,5 @@ func exitOf(ps *os.ProcessState, err error) runs.Exit {
 
 func writeRecording(t *testing.T, name string, rec recorded) {
 	t.Helper()
-	var buf bytes.Buffer
-	for _, l := range rec.stdout {
-		buf.Write(l)
-		buf.WriteByte('\n')
-	}
-	meta, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := filepath.Join("testdata", name)
-	if err := os.MkdirAll("testdata", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(base+".jsonl", buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(base+".meta.json", append(meta, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("recorded %s.jsonl (%d lines)", base, len(rec.stdout))
+	agenttest.WriteRecording(t, name, rec.stdout, rec)
 }

@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"flag"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 
+	"github.com/agentgate/agentgate/internal/agenttest"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -19,35 +16,20 @@ var update = flag.Bool("update", false, "TestGolden rewrites testdata/<case>.gol
 
 // golden is what a recording decodes to: the events, then the outcome.
 type golden struct {
-	Events  []goldenEvent `json:"events"`
-	Outcome goldenOutcome `json:"outcome"`
-}
-
-type goldenEvent struct {
-	Type             runs.EventType `json:"type"`
-	SessionID        string         `json:"session_id,omitempty"`
-	ParentToolCallID string         `json:"parent_tool_call_id,omitempty"`
-	Data             any            `json:"data"`
+	Events  []agenttest.GoldenEvent `json:"events"`
+	Outcome goldenOutcome           `json:"outcome"`
 }
 
 type goldenOutcome struct {
-	Events     []goldenEvent  `json:"events,omitempty"`
-	Status     runs.State     `json:"status"`
-	StopReason string         `json:"stop_reason,omitempty"`
-	Result     string         `json:"result,omitempty"`
-	Usage      runs.Usage     `json:"usage"`
-	NumTurns   int            `json:"num_turns,omitempty"`
-	SessionID  string         `json:"session_id,omitempty"`
-	Model      string         `json:"model,omitempty"`
-	Error      *runs.RunError `json:"error,omitempty"`
-}
-
-func goldenEvents(evs []runs.Event) []goldenEvent {
-	out := make([]goldenEvent, 0, len(evs))
-	for _, ev := range evs {
-		out = append(out, goldenEvent{Type: ev.Type, SessionID: ev.SessionID, ParentToolCallID: ev.ParentToolCallID, Data: ev.Data})
-	}
-	return out
+	Events     []agenttest.GoldenEvent `json:"events,omitempty"`
+	Status     runs.State              `json:"status"`
+	StopReason string                  `json:"stop_reason,omitempty"`
+	Result     string                  `json:"result,omitempty"`
+	Usage      runs.Usage              `json:"usage"`
+	NumTurns   int                     `json:"num_turns,omitempty"`
+	SessionID  string                  `json:"session_id,omitempty"`
+	Model      string                  `json:"model,omitempty"`
+	Error      *runs.RunError          `json:"error,omitempty"`
 }
 
 // replayFiles plays the usage file a recording kept.
@@ -65,20 +47,9 @@ func (replayFiles) Remove(string) error { return nil }
 // loadRecording reads testdata/<name>.jsonl and its .meta.json.
 func loadRecording(t *testing.T, name string) ([][]byte, recorded) {
 	t.Helper()
-	base := filepath.Join("testdata", name)
-	stdout, err := os.ReadFile(base + ".jsonl")
-	if err != nil {
-		t.Fatalf("%v: record it with `go test ./internal/adapters/copilot -run TestRealCLI -record`", err)
-	}
-	b, err := os.ReadFile(base + ".meta.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var meta recorded
-	if err := json.Unmarshal(b, &meta); err != nil {
-		t.Fatalf("%s.meta.json: %v", base, err)
-	}
-	return stdoutLines(stdout), meta
+	lines := agenttest.LoadRecording(t, name, &meta, "go test ./internal/adapters/copilot -run TestRealCLI -record")
+	return lines, meta
 }
 
 // replay decodes a recording as the run decoded it.
@@ -119,29 +90,11 @@ func TestGolden(t *testing.T) {
 				}
 			}
 
-			g := golden{Events: goldenEvents(evs), Outcome: goldenOutcome{
-				Events: goldenEvents(o.Events), Status: o.Status, StopReason: o.StopReason, Result: o.Result,
+			g := golden{Events: agenttest.GoldenEvents(evs), Outcome: goldenOutcome{
+				Events: agenttest.GoldenEvents(o.Events), Status: o.Status, StopReason: o.StopReason, Result: o.Result,
 				Usage: o.Usage, NumTurns: o.NumTurns, SessionID: o.SessionID, Model: o.Model, Error: o.Error,
 			}}
-			got, err := json.MarshalIndent(g, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, '\n')
-			path := filepath.Join("testdata", c.name+".golden.json")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v: write it with -update", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("%s differs (rewrite with -update after checking):\n%s", path, firstDiff(string(want), string(got)))
-			}
+			agenttest.CompareGolden(t, c.name, g, *update)
 		})
 	}
 }
@@ -153,36 +106,7 @@ func TestRecordingsHaveCases(t *testing.T) {
 	for _, c := range cliCases() {
 		known[c.name] = true
 	}
-	files, err := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no recordings in testdata")
-	}
-	for _, f := range files {
-		if name := strings.TrimSuffix(filepath.Base(f), ".jsonl"); !known[name] {
-			t.Errorf("%s has no case in cliCases", f)
-		}
-	}
-}
-
-// firstDiff shows the first differing line of two texts.
-func firstDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(w) || i < len(g); i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			return "line " + strconv.Itoa(i+1) + ":\n  want " + wl + "\n  got  " + gl
-		}
-	}
-	return "(equal)"
+	agenttest.CheckRecordings(t, func(name string) bool { return known[name] })
 }
 
 // FuzzDecode feeds arbitrary output to a decoder, then finishes it with
@@ -190,26 +114,8 @@ func firstDiff(want, got string) string {
 // event and the outcome must marshal. The seeds are every line of every
 // recording, and every recorded usage file.
 func FuzzDecode(f *testing.F) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
-	if err != nil || len(files) == 0 {
-		f.Fatalf("no recordings to seed from: %v", err)
-	}
-	for _, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		for _, l := range stdoutLines(b) {
-			f.Add(l)
-		}
-		meta, err := os.ReadFile(strings.TrimSuffix(file, ".jsonl") + ".meta.json")
-		if err != nil {
-			f.Fatal(err)
-		}
-		var m recorded
-		if json.Unmarshal(meta, &m) == nil && len(m.Usage) > 0 {
-			f.Add([]byte(m.Usage))
-		}
+	for _, l := range agenttest.RecordedLines(f) {
+		f.Add(l)
 	}
 	f.Add([]byte(`{"type":"tool.execution_complete","data":{"toolCallId":"c","success":false,"error":"plain"}}`))
 	f.Add([]byte(`{"type":"assistant.message","data":{"toolRequests":[{"toolCallId":"c","arguments":"not json"}]}}`))

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"maps"
 	"os"
-	"path/filepath"
 	"reflect"
 	"syscall"
 	"testing"
@@ -283,24 +282,5 @@ func waitFor(cond func() bool, within time.Duration) {
 
 func writeRecording(t *testing.T, name string, rec recorded) {
 	t.Helper()
-	var buf bytes.Buffer
-	for _, l := range rec.stdout {
-		buf.Write(l)
-		buf.WriteByte('\n')
-	}
-	meta, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := filepath.Join("testdata", name)
-	if err := os.MkdirAll("testdata", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(base+".jsonl", buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(base+".meta.json", append(meta, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("recorded %s.jsonl (%d lines)", base, len(rec.stdout))
+	agenttest.WriteRecording(t, name, rec.stdout, rec)
 }
