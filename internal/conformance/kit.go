@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"testing"
+	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -18,6 +19,15 @@ type Kit interface {
 	// the CLI's home, for a kit whose CLI reads its endpoint from a file
 	// there. The server is closed when the test ends.
 	Serve(t testing.TB, sc Scenario, home string) Backend
+}
+
+// SlowFailures is implemented by a kit whose CLI cannot be made to give
+// up on a failing model API within the suite's default bound: OpenCode
+// retries a persistent 500 for about a minute, with no setting to shorten
+// it. FailureBound returns how long such a run may take to fail, with
+// the class the suite expects; the kit's doc says why.
+type SlowFailures interface {
+	FailureBound(status int) time.Duration
 }
 
 // Backend is a mock model server as the gateway's configuration sees it.
