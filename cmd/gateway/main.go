@@ -29,6 +29,7 @@ import (
 	"github.com/agentgate/agentgate/internal/adapters/codex"
 	"github.com/agentgate/agentgate/internal/adapters/copilot"
 	"github.com/agentgate/agentgate/internal/adapters/gemini"
+	"github.com/agentgate/agentgate/internal/adapters/opencode"
 	"github.com/agentgate/agentgate/internal/api"
 	"github.com/agentgate/agentgate/internal/metrics"
 	"github.com/agentgate/agentgate/internal/proctree"
@@ -58,6 +59,7 @@ func adapters() []runs.Adapter {
 		codex.New(),
 		copilot.New(),
 		gemini.New(),
+		opencode.New(),
 	}
 }
 

@@ -1,0 +1,173 @@
+// Package opencode is the adapter for OpenCode (`opencode`, npm
+// opencode-ai), verified with version 1.18.33 against the mock Chat
+// Completions API in internal/mock/chat, configured as an
+// @ai-sdk/openai-compatible provider. It builds the command line and
+// decodes `opencode run --format json`; apart from a pre-run check it
+// does no I/O.
+//
+// # Command
+//
+//	opencode run --format=json --pure --thinking --title=
+//	             [--session=<resume_session_id>] [--model=<provider/model>]
+//	             [--variant=<effort>] [--auto]           (stdin: the prompt)
+//
+// The prompt goes on stdin, which `run` reads when it is not a terminal:
+// given as an argument, it reaches the model wrapped in literal quotes.
+// --pure loads no external plugin; --thinking prints the model's
+// reasoning. --title= names the session after the prompt's first 50
+// characters: without a title OpenCode sends the small model a title
+// request of its own beside the first turn, which is billed and which no
+// output reports (the real-CLI case title_unreported shows the run's
+// usage then falls short of the bill by exactly that request). With a
+// title, every request is the run's, and its usage is complete.
+//
+//   - model → --model, as provider/model; OpenCode fails a model that is
+//     not one of a configured (or, for a built-in provider, credentialed)
+//     provider's with only "Unexpected server error" (agent_crashed, with
+//     a hint).
+//   - effort → --variant: a variant the model defines (for a reasoning
+//     model of an OpenAI-compatible provider low, medium and high, sent
+//     as reasoning_effort, verified for high). OpenCode ignores a variant
+//     the model does not define, without a word.
+//   - resume_session_id → --session. OpenCode keeps every session (so
+//     keep_session needs nothing) in the agent's home, and continues one
+//     only in the directory it began in: started elsewhere, run prints
+//     nothing and never ends. The gateway resumes in the session's
+//     directory by default, and Preflight checks it first (below). The
+//     resumed run prints only its own steps, so its usage is its own.
+//   - cwd → the process's directory.
+//
+// system_prompt, max_turns, max_budget_usd and output_schema are refused
+// as unsupported: `run` has no such options (an agent's prompt and steps
+// limit live only in OpenCode's configuration).
+//
+// # Permissions
+//
+// The level goes in OPENCODE_PERMISSION, which OpenCode merges into the
+// permission table after every configuration, so it decides the
+// permissions it names and leaves the operator's others alone. `run`
+// rejects any permission that would ask.
+//
+//	permission       OPENCODE_PERMISSION                                  verified behaviour
+//	read_only        {"edit":"deny","bash":"deny",                        bash, edit and write are not offered to the model;
+//	                  "external_directory":"deny"}                        a bash call fails as OpenCode's "invalid" tool
+//	workspace_write  {"edit":"allow","bash":"allow",                      touch in the directory runs; touch /tmp/x and
+//	(the default)     "external_directory":"deny"}                        cat /etc/hostname are refused (no sandbox:
+//	                                                                      only paths OpenCode sees in a command count)
+//	full             {"*":"allow"}, and --auto                            touch outside the directory runs
+//
+// A refused call does not fail the run: the tool call completes as an
+// error and the decoder adds a permission_denied warning.
+//
+// # Configuration and credentials
+//
+// The operator configures the provider as OpenCode documents it:
+// OPENCODE_CONFIG_CONTENT or OPENCODE_CONFIG in the gateway's environment
+// (both passed through), or a configuration file in the agent's home
+// (AGENTGATE_OPENCODE_HOME, ~/.config/opencode/opencode.json). The
+// adapter writes none of them: the gateway's own settings are OpenCode's
+// environment switches, which change no configuration, so OpenCode's own
+// merge of the operator's files and variables stands:
+// OPENCODE_DISABLE_AUTOUPDATE, OPENCODE_DISABLE_SHARE,
+// OPENCODE_DISABLE_MODELS_FETCH (the bundled model catalogue is used),
+// OPENCODE_DISABLE_LSP_DOWNLOAD, and OPENCODE_PERMISSION.
+//
+// Passed through: OPENCODE_CONFIG_CONTENT, OPENCODE_CONFIG,
+// OPENAI_API_KEY and ANTHROPIC_API_KEY (the built-in providers' keys),
+// and every variable the configuration files in the agent's home name as
+// {env:NAME} (comments aside), which Command reads. Command cannot see
+// the values of OPENCODE_CONFIG_CONTENT and OPENCODE_CONFIG, so a
+// variable only they name is not passed; Preflight then says so. The
+// project's files in the run's directory are never read for names: the
+// client writes them.
+//
+// Preflight fails a run at once, before OpenCode starts (which takes
+// seconds), when the provider of the run's model (the model field, or
+// the configurations' model) names a key as {env:NAME} and NAME is not in
+// the run's environment (OpenCode would send no key at all), or is openai
+// or anthropic without a configuration, key variable or `opencode auth
+// login` in the home: not_authenticated, with a hint. For a resumed run
+// it runs `opencode session list --format json` in the run's directory:
+// a session it does not list, or one that began in another directory, is
+// flag_rejected at once instead of a run that hangs.
+//
+// # Binary
+//
+// The npm package's bin/opencode.exe is made the native binary of the
+// platform's package (opencode-linux-x64, ...) by the package's install
+// script, a hard link; without the script it stays a shell stub that
+// prints "postinstall script was not run". ResolveBinary keeps a native
+// binary and maps the stub to the platform package's binary. OpenCode
+// runs as one process; each tool command runs in a session of its own,
+// which OpenCode does not end when it is killed: SIGTERM (the stop
+// signal: SIGINT lets a running tool finish first) ends OpenCode at once
+// and the supervisor's kill of the run's tree takes the rest.
+//
+// # Events
+//
+//	first line with a sessionID       session.started (the run's model, no tool list)
+//	step_start                        nothing (a step is one model request)
+//	reasoning                         reasoning.completed (full; redacted when empty)
+//	text                              message.completed (whole texts: run prints no deltas)
+//	tool_use completed/error          tool_call.started and tool_call.completed together: run
+//	                                  prints a call only once it has finished; is_error for
+//	                                  an error, a command's non-zero exit and OpenCode's
+//	                                  "invalid" tool; a permission refusal adds a warning
+//	  write / edit                    file.changed between them (add when the file was new;
+//	                                  edit's unified diff); paths relative to the directory
+//	  todowrite                       plan.updated after them (cancelled counts as completed)
+//	step_finish                       usage.updated with the run's usage so far
+//	error                             nothing; the outcome
+//
+// Anything else becomes agent.unparsed with the reason.
+//
+// # Usage and cost
+//
+// Each step_finish carries that request's tokens with the cache taken out
+// of input and the reasoning out of output: input = input + cache.read +
+// cache.write, output = output + reasoning, summed over the steps. The
+// real-CLI tests check the sum against the mock's billing (e.g. billed
+// 5000 prompt with 4000 cached and 50 completion with 12 reasoning,
+// printed as input 1000, cache.read 4000, output 38, reasoning 12). A step
+// still in its tools when the run is stopped prints no tokens, so a
+// cancelled run lacks that last request's usage. OpenCode prices each
+// step from its catalogue or the model's cost in the configuration; the
+// sum is the run's cost, reported when above zero (OpenCode reports 0 for
+// a model without a price).
+//
+// # Outcome
+//
+// A failure is one error line and exit 1. APIError is classified by its
+// HTTP status: 401/403 → not_authenticated, 429 → rate_limited, 408 and
+// 5xx → transient_api_error, a 4xx whose body has the code
+// context_length_exceeded → context_exceeded, other 4xx → api_error;
+// without a status (a refused connection), by isRetryable. Other names:
+// ProviderAuthError → not_authenticated, ContextOverflowError →
+// context_exceeded, ContentFilterError → refused, MessageAbortedError →
+// interrupted, MessageOutputLengthError and StructuredOutputError →
+// api_error, UnknownError → by the OpenAI error object it carries as its
+// message (an in-stream error), else agent_crashed. Without an error line:
+// a signal → process_killed; "Session not found" → flag_rejected; the
+// command's usage on stderr (an unknown flag) → flag_rejected naming the
+// installed and the verified version; exit 0 without a step →
+// agent_crashed; a last step stopped by the content filter → refused.
+//
+// OpenCode retries a 5xx, 429 and a failed connection 5 times, honouring
+// Retry-After(-Ms) and otherwise waiting 2, 4, 8, 16 and 32 s, with no
+// setting to bound it and no output meanwhile: a persistent 5xx fails the
+// run only after about 65 s (verified), unless the run's deadline comes
+// first. A 429 with Retry-After: 1 fails in 6 to 10 s.
+//
+// # Traffic
+//
+// With the switches above a run talks to its model endpoint, plus one
+// thing OpenCode does unconditionally: while loading its configuration it
+// installs its plugin SDK (@opencode-ai/plugin) from registry.npmjs.org
+// into the home's ~/.config/opencode, in the background, until a
+// node_modules there satisfies it (offline it fails quietly, and the
+// next run tries again). Installing it there once (`npm install --prefix
+// <home>/.config/opencode @opencode-ai/plugin@1.18.33`) should stop it:
+// with a node_modules and a package-lock.json there that list it, a run
+// made no DNS query at all (verified; the npm install itself was not
+// tried).
+package opencode

@@ -1,0 +1,496 @@
+package chat
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultModel is the model a response names when the request named none.
+const DefaultModel = "mock-model"
+
+// maxBody bounds a request body.
+const maxBody = 64 << 20
+
+// created is the fixed created time of every response, so that answers
+// do not depend on the clock.
+const created = 1790000000
+
+// Server is a mock OpenAI Chat Completions API on a loopback address. It
+// answers POST /v1/chat/completions (and /chat/completions) from its
+// Scenario and everything else with a 404 OpenAI error. Every request is
+// kept in its ledger.
+type Server struct {
+	// URL is the base URL, "http://127.0.0.1:PORT/v1", for a client's
+	// base URL setting.
+	URL string
+
+	srv       *http.Server
+	serveDone chan struct{}
+	// done is closed by Close; hung and stalled handlers watch it so
+	// that Close never waits on a client.
+	done chan struct{}
+
+	mu       sync.Mutex
+	closed   bool
+	active   sync.WaitGroup // handlers in flight; Add only under mu while !closed
+	seq      int
+	callSeq  int
+	ledger   []*Entry
+	limit    int
+	scMu     sync.Mutex // serialises Scenario.Respond
+	scenario Scenario
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// LedgerLimit keeps only the last n entries of the ledger (n > 0), for a
+// long-running server; by default every entry is kept.
+func LedgerLimit(n int) Option { return func(s *Server) { s.limit = n } }
+
+// Start serves sc on addr, which must be a loopback address
+// ("127.0.0.1:0" picks a free port). The caller must Close the server.
+func Start(addr string, sc Scenario, opts ...Option) (*Server, error) {
+	if sc == nil {
+		return nil, errors.New("mock chat: nil scenario")
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("mock chat: address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("mock chat: address %q is not loopback", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("mock chat: listen: %w", err)
+	}
+	s := &Server{
+		URL:       "http://" + ln.Addr().String() + "/v1",
+		serveDone: make(chan struct{}),
+		done:      make(chan struct{}),
+		scenario:  sc,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(s.serveDone)
+		_ = s.srv.Serve(ln) // returns http.ErrServerClosed after Close
+	}()
+	return s, nil
+}
+
+// Close stops the server: hung and stalled requests are dropped without
+// an answer, and Close returns once every handler has returned. It is
+// safe to call more than once.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		<-s.serveDone
+		return
+	}
+	s.closed = true
+	close(s.done)
+	s.mu.Unlock()
+	_ = s.srv.Close()
+	s.active.Wait()
+	<-s.serveDone
+}
+
+// Ledger returns a copy of the entries kept so far, oldest first.
+func (s *Server) Ledger() Ledger {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(Ledger, len(s.ledger))
+	for i, e := range s.ledger {
+		out[i] = *e
+	}
+	return out
+}
+
+// Reset empties the ledger.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	s.ledger = nil
+	s.mu.Unlock()
+}
+
+// Entry is one request the server received and what it answered.
+type Entry struct {
+	Request Request
+	// Status is the status sent: 0 while the request is unanswered and
+	// for a hung one, 200 for a stalled stream.
+	Status int
+	// Hung is set for a request the scenario left unanswered (Hang, or
+	// Stall on a non-streamed request).
+	Hung bool
+	// Stalled is set for a stream the scenario stalled.
+	Stalled bool
+	// Billed is the usage charged for the answer: its Usage once the
+	// answer was written in full (to [DONE], or the whole JSON object);
+	// zero for everything else.
+	Billed Usage
+}
+
+// Ledger is the server's record of requests.
+type Ledger []Entry
+
+// Completions returns the entries for POST /v1/chat/completions and
+// /chat/completions.
+func (l Ledger) Completions() Ledger {
+	return l.Filter(func(e Entry) bool { return e.Request.Method == http.MethodPost && isCompletions(e.Request.Path) })
+}
+
+// Titles returns the completion entries that are title requests (see
+// Request.TitleRequest).
+func (l Ledger) Titles() Ledger {
+	return l.Completions().Filter(func(e Entry) bool { return e.Request.TitleRequest() })
+}
+
+// Turns returns the completion entries that are not title requests: the
+// model requests of the turns themselves.
+func (l Ledger) Turns() Ledger {
+	return l.Completions().Filter(func(e Entry) bool { return !e.Request.TitleRequest() })
+}
+
+// Filter returns the entries keep accepts.
+func (l Ledger) Filter(keep func(Entry) bool) Ledger {
+	var out Ledger
+	for _, e := range l {
+		if keep(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Billed returns the sum of the usage billed by the entries.
+func (l Ledger) Billed() Usage {
+	var u Usage
+	for _, e := range l {
+		u = u.Add(e.Billed)
+	}
+	return u
+}
+
+func isCompletions(path string) bool {
+	return path == "/v1/chat/completions" || path == "/chat/completions"
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		panic(http.ErrAbortHandler)
+	}
+	s.active.Add(1)
+	s.seq++
+	e := &Entry{Request: Request{
+		Seq: s.seq, Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(),
+	}}
+	s.mu.Unlock()
+	defer s.active.Done()
+
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	e.Request.BodyBytes = len(body)
+	isPost := r.Method == http.MethodPost && isCompletions(r.URL.Path)
+	if isPost && err == nil {
+		if perr := e.Request.parseBody(body); perr != nil {
+			e.Request.ParseError = perr.Error()
+		}
+	}
+	s.record(e)
+
+	switch {
+	case err != nil:
+		s.sendError(w, e, http.StatusRequestEntityTooLarge, &APIError{Type: "invalid_request_error", Message: err.Error()}, "")
+	case !isPost:
+		// The API's own answer to an unknown route.
+		s.sendError(w, e, http.StatusNotFound, &APIError{Type: "invalid_request_error",
+			Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)}, "")
+	case e.Request.ParseError != "":
+		s.sendError(w, e, http.StatusBadRequest, &APIError{Type: "invalid_request_error",
+			Message: "We could not parse the JSON body of your request: " + e.Request.ParseError}, "")
+	default:
+		s.scMu.Lock()
+		resp := s.scenario.Respond(&e.Request)
+		s.scMu.Unlock()
+		s.answer(w, r, e, resp)
+	}
+}
+
+func (s *Server) record(e *Entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ledger = append(s.ledger, e)
+	if s.limit > 0 && len(s.ledger) > s.limit {
+		s.ledger = append([]*Entry(nil), s.ledger[len(s.ledger)-s.limit:]...)
+	}
+}
+
+func (s *Server) setStatus(e *Entry, status int, billed Usage) {
+	s.mu.Lock()
+	e.Status, e.Billed = status, billed
+	s.mu.Unlock()
+}
+
+// wait blocks until d passed (true), or until the client went away or the
+// server closed (false). d < 0 waits for those alone.
+func (s *Server) wait(r *http.Request, d time.Duration) bool {
+	var after <-chan time.Time
+	if d >= 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		after = t.C
+	}
+	select {
+	case <-after:
+		return true
+	case <-r.Context().Done():
+	case <-s.done:
+	}
+	return false
+}
+
+// abort ends a handler without an answer: net/http drops the connection
+// instead of completing the response a returning handler implies.
+func abort() { panic(http.ErrAbortHandler) }
+
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, e *Entry, resp Response) {
+	if resp.Delay > 0 && !s.wait(r, resp.Delay) {
+		abort()
+	}
+	if resp.Hang || (resp.Stall && !e.Request.Stream) {
+		s.mu.Lock()
+		e.Hung = true
+		s.mu.Unlock()
+		s.wait(r, -1)
+		abort()
+	}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.Header().Set("X-Request-Id", fmt.Sprintf("req_mock_%04d", e.Request.Seq))
+	if resp.Status >= 400 {
+		s.sendError(w, e, resp.Status, resp.Error, resp.RawBody)
+		return
+	}
+	a := s.complete(resp, &e.Request)
+	if !e.Request.Stream {
+		if a.failed != nil {
+			s.sendError(w, e, http.StatusInternalServerError, a.failed, "")
+			return
+		}
+		s.sendJSON(w, e, a)
+		return
+	}
+	s.sendStream(w, r, e, a)
+}
+
+// reply is a 200 answer with its defaults filled in.
+type reply struct {
+	id        string
+	model     string
+	reasoning string
+	text      string
+	calls     []Call
+	finish    string
+	usage     Usage
+	failed    *APIError
+	stall     bool
+}
+
+// complete fills the defaults of a 200 answer: model, call ids and
+// arguments, and the finish reason.
+func (s *Server) complete(resp Response, req *Request) reply {
+	a := reply{id: fmt.Sprintf("chatcmpl-mock-%04d", req.Seq), model: resp.Model, reasoning: resp.Reasoning, text: resp.Text,
+		finish: resp.FinishReason, usage: resp.Usage, failed: resp.Failed, stall: resp.Stall}
+	if a.model == "" {
+		a.model = req.Model
+	}
+	if a.model == "" {
+		a.model = DefaultModel
+	}
+	a.calls = make([]Call, len(resp.Calls))
+	copy(a.calls, resp.Calls)
+	s.mu.Lock()
+	for i := range a.calls {
+		if a.calls[i].ID == "" {
+			s.callSeq++
+			a.calls[i].ID = fmt.Sprintf("call_mock_%04d", s.callSeq)
+		}
+		if a.calls[i].Arguments == "" {
+			a.calls[i].Arguments = "{}"
+		}
+	}
+	s.mu.Unlock()
+	if a.finish == "" {
+		a.finish = "stop"
+		if len(a.calls) > 0 {
+			a.finish = "tool_calls"
+		}
+	}
+	return a
+}
+
+func (s *Server) sendError(w http.ResponseWriter, e *Entry, status int, ae *APIError, raw string) {
+	body := []byte(raw)
+	if raw == "" {
+		if ae == nil {
+			ae = StatusError(status)
+		}
+		body, _ = json.Marshal(map[string]any{"error": ae})
+	}
+	s.setStatus(e, status, Usage{})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// callJSON is a tool call as a message holds it.
+func callJSON(c Call) map[string]any {
+	return map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}}
+}
+
+func (s *Server) sendJSON(w http.ResponseWriter, e *Entry, a reply) {
+	msg := map[string]any{"role": "assistant", "content": nil}
+	if a.text != "" || len(a.calls) == 0 {
+		msg["content"] = a.text
+	}
+	if a.reasoning != "" {
+		msg["reasoning_content"] = a.reasoning
+	}
+	if len(a.calls) > 0 {
+		calls := make([]any, 0, len(a.calls))
+		for _, c := range a.calls {
+			calls = append(calls, callJSON(c))
+		}
+		msg["tool_calls"] = calls
+	}
+	body, _ := json.Marshal(map[string]any{
+		"id": a.id, "object": "chat.completion", "created": created, "model": a.model,
+		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": a.finish, "logprobs": nil}},
+		"usage":   a.usage,
+	})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(body); err == nil {
+		s.setStatus(e, http.StatusOK, a.usage)
+		return
+	}
+	s.setStatus(e, http.StatusOK, Usage{})
+}
+
+// sse writes "data:" frames, flushing each, and remembers the first
+// write error.
+type sse struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf bytes.Buffer
+	err error
+}
+
+// data writes one frame holding v as JSON.
+func (o *sse) data(v any) {
+	if o.err != nil {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		o.err = err
+		return
+	}
+	o.raw(b)
+}
+
+// raw writes one frame holding b.
+func (o *sse) raw(b []byte) {
+	if o.err != nil {
+		return
+	}
+	o.buf.Reset()
+	o.buf.WriteString("data: ")
+	o.buf.Write(b)
+	o.buf.WriteString("\n\n")
+	if _, o.err = o.w.Write(o.buf.Bytes()); o.err == nil {
+		o.err = o.rc.Flush()
+	}
+}
+
+// chunk is one chat.completion.chunk with a single choice carrying
+// delta, and finish_reason (nil while the message goes on).
+func chunk(a reply, delta map[string]any, finish any) map[string]any {
+	return map[string]any{
+		"id": a.id, "object": "chat.completion.chunk", "created": created, "model": a.model,
+		"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}},
+	}
+}
+
+func (s *Server) sendStream(w http.ResponseWriter, r *http.Request, e *Entry, a reply) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	s.setStatus(e, http.StatusOK, Usage{})
+	o := &sse{w: w, rc: http.NewResponseController(w)}
+	o.data(chunk(a, map[string]any{"role": "assistant", "content": ""}, nil))
+	if a.stall {
+		s.mu.Lock()
+		e.Stalled = true
+		s.mu.Unlock()
+		s.wait(r, -1)
+		abort()
+	}
+	if a.failed != nil {
+		o.data(map[string]any{"error": a.failed})
+		return
+	}
+	for _, d := range chunks(a.reasoning) {
+		o.data(chunk(a, map[string]any{"reasoning_content": d}, nil))
+	}
+	for _, d := range chunks(a.text) {
+		o.data(chunk(a, map[string]any{"content": d}, nil))
+	}
+	for i, c := range a.calls {
+		o.data(chunk(a, map[string]any{"tool_calls": []any{map[string]any{
+			"index": i, "id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": ""}}}}, nil))
+		o.data(chunk(a, map[string]any{"tool_calls": []any{map[string]any{
+			"index": i, "function": map[string]any{"arguments": c.Arguments}}}}, nil))
+	}
+	o.data(chunk(a, map[string]any{}, a.finish))
+	if e.Request.IncludeUsage {
+		o.data(map[string]any{
+			"id": a.id, "object": "chat.completion.chunk", "created": created, "model": a.model,
+			"choices": []any{}, "usage": a.usage,
+		})
+	}
+	o.raw([]byte("[DONE]"))
+	if o.err == nil {
+		s.setStatus(e, http.StatusOK, a.usage)
+	}
+}
+
+// chunks splits text after each space so that a client sees several
+// deltas.
+func chunks(text string) []string {
+	var out []string
+	for _, part := range strings.SplitAfter(text, " ") {
+		if part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
