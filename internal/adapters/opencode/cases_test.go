@@ -421,7 +421,7 @@ func cliCases() []cliCase {
 			name:      "resume_elsewhere",
 			before:    &cliCase{name: "resume_elsewhere_first", scenario: fixed(chat.TextAnswer("First.")), spec: prompt("hi")},
 			elsewhere: true, scenario: fixed(chat.TextAnswer("unreachable")), spec: prompt("again"),
-			wantStatus: runs.Failed, wantClass: runs.FlagRejected,
+			wantStatus: runs.Failed, wantClass: runs.APIError,
 			check: func(t *testing.T, r *cliRun) {
 				if r.preflight == nil || !strings.Contains(r.preflight.Message, "began in") || r.started {
 					t.Errorf("preflight = %+v, started %v: a session resumed elsewhere would hang OpenCode", r.preflight, r.started)
@@ -433,7 +433,7 @@ func cliCases() []cliCase {
 			spec: func(caseEnv) runs.Spec {
 				return runs.Spec{Prompt: "again", ResumeSessionID: "ses_0000000000000agentgateNone"}
 			},
-			wantStatus: runs.Failed, wantClass: runs.FlagRejected,
+			wantStatus: runs.Failed, wantClass: runs.APIError,
 			check: func(t *testing.T, r *cliRun) {
 				if r.preflight == nil || !strings.Contains(r.preflight.Message, "no session ses_0000000000000agentgateNone") || r.started {
 					t.Errorf("preflight = %+v, started %v", r.preflight, r.started)
@@ -445,7 +445,7 @@ func cliCases() []cliCase {
 			spec: func(caseEnv) runs.Spec {
 				return runs.Spec{Prompt: "again", ResumeSessionID: "ses_0000000000000agentgateNone"}
 			},
-			wantStatus: runs.Failed, wantClass: runs.FlagRejected, wantTypes: []runs.EventType{},
+			wantStatus: runs.Failed, wantClass: runs.APIError, wantTypes: []runs.EventType{},
 			check: func(t *testing.T, r *cliRun) {
 				r.wantRequests(t, 0)
 				if !strings.Contains(r.outcome.Error.Message, "ses_0000000000000agentgateNone") {

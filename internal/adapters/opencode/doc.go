@@ -89,7 +89,7 @@
 // login` in the home: not_authenticated, with a hint. For a resumed run
 // it runs `opencode session list --format json` in the run's directory:
 // a session it does not list, or one that began in another directory, is
-// flag_rejected at once instead of a run that hangs.
+// api_error at once instead of a run that hangs.
 //
 // # Binary
 //
@@ -147,7 +147,7 @@
 // interrupted, MessageOutputLengthError and StructuredOutputError →
 // api_error, UnknownError → by the OpenAI error object it carries as its
 // message (an in-stream error), else agent_crashed. Without an error line:
-// a signal → process_killed; "Session not found" → flag_rejected; the
+// a signal → process_killed; "Session not found" → api_error; the
 // command's usage on stderr (an unknown flag) → flag_rejected naming the
 // installed and the verified version; exit 0 without a step →
 // agent_crashed; a last step stopped by the content filter → refused.

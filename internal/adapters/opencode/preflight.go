@@ -151,11 +151,11 @@ func checkSession(ctx context.Context, inv runs.Invocation, env []string) *runs.
 			continue
 		}
 		if filepath.Clean(s.Directory) != filepath.Clean(inv.Dir) {
-			return runs.NewRunError(runs.FlagRejected,
+			return runs.NewRunError(runs.APIError,
 				fmt.Sprintf("session %s began in %s, not in the run's directory %s: OpenCode continues a session only where it began",
 					s.ID, s.Directory, inv.Dir), hintResume)
 		}
 		return nil
 	}
-	return runs.NewRunError(runs.FlagRejected, fmt.Sprintf("OpenCode has no session %s", inv.Spec.ResumeSessionID), hintResume)
+	return runs.NewRunError(runs.APIError, fmt.Sprintf("OpenCode has no session %s", inv.Spec.ResumeSessionID), hintResume)
 }
