@@ -28,7 +28,7 @@ import (
 const (
 	quick      = 45 * time.Second // a run that succeeds or fails on its own
 	stopWithin = 20 * time.Second // from cancel or deadline to run.completed
-	runTimeout = 6 * time.Second  // the timeout case's timeout_seconds
+	runTimeout = 20 * time.Second // the timeout case's timeout_seconds: a Node CLI may take 10 s to reach its tool on a busy machine
 	hangTimout = 4 * time.Second  // the hanging server case's timeout_seconds
 )
 
