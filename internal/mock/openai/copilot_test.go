@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 )
@@ -82,6 +83,9 @@ func TestRequireKey(t *testing.T) {
 	c := client(t)
 	if resp := post(t, c, s.URL, copilotBody()); resp.StatusCode != 200 {
 		t.Errorf("the right key got %d", resp.StatusCode)
+	} else {
+		// The answer is billed once the stream ends: read it all.
+		_, _ = io.Copy(io.Discard, resp.Body)
 	}
 	resp := post(t, c, s.URL, copilotBody(), "Authorization", "Bearer wrong")
 	var body struct {
