@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
-	"time"
+
+	"github.com/agentgate/agentgate/internal/mock/mockhttp"
 )
 
 // DefaultModel is the model a response names when the request named none.
@@ -27,15 +27,9 @@ type Server struct {
 	// URL is the base URL, "http://127.0.0.1:PORT", for ANTHROPIC_BASE_URL.
 	URL string
 
-	srv       *http.Server
-	serveDone chan struct{}
-	// done is closed by Close; hung handlers watch it so that Close
-	// never waits on a client.
-	done chan struct{}
+	host *mockhttp.Host
 
 	mu       sync.Mutex
-	closed   bool
-	active   sync.WaitGroup // handlers in flight; Add only under mu while !closed
 	seq      int
 	toolSeq  int
 	ledger   []*Entry
@@ -57,31 +51,18 @@ func Start(addr string, sc Scenario, opts ...Option) (*Server, error) {
 	if sc == nil {
 		return nil, errors.New("mock anthropic: nil scenario")
 	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("mock anthropic: address %q: %w", addr, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("mock anthropic: address %q is not loopback", addr)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("mock anthropic: listen: %w", err)
-	}
 	s := &Server{
-		URL:       "http://" + ln.Addr().String(),
-		serveDone: make(chan struct{}),
-		done:      make(chan struct{}),
-		scenario:  sc,
+		scenario: sc,
 	}
 	for _, o := range opts {
 		o(s)
 	}
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		defer close(s.serveDone)
-		_ = s.srv.Serve(ln) // returns http.ErrServerClosed after Close
-	}()
+	host, err := mockhttp.Listen("mock anthropic", addr)
+	if err != nil {
+		return nil, err
+	}
+	s.host, s.URL = host, host.URL
+	host.Serve(s)
 	return s, nil
 }
 
@@ -89,18 +70,7 @@ func Start(addr string, sc Scenario, opts ...Option) (*Server, error) {
 // Close returns once every handler has returned. It is safe to call more
 // than once.
 func (s *Server) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		<-s.serveDone
-		return
-	}
-	s.closed = true
-	close(s.done)
-	s.mu.Unlock()
-	_ = s.srv.Close()
-	s.active.Wait()
-	<-s.serveDone
+	s.host.Close()
 }
 
 // Ledger returns a copy of the entries kept so far, oldest first.
@@ -161,18 +131,16 @@ func (l Ledger) Billed() Usage {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.host.Enter() {
 		panic(http.ErrAbortHandler)
 	}
-	s.active.Add(1)
+	defer s.host.Leave()
+	s.mu.Lock()
 	s.seq++
 	e := &Entry{Request: Request{
 		Seq: s.seq, Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(),
 	}}
 	s.mu.Unlock()
-	defer s.active.Done()
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	e.Request.BodyBytes = len(body)
@@ -231,7 +199,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, e *Entry, resp R
 		s.mu.Unlock()
 		select {
 		case <-r.Context().Done():
-		case <-s.done:
+		case <-s.host.Done():
 		}
 		// Abort so that net/http drops the connection instead of
 		// sending the empty 200 a returning handler implies.

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
-	"time"
+
+	"github.com/agentgate/agentgate/internal/mock/mockhttp"
 )
 
 // DefaultModel is the model a response names when the request named none.
@@ -32,15 +32,9 @@ type Server struct {
 	// model provider's base_url.
 	URL string
 
-	srv       *http.Server
-	serveDone chan struct{}
-	// done is closed by Close; hung and stalled handlers watch it so
-	// that Close never waits on a client.
-	done chan struct{}
+	host *mockhttp.Host
 
 	mu       sync.Mutex
-	closed   bool
-	active   sync.WaitGroup // handlers in flight; Add only under mu while !closed
 	seq      int
 	callSeq  int
 	ledger   []*Entry
@@ -68,31 +62,18 @@ func Start(addr string, sc Scenario, opts ...Option) (*Server, error) {
 	if sc == nil {
 		return nil, errors.New("mock openai: nil scenario")
 	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("mock openai: address %q: %w", addr, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("mock openai: address %q is not loopback", addr)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("mock openai: listen: %w", err)
-	}
 	s := &Server{
-		URL:       "http://" + ln.Addr().String() + "/v1",
-		serveDone: make(chan struct{}),
-		done:      make(chan struct{}),
-		scenario:  sc,
+		scenario: sc,
 	}
 	for _, o := range opts {
 		o(s)
 	}
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		defer close(s.serveDone)
-		_ = s.srv.Serve(ln) // returns http.ErrServerClosed after Close
-	}()
+	host, err := mockhttp.Listen("mock openai", addr)
+	if err != nil {
+		return nil, err
+	}
+	s.host, s.URL = host, host.URL+"/v1"
+	host.Serve(s)
 	return s, nil
 }
 
@@ -100,18 +81,7 @@ func Start(addr string, sc Scenario, opts ...Option) (*Server, error) {
 // an answer, and Close returns once every handler has returned. It is
 // safe to call more than once.
 func (s *Server) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		<-s.serveDone
-		return
-	}
-	s.closed = true
-	close(s.done)
-	s.mu.Unlock()
-	_ = s.srv.Close()
-	s.active.Wait()
-	<-s.serveDone
+	s.host.Close()
 }
 
 // Ledger returns a copy of the entries kept so far, oldest first.
@@ -176,18 +146,16 @@ func isResponses(path string) bool { return path == "/v1/responses" || path == "
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.host.Enter() {
 		panic(http.ErrAbortHandler)
 	}
-	s.active.Add(1)
+	defer s.host.Leave()
+	s.mu.Lock()
 	s.seq++
 	e := &Entry{Request: Request{
 		Seq: s.seq, Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(),
 	}}
 	s.mu.Unlock()
-	defer s.active.Done()
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	e.Request.BodyBytes = len(body)
@@ -234,37 +202,19 @@ func (s *Server) setStatus(e *Entry, status int, billed Usage) {
 	s.mu.Unlock()
 }
 
-// wait blocks until d passed (true), or until the client went away or the
-// server closed (false). d < 0 waits for those alone.
-func (s *Server) wait(r *http.Request, d time.Duration) bool {
-	var after <-chan time.Time
-	if d >= 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		after = t.C
-	}
-	select {
-	case <-after:
-		return true
-	case <-r.Context().Done():
-	case <-s.done:
-	}
-	return false
-}
-
 // abort ends a handler without an answer: net/http drops the connection
 // instead of completing the response a returning handler implies.
 func abort() { panic(http.ErrAbortHandler) }
 
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, e *Entry, resp Response) {
-	if resp.Delay > 0 && !s.wait(r, resp.Delay) {
+	if resp.Delay > 0 && !s.host.Wait(r, resp.Delay) {
 		abort()
 	}
 	if resp.Hang || (resp.Stall && !e.Request.Stream) {
 		s.mu.Lock()
 		e.Hung = true
 		s.mu.Unlock()
-		s.wait(r, -1)
+		s.host.Wait(r, -1)
 		abort()
 	}
 	for k, vs := range resp.Header {
@@ -483,7 +433,7 @@ func (s *Server) sendStream(w http.ResponseWriter, r *http.Request, e *Entry, a 
 		s.mu.Lock()
 		e.Stalled = true
 		s.mu.Unlock()
-		s.wait(r, -1)
+		s.host.Wait(r, -1)
 		abort()
 	}
 	o.event("response.in_progress", map[string]any{"response": responseJSON(a, "in_progress")})
