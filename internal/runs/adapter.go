@@ -171,6 +171,9 @@ type Description struct {
 	Fields []string
 	// Permissions documents how each permission level maps to CLI flags.
 	Permissions map[Permission]string
+	// Interaction is what the agent offers interactive runs; it matters
+	// only when Fields lists FieldInteractive or FieldApprovals.
+	Interaction Interaction
 }
 
 // Compatibility of the installed CLI with the version an adapter was
@@ -195,4 +198,7 @@ type AgentInfo struct {
 	Advisory        string                `json:"advisory"`
 	Capabilities    []string              `json:"capabilities"`
 	Permissions     map[Permission]string `json:"permissions"`
+	// Interaction is set for an agent that takes interactive runs or
+	// approvals.
+	Interaction *Interaction `json:"interaction,omitempty"`
 }

@@ -31,6 +31,11 @@ const (
 	EventWarning            EventType = "warning"
 	EventAgentUnparsed      EventType = "agent.unparsed"
 	EventRunCompleted       EventType = "run.completed"
+	EventApprovalRequested  EventType = "approval.requested"
+	EventApprovalResolved   EventType = "approval.resolved"
+	EventTurnStarted        EventType = "turn.started"
+	EventTurnCompleted      EventType = "turn.completed"
+	EventMessageQueued      EventType = "message.queued"
 )
 
 // EventTypes lists every event type.
@@ -39,6 +44,7 @@ var EventTypes = []EventType{
 	EventMessageCompleted, EventReasoningDelta, EventReasoningCompleted, EventToolCallStarted,
 	EventToolCallOutput, EventToolCallCompleted, EventFileChanged, EventPlanUpdated, EventUsageUpdated, EventRateLimit, EventWarning,
 	EventAgentUnparsed, EventRunCompleted,
+	EventApprovalRequested, EventApprovalResolved, EventTurnStarted, EventTurnCompleted, EventMessageQueued,
 }
 
 // Event is one entry of a run's log. Decoders fill Type, Data and, where

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,10 @@ func Probe(ctx context.Context, a Adapter, bin string, env []string) AgentInfo {
 	info := AgentInfo{
 		Name: a.Name(), Aliases: d.Aliases, VerifiedVersion: d.VerifiedVersion, Capabilities: d.Fields,
 		Permissions: d.Permissions, Compatibility: CompatMissing,
+	}
+	if slices.Contains(d.Fields, FieldInteractive) || slices.Contains(d.Fields, FieldApprovals) {
+		in := d.Interaction
+		info.Interaction = &in
 	}
 	if bin == "" {
 		bin = d.DefaultBin

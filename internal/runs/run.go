@@ -73,7 +73,26 @@ type Spec struct {
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	Cwd         string            `json:"cwd,omitempty"`
 	Permission  Permission        `json:"permission,omitempty"`
+	// Approvals is ApprovalsNever (the default) or ApprovalsAsk.
+	Approvals Approvals `json:"approvals,omitempty"`
+	// ApprovalTimeoutSeconds bounds how long an approval waits for its
+	// answer before the gateway denies it (default 300).
+	ApprovalTimeoutSeconds int `json:"approval_timeout_seconds,omitempty"`
+	// Interactive keeps the CLI's process up between turns: the run ends
+	// on close, on cancel, at its timeout, or after IdleTimeoutSeconds
+	// with no turn.
+	Interactive bool `json:"interactive,omitempty"`
+	// IdleTimeoutSeconds ends an interactive run that waited this long
+	// for a message (default 600).
+	IdleTimeoutSeconds int `json:"idle_timeout_seconds,omitempty"`
 }
+
+// Asks reports whether the run's tool calls wait for approvals.
+func (s Spec) Asks() bool { return s.Approvals == ApprovalsAsk }
+
+// Session reports whether the run needs a Session of its adapter: it is
+// interactive, or it asks for approvals.
+func (s Spec) Session() bool { return s.Interactive || s.Asks() }
 
 // Field names of Spec as the API spells them, for errors that name a field.
 const (
@@ -88,6 +107,12 @@ const (
 	FieldKeepSession     = "keep_session"
 	FieldCwd             = "cwd"
 	FieldPermission      = "permission"
+	// FieldApprovals and the fields after it are those of interactive
+	// runs.
+	FieldApprovals              = "approvals"
+	FieldApprovalTimeoutSeconds = "approval_timeout_seconds"
+	FieldInteractive            = "interactive"
+	FieldIdleTimeoutSeconds     = "idle_timeout_seconds"
 )
 
 // Run is the stored record of one run. Only the supervisor that owns the run
@@ -113,6 +138,19 @@ type Run struct {
 	Exit         *Exit             `json:"exit,omitempty"`
 	AgentVersion string            `json:"agent_version,omitempty"`
 	Metadata     map[string]string `json:"metadata,omitempty"`
+
+	// Interactive and Approvals repeat the run's spec; the fields after
+	// them are kept for a run that has a Session.
+	Interactive bool      `json:"interactive,omitempty"`
+	Approvals   Approvals `json:"approvals,omitempty"`
+	// Activity says, while the run is Running, whether it is in a turn,
+	// waiting for an approval, or idle between turns.
+	Activity Activity `json:"activity,omitempty"`
+	// Turns lists the run's turns, oldest first (at most
+	// MaxRecordedTurns, the newest).
+	Turns []Turn `json:"turns,omitempty"`
+	// PendingApprovals are the approval requests waiting for an answer.
+	PendingApprovals []Approval `json:"pending_approvals,omitempty"`
 
 	// Spec is kept so that a run can be audited and, after a restart,
 	// explained. It is not part of the public run object.

@@ -362,6 +362,9 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	if err := spec.Validate(); err != nil {
 		return Run{}, err
 	}
+	if err := checkSessionFields(a.Adapter.Describe(), spec); err != nil {
+		return Run{}, err
+	}
 	if spec.Permission == "" {
 		spec.Permission = WorkspaceWrite
 	}

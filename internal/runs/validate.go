@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -46,6 +47,23 @@ func (s Spec) Validate() error {
 		return Invalid(FieldMaxBudgetUSD, "must be positive")
 	case len(s.ResumeSessionID) > 256 || strings.ContainsAny(s.ResumeSessionID, " \t\r\n\x00/"):
 		return Invalid(FieldResumeSessionID, "is not a session id")
+	}
+	switch s.Approvals {
+	case "", ApprovalsNever, ApprovalsAsk:
+	default:
+		return Invalid(FieldApprovals, "must be one of never, ask")
+	}
+	if s.ApprovalTimeoutSeconds < 0 || time.Duration(s.ApprovalTimeoutSeconds)*time.Second > MaxApprovalTimeout {
+		return Invalid(FieldApprovalTimeoutSeconds, fmt.Sprintf("must be between 1 and %d", int(MaxApprovalTimeout/time.Second)))
+	}
+	if s.IdleTimeoutSeconds < 0 || time.Duration(s.IdleTimeoutSeconds)*time.Second > MaxIdleTimeout {
+		return Invalid(FieldIdleTimeoutSeconds, fmt.Sprintf("must be between 1 and %d", int(MaxIdleTimeout/time.Second)))
+	}
+	if s.IdleTimeoutSeconds > 0 && !s.Interactive {
+		return Invalid(FieldIdleTimeoutSeconds, "applies only to an interactive run")
+	}
+	if s.ApprovalTimeoutSeconds > 0 && !s.Asks() {
+		return Invalid(FieldApprovalTimeoutSeconds, "applies only to a run with approvals: ask")
 	}
 	switch s.Effort {
 	case "", "low", "medium", "high":
