@@ -47,6 +47,10 @@ type Backend struct {
 	Billed func() runs.Usage
 	// Requests returns how many model requests the server received.
 	Requests func() int
+	// Seen reports whether a request the server received holds text,
+	// anywhere in its body: the suite checks with it that a steered
+	// message reached the model. Nil for a kit without interactive runs.
+	Seen func(text string) bool
 }
 
 // Kind names what a scenario's model does.
@@ -62,20 +66,32 @@ const (
 	// LongTool asks for one shell tool call that runs for a minute and
 	// whose command line carries Scenario.Marker, so that the suite can
 	// find its processes. The command is the kit's: some CLIs refuse a
-	// foreground `sleep 60`.
+	// foreground `sleep 60`. Every later request, in the same turn (a
+	// steered message) or the next (after an interrupt), is answered
+	// with Scenario.Text.
 	LongTool Kind = "long_tool"
 	// Failure answers every request with HTTP Scenario.Status and the
 	// API's error body (a 429 with Retry-After: 1).
 	Failure Kind = "failure"
 	// Hang accepts every request and never answers.
 	Hang Kind = "hang"
+	// TwoTools asks for a shell tool call running Scenario.Command, then,
+	// once its result came back, for one running Scenario.Command2, then
+	// answers with Scenario.Text. A result refused by the client counts
+	// as a result. With Command2 equal to Command it is the same call
+	// twice, for allow_session.
+	TwoTools Kind = "two_tools"
+	// Turns answers each request with Scenario.Text, like Text, for runs
+	// of several turns; the suite reads Backend.Billed between turns.
+	Turns Kind = "turns"
 )
 
 // Scenario is what the mock model does in one test.
 type Scenario struct {
-	Kind    Kind
-	Text    string
-	Command string
-	Marker  string
-	Status  int
+	Kind     Kind
+	Text     string
+	Command  string
+	Command2 string
+	Marker   string
+	Status   int
 }
