@@ -1,0 +1,130 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/agentgate/agentgate/internal/proctree"
+)
+
+// execute runs t's process to the end and records the outcome.
+func (s *Supervisor) execute(t *task) {
+	log := s.log.With(zap.String("run_id", t.run.ID), zap.String("agent", t.run.Agent))
+	ctx, cancel := context.WithCancelCause(s.runCtx)
+	defer cancel(nil)
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, t.inv.Timeout, errTimeout)
+	defer cancelTimeout()
+	t.mu.Lock()
+	t.cancel = cancel
+	stopped := t.stopErr
+	t.mu.Unlock()
+	if stopped != nil {
+		cancel(stopped)
+	}
+
+	bg := context.Background() // store writes outlive the run's context
+	now := s.cfg.Now().UTC()
+	t.run.Status, t.run.StartedAt = Running, &now
+	if err := s.store.UpdateRun(bg, s.cfg.Limits.record(t.run)); err != nil {
+		log.Error("store run", zap.Error(err))
+	}
+	s.obs.RunStarted(t.run.Agent, now.Sub(t.run.CreatedAt).Seconds())
+	log.Info("run started", zap.Duration("queue_wait", now.Sub(t.run.CreatedAt)))
+	info := t.agent.info
+	s.emit(t, NewEvent(EventRunStarted, RunStartedData{
+		Prompt: t.inv.Spec.Prompt, SystemPrompt: t.inv.Spec.SystemPrompt, Model: t.inv.Spec.Model,
+		Effort: t.inv.Spec.Effort, Permission: t.inv.Spec.Permission, Cwd: t.inv.Dir,
+		ResumeSessionID: t.inv.Spec.ResumeSessionID,
+		CLIVersion:      info.Version, VersionStatus: info.Compatibility,
+	}))
+
+	// Output is appended behind the reader while the agent runs; close
+	// drains it before the outcome is recorded, so run.completed stays
+	// last.
+	app := newAppender(s.store, t.run.ID, s.cfg.AppendQueue, log)
+	t.mu.Lock()
+	t.app = app
+	t.mu.Unlock()
+	drain := func() {
+		t.mu.Lock()
+		t.app = nil
+		t.mu.Unlock()
+		app.close()
+	}
+	if pf, ok := t.agent.Adapter.(Preflighter); ok {
+		if runErr := pf.Preflight(ctx, t.inv, s.childEnv(t.agent, t.cmd)); runErr != nil {
+			drain()
+			log.Info("preflight failed", zap.String("class", string(runErr.Class)), zap.String("message", runErr.Message))
+			var override *RunError
+			if ctx.Err() != nil {
+				override = stopError(context.Cause(ctx), t.run.Agent)
+			}
+			s.finish(bg, t, Outcome{Status: Failed, Error: runErr}, override, nil)
+			return
+		}
+	}
+	dec := t.agent.Adapter.NewDecoder(t.inv)
+	start := time.Now()
+	first := true
+	path, args := t.inv.Bin, t.cmd.Args
+	if s.cfg.Reaper != "" {
+		path, args = s.cfg.Reaper, append([]string{proctree.ReaperArg, t.inv.Bin}, t.cmd.Args...)
+	}
+	p := process{
+		RunID: t.run.ID, Path: path, Args: args, Dir: t.inv.Dir,
+		Env: s.childEnv(t.agent, t.cmd), Stdin: t.cmd.Stdin,
+		Interrupt: syscall.Signal(t.cmd.InterruptSignal), Grace: s.cfg.KillGrace,
+		MaxLine: s.cfg.MaxLine, StderrTail: s.cfg.StderrTail,
+	}
+	if conv, ok := dec.(Conversation); ok {
+		p.Conversation = conv
+	}
+	exit, stderrTail, err := runProcess(ctx, s.tree, p, func(l line) {
+		if first {
+			first = false
+			s.obs.FirstEvent(t.run.Agent, time.Since(start).Seconds())
+		}
+		if l.Dropped > 0 {
+			keep := l.Bytes[:min(len(l.Bytes), s.cfg.Limits.MaxText)] // Bound would cut it anyway
+			s.emit(t, NewEvent(EventAgentUnparsed, UnparsedData{
+				Line: string(keep), Truncated: true, Bytes: len(l.Bytes) + l.Dropped,
+				Reason: fmt.Sprintf("line longer than the %d-byte limit", s.cfg.MaxLine),
+			}))
+			return
+		}
+		s.emit(t, dec.Decode(l.Bytes)...)
+	})
+	drain()
+	if err != nil {
+		log.Error("start agent process", zap.Error(err))
+		s.finish(bg, t, Outcome{}, NewRunError(NotInstalled, "could not start the agent CLI: "+err.Error(),
+			t.agent.info.Advisory), &Exit{Code: -1})
+		return
+	}
+	log.Info("process exited", zap.Int("code", exit.Code), zap.String("signal", exit.Signal), zap.String("reason", exit.Reason))
+	out := dec.Finish(exit, stderrTail)
+	// The supervisor's verdict wins only when it did stop the process: one
+	// that finished on its own as the deadline passed keeps its outcome.
+	var override *RunError
+	if exit.Reason != "" {
+		override = stopError(context.Cause(ctx), t.run.Agent)
+	}
+	s.finish(bg, t, out, override, &exit)
+}
+
+// childEnv is the whole environment of an agent process: a minimal base,
+// the adapter's fixed settings, and the variables it passes through from
+// the gateway's environment. The gateway's own secrets never reach it.
+func (s *Supervisor) childEnv(a *Agent, c Command) []string {
+	env := []string{"PATH=" + s.cfg.Path, "HOME=" + a.Home, "LANG=C.UTF-8", "TERM=dumb"}
+	for _, name := range c.PassEnv {
+		if v := s.cfg.Getenv(name); v != "" {
+			env = append(env, name+"="+v)
+		}
+	}
+	return append(env, c.Env...)
+}

@@ -1,0 +1,193 @@
+package runs
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// finish emits the outcome's events and run.completed, and stores the
+// run's final state. override, when set, replaces the decoder's verdict:
+// the supervisor ended the run (cancel, timeout, shutdown), or it never
+// ran.
+func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override *RunError, exit *Exit) {
+	s.emit(t, out.Events...)
+	status, runErr := out.Status, out.Error
+	if override != nil {
+		runErr = override
+		switch override.Class {
+		case ClassCancelled:
+			status = Cancelled
+		case Timeout:
+			status = TimedOut
+		default:
+			status = Failed
+		}
+	}
+	if status == "" || !status.Terminal() {
+		status = Failed
+	}
+	if status == Failed && runErr == nil {
+		runErr = NewRunError(Internal, "the run failed without a reason", "")
+	}
+	if status == Succeeded {
+		runErr = nil
+	}
+	if session := cmp.Or(out.SessionID, t.run.SessionID); session != "" {
+		out.CostUSD, out.Usage = s.recordSession(ctx, t, session, out)
+	} else {
+		if out.SessionCostUSD != nil {
+			out.CostUSD = out.SessionCostUSD
+		}
+		if out.SessionUsage != nil {
+			out.Usage = *out.SessionUsage
+		}
+	}
+	now := s.cfg.Now().UTC()
+	r := &t.run
+	r.Status, r.FinishedAt, r.Error, r.Exit = status, &now, runErr, exit
+	r.Result, r.StructuredOutput, r.Usage, r.CostUSD, r.NumTurns = out.Result, out.StructuredOutput, out.Usage, out.CostUSD, out.NumTurns
+	r.Diff = out.Diff
+	if out.SessionID != "" {
+		r.SessionID = out.SessionID
+	}
+	if out.Model != "" {
+		r.Model = out.Model
+	}
+	var dur time.Duration
+	if r.StartedAt != nil {
+		dur = now.Sub(*r.StartedAt)
+	}
+	// The record first, then the event: whoever reads run.completed and
+	// then the run finds it finished. LastEventSeq covers the moment in
+	// between, so that a stream does not end before run.completed.
+	if err := s.store.UpdateRun(ctx, s.cfg.Limits.record(*r)); err != nil {
+		s.log.Error("store finished run", zap.String("run_id", r.ID), zap.Error(err))
+	}
+	s.emit(t, NewEvent(EventRunCompleted, RunCompletedData{
+		Status: status, StopReason: out.StopReason, Result: out.Result,
+		StructuredOutput: json.RawMessage(out.StructuredOutput), Usage: out.Usage, CostUSD: out.CostUSD,
+		NumTurns: out.NumTurns, Diff: out.Diff, DurationMS: dur.Milliseconds(), Exit: exit, Error: runErr,
+	}))
+	class := Class("")
+	if runErr != nil {
+		class = runErr.Class
+	}
+	s.obs.RunFinished(r.Agent, r.Model, status, class, dur.Seconds(), r.Usage, r.CostUSD)
+	s.log.Info("run finished", zap.String("run_id", r.ID), zap.String("agent", r.Agent),
+		zap.String("status", string(status)), zap.String("class", string(class)), zap.Duration("duration", dur))
+}
+
+// recordSession records the run's session for the runs that resume it:
+// its directory, and the cumulative cost and usage its CLI reported. It
+// returns the run's cost and usage. A CLI that reports the session's
+// cumulative cost or usage gets the run's own: the session's total now,
+// less its total when the run began, as recorded by the run before it.
+// When the earlier total is unknown (the session began outside this
+// gateway, or its record expired) the whole total is the run's.
+func (s *Supervisor) recordSession(ctx context.Context, t *task, session string, out Outcome) (*float64, Usage) {
+	cost, usage := out.CostUSD, out.Usage
+	var prev SessionRecord
+	if t.inv.Spec.ResumeSessionID != "" {
+		var err error
+		if prev, _, err = s.store.Session(ctx, t.run.Agent, session); err != nil {
+			s.log.Warn("read session", zap.String("run_id", t.run.ID), zap.Error(err))
+		}
+	}
+	rec := SessionRecord{Cwd: t.run.Spec.Cwd, CostUSD: prev.CostUSD, Usage: prev.Usage}
+	if total := out.SessionCostUSD; total != nil {
+		own := *total
+		if prev.CostUSD != nil {
+			own = max(*total-*prev.CostUSD, 0)
+		}
+		cost, rec.CostUSD = &own, total
+	}
+	if total := out.SessionUsage; total != nil {
+		own := *total
+		if prev.Usage != nil {
+			own = total.Sub(*prev.Usage)
+		}
+		usage, rec.Usage = own, total
+	}
+	if err := s.store.SetSession(ctx, t.run.Agent, session, rec); err != nil {
+		s.log.Warn("record session", zap.String("run_id", t.run.ID), zap.Error(err))
+	}
+	return cost, usage
+}
+
+// emit stamps, bounds, encodes and appends events to t's log. It is the one
+// point where events leave a decoder. While the agent runs, events go
+// through the run's appender; otherwise they are appended at once. A store
+// that fails is retried briefly; the events are logged if it still fails.
+func (s *Supervisor) emit(t *task, evs ...Event) {
+	if len(evs) == 0 {
+		return
+	}
+	batch := make([]StoredEvent, 0, len(evs))
+	t.mu.Lock()
+	for _, ev := range evs {
+		t.seq++
+		ev.V, ev.RunID, ev.Seq, ev.Time, ev.Agent = EnvelopeVersion, t.run.ID, t.seq, s.cfg.Now().UTC(), t.run.Agent
+		// A helper's events (a sub-agent, under a tool call) carry its
+		// own session; only the root's say which session the run is.
+		switch {
+		case ev.SessionID == "":
+			ev.SessionID = t.run.SessionID
+		case ev.ParentToolCallID == "":
+			t.run.SessionID = ev.SessionID
+		}
+		b, err := s.encodeBounded(&ev)
+		if err != nil {
+			// A payload that cannot be encoded is a decoder bug; keep
+			// the sequence dense with a warning in its place.
+			ev.Type, ev.Data = EventWarning, WarningData{Code: "encode_failed", Message: err.Error()}
+			b, _ = encodeEvent(ev)
+		}
+		batch = append(batch, StoredEvent{Seq: ev.Seq, Type: ev.Type, JSON: b})
+		s.obs.Event(t.run.Agent, ev.Type)
+	}
+	app := t.app
+	t.mu.Unlock()
+	if app != nil {
+		app.add(batch)
+		return
+	}
+	appendWithRetry(s.store, t.run.ID, batch, s.log)
+}
+
+// encodeBounded bounds ev's payload and encodes it, bounding it more
+// tightly while the encoding is over Limits.MaxEncoded (text that JSON
+// escapes heavily). As a last resort the payload is replaced by a warning
+// saying what was dropped.
+func (s *Supervisor) encodeBounded(ev *Event) ([]byte, error) {
+	l := s.cfg.Limits
+	for range 4 {
+		*ev = l.Bound(*ev)
+		b, err := encodeEvent(*ev)
+		if err != nil || l.MaxEncoded <= 0 || len(b) <= l.MaxEncoded {
+			return b, err
+		}
+		l = l.tighter()
+	}
+	ev.Type, ev.Data = EventWarning, WarningData{Code: "event_too_large",
+		Message: fmt.Sprintf("a %s event was dropped: larger than %d bytes even when bounded", ev.Type, l.MaxEncoded)}
+	return encodeEvent(*ev)
+}
+
+// encodeEvent encodes an envelope as one line of JSON. HTML is not escaped:
+// the stream is JSON, not HTML, and tool inputs such as "a > b" should read
+// as they were written.
+func encodeEvent(ev Event) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(ev); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

@@ -1,0 +1,89 @@
+package runs
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// recover marks the runs this replica owned and did not finish as failed
+// with class interrupted, and kills any process they left behind.
+func (s *Supervisor) recover(ctx context.Context) error {
+	left := map[string]bool{}
+	for _, st := range []State{Queued, Running} {
+		cursor := ""
+		for {
+			page, err := s.store.ListRuns(ctx, Filter{Status: st, Limit: 500, Cursor: cursor})
+			if err != nil {
+				return err
+			}
+			for _, r := range page.Runs {
+				if r.Owner == s.cfg.Replica {
+					left[r.ID] = true
+				}
+			}
+			if page.NextCursor == "" {
+				break
+			}
+			cursor = page.NextCursor
+		}
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	if procs, err := s.tree.FindAny(); err == nil {
+		for id := range procs {
+			if left[id] {
+				_ = s.tree.Kill(ctx, id)
+			}
+		}
+	}
+	for id := range left {
+		r, err := s.store.GetRun(ctx, id)
+		if err != nil {
+			return err
+		}
+		last, err := s.store.LastEvent(ctx, id)
+		if err != nil {
+			return err
+		}
+		t := &task{run: r, seq: last.Seq}
+		s.finish(ctx, t, Outcome{}, NewRunError(Interrupted,
+			"the gateway stopped while the run was in progress", "submit the run again"), nil)
+		s.log.Warn("run interrupted by a gateway restart", zap.String("run_id", id), zap.String("agent", r.Agent))
+	}
+	return nil
+}
+
+// completedRepairAfter is how long after a run was recorded finished its
+// run.completed may still be on its way. Past it, the event was lost.
+const completedRepairAfter = 30 * time.Second
+
+// repairCompleted appends the run.completed a finished run lacks: its
+// supervisor recorded the run finished and died before the event was
+// stored. Without it a stream of the run would wait for ever. Any replica
+// may repair it; the store's de-duplication by run and seq keeps one copy
+// when several do at once.
+func (s *Supervisor) repairCompleted(r Run, lastSeq uint64) {
+	s.mu.Lock()
+	_, local := s.tasks[r.ID]
+	s.mu.Unlock()
+	finished := r.CreatedAt
+	if r.FinishedAt != nil {
+		finished = *r.FinishedAt
+	}
+	if local || s.cfg.Now().Sub(finished) < completedRepairAfter {
+		return // still on its way
+	}
+	var dur time.Duration
+	if r.StartedAt != nil {
+		dur = finished.Sub(*r.StartedAt)
+	}
+	s.log.Warn("run.completed was lost; appending it from the run record", zap.String("run_id", r.ID),
+		zap.String("agent", r.Agent), zap.Uint64("seq", lastSeq+1))
+	s.emit(&task{run: r, seq: lastSeq}, NewEvent(EventRunCompleted, RunCompletedData{
+		Status: r.Status, Result: r.Result, StructuredOutput: r.StructuredOutput, Usage: r.Usage,
+		CostUSD: r.CostUSD, NumTurns: r.NumTurns, DurationMS: dur.Milliseconds(), Exit: r.Exit, Error: r.Error,
+	}))
+}
