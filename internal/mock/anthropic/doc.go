@@ -19,13 +19,18 @@
 // (thinking, text and a Bash call, then a text answer to its result),
 // TextAnswer, Failure (401, 429 with retry-after, 500, 529, 400, ...), Hang,
 // LongTool, AlwaysTool, Structured (calls the StructuredOutput tool when the
-// request offers it), StreamFailure and Sequence. Their usage has non-zero,
-// distinct cache counts so that a test can tell the fields apart.
+// request offers it), StreamFailure and Sequence, and for interactive runs
+// TwoTools (two Bash calls one after the other, then text), ToolThenText (a
+// Bash call, then text for every later request, steered or in a later
+// turn) and Turns (text, billing each request a distinct TurnUsage). Their
+// usage has non-zero, distinct cache counts so that a test can tell the
+// fields apart.
 //
 // The server keeps a ledger: each request's headers and summary, the status
 // sent, and the usage billed, i.e. reported to the client. Ledger.Billed
 // sums it, so a test can compare an agent's normalized usage with what the
-// server actually billed.
+// server actually billed; Ledger.Seen finds a text in the requests, such as
+// a message steered into a running turn.
 //
 // Close drops hung requests without an answer and returns once every
 // handler has returned; nothing outlives it.

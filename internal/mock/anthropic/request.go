@@ -83,6 +83,35 @@ func (r *Request) ToolResults() []ContentBlock {
 	return out
 }
 
+// countToolResults counts the tool_result blocks of every message.
+func (r *Request) countToolResults() int {
+	n := 0
+	for _, m := range r.Messages {
+		for _, b := range m.Blocks {
+			if b.Type == "tool_result" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Contains reports whether text occurs in the request's system text or in
+// any block of its messages (text, tool results, tool names).
+func (r *Request) Contains(text string) bool {
+	if strings.Contains(r.System, text) {
+		return true
+	}
+	for _, m := range r.Messages {
+		for _, b := range m.Blocks {
+			if strings.Contains(b.Text, text) || strings.Contains(b.Name, text) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // UserText returns the text blocks of the user messages, joined by
 // newlines: where a test finds its prompt.
 func (r *Request) UserText() string {

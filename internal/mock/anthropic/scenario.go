@@ -64,6 +64,62 @@ func ToolTurn(command, answer string) Scenario {
 // LongTool is ToolTurn with LongCommand, for cancellation tests.
 func LongTool() Scenario { return ToolTurn(LongCommand, "The command finished.") }
 
+// ToolThenText asks for a Bash tool_use running command on a request
+// whose messages hold no tool result yet, and answers every later request
+// with text: the tool's result, a message steered into the running turn,
+// or the next turn after an interrupt. With a long command it is the
+// scenario of interrupts and steering.
+func ToolThenText(command, text string) Scenario {
+	return Func(func(req *Request) Response {
+		if req.countToolResults() > 0 {
+			return Response{Message: Message{Content: []Block{Text(text)}, Usage: followUpUsage()}}
+		}
+		return Response{Message: Message{
+			Content: []Block{Text("Running the command."), Bash(command)},
+			Usage:   firstCallUsage(),
+		}}
+	})
+}
+
+// TwoTools asks for a Bash tool_use running first, then, once the request
+// carries its result (a refused call's error result counts), for one
+// running second, and answers the request that carries both results with
+// text. With second equal to first it is the same call twice.
+func TwoTools(first, second, text string) Scenario {
+	return Func(func(req *Request) Response {
+		switch req.countToolResults() {
+		case 0:
+			return Response{Message: Message{Content: []Block{Text("First command."), Bash(first)}, Usage: firstCallUsage()}}
+		case 1:
+			return Response{Message: Message{Content: []Block{Text("Second command."), Bash(second)}, Usage: followUpUsage()}}
+		}
+		return Response{Message: Message{Content: []Block{Text(text)}, Usage: textUsage()}}
+	})
+}
+
+// TurnUsage is what Turns bills for the n-th request it answers (from 1):
+// distinct per request, so that a test can tell one turn's usage from the
+// sum of several.
+func TurnUsage(n int) Usage {
+	k := int64(n)
+	return Usage{InputTokens: 100 * k, CacheCreationInputTokens: 10*k + 1, CacheReadInputTokens: 1000*k + 2, OutputTokens: 7*k + 3}
+}
+
+// Turns answers every request with text, billing the n-th request
+// TurnUsage(n): for runs of several turns whose usage is checked turn by
+// turn.
+func Turns(text string) Scenario {
+	var mu sync.Mutex
+	n := 0
+	return Func(func(*Request) Response {
+		mu.Lock()
+		n++
+		u := TurnUsage(n)
+		mu.Unlock()
+		return Response{Message: Message{Content: []Block{Text(text)}, Usage: u}}
+	})
+}
+
 // AlwaysTool asks for a Bash tool_use running command on every request,
 // so that only a turn limit ends the run.
 func AlwaysTool(command string) Scenario {
@@ -146,21 +202,24 @@ func named(command string) map[string]func() Scenario {
 		return def
 	}
 	return map[string]func() Scenario{
-		"text":         func() Scenario { return TextAnswer("Hello from the mock.") },
-		"tool":         func() Scenario { return ToolTurn(or("echo hello > out.txt"), "I ran the command.") },
-		"long-tool":    func() Scenario { return ToolTurn(or(LongCommand), "The command finished.") },
-		"always-tool":  func() Scenario { return AlwaysTool(or("echo again")) },
-		"structured":   func() Scenario { return Structured(map[string]string{"name": "Bob"}) },
-		"hang":         Hang,
-		"stream-error": func() Scenario { return StreamFailure("Recovered without streaming.") },
-		"error-400":    func() Scenario { return Failure(400) },
-		"error-401":    func() Scenario { return Failure(401) },
-		"error-403":    func() Scenario { return Failure(403) },
-		"error-404":    func() Scenario { return Failure(404) },
-		"error-413":    func() Scenario { return Failure(413) },
-		"error-429":    func() Scenario { return Failure(429) },
-		"error-500":    func() Scenario { return Failure(500) },
-		"error-529":    func() Scenario { return Failure(529) },
+		"text":           func() Scenario { return TextAnswer("Hello from the mock.") },
+		"tool":           func() Scenario { return ToolTurn(or("echo hello > out.txt"), "I ran the command.") },
+		"long-tool":      func() Scenario { return ToolTurn(or(LongCommand), "The command finished.") },
+		"always-tool":    func() Scenario { return AlwaysTool(or("echo again")) },
+		"tool-then-text": func() Scenario { return ToolThenText(or(LongCommand), "Done after the tool.") },
+		"two-tools":      func() Scenario { return TwoTools(or("echo one"), or("echo two"), "Both commands ran.") },
+		"turns":          func() Scenario { return Turns("Turn answered.") },
+		"structured":     func() Scenario { return Structured(map[string]string{"name": "Bob"}) },
+		"hang":           Hang,
+		"stream-error":   func() Scenario { return StreamFailure("Recovered without streaming.") },
+		"error-400":      func() Scenario { return Failure(400) },
+		"error-401":      func() Scenario { return Failure(401) },
+		"error-403":      func() Scenario { return Failure(403) },
+		"error-404":      func() Scenario { return Failure(404) },
+		"error-413":      func() Scenario { return Failure(413) },
+		"error-429":      func() Scenario { return Failure(429) },
+		"error-500":      func() Scenario { return Failure(500) },
+		"error-529":      func() Scenario { return Failure(529) },
 	}
 }
 
@@ -176,8 +235,8 @@ func Names() []string {
 }
 
 // Named returns the built-in scenario called name (see Names). command
-// replaces the Bash command of "tool", "long-tool" and "always-tool" when
-// not empty.
+// replaces the Bash command of "tool", "long-tool", "always-tool",
+// "tool-then-text" and both of "two-tools" when not empty.
 func Named(name, command string) (Scenario, error) {
 	if f, ok := named(command)[name]; ok {
 		return f(), nil

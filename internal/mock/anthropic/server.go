@@ -120,6 +120,18 @@ func (l Ledger) Messages() Ledger {
 	return out
 }
 
+// Seen reports whether a request of the ledger contains text (see
+// Request.Contains): where a test checks that a message reached the
+// model.
+func (l Ledger) Seen(text string) bool {
+	for _, e := range l {
+		if e.Request.Contains(text) {
+			return true
+		}
+	}
+	return false
+}
+
 // Billed returns the sum of the usage billed by the entries.
 func (l Ledger) Billed() Usage {
 	var u Usage

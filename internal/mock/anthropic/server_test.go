@@ -507,5 +507,84 @@ func FuzzParseBody(f *testing.F) {
 		}
 		_ = r.ToolResults()
 		_ = r.UserText()
+		_ = r.countToolResults()
+		_ = r.Contains("x")
 	})
+}
+
+func TestInteractiveScenarios(t *testing.T) {
+	result := func(id string) ContentBlock { return ContentBlock{Type: "tool_result", ToolUseID: id, Text: "out"} }
+	prompt := Turn{Role: "user", Blocks: []ContentBlock{{Type: "text", Text: "go"}}}
+	withResults := func(n int) *Request {
+		r := &Request{Messages: []Turn{prompt}}
+		for i := 0; i < n; i++ {
+			r.Messages = append(r.Messages, Turn{Role: "assistant", Blocks: []ContentBlock{{Type: "tool_use", ID: "t"}}},
+				Turn{Role: "user", Blocks: []ContentBlock{result("t")}})
+		}
+		return r
+	}
+	command := func(r Response) string {
+		for _, b := range r.Message.Content {
+			if b.Type == "tool_use" {
+				var in struct{ Command string }
+				_ = json.Unmarshal(b.Input, &in)
+				return in.Command
+			}
+		}
+		return ""
+	}
+
+	two := TwoTools("echo one", "echo two", "both")
+	if c := command(two.Respond(withResults(0))); c != "echo one" {
+		t.Errorf("TwoTools first = %q", c)
+	}
+	if c := command(two.Respond(withResults(1))); c != "echo two" {
+		t.Errorf("TwoTools second = %q", c)
+	}
+	if r := two.Respond(withResults(2)); command(r) != "" || r.Message.Content[0].Text != "both" {
+		t.Errorf("TwoTools answer = %+v", r.Message)
+	}
+
+	long := ToolThenText("perl -e 'sleep 60' mark", "after")
+	if c := command(long.Respond(withResults(0))); c != "perl -e 'sleep 60' mark" {
+		t.Errorf("ToolThenText first = %q", c)
+	}
+	// A later turn after an interrupt: the history holds the refused
+	// result, the last message is the new prompt.
+	later := withResults(1)
+	later.Messages = append(later.Messages, prompt)
+	if r := long.Respond(later); command(r) != "" || r.Message.Content[0].Text != "after" {
+		t.Errorf("ToolThenText later = %+v", r.Message)
+	}
+
+	turns := Turns("hi")
+	for n := 1; n <= 3; n++ {
+		if r := turns.Respond(&Request{}); r.Message.Usage != TurnUsage(n) {
+			t.Errorf("Turns request %d billed %+v, want %+v", n, r.Message.Usage, TurnUsage(n))
+		}
+	}
+	if TurnUsage(1) == TurnUsage(2) {
+		t.Error("TurnUsage is not distinct per request")
+	}
+}
+
+func TestSeen(t *testing.T) {
+	srv, err := Start("127.0.0.1:0", TextAnswer("ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	b := []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"r"},{"type":"text","text":"STEER-123 now"}]}]}`)
+	resp, err := http.Post(srv.URL+"/v1/messages", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if !srv.Ledger().Seen("STEER-123") {
+		t.Error("Seen missed a text block")
+	}
+	if srv.Ledger().Seen("STEER-999") {
+		t.Error("Seen found text that was not sent")
+	}
 }
