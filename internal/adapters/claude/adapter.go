@@ -79,14 +79,33 @@ var permissionArgs = map[runs.Permission][]string{
 	runs.Full:           {"--dangerously-skip-permissions"},
 }
 
+// askPermissionArgs are the flags of a permission level for a run with
+// approvals: ask. What the level forbids stays refused without asking;
+// every other call that can change something goes to the client through
+// --permission-prompt-tool=stdio. See doc.go for what was verified.
+var askPermissionArgs = map[runs.Permission][]string{
+	runs.ReadOnly:       {"--permission-mode=dontAsk", "--disallowedTools=Edit,Write,NotebookEdit"},
+	runs.WorkspaceWrite: {"--permission-mode=default"},
+	runs.Full:           {"--permission-mode=default"},
+}
+
+// sessionArgs make the CLI read stream-json user lines and control
+// messages on stdin, and echo each user line when it takes it up, which
+// is how the session tells a steered line folded into the running turn
+// from one queued as a turn of its own.
+var sessionArgs = []string{"--input-format=stream-json", "--replay-user-messages"}
+
 // permissionDocs documents permissionArgs for Describe.
 var permissionDocs = map[runs.Permission]string{
 	runs.ReadOnly: "--permission-mode dontAsk --disallowedTools Edit,Write,NotebookEdit: Edit, Write and NotebookEdit are " +
-		"removed; Bash runs only commands the CLI itself classes as read-only (ls, git status); anything else is refused",
+		"removed; Bash runs only commands the CLI itself classes as read-only (ls, git status); anything else is refused, " +
+		"also with approvals ask, which then asks for nothing",
 	runs.WorkspaceWrite: "--permission-mode acceptEdits --allowedTools Bash: file edits run without asking and so does every " +
-		"Bash command; Bash is not confined to the workspace",
+		"Bash command; Bash is not confined to the workspace. With approvals ask: --permission-mode default " +
+		"--permission-prompt-tool stdio: Bash, Edit, Write, NotebookEdit and MCP tools are asked; Read, Grep, Glob and " +
+		"read-only Bash (ls) run without asking",
 	runs.Full: "--dangerously-skip-permissions with IS_SANDBOX=1 (the CLI refuses the flag as root without it): " +
-		"every tool runs without asking",
+		"every tool runs without asking. With approvals ask: as workspace_write with approvals ask",
 }
 
 // Adapter is the Claude Code adapter. It is stateless and safe for
@@ -117,8 +136,12 @@ func (*Adapter) Describe() runs.Description {
 			runs.FieldSystemPrompt, runs.FieldModel, runs.FieldEffort, runs.FieldMaxTurns,
 			runs.FieldTimeoutSeconds, runs.FieldMaxBudgetUSD, runs.FieldOutputSchema,
 			runs.FieldResumeSessionID, runs.FieldCwd, runs.FieldPermission,
+			runs.FieldInteractive, runs.FieldApprovals,
 		},
 		Permissions: perms,
+		// A deny lets the model go on; a line sent mid-turn is folded
+		// into the turn; the interrupt kills the running tool itself.
+		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: false},
 	}
 }
 
@@ -134,8 +157,12 @@ func (*Adapter) ParseVersion(output []byte) (string, error) {
 	return string(m[1]), nil
 }
 
-// NewDecoder implements runs.Adapter.
+// NewDecoder implements runs.Adapter. A run whose Spec wants a Session
+// gets one (a runs.Session).
 func (*Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
+	if inv.Spec.Session() {
+		return newSession(inv)
+	}
 	return newDecoder(inv)
 }
 
@@ -149,6 +176,9 @@ func (*Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 		return runs.Command{}, runs.Invalid("prompt", "must not be empty")
 	}
 	args := []string{"-p", "--output-format=stream-json", "--verbose", "--include-partial-messages"}
+	if s.Session() {
+		args = append(args, sessionArgs...)
+	}
 
 	if s.ResumeSessionID != "" {
 		if !isUUID(s.ResumeSessionID) {
@@ -210,6 +240,9 @@ func (*Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if !ok {
 		return runs.Command{}, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
 	}
+	if s.Asks() {
+		pargs = append(append([]string(nil), askPermissionArgs[perm]...), "--permission-prompt-tool=stdio")
+	}
 	args = append(args, pargs...)
 
 	env := append([]string(nil), phoneHome...)
@@ -217,18 +250,24 @@ func (*Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 		"CLAUDE_CODE_MAX_RETRIES="+strconv.Itoa(MaxRetries),
 		"API_TIMEOUT_MS="+strconv.FormatInt(APITimeout(inv.Timeout).Milliseconds(), 10),
 	)
-	if perm == runs.Full {
+	if perm == runs.Full && !s.Asks() {
 		// The CLI refuses --dangerously-skip-permissions as root unless
 		// told it runs in a sandbox; the gateway may well run as root.
 		env = append(env, "IS_SANDBOX=1")
 	}
-	return runs.Command{
+	cmd := runs.Command{
 		Args:            args,
 		Env:             env,
 		PassEnv:         append([]string(nil), credentialEnv...),
 		Stdin:           []byte(s.Prompt),
 		InterruptSignal: int(syscall.SIGINT),
-	}, nil
+	}
+	if s.Session() {
+		// The prompt is the first user line, written by the session's
+		// Open; stdin stays open for the conversation.
+		cmd.Stdin = nil
+	}
+	return cmd, nil
 }
 
 // APITimeout is the API_TIMEOUT_MS a run with the given timeout gets: its

@@ -263,6 +263,14 @@ func (d *decoder) close(id string) {
 // cache) into runs.Usage (input includes both cache counts). When usage is
 // all zeros, as on error_max_budget_usd, it sums modelUsage instead.
 func normalize(l *wireLine) runs.Usage {
+	if u := resultUsage(l); !u.IsZero() {
+		return u
+	}
+	return sumModelUsage(l.ModelUsage)
+}
+
+// resultUsage is result.usage in runs.Usage terms.
+func resultUsage(l *wireLine) runs.Usage {
 	var u runs.Usage
 	if l.Usage != nil {
 		w := l.Usage
@@ -276,10 +284,13 @@ func normalize(l *wireLine) runs.Usage {
 			u.ReasoningTokens = w.OutputTokensDetails.ThinkingTokens
 		}
 	}
-	if !u.IsZero() {
-		return u
-	}
-	for _, m := range l.ModelUsage {
+	return u
+}
+
+// sumModelUsage adds up a modelUsage map in runs.Usage terms.
+func sumModelUsage(mu map[string]wireMU) runs.Usage {
+	var u runs.Usage
+	for _, m := range mu {
 		u = u.Add(runs.Usage{
 			InputTokens:      m.InputTokens + m.CacheCreationInputTokens + m.CacheReadInputTokens,
 			CacheReadTokens:  m.CacheReadInputTokens,

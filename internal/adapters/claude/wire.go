@@ -31,6 +31,14 @@ type wireLine struct {
 	// assistant
 	IsAPIErrorMessage bool `json:"is_api_error_message"`
 
+	// user: a line of ours echoed by --replay-user-messages
+	IsReplay bool `json:"isReplay"`
+
+	// control_request, control_cancel_request, control_response
+	RequestID string               `json:"request_id"`
+	Request   *wireControlRequest  `json:"request"`
+	Response  *wireControlResponse `json:"response"`
+
 	// stream_event
 	Event        *wireStreamEvent `json:"event"`
 	APIMessageID string           `json:"api_message_id"`
@@ -51,6 +59,26 @@ type wireLine struct {
 	StructuredOutput  json.RawMessage   `json:"structured_output"`
 	Usage             *wireUsage        `json:"usage"`
 	ModelUsage        map[string]wireMU `json:"modelUsage"`
+	// ModelUsageSinceLastResult is the turn's own, where modelUsage
+	// adds up over the process.
+	ModelUsageSinceLastResult map[string]wireMU `json:"model_usage_since_last_result"`
+}
+
+// wireControlRequest is a control_request's request: the CLI asks
+// (can_use_tool) whether a tool call may run.
+type wireControlRequest struct {
+	Subtype               string            `json:"subtype"`
+	ToolName              string            `json:"tool_name"`
+	Input                 json.RawMessage   `json:"input"`
+	ToolUseID             string            `json:"tool_use_id"`
+	PermissionSuggestions []json.RawMessage `json:"permission_suggestions"`
+}
+
+// wireControlResponse is a control_response's response.
+type wireControlResponse struct {
+	Subtype   string `json:"subtype"`
+	RequestID string `json:"request_id"`
+	Error     string `json:"error"`
 }
 
 // wireMessage is the message of an assistant or user line. Content is a
@@ -114,9 +142,10 @@ type wireUsage struct {
 
 // wireMU is one model's entry of result.modelUsage, in camelCase.
 type wireMU struct {
-	InputTokens              int64 `json:"inputTokens"`
-	OutputTokens             int64 `json:"outputTokens"`
-	CacheReadInputTokens     int64 `json:"cacheReadInputTokens"`
-	CacheCreationInputTokens int64 `json:"cacheCreationInputTokens"`
-	ThinkingTokens           int64 `json:"thinkingTokens"`
+	InputTokens              int64   `json:"inputTokens"`
+	OutputTokens             int64   `json:"outputTokens"`
+	CacheReadInputTokens     int64   `json:"cacheReadInputTokens"`
+	CacheCreationInputTokens int64   `json:"cacheCreationInputTokens"`
+	ThinkingTokens           int64   `json:"thinkingTokens"`
+	CostUSD                  float64 `json:"costUSD"`
 }

@@ -1,0 +1,262 @@
+package claude
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/agentgate/agentgate/internal/agenttest"
+	"github.com/agentgate/agentgate/internal/mock/anthropic"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// The session cases run the real CLI through the session decoder, as the
+// supervisor drives it; each records testdata/session_<name>.jsonl with
+// -record, which TestSessionGolden replays.
+
+func askSpec(prompt string) runs.Spec {
+	return runs.Spec{Prompt: prompt, Approvals: runs.ApprovalsAsk, Interactive: true}
+}
+
+// turnBilled is what the mock billed for the ledger entries from..to.
+func billed(l anthropic.Ledger) runs.Usage { return fromAnthropic(l.Billed()) }
+
+func TestSessionAllowThenDeny(t *testing.T) {
+	t.Parallel()
+	d := startSession(t, anthropic.TwoTools("touch one.txt", "touch two.txt", "One ran, two was refused."), askSpec("Run both."))
+	a1 := d.approval()
+	if a1.Tool != "Bash" || !strings.Contains(string(a1.Input), "touch one.txt") || a1.ToolCallID == "" || len(a1.Options) != 4 {
+		t.Errorf("first approval = %+v", a1)
+	}
+	if err := d.answer(a1.ID, runs.Allow, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.answer(a1.ID, runs.Allow, ""); !errors.Is(err, runs.ErrNotFound) {
+		t.Errorf("answering %s twice: %v, want ErrNotFound", a1.ID, err)
+	}
+	a2 := d.approval()
+	if a2.ID == a1.ID || !strings.Contains(string(a2.Input), "touch two.txt") {
+		t.Errorf("second approval = %+v (first %s)", a2, a1.ID)
+	}
+	if err := d.answer(a2.ID, runs.Deny, "not this one"); err != nil {
+		t.Fatal(err)
+	}
+	turn := d.turn()
+	if turn.Status != runs.Succeeded || turn.Result != "One ran, two was refused." {
+		t.Errorf("turn = %+v", turn)
+	}
+	if want := billed(d.srv.Ledger()); turn.Usage != want {
+		t.Errorf("turn usage = %+v, billed %+v", turn.Usage, want)
+	}
+	o := d.close()
+	if o.Status != runs.Succeeded || o.NumTurns != 1 || d.exit.Code != 0 {
+		t.Errorf("outcome %+v, exit %+v", o, d.exit)
+	}
+	if _, err := os.Stat(filepath.Join(d.inv.Dir, "one.txt")); err != nil {
+		t.Errorf("the allowed call did not run: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(d.inv.Dir, "two.txt")); err == nil {
+		t.Error("the denied call ran")
+	}
+	reqs := d.srv.Ledger().Messages()
+	if len(reqs) != 3 {
+		t.Fatalf("requests = %d, want 3", len(reqs))
+	}
+	tr := reqs[2].Request.ToolResults()
+	if len(tr) != 1 || !tr[0].IsError || !strings.Contains(tr[0].Text, "not this one") {
+		t.Errorf("the model got %+v for the denied call, want an error with the message", tr)
+	}
+	d.record("session_allow_deny")
+}
+
+func TestSessionAllowSession(t *testing.T) {
+	t.Parallel()
+	d := startSession(t, anthropic.TwoTools("touch made.txt", "touch made.txt", "Ran it twice."), askSpec("Run it twice."))
+	a := d.approval()
+	if err := d.answer(a.ID, runs.AllowSession, ""); err != nil {
+		t.Fatal(err)
+	}
+	turn := d.turn()
+	if turn.Status != runs.Succeeded {
+		t.Errorf("turn = %+v", turn)
+	}
+	if n := d.count(runs.EventApprovalRequested); n != 1 {
+		t.Errorf("%d approvals asked, want 1: the identical second call is allowed for the session", n)
+	}
+	for _, ev := range d.events {
+		if ev.Type == runs.EventToolCallCompleted && ev.Data.(runs.ToolCallCompletedData).IsError {
+			t.Errorf("tool call failed: %+v", ev.Data)
+		}
+	}
+	if n := d.count(runs.EventToolCallCompleted); n != 2 {
+		t.Errorf("%d tool calls completed, want 2", n)
+	}
+	d.close()
+	if _, err := os.Stat(filepath.Join(d.inv.Dir, ".claude")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("allow_session wrote into the run's directory: %v", err)
+	}
+	d.record("session_allow_session")
+}
+
+func TestSessionDenyAndStop(t *testing.T) {
+	t.Parallel()
+	d := startSession(t, anthropic.TwoTools("touch one.txt", "touch two.txt", "unreachable"), askSpec("Run both."))
+	a := d.approval()
+	if err := d.answer(a.ID, runs.DenyAndStop, "stop here"); err != nil {
+		t.Fatal(err)
+	}
+	turn := d.turn()
+	if turn.Status != runs.Cancelled {
+		t.Errorf("turn = %+v, want cancelled", turn)
+	}
+	if n := len(d.srv.Ledger().Messages()); n != 1 {
+		t.Errorf("requests = %d, want 1: the turn ends without asking the model again", n)
+	}
+	if want := billed(d.srv.Ledger()); turn.Usage != want {
+		t.Errorf("turn usage = %+v, billed %+v", turn.Usage, want)
+	}
+	d.close()
+	if _, err := os.Stat(filepath.Join(d.inv.Dir, "one.txt")); err == nil {
+		t.Error("the denied call ran")
+	}
+	d.record("session_deny_stop")
+}
+
+func TestSessionTurns(t *testing.T) {
+	t.Parallel()
+	d := startSession(t, anthropic.Turns("Answered."), runs.Spec{Prompt: "First.", Interactive: true})
+	var turns []runs.TurnCompletedData
+	for i, text := range []string{"", "Second.", "Third."} {
+		if i > 0 {
+			d.send(text, false)
+		}
+		turn := d.turn()
+		turns = append(turns, turn)
+		want := fromAnthropic(anthropic.TurnUsage(i + 1))
+		if turn.Status != runs.Succeeded || turn.Usage != want || turn.Result != "Answered." {
+			t.Errorf("turn %d = %+v, want usage %+v", i+1, turn, want)
+		}
+		if turn.CostUSD == nil || *turn.CostUSD <= 0 {
+			t.Errorf("turn %d cost %v", i+1, turn.CostUSD)
+		}
+	}
+	o := d.close()
+	if want := billed(d.srv.Ledger()); o.Usage != want {
+		t.Errorf("run usage = %+v, billed %+v", o.Usage, want)
+	}
+	if o.NumTurns != 3 || o.Status != runs.Succeeded {
+		t.Errorf("outcome = %+v", o)
+	}
+	var sum float64
+	for _, tc := range turns {
+		sum += *tc.CostUSD
+	}
+	if o.SessionCostUSD == nil || !near(*o.SessionCostUSD, sum) {
+		t.Errorf("session cost %v, turns add up to %v", o.SessionCostUSD, sum)
+	}
+	if o.CostUSD != nil {
+		t.Errorf("run cost %v: the supervisor makes it from the session's", *o.CostUSD)
+	}
+	if !d.srv.Ledger().Seen("Third.") {
+		t.Error("the third message did not reach the model")
+	}
+	d.record("session_turns")
+}
+
+func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+func TestSessionInterruptTurn(t *testing.T) {
+	t.Parallel()
+	marker := "agentgate-test-" + uuid.NewString()
+	d := startSession(t, anthropic.ToolThenText(anthropic.LongCommand+" "+marker, "Next turn done."),
+		runs.Spec{Prompt: "Run the long command.", Interactive: true})
+	d.untilType(runs.EventToolCallStarted)
+	waitProcess(t, marker)
+	d.interruptTurn()
+	turn := d.turn()
+	if turn.Status != runs.Cancelled {
+		t.Errorf("interrupted turn = %+v", turn)
+	}
+	if left := agenttest.WaitGone(marker, sessionDeadline); len(left) > 0 {
+		t.Errorf("tool processes left after the interrupt: %v", left)
+	}
+	if err := d.sess.InterruptTurn(); err == nil {
+		t.Error("InterruptTurn with no turn running succeeded")
+	}
+	d.send("Go on.", false)
+	turn = d.turn()
+	if turn.Status != runs.Succeeded || turn.Result != "Next turn done." {
+		t.Errorf("turn after the interrupt = %+v", turn)
+	}
+	o := d.close()
+	if want := billed(d.srv.Ledger()); o.Usage != want || o.NumTurns != 2 || o.Status != runs.Succeeded {
+		t.Errorf("outcome = %+v, billed %+v", o, want)
+	}
+	d.record("session_interrupt")
+}
+
+func TestSessionSteer(t *testing.T) {
+	t.Parallel()
+	marker := "agentgate-test-" + uuid.NewString()
+	steer := "STEER-" + uuid.NewString()
+	d := startSession(t, anthropic.ToolThenText("perl -e 'sleep 3' "+marker, "Steered."),
+		runs.Spec{Prompt: "Run the command.", Interactive: true})
+	d.untilType(runs.EventToolCallStarted)
+	waitProcess(t, marker)
+	d.send(steer, true)
+	turn := d.turn()
+	if turn.Status != runs.Succeeded || turn.Result != "Steered." {
+		t.Errorf("turn = %+v", turn)
+	}
+	o := d.close()
+	if n := d.count(runs.EventTurnCompleted); n != 1 || o.NumTurns != 1 {
+		t.Errorf("%d turns (outcome %d), want the steered text in the running one", n, o.NumTurns)
+	}
+	if !d.srv.Ledger().Seen(steer) {
+		t.Error("the steered text did not reach the model")
+	}
+	if want := billed(d.srv.Ledger()); o.Usage != want || turn.Usage != want {
+		t.Errorf("usage turn %+v, run %+v, billed %+v", turn.Usage, o.Usage, want)
+	}
+	d.record("session_steer")
+}
+
+func TestSessionWithdrawn(t *testing.T) {
+	t.Parallel()
+	d := startSession(t, anthropic.TwoTools("touch one.txt", "touch two.txt", "unreachable"), askSpec("Run both."))
+	a := d.approval()
+	d.interruptTurn()
+	ev := d.untilType(runs.EventApprovalResolved).Data.(runs.ApprovalResolvedData)
+	if ev.ID != a.ID || ev.Reason != runs.ResolvedWithdrawn {
+		t.Errorf("approval.resolved = %+v, want %s withdrawn", ev, a.ID)
+	}
+	if turn := d.turn(); turn.Status != runs.Cancelled {
+		t.Errorf("turn = %+v", turn)
+	}
+	if err := d.answer(a.ID, runs.Allow, ""); !errors.Is(err, runs.ErrNotFound) {
+		t.Errorf("answering a withdrawn approval: %v, want ErrNotFound", err)
+	}
+	d.close()
+	if _, err := os.Stat(filepath.Join(d.inv.Dir, "one.txt")); err == nil {
+		t.Error("the withdrawn call ran")
+	}
+	d.record("session_withdrawn")
+}
+
+// TestSessionStop is the supervisor stopping an idle session: Interrupt
+// is answered, stdin closes, the CLI exits by itself.
+func TestSessionStop(t *testing.T) {
+	t.Parallel()
+	d := startSession(t, anthropic.TextAnswer("Hi."), runs.Spec{Prompt: "Hi.", Interactive: true})
+	d.turn()
+	d.interrupt()
+	o := d.wait()
+	if d.exit.Code != 0 || d.exit.Signal != "" || o.Status != runs.Succeeded {
+		t.Errorf("exit %+v, outcome %+v", d.exit, o)
+	}
+	d.record("session_stop")
+}
