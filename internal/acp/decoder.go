@@ -1,0 +1,941 @@
+package acp
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// ProtocolVersion is the ACP version the client speaks.
+const ProtocolVersion = 1
+
+// phase is where the session is.
+type phase int
+
+const (
+	phaseInit    phase = iota // initialize sent
+	phaseNew                  // session/new sent
+	phaseMode                 // session/set_mode sent
+	phaseReady                // the session is up: a turn runs or it is idle
+	phaseFailed               // the handshake failed; nothing more is sent
+)
+
+// The purposes of the client's requests, by id.
+const (
+	reqInitialize = iota
+	reqNew
+	reqMode
+	reqPrompt
+)
+
+// Decoder is the ACP client of one run: a runs.Session over the CLI's
+// stdio. It is safe for the supervisor's use: every method takes one
+// lock, so Interrupt may come from another goroutine.
+type Decoder struct {
+	mu  sync.Mutex
+	inv runs.Invocation
+	p   Profile
+
+	out    bytes.Buffer
+	nextID int64
+	// sent maps the ids of the client's requests awaiting an answer to
+	// their purpose.
+	sent map[int64]int
+
+	phase     phase
+	sessionID string
+	model     string
+
+	// turn is the running turn, nil while idle.
+	turn *turnState
+	// closing: Close was called; stopping: Interrupt was. Either ends the
+	// conversation once no turn runs.
+	closing, stopping bool
+
+	// approvals are the pending permission requests by approval id.
+	approvals map[string]*approval
+	approvalN int
+
+	// tools are the tool calls started and not completed, by id, in
+	// order of start; denied holds those a client denied.
+	tools  []string
+	named  map[string]string // tool call id → name given in tool_call.started
+	denied map[string]bool
+
+	// The run so far.
+	turns      int
+	usage      runs.Usage
+	lastCum    runs.Usage // Cumulative: the last session figure read
+	lastStatus runs.State
+	lastStop   string
+	lastResult string
+	lastErr    *runs.RunError
+	failErr    *runs.RunError // the handshake's failure
+}
+
+// turnState is one turn while it runs.
+type turnState struct {
+	// prompts are the ids of the turn's session/prompt requests not yet
+	// answered (more than one only after a merged steer).
+	prompts []int64
+	// cancelled: session/cancel was sent (interrupt or deny_and_stop).
+	cancelled bool
+	// text and thought stream since the last boundary; result is the
+	// last message completed in the turn.
+	text, thought strings.Builder
+	result        string
+}
+
+// approval is one pending session/request_permission.
+type approval struct {
+	rpcID      json.RawMessage
+	toolCallID string
+	options    []permissionOption
+	// withdrawn: the client answered it cancelled on an interrupt; it is
+	// reported withdrawn when the turn ends.
+	withdrawn bool
+}
+
+// NewDecoder returns the ACP client of the run inv, for the CLI p
+// describes. Its Open starts the session and turn 1 with the Spec's
+// prompt.
+func NewDecoder(inv runs.Invocation, p Profile) *Decoder {
+	return &Decoder{
+		inv: inv, p: p, nextID: 1, sent: map[int64]int{},
+		approvals: map[string]*approval{}, named: map[string]string{}, denied: map[string]bool{},
+	}
+}
+
+var _ runs.Session = (*Decoder)(nil)
+
+// Open implements runs.Conversation: the initialize request. session/new,
+// session/set_mode and turn 1's session/prompt follow, each once the one
+// before was answered.
+func (d *Decoder) Open() []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v := d.p.ClientVersion
+	if v == "" {
+		v = "1"
+	}
+	// fs and terminal are advertised false: the CLI then uses its own
+	// tools, which run in its process tree, where the supervisor can
+	// take them.
+	d.request(methodInitialize, reqInitialize, initializeParams{
+		ProtocolVersion: ProtocolVersion, ClientInfo: &clientInfo{Name: "agentgate", Version: v},
+	})
+	return d.take()
+}
+
+// Pending implements runs.Conversation. done is true once the
+// conversation is over: the handshake failed, or Close or Interrupt came
+// and no turn runs.
+func (d *Decoder) Pending() ([]byte, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.take(), d.done()
+}
+
+func (d *Decoder) done() bool {
+	return d.phase == phaseFailed || (d.closing || d.stopping) && d.turn == nil && d.phase == phaseReady
+}
+
+// take returns and clears what is to be written.
+func (d *Decoder) take() []byte {
+	if d.out.Len() == 0 {
+		return nil
+	}
+	b := bytes.Clone(d.out.Bytes())
+	d.out.Reset()
+	return b
+}
+
+// Interrupt implements runs.Conversation: session/cancel of the running
+// turn, with the cancelled outcome for every pending approval as ACP
+// requires. The conversation then ends when the prompt answers. With no
+// turn running there is nothing to ask: nil, and the supervisor goes on
+// to signals.
+func (d *Decoder) Interrupt() []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopping = true
+	if d.turn == nil || d.turn.cancelled || d.sessionID == "" {
+		return nil
+	}
+	d.cancelTurn()
+	return d.take()
+}
+
+// cancelTurn writes session/cancel and withdraws every pending approval.
+func (d *Decoder) cancelTurn() {
+	d.turn.cancelled = true
+	for _, id := range sortedKeys(d.approvals) {
+		if a := d.approvals[id]; !a.withdrawn {
+			a.withdrawn = true
+			d.respond(a.rpcID, permissionOutcome{Outcome: outcome{Outcome: "cancelled"}})
+		}
+	}
+	d.notify(methodCancel, cancelParams{SessionID: d.sessionID})
+}
+
+// Answer implements runs.Session. The option is picked by kind:
+// allow → allow_once, allow_session → allow_always, deny → reject_once
+// (the cancelled outcome where the CLI offers none), deny_and_stop →
+// reject_once, then session/cancel. ACP has no field for message: it is
+// not passed on.
+func (d *Decoder) Answer(id string, dec runs.Decision, message string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	a, ok := d.approvals[id]
+	if !ok || a.withdrawn {
+		return fmt.Errorf("approval %s: %w", id, runs.ErrNotFound)
+	}
+	var res permissionOutcome
+	switch dec {
+	case runs.Allow, runs.AllowSession:
+		kind := kindAllowOnce
+		if dec == runs.AllowSession {
+			kind = kindAllowAlways
+		}
+		opt, ok := pick(a.options, kind)
+		if !ok {
+			return fmt.Errorf("approval %s: %s offers no %s option: %w", id, d.agent(), kind, runs.ErrInvalid)
+		}
+		res.Outcome = outcome{Outcome: "selected", OptionID: opt}
+	case runs.Deny, runs.DenyAndStop:
+		res.Outcome = outcome{Outcome: "cancelled"}
+		if opt, ok := pick(a.options, kindRejectOnce); ok {
+			res.Outcome = outcome{Outcome: "selected", OptionID: opt}
+		}
+	default:
+		return fmt.Errorf("decision %q: %w", dec, runs.ErrInvalid)
+	}
+	delete(d.approvals, id)
+	d.respond(a.rpcID, res)
+	if dec == runs.Deny || dec == runs.DenyAndStop {
+		d.denied[a.toolCallID] = true
+	}
+	if dec == runs.DenyAndStop && d.turn != nil && !d.turn.cancelled {
+		d.cancelTurn()
+	}
+	return nil
+}
+
+// Send implements runs.Session: another session/prompt. While idle it
+// starts the next turn; with steer during a turn it joins the running
+// turn where the CLI merges prompts (Profile.Steering), and is refused
+// where a second prompt would cancel the running one.
+func (d *Decoder) Send(text string, steer bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.phase != phaseReady:
+		return runs.Conflict(runs.ConflictRunEnded, "the session is not up")
+	case d.closing || d.stopping:
+		return runs.Conflict(runs.ConflictClosing, "the session is closing")
+	case d.turn == nil:
+		d.turn = &turnState{}
+	case !steer:
+		return runs.Conflict(runs.ConflictNoTurn, "a turn is running: the message must wait for its end")
+	case d.p.Steering != SteerMerges:
+		return runs.Unsupported(d.agent(), runs.FieldInteractive, "a second prompt cancels the running turn: this agent cannot steer")
+	case d.turn.cancelled:
+		return runs.Conflict(runs.ConflictNoTurn, "the running turn is being cancelled")
+	}
+	d.prompt(text)
+	return nil
+}
+
+// InterruptTurn implements runs.Session: session/cancel. The prompt then
+// answers cancelled, which ends the turn as cancelled.
+func (d *Decoder) InterruptTurn() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.turn == nil || d.sessionID == "" {
+		return runs.Conflict(runs.ConflictNoTurn, "no turn is running")
+	}
+	if !d.turn.cancelled {
+		d.cancelTurn()
+	}
+	return nil
+}
+
+// Close implements runs.Session.
+func (d *Decoder) Close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closing = true
+}
+
+// prompt sends a session/prompt of the running turn.
+func (d *Decoder) prompt(text string) {
+	id := d.request(methodPrompt, reqPrompt, promptParams{SessionID: d.sessionID, Prompt: []ContentBlock{{Type: "text", Text: text}}})
+	d.turn.prompts = append(d.turn.prompts, id)
+}
+
+func (d *Decoder) request(method string, purpose int, params any) int64 {
+	id := d.nextID
+	d.nextID++
+	d.sent[id] = purpose
+	d.write(outRequest{JSONRPC: "2.0", ID: &id, Method: method, Params: params})
+	return id
+}
+
+func (d *Decoder) notify(method string, params any) {
+	d.write(outRequest{JSONRPC: "2.0", Method: method, Params: params})
+}
+
+func (d *Decoder) respond(id json.RawMessage, result any) {
+	d.write(outResponse{JSONRPC: "2.0", ID: id, Result: result})
+}
+
+func (d *Decoder) write(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Every value written is built here from strings and numbers.
+		panic(fmt.Sprintf("acp: marshal %T: %v", v, err))
+	}
+	d.out.Write(b)
+	d.out.WriteByte('\n')
+}
+
+// Decode implements runs.Decoder.
+func (d *Decoder) Decode(line []byte) []runs.Event {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return nil
+	}
+	var m message
+	if err := json.Unmarshal(line, &m); err != nil {
+		return []runs.Event{unparsed(line, "not JSON: "+err.Error())}
+	}
+	var evs []runs.Event
+	switch {
+	case m.hasID() && m.Method != "":
+		evs = d.agentRequest(&m, line)
+	case m.hasID():
+		evs = d.response(&m, line)
+	case m.Method == methodUpdate:
+		evs = d.sessionUpdate(&m, line)
+	case m.Method != "":
+		evs = []runs.Event{unparsed(line, fmt.Sprintf("unknown notification %q", m.Method))}
+	default:
+		evs = []runs.Event{unparsed(line, "neither a request, a response nor a notification")}
+	}
+	for i := range evs {
+		if evs[i].Type != runs.EventAgentUnparsed && evs[i].SessionID == "" {
+			evs[i].SessionID = d.sessionID
+		}
+	}
+	return evs
+}
+
+// response handles the answer to one of the client's requests.
+func (d *Decoder) response(m *message, line []byte) []runs.Event {
+	id, err := strconv.ParseInt(string(m.ID), 10, 64)
+	purpose, ok := d.sent[id]
+	if err != nil || !ok {
+		return []runs.Event{unparsed(line, "a response to no request of the client")}
+	}
+	delete(d.sent, id)
+	switch purpose {
+	case reqInitialize:
+		if m.Error != nil {
+			return d.fail(methodInitialize, m.Error)
+		}
+		d.phase = phaseNew
+		cwd := d.p.Cwd
+		if cwd == "" {
+			cwd = d.inv.Dir
+		}
+		servers := d.p.MCPServers
+		if servers == nil {
+			servers = []json.RawMessage{}
+		}
+		d.request(methodSessionNew, reqNew, sessionNewParams{Cwd: cwd, MCPServers: servers})
+		return nil
+	case reqNew:
+		if m.Error != nil {
+			return d.fail(methodSessionNew, m.Error)
+		}
+		var r sessionNewResult
+		if err := json.Unmarshal(m.Result, &r); err != nil || r.SessionID == "" {
+			return d.fail(methodSessionNew, &RPCError{Message: "session/new answered no sessionId"})
+		}
+		d.sessionID = r.SessionID
+		if r.Models != nil {
+			d.model = r.Models.CurrentModelID
+		}
+		evs := []runs.Event{runs.NewEvent(runs.EventSessionStarted, runs.SessionStartedData{
+			SessionID: d.sessionID, Model: d.model, Tools: []string{},
+		})}
+		if d.p.Mode != "" {
+			d.phase = phaseMode
+			d.request(methodSetMode, reqMode, setModeParams{SessionID: d.sessionID, ModeID: d.p.Mode})
+			return evs
+		}
+		return append(evs, d.startFirstTurn()...)
+	case reqMode:
+		if m.Error != nil {
+			return d.fail(methodSetMode, m.Error)
+		}
+		return d.startFirstTurn()
+	case reqPrompt:
+		return d.promptAnswered(id, m)
+	}
+	return nil
+}
+
+// startFirstTurn sends turn 1, the Spec's prompt, unless the run was
+// interrupted during the handshake.
+func (d *Decoder) startFirstTurn() []runs.Event {
+	d.phase = phaseReady
+	if d.stopping {
+		return nil
+	}
+	d.turn = &turnState{}
+	d.prompt(d.inv.Spec.Prompt)
+	return nil
+}
+
+// fail ends a session whose handshake failed: turn 1, which the
+// supervisor started, fails with the classified error.
+func (d *Decoder) fail(method string, e *RPCError) []runs.Event {
+	d.phase = phaseFailed
+	d.failErr = d.classify(method, e)
+	d.turns++
+	d.lastStatus, d.lastErr = runs.Failed, d.failErr
+	return []runs.Event{runs.NewEvent(runs.EventTurnCompleted, runs.TurnCompletedData{
+		Status: runs.Failed, Error: d.failErr,
+	})}
+}
+
+func (d *Decoder) classify(method string, e *RPCError) *runs.RunError {
+	if d.p.ClassifyError != nil {
+		if re := d.p.ClassifyError(method, e); re != nil {
+			return re
+		}
+	}
+	return runs.NewRunError(runs.APIError, fmt.Sprintf("%s answered %s with error %d: %s", d.agent(), method, e.Code, orText(e.Text(), "no message")), "")
+}
+
+// promptAnswered ends the turn once every prompt of it answered.
+func (d *Decoder) promptAnswered(id int64, m *message) []runs.Event {
+	t := d.turn
+	if t == nil {
+		return nil
+	}
+	i := indexOf(t.prompts, id)
+	if i < 0 {
+		return nil
+	}
+	t.prompts = append(t.prompts[:i], t.prompts[i+1:]...)
+	if len(t.prompts) > 0 {
+		// A merged steer: the turn ends with the last prompt's answer.
+		return nil
+	}
+	evs := d.boundary()
+	evs = append(evs, d.closeTools("the turn ended before the tool call returned")...)
+	for _, aid := range sortedKeys(d.approvals) {
+		evs = append(evs, runs.NewEvent(runs.EventApprovalResolved, runs.ApprovalResolvedData{
+			ID: aid, Decision: runs.Deny, Reason: runs.ResolvedWithdrawn,
+		}))
+		delete(d.approvals, aid)
+	}
+	data := runs.TurnCompletedData{Result: t.result}
+	if m.Error != nil {
+		data.Status, data.StopReason, data.Error = runs.Failed, "error", d.classify(methodPrompt, m.Error)
+	} else {
+		var r promptResult
+		_ = json.Unmarshal(m.Result, &r)
+		data.StopReason = r.StopReason
+		switch r.StopReason {
+		case "end_turn":
+			data.Status = runs.Succeeded
+		case "cancelled":
+			data.Status = runs.Cancelled
+			data.Error = runs.NewRunError(runs.Interrupted, "the turn was interrupted", "")
+		case "max_tokens":
+			data.Status = runs.Failed
+			data.Error = runs.NewRunError(runs.ContextExceeded, d.agent()+" stopped the turn: the model reached its output token limit", "")
+		case "max_turn_requests":
+			data.Status = runs.Failed
+			data.Error = runs.NewRunError(runs.MaxTurns, d.agent()+" stopped the turn: too many model requests in one turn", "")
+		case "refusal":
+			data.Status = runs.Failed
+			data.Error = runs.NewRunError(runs.Refused, "the model refused to go on", "")
+		default:
+			data.Status = runs.Failed
+			data.Error = runs.NewRunError(runs.AgentCrashed, fmt.Sprintf("%s ended the turn with stop reason %q", d.agent(), r.StopReason), "")
+		}
+		if u, ok := d.readUsage(m.Result); ok {
+			data.Usage = u
+		}
+	}
+	d.usage = d.usage.Add(data.Usage)
+	evs = append(evs, runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: d.usage}))
+	d.turns++
+	d.lastStatus, d.lastStop, d.lastResult, d.lastErr = data.Status, data.StopReason, data.Result, data.Error
+	d.turn = nil
+	return append(evs, runs.NewEvent(runs.EventTurnCompleted, data))
+}
+
+// readUsage is the turn's own usage from a prompt result.
+func (d *Decoder) readUsage(result json.RawMessage) (runs.Usage, bool) {
+	if d.p.ReadUsage == nil || len(result) == 0 {
+		return runs.Usage{}, false
+	}
+	u, ok := d.p.ReadUsage(result)
+	if !ok {
+		return runs.Usage{}, false
+	}
+	u = clampUsage(u)
+	if d.p.Counting != Cumulative {
+		return u, true
+	}
+	if u.IsZero() {
+		// A cancelled turn may report nothing: the session figure has
+		// not gone back to zero.
+		return runs.Usage{}, true
+	}
+	turn := runs.Usage{
+		InputTokens:      max(u.InputTokens-d.lastCum.InputTokens, 0),
+		CacheReadTokens:  max(u.CacheReadTokens-d.lastCum.CacheReadTokens, 0),
+		CacheWriteTokens: max(u.CacheWriteTokens-d.lastCum.CacheWriteTokens, 0),
+		OutputTokens:     max(u.OutputTokens-d.lastCum.OutputTokens, 0),
+		ReasoningTokens:  max(u.ReasoningTokens-d.lastCum.ReasoningTokens, 0),
+	}
+	d.lastCum = u
+	return turn, true
+}
+
+// agentRequest answers a request from the agent.
+func (d *Decoder) agentRequest(m *message, line []byte) []runs.Event {
+	if m.Method != methodRequestPermission {
+		// fs/* and terminal/* were advertised false; anything else is
+		// unknown. An error answer, so that the CLI never waits.
+		d.write(outResponse{JSONRPC: "2.0", ID: m.ID, Error: &RPCError{Code: codeMethodNotFound, Message: "method not supported by this client: " + m.Method}})
+		return []runs.Event{warning("acp_unsupported_request", fmt.Sprintf("%s asked for %s, which the gateway does not offer; it was answered with an error", d.agent(), m.Method))}
+	}
+	var p permissionParams
+	if err := json.Unmarshal(m.Params, &p); err != nil {
+		d.respond(m.ID, permissionOutcome{Outcome: outcome{Outcome: "cancelled"}})
+		return []runs.Event{unparsed(line, "session/request_permission params: "+err.Error()), warning("acp_permission_refused",
+			"a permission request the gateway could not read was refused")}
+	}
+	if d.turn == nil || d.turn.cancelled {
+		// Nobody can answer it: no turn runs, or it is being cancelled.
+		d.respond(m.ID, permissionOutcome{Outcome: outcome{Outcome: "cancelled"}})
+		return nil
+	}
+	evs := d.startTool(p.ToolCall)
+	d.approvalN++
+	id := "acp-" + strconv.Itoa(d.approvalN)
+	d.approvals[id] = &approval{rpcID: bytes.Clone(m.ID), toolCallID: p.ToolCall.ToolCallID, options: p.Options}
+	opts := []runs.Decision{}
+	if _, ok := pick(p.Options, kindAllowOnce); ok {
+		opts = append(opts, runs.Allow)
+	}
+	if _, ok := pick(p.Options, kindAllowAlways); ok {
+		opts = append(opts, runs.AllowSession)
+	}
+	opts = append(opts, runs.Deny, runs.DenyAndStop)
+	return append(evs, runs.NewEvent(runs.EventApprovalRequested, runs.ApprovalRequestedData{
+		ID: id, ToolCallID: p.ToolCall.ToolCallID, Tool: d.toolName(p.ToolCall), Input: d.toolInput(p.ToolCall), Options: opts,
+	}))
+}
+
+// sessionUpdate maps a session/update notification.
+func (d *Decoder) sessionUpdate(m *message, line []byte) []runs.Event {
+	var p updateParams
+	if err := json.Unmarshal(m.Params, &p); err != nil || len(p.Update) == 0 {
+		return []runs.Event{unparsed(line, "session/update without an update")}
+	}
+	var u update
+	if err := json.Unmarshal(p.Update, &u); err != nil {
+		return []runs.Event{unparsed(line, "session/update: "+err.Error())}
+	}
+	if d.p.Update != nil {
+		if evs, ok := d.p.Update(u.SessionUpdate, p.Update); ok {
+			return evs
+		}
+	}
+	switch u.SessionUpdate {
+	case "agent_message_chunk":
+		text, ok := textOf(u.Content)
+		if !ok {
+			return []runs.Event{unparsed(line, "agent_message_chunk without text content")}
+		}
+		evs := d.flushThought()
+		if d.turn != nil {
+			d.turn.text.WriteString(text)
+		}
+		return append(evs, runs.NewEvent(runs.EventMessageDelta, runs.MessageData{Text: text}))
+	case "agent_thought_chunk":
+		text, ok := textOf(u.Content)
+		if !ok {
+			return []runs.Event{unparsed(line, "agent_thought_chunk without text content")}
+		}
+		evs := d.flushText()
+		if d.turn != nil {
+			d.turn.thought.WriteString(text)
+		}
+		return append(evs, runs.NewEvent(runs.EventReasoningDelta, runs.DeltaData{Text: text}))
+	case "user_message_chunk":
+		// The prompt's echo, or a loaded session's history.
+		return nil
+	case "tool_call":
+		var tc ToolCall
+		if err := json.Unmarshal(p.Update, &tc); err != nil || tc.ToolCallID == "" {
+			return []runs.Event{unparsed(line, "tool_call without a toolCallId")}
+		}
+		evs := d.startTool(tc)
+		return append(evs, d.toolUpdate(tc)...)
+	case "tool_call_update":
+		var tc ToolCall
+		if err := json.Unmarshal(p.Update, &tc); err != nil || tc.ToolCallID == "" {
+			return []runs.Event{unparsed(line, "tool_call_update without a toolCallId")}
+		}
+		evs := d.startTool(tc)
+		return append(evs, d.toolUpdate(tc)...)
+	case "plan":
+		steps := make([]runs.PlanStep, 0, len(u.Entries))
+		for _, e := range u.Entries {
+			st := runs.StepPending
+			switch e.Status {
+			case "in_progress":
+				st = runs.StepInProgress
+			case "completed":
+				st = runs.StepCompleted
+			}
+			steps = append(steps, runs.PlanStep{Step: e.Content, Status: st})
+		}
+		return []runs.Event{runs.NewEvent(runs.EventPlanUpdated, runs.PlanUpdatedData{Steps: steps})}
+	case "available_commands_update", "current_mode_update", "config_option_update", "session_info_update", "usage_update":
+		// Slash commands, modes, options, titles and context-window
+		// fill: nothing a run reports.
+		return nil
+	}
+	return []runs.Event{unparsed(line, fmt.Sprintf("unknown session/update %q", u.SessionUpdate))}
+}
+
+// startTool emits tool_call.started the first time a tool call is seen
+// (in tool_call, tool_call_update or a permission request: Gemini sends
+// no tool_call before it asks), completing the text streamed before it
+// and any denied call still open.
+func (d *Decoder) startTool(tc ToolCall) []runs.Event {
+	if _, seen := d.named[tc.ToolCallID]; seen {
+		return nil
+	}
+	evs := d.boundary()
+	evs = append(evs, d.closeDenied()...)
+	name := d.toolName(tc)
+	d.named[tc.ToolCallID] = name
+	d.tools = append(d.tools, tc.ToolCallID)
+	return append(evs, runs.NewEvent(runs.EventToolCallStarted, runs.ToolCallStartedData{
+		ID: tc.ToolCallID, Name: name, Input: d.toolInput(tc),
+	}))
+}
+
+// toolUpdate completes a tool call whose status became completed or
+// failed, and reports the file edits its content shows.
+func (d *Decoder) toolUpdate(tc ToolCall) []runs.Event {
+	var evs []runs.Event
+	for _, c := range tc.Content {
+		if c.Type != "diff" || c.Path == "" || c.NewText == nil {
+			continue
+		}
+		kind := runs.ChangeUpdate
+		if c.OldText == nil {
+			kind = runs.ChangeAdd
+		}
+		evs = append(evs, runs.NewEvent(runs.EventFileChanged, runs.FileChangedData{Path: c.Path, Kind: kind, ToolCallID: tc.ToolCallID}))
+	}
+	if tc.Status != toolCompleted && tc.Status != toolFailed {
+		return evs
+	}
+	i := indexOf(d.tools, tc.ToolCallID)
+	if i < 0 {
+		return evs // completed before
+	}
+	d.tools = append(d.tools[:i], d.tools[i+1:]...)
+	delete(d.denied, tc.ToolCallID)
+	return append(evs, runs.NewEvent(runs.EventToolCallCompleted, runs.ToolCallCompletedData{
+		ID: tc.ToolCallID, Output: toolOutput(tc), IsError: tc.Status == toolFailed,
+	}))
+}
+
+// closeDenied completes the denied tool calls still open: a CLI that
+// goes on after a deny (Gemini) sends no update for them.
+func (d *Decoder) closeDenied() []runs.Event {
+	var evs []runs.Event
+	kept := d.tools[:0]
+	for _, id := range d.tools {
+		if d.denied[id] {
+			delete(d.denied, id)
+			evs = append(evs, runs.NewEvent(runs.EventToolCallCompleted, runs.ToolCallCompletedData{
+				ID: id, Output: "denied by the client", IsError: true,
+			}))
+			continue
+		}
+		kept = append(kept, id)
+	}
+	d.tools = kept
+	return evs
+}
+
+// closeTools completes every open tool call as failed.
+func (d *Decoder) closeTools(why string) []runs.Event {
+	evs := d.closeDenied()
+	for _, id := range d.tools {
+		evs = append(evs, runs.NewEvent(runs.EventToolCallCompleted, runs.ToolCallCompletedData{ID: id, Output: why, IsError: true}))
+	}
+	d.tools = nil
+	return evs
+}
+
+// boundary completes the thought and text streamed so far.
+func (d *Decoder) boundary() []runs.Event {
+	return append(d.flushThought(), d.flushText()...)
+}
+
+func (d *Decoder) flushText() []runs.Event {
+	if d.turn == nil || d.turn.text.Len() == 0 {
+		return nil
+	}
+	text := d.turn.text.String()
+	d.turn.text.Reset()
+	d.turn.result = text
+	return []runs.Event{runs.NewEvent(runs.EventMessageCompleted, runs.MessageData{Text: text})}
+}
+
+func (d *Decoder) flushThought() []runs.Event {
+	if d.turn == nil || d.turn.thought.Len() == 0 {
+		return nil
+	}
+	text := d.turn.thought.String()
+	d.turn.thought.Reset()
+	vis := d.p.Reasoning
+	if vis == "" {
+		vis = runs.VisibilityFull
+	}
+	return []runs.Event{runs.NewEvent(runs.EventReasoningCompleted, runs.ReasoningData{Text: text, Visibility: vis})}
+}
+
+// Finish implements runs.Decoder. A turn still running when the process
+// ended fails, classified from the exit and stderr. The outcome's usage
+// is the sum over the turns, its status and result the last turn's.
+func (d *Decoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := runs.Outcome{SessionID: d.sessionID, Model: d.model}
+	if d.turn != nil || d.turns == 0 {
+		// The process ended in a turn, or before turn 1 could end.
+		re := d.exitError(exit, stderrTail)
+		if d.turn != nil {
+			out.Events = append(out.Events, d.boundary()...)
+		}
+		out.Events = append(out.Events, d.closeTools("no result: the agent ended before the tool call returned")...)
+		result := ""
+		if d.turn != nil {
+			result = d.turn.result
+		}
+		for _, aid := range sortedKeys(d.approvals) {
+			out.Events = append(out.Events, runs.NewEvent(runs.EventApprovalResolved, runs.ApprovalResolvedData{
+				ID: aid, Decision: runs.Deny, Reason: runs.ResolvedWithdrawn,
+			}))
+			delete(d.approvals, aid)
+		}
+		out.Events = append(out.Events, runs.NewEvent(runs.EventTurnCompleted, runs.TurnCompletedData{
+			Status: runs.Failed, Result: result, Error: re,
+		}))
+		d.turns++
+		d.turn = nil
+		d.lastStatus, d.lastStop, d.lastResult, d.lastErr = runs.Failed, "", result, re
+	} else {
+		out.Events = append(out.Events, d.closeTools("no result: the agent ended before the tool call returned")...)
+	}
+	for i := range out.Events {
+		out.Events[i].SessionID = d.sessionID
+	}
+	out.Status, out.StopReason, out.Result, out.Error = d.lastStatus, d.lastStop, d.lastResult, d.lastErr
+	out.Usage, out.NumTurns = d.usage, d.turns
+	return out
+}
+
+func (d *Decoder) exitError(exit runs.Exit, stderrTail []byte) *runs.RunError {
+	if d.failErr != nil {
+		return d.failErr
+	}
+	if d.p.ClassifyExit != nil {
+		if re := d.p.ClassifyExit(exit, stderrTail); re != nil {
+			return re
+		}
+	}
+	if exit.Signal != "" {
+		return runs.NewRunError(runs.ProcessKilled, fmt.Sprintf("%s was killed by %s", d.agent(), exit.Signal), "")
+	}
+	return runs.NewRunError(runs.AgentCrashed, fmt.Sprintf("%s exited with code %d before the turn ended", d.agent(), exit.Code), "")
+}
+
+func (d *Decoder) agent() string {
+	if d.p.Agent == "" {
+		return "the agent"
+	}
+	return d.p.Agent
+}
+
+func (d *Decoder) toolName(tc ToolCall) string {
+	if d.p.ToolName != nil {
+		if n := d.p.ToolName(tc); n != "" {
+			return n
+		}
+	}
+	if n, ok := d.named[tc.ToolCallID]; ok {
+		return n
+	}
+	return orText(tc.Kind, orText(tc.Title, "tool"))
+}
+
+func (d *Decoder) toolInput(tc ToolCall) json.RawMessage {
+	if d.p.ToolInput != nil {
+		if in := d.p.ToolInput(tc); len(in) > 0 {
+			return in
+		}
+	}
+	if raw := bytes.TrimSpace(tc.RawInput); len(raw) > 0 && raw[0] == '{' {
+		return bytes.Clone(raw)
+	}
+	b, _ := json.Marshal(struct {
+		Title   string `json:"title,omitempty"`
+		Kind    string `json:"kind,omitempty"`
+		Content string `json:"content,omitempty"`
+	}{tc.Title, tc.Kind, contentText(tc.Content)})
+	return b
+}
+
+// toolOutput is a completed tool call's output: the text of its content,
+// else its rawOutput.
+func toolOutput(tc ToolCall) string {
+	if s := contentText(tc.Content); s != "" {
+		return s
+	}
+	raw := bytes.TrimSpace(tc.RawOutput)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var o struct {
+		Output  *string `json:"output"`
+		Message *string `json:"message"`
+	}
+	if json.Unmarshal(raw, &o) == nil {
+		if o.Output != nil {
+			return *o.Output
+		}
+		if o.Message != nil {
+			return *o.Message
+		}
+	}
+	return string(raw)
+}
+
+// contentText joins the text of a tool call's content blocks.
+func contentText(cs []ToolCallContent) string {
+	var parts []string
+	for _, c := range cs {
+		if c.Type != "content" {
+			continue
+		}
+		if t, ok := textOf(c.Content); ok && t != "" {
+			parts = append(parts, t)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// textOf reads a text content block.
+func textOf(raw json.RawMessage) (string, bool) {
+	var b ContentBlock
+	if err := json.Unmarshal(raw, &b); err != nil || b.Type != "text" {
+		return "", false
+	}
+	return b.Text, true
+}
+
+// pick returns the id of the first option of kind.
+func pick(opts []permissionOption, kind string) (string, bool) {
+	for _, o := range opts {
+		if o.Kind == kind {
+			return o.OptionID, true
+		}
+	}
+	return "", false
+}
+
+// maxTokens bounds every count read from a CLI, far above any real one,
+// so that no sum can overflow.
+const maxTokens = 1 << 50
+
+func clampUsage(u runs.Usage) runs.Usage {
+	c := func(n int64) int64 { return min(max(n, 0), maxTokens) }
+	return runs.Usage{
+		InputTokens: c(u.InputTokens), CacheReadTokens: c(u.CacheReadTokens), CacheWriteTokens: c(u.CacheWriteTokens),
+		OutputTokens: c(u.OutputTokens), ReasoningTokens: c(u.ReasoningTokens),
+	}
+}
+
+func indexOf[T comparable](s []T, v T) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+func sortedKeys(m map[string]*approval) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	// Approval ids are "acp-<n>": order by n.
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && approvalLess(keys[j], keys[j-1]); j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
+}
+
+func approvalLess(a, b string) bool {
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	return a < b
+}
+
+func unparsed(line []byte, reason string) runs.Event {
+	return runs.NewEvent(runs.EventAgentUnparsed, runs.UnparsedData{Line: string(line), Bytes: len(line), Reason: reason})
+}
+
+func warning(code, msg string) runs.Event {
+	return runs.NewEvent(runs.EventWarning, runs.WarningData{Code: code, Message: msg})
+}
+
+func orText(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,93 @@
+package acp
+
+import (
+	"encoding/json"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Counting is how a CLI's session/prompt result counts usage.
+type Counting int
+
+// The ways a CLI counts the usage it reports at the end of a turn.
+const (
+	// PerTurn: the result holds the turn's own usage, every model
+	// request of the turn (Gemini).
+	PerTurn Counting = iota
+	// Cumulative: the result holds the session's usage so far (Copilot);
+	// the core subtracts the previous turn's figure.
+	Cumulative
+	// LastRequest: the result holds only the last model request of the
+	// turn (OpenCode). The core reports it as the turn's usage; the
+	// adapter's doc must say that a turn with tool calls under-reports.
+	LastRequest
+)
+
+// Steering is what a second session/prompt does while a turn runs.
+type Steering int
+
+// The ways a CLI treats a prompt sent during a running turn.
+const (
+	// SteerCancels: the running prompt answers cancelled and the new one
+	// runs (Gemini, Copilot). The core refuses Send(text, true) during a
+	// turn: that is no steer, and the agent must not set
+	// Interaction.Steer.
+	SteerCancels Steering = iota
+	// SteerMerges: the new prompt joins the running turn and both answer
+	// with the same result (OpenCode). The core sends it and ends the
+	// turn once every prompt of it answered.
+	SteerMerges
+)
+
+// Profile is what one CLI's ACP differs in. The adapter fills it per run;
+// every hook is optional.
+type Profile struct {
+	// Agent names the CLI in messages ("gemini").
+	Agent string
+	// Cwd is session/new's cwd; empty means the invocation's Dir.
+	Cwd string
+	// MCPServers are session/new's mcpServers entries, as the CLI takes
+	// them; nil sends [].
+	MCPServers []json.RawMessage
+	// Mode, when set, is sent as session/set_mode after session/new, and
+	// turn 1 starts once the CLI accepted it.
+	Mode string
+	// Counting says how ReadUsage's figure relates to the turn.
+	Counting Counting
+	// ReadUsage reads the usage from a session/prompt result (the whole
+	// result object), normalized to the gateway's convention (input
+	// includes cached tokens, output includes reasoning). ok is false
+	// when the result reports none. Nil: no usage.
+	ReadUsage func(result json.RawMessage) (u runs.Usage, ok bool)
+	// Steering says what a prompt sent during a turn does.
+	Steering Steering
+	// DenyEndsTurn is whether the CLI ends the turn on a reject_once
+	// (OpenCode, Copilot). It changes nothing in the core; it is here so
+	// that one struct says what the adapter puts in Interaction.
+	DenyEndsTurn bool
+	// ToolName names a tool call for tool_call.started and
+	// approval.requested. Nil: the call's kind ("execute", "edit", …),
+	// else its title.
+	ToolName func(tc ToolCall) string
+	// ToolInput is a tool call's input for tool_call.started and
+	// approval.requested. Nil: rawInput when the CLI sent one, else
+	// {"title","kind"} and the text of its content.
+	ToolInput func(tc ToolCall) json.RawMessage
+	// ClassifyError classifies a JSON-RPC error the CLI answered a
+	// request with (method is the request's). Nil: api_error.
+	ClassifyError func(method string, e *RPCError) *runs.RunError
+	// ClassifyExit classifies a process that ended before the turn that
+	// ran, or before the session was up, from its exit and the tail of
+	// its stderr. Nil: agent_crashed.
+	ClassifyExit func(exit runs.Exit, stderrTail []byte) *runs.RunError
+	// Update handles a session/update kind the core does not know, or
+	// overrides one it knows: it gets the kind and the update object,
+	// and returns the events and whether it handled it. An update no
+	// one handles becomes agent.unparsed.
+	Update func(kind string, update json.RawMessage) (evs []runs.Event, handled bool)
+	// Reasoning is the visibility of agent_thought_chunk text in
+	// reasoning.completed; empty means runs.VisibilityFull.
+	Reasoning string
+	// ClientVersion is initialize's clientInfo.version; empty means "1".
+	ClientVersion string
+}
