@@ -18,11 +18,11 @@ const ProtocolVersion = 1
 type phase int
 
 const (
-	phaseInit    phase = iota // initialize sent
-	phaseNew                  // session/new sent
-	phaseMode                 // session/set_mode sent
-	phaseReady                // the session is up: a turn runs or it is idle
-	phaseFailed               // the handshake failed; nothing more is sent
+	phaseInit   phase = iota // initialize sent
+	phaseNew                 // session/new sent
+	phaseMode                // session/set_mode sent
+	phaseReady               // the session is up: a turn runs or it is idle
+	phaseFailed              // the handshake failed; nothing more is sent
 )
 
 // The purposes of the client's requests, by id.

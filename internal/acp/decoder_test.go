@@ -444,8 +444,8 @@ func TestUnknownLines(t *testing.T) {
 	}})
 	s.up()
 	for line, want := range map[string]runs.EventType{
-		`not json`: runs.EventAgentUnparsed,
-		`{"jsonrpc":"2.0","id":99,"result":{}}`:                                                          runs.EventAgentUnparsed,
+		`not json`:                              runs.EventAgentUnparsed,
+		`{"jsonrpc":"2.0","id":99,"result":{}}`: runs.EventAgentUnparsed,
 		`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"brand_new"}}}`: runs.EventAgentUnparsed,
 		`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"custom"}}}`:    runs.EventWarning,
 		`{"jsonrpc":"2.0","method":"other/notification"}`:                                               runs.EventAgentUnparsed,
