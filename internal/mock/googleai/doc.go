@@ -21,14 +21,18 @@
 // TextAnswer, ToolTurn (a thought, text and a run_shell_command call, then
 // a text answer to its functionResponse), LongTool, AlwaysTool, Failure
 // (400, 401, 403, 404, 429 with a RetryInfo, 500, 503, ...), InvalidKey (the
-// API's 400 API_KEY_INVALID), Hang and Sequence. Each answers the CLI's
+// API's 400 API_KEY_INVALID), Hang and Sequence, and for interactive runs
+// ToolThenText (a tool call, then text for every later request), TwoTools
+// (two calls in one turn, or the same call twice) and Turns (text, each
+// request billed TurnUsage(n)). Each answers the CLI's
 // model router (Request.Router), which the CLI calls when it has no model,
 // with RouterAnswer. Their usage has non-zero, distinct counts, thoughts
 // included, so that a test can tell the fields apart.
 //
 // The server keeps a ledger: each request's summary, the status sent, and
 // the usage billed, i.e. the usageMetadata of an answer sent in full.
-// Ledger.Billed sums it, so a test can compare an agent's normalized usage
+// Ledger.Seen finds a text in the request bodies (a message sent during
+// a turn). Ledger.Billed sums it, so a test can compare an agent's normalized usage
 // with what the server actually billed.
 //
 // Close drops hung requests without an answer and returns once every

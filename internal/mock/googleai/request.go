@@ -27,6 +27,9 @@ type Request struct {
 	Header   http.Header
 	// BodyBytes is the length of the body.
 	BodyBytes int
+	// Body is the body as received (up to the server's limit), for
+	// Contains.
+	Body []byte
 	// ParseError is set when a model call's body was not a JSON object;
 	// such a request is answered 400 and never reaches the scenario.
 	ParseError string
@@ -124,6 +127,47 @@ func (r *Request) FunctionResponses() []FunctionResponse {
 		}
 	}
 	return out
+}
+
+// countShellResponses counts the run_shell_command function responses in
+// every content of the request.
+func (r *Request) countShellResponses() int {
+	n := 0
+	for _, c := range r.Contents {
+		for _, p := range c.Parts {
+			if p.FunctionResponse != nil && p.FunctionResponse.Name == ShellTool {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Contains reports whether text occurs anywhere in the request's body, as
+// sent or with JSON's escapes undone (system instruction, contents,
+// function calls and responses): where a test checks that a message
+// reached the model.
+func (r *Request) Contains(text string) bool {
+	if text == "" {
+		return true
+	}
+	if bytes.Contains(r.Body, []byte(text)) {
+		return true
+	}
+	if strings.Contains(r.System, text) {
+		return true
+	}
+	for _, c := range r.Contents {
+		for _, p := range c.Parts {
+			if strings.Contains(p.Text, text) {
+				return true
+			}
+			if p.FunctionResponse != nil && strings.Contains(p.FunctionResponse.Output(), text) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // UserText returns the text parts of the user contents, joined by

@@ -90,6 +90,70 @@ func ToolTurn(command, answer string) Scenario {
 // LongTool is ToolTurn with LongCommand, for cancellation tests.
 func LongTool() Scenario { return ToolTurn(LongCommand, "The command finished.") }
 
+// ToolThenText asks for a run_shell_command call running command on the
+// first model request it sees, and answers every later one with text:
+// the tool's result, a message sent during the turn, or the next turn
+// after an interrupt. It counts requests rather than reading them because
+// after a cancelled call Gemini CLI sends the model's functionCall with no
+// functionResponse. With a long command it is the scenario of interrupts.
+func ToolThenText(command, text string) Scenario {
+	var mu sync.Mutex
+	n := 0
+	return routed(func(*Request) Response {
+		mu.Lock()
+		n++
+		first := n == 1
+		mu.Unlock()
+		if first {
+			return Response{Parts: []Part{Text("Running the command."), Shell(command)}, Usage: firstCallUsage()}
+		}
+		return Response{Parts: []Part{Text(text)}, Usage: followUpUsage()}
+	})
+}
+
+// TwoTools asks for a run_shell_command call running first, then, once
+// the request carries its response (a refused call's error response
+// counts), for one running second, and answers a request that carries
+// both responses with text. With second equal to first it is the same
+// call twice.
+func TwoTools(first, second, text string) Scenario {
+	return routed(func(req *Request) Response {
+		switch req.countShellResponses() {
+		case 0:
+			return Response{Parts: []Part{Text("First command."), Shell(first)}, Usage: firstCallUsage()}
+		case 1:
+			return Response{Parts: []Part{Text("Second command."), Shell(second)}, Usage: followUpUsage()}
+		}
+		return Response{Parts: []Part{Text(text)}, Usage: textUsage()}
+	})
+}
+
+// TurnUsage is what Turns bills for the n-th model request it answers
+// (from 1): distinct per request, so that a test can tell one turn's
+// usage from the sum of several. It bills neither cached nor thought
+// tokens: Gemini CLI's ACP, where runs of several turns live, reports
+// only prompt and candidate counts, and a turn's usage is checked for
+// equality with the bill (the other scenarios bill both, to show the gap).
+func TurnUsage(n int) Usage {
+	k := int64(n)
+	return Usage{PromptTokenCount: 1000*k + 1, CandidatesTokenCount: 10*k + 3}.withTotal()
+}
+
+// Turns answers every request with text, billing the n-th model request
+// TurnUsage(n): for runs of several turns whose usage is checked turn by
+// turn.
+func Turns(text string) Scenario {
+	var mu sync.Mutex
+	n := 0
+	return routed(func(*Request) Response {
+		mu.Lock()
+		n++
+		u := TurnUsage(n)
+		mu.Unlock()
+		return Response{Parts: []Part{Text(text)}, Usage: u}
+	})
+}
+
 // AlwaysTool asks for a run_shell_command call running command on every
 // request.
 func AlwaysTool(command string) Scenario {
@@ -202,19 +266,22 @@ func named(command string) map[string]func() Scenario {
 		return def
 	}
 	return map[string]func() Scenario{
-		"text":        func() Scenario { return TextAnswer("Hello from the mock.") },
-		"tool":        func() Scenario { return ToolTurn(or("echo hello > out.txt"), "I ran the command.") },
-		"long-tool":   func() Scenario { return ToolTurn(or(LongCommand), "The command finished.") },
-		"always-tool": func() Scenario { return AlwaysTool(or("echo again")) },
-		"hang":        Hang,
-		"invalid-key": InvalidKey,
-		"error-400":   func() Scenario { return Failure(400) },
-		"error-401":   func() Scenario { return Failure(401) },
-		"error-403":   func() Scenario { return Failure(403) },
-		"error-404":   func() Scenario { return Failure(404) },
-		"error-429":   func() Scenario { return Failure(429) },
-		"error-500":   func() Scenario { return Failure(500) },
-		"error-503":   func() Scenario { return Failure(503) },
+		"text":           func() Scenario { return TextAnswer("Hello from the mock.") },
+		"tool":           func() Scenario { return ToolTurn(or("echo hello > out.txt"), "I ran the command.") },
+		"long-tool":      func() Scenario { return ToolTurn(or(LongCommand), "The command finished.") },
+		"always-tool":    func() Scenario { return AlwaysTool(or("echo again")) },
+		"tool-then-text": func() Scenario { return ToolThenText(or(LongCommand), "Done after the tool.") },
+		"two-tools":      func() Scenario { return TwoTools(or("echo one"), or("echo two"), "Both commands ran.") },
+		"turns":          func() Scenario { return Turns("Turn answered.") },
+		"hang":           Hang,
+		"invalid-key":    InvalidKey,
+		"error-400":      func() Scenario { return Failure(400) },
+		"error-401":      func() Scenario { return Failure(401) },
+		"error-403":      func() Scenario { return Failure(403) },
+		"error-404":      func() Scenario { return Failure(404) },
+		"error-429":      func() Scenario { return Failure(429) },
+		"error-500":      func() Scenario { return Failure(500) },
+		"error-503":      func() Scenario { return Failure(503) },
 	}
 }
 
@@ -230,8 +297,8 @@ func Names() []string {
 }
 
 // Named returns the built-in scenario called name (see Names). command
-// replaces the shell command of "tool", "long-tool" and "always-tool" when
-// not empty.
+// replaces the shell command of "tool", "long-tool", "always-tool",
+// "tool-then-text" and both of "two-tools" when not empty.
 func Named(name, command string) (Scenario, error) {
 	if f, ok := named(command)[name]; ok {
 		return f(), nil

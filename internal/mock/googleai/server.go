@@ -131,6 +131,17 @@ func (l Ledger) Billed() Usage {
 	return u
 }
 
+// Seen reports whether a request of the ledger contains text (see
+// Request.Contains).
+func (l Ledger) Seen(text string) bool {
+	for _, e := range l {
+		if e.Request.Contains(text) {
+			return true
+		}
+	}
+	return false
+}
+
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.host.Enter() {
@@ -145,7 +156,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	e.Request.BodyBytes = len(body)
+	e.Request.BodyBytes, e.Request.Body = len(body), body
 	version, model, call, routed := parsePath(r.URL.Path)
 	known := routed && r.Method == http.MethodPost && (call == MethodStream || call == MethodGenerate || call == MethodCountTokens)
 	if known {

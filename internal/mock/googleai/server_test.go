@@ -578,7 +578,7 @@ func TestStartRefuses(t *testing.T) {
 
 func TestNamed(t *testing.T) {
 	names := Names()
-	if len(names) != 13 || names[0] != "always-tool" {
+	if len(names) != 16 || names[0] != "always-tool" {
 		t.Errorf("names = %v", names)
 	}
 	for _, n := range names {
@@ -644,4 +644,70 @@ func tail(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+func shellResponse() RequestPart {
+	return RequestPart{FunctionResponse: &FunctionResponse{Name: ShellTool, Response: []byte(`{"output":"ok"}`)}}
+}
+
+func TestInteractiveScenarios(t *testing.T) {
+	model := func(parts ...RequestPart) *Request {
+		return &Request{Call: MethodStream, Contents: []Content{{Role: "user", Parts: append([]RequestPart{{Text: "go"}}, parts...)}}}
+	}
+	call := func(r Response) string {
+		for _, p := range r.Parts {
+			if p.FunctionCall != nil {
+				var a struct{ Command string }
+				_ = json.Unmarshal(p.FunctionCall.Args, &a)
+				return a.Command
+			}
+		}
+		return ""
+	}
+	two := TwoTools("echo one", "echo two", "both")
+	if got := call(two.Respond(model())); got != "echo one" {
+		t.Errorf("TwoTools first = %q", got)
+	}
+	if got := call(two.Respond(model(shellResponse()))); got != "echo two" {
+		t.Errorf("TwoTools second = %q", got)
+	}
+	if r := two.Respond(model(shellResponse(), shellResponse())); call(r) != "" || r.Parts[0].Text != "both" {
+		t.Errorf("TwoTools last = %+v", r)
+	}
+	long := ToolThenText("sleep 60", "after")
+	if got := call(long.Respond(model())); got != "sleep 60" {
+		t.Errorf("ToolThenText first = %q", got)
+	}
+	for i := 0; i < 2; i++ {
+		if r := long.Respond(model()); call(r) != "" || r.Parts[0].Text != "after" {
+			t.Errorf("ToolThenText later = %+v", r)
+		}
+	}
+	turns := Turns("t")
+	for n := 1; n <= 3; n++ {
+		if r := turns.Respond(model()); r.Usage != TurnUsage(n) || TurnUsage(n) == TurnUsage(n+1) {
+			t.Errorf("Turns %d billed %+v", n, r.Usage)
+		}
+	}
+	if r := turns.Respond(&Request{Call: MethodGenerate, ResponseMIMEType: "application/json", ResponseSchema: []byte(`{"complexity_score":1}`)}); r.Usage != routerUsage() {
+		t.Errorf("the router counted as a turn: %+v", r)
+	}
+}
+
+func TestSeen(t *testing.T) {
+	srv, err := Start("127.0.0.1:0", TextAnswer("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	body := `{"contents":[{"role":"user","parts":[{"text":"STEER \"quoted\" text"}]}]}`
+	resp, err := http.Post(srv.URL+"/v1beta/models/m:generateContent", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	l := srv.Ledger()
+	if !l.Seen(`STEER "quoted" text`) || !l.Seen(`STEER \"quoted`) || l.Seen("never sent") {
+		t.Errorf("Seen is wrong for %s", body)
+	}
 }
