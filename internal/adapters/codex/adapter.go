@@ -97,9 +97,12 @@ func (*Adapter) Describe() runs.Description {
 		Fields: []string{
 			runs.FieldSystemPrompt, runs.FieldModel, runs.FieldEffort, runs.FieldTimeoutSeconds,
 			runs.FieldOutputSchema, runs.FieldResumeSessionID, runs.FieldKeepSession, runs.FieldCwd,
-			runs.FieldPermission,
+			runs.FieldPermission, runs.FieldInteractive, runs.FieldApprovals,
 		},
 		Permissions: perms,
+		// Codex's decline lets the model go on; its turn/interrupt leaves
+		// the running command alive, for the supervisor to kill.
+		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: false, KillToolsOnInterrupt: true},
 	}
 }
 
@@ -162,9 +165,14 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	}, nil
 }
 
-// NewDecoder implements runs.Adapter.
+// NewDecoder implements runs.Adapter. A run that needs a Session (it is
+// interactive, or asks for approvals) gets one.
 func (a *Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
-	return newDecoder(inv, a.methods)
+	d := newDecoder(inv, a.methods)
+	if inv.Spec.Session() {
+		return session{d}
+	}
+	return d
 }
 
 // ResolveBinary implements runs.BinaryResolver. The npm package's codex

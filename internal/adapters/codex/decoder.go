@@ -12,15 +12,6 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-// The requests the decoder sends, by id. Ids are fixed because each is
-// sent once per run; the interrupt's is the last.
-const (
-	idInitialize = 1
-	idThread     = 2
-	idTurn       = 3
-	idInterrupt  = 4
-)
-
 // The methods of the protocol the decoder calls.
 const (
 	methodInitialize    = "initialize"
@@ -29,6 +20,7 @@ const (
 	methodThreadResume  = "thread/resume"
 	methodTurnStart     = "turn/start"
 	methodTurnInterrupt = "turn/interrupt"
+	methodTurnSteer     = "turn/steer"
 )
 
 // optOut are notifications the gateway has no use for. Fewer lines to
@@ -44,18 +36,29 @@ var optOut = []string{
 // maps the server's notifications to events until the root turn
 // completes, when it ends the conversation. Only the root thread's turn
 // ends the run: helper threads (sub-agents) complete their own turns
-// inside it.
+// inside it. For a run with a Session (see session.go) the conversation
+// goes on after the turn: the decoder reports turn.completed and waits
+// for the next turn, an answer to an approval, or Close.
 type decoder struct {
 	inv     runs.Invocation
 	methods map[string]string
+	// interactive is set for a run whose Spec asks for a Session; asks
+	// for one whose tool calls wait for approvals.
+	interactive, asks bool
 
 	out  []byte // to write to stdin
 	done bool   // stdin is to be closed
 
-	mu         sync.Mutex // guards rootThread and rootTurn for Interrupt
+	// mu guards what Interrupt, which may run while Decode does, reads
+	// and writes: the request ids, the thread and turn, and the stop.
+	mu         sync.Mutex
+	nextID     int            // the id of the next request
+	calls      map[int]string // request id → method, until answered
 	rootThread string
-	rootTurn   string
-	interrupt  bool // a turn/interrupt was sent
+	rootTurn   string // the running (or last) turn of the root thread; "" until known
+	turnActive bool   // a turn was started and has not completed
+	interrupt  bool   // a turn/interrupt of the running turn was sent
+	stopping   bool   // Interrupt was called: end the conversation with the turn
 
 	session    bool               // session.started emitted
 	model      string             // as the server resolved it
@@ -64,13 +67,24 @@ type decoder struct {
 	openOrder  []string           // the same, in order
 	messages   map[string]bool    // message ids that had deltas
 	usage      runs.Usage         // summed over every model request of the run
-	result     string             // the root thread's last agent message
+	result     string             // the root thread's last agent message (of the turn)
 	diff       string             // the root turn's latest diff
-	turnStatus string             // the root turn's final status; "" until it completes
-	turnErr    *turnError         // the root turn's error
+	turnStatus string             // the last root turn's final status; "" until it completes
+	turnErr    *turnError         // the last root turn's error
 	lastErr    *errorNotification // the last error notification of the root thread
 	rpcErr     *rpcFailure        // an error answer to one of our requests
 	unanswered []string           // server requests declined
+
+	// The session's state; see session.go.
+	turns        int                    // turns completed
+	last         runs.TurnCompletedData // the last turn's end
+	turnUsage    runs.Usage             // the running turn's usage so far
+	closing      bool                   // Close was called: end the conversation with the turn
+	interruptAsk bool                   // InterruptTurn came before the turn's id
+	steers       [][]inputItem          // steered input waiting for the turn's id
+	approvals    map[string]*approval   // pending approvals by their id
+	approvalSeq  int
+	changes      map[string][]fileChange // file change items by id, for their approval's input
 }
 
 // rpcFailure is an error answer to one of the decoder's requests.
@@ -81,8 +95,10 @@ type rpcFailure struct {
 
 func newDecoder(inv runs.Invocation, methods map[string]string) *decoder {
 	return &decoder{
-		inv: inv, methods: methods,
+		inv: inv, methods: methods, interactive: inv.Spec.Session(), asks: inv.Spec.Asks(),
+		nextID: 1, calls: map[int]string{},
 		helpers: map[string]string{}, open: map[string]string{}, messages: map[string]bool{},
+		approvals: map[string]*approval{}, changes: map[string][]fileChange{},
 	}
 }
 
@@ -92,6 +108,27 @@ func (d *decoder) method(m string) string {
 		return r
 	}
 	return m
+}
+
+// call queues a request for method and remembers what its id answers.
+// Ids count from 1 in the order requests are made, so that a one-turn run
+// sends initialize, thread/start and turn/start as 1, 2 and 3.
+func (d *decoder) call(method string, params any) {
+	d.out = append(d.out, d.request(method, params)...)
+}
+
+// request encodes a request with a fresh id, as a line.
+func (d *decoder) request(method string, params any) []byte {
+	d.mu.Lock()
+	id := d.nextID
+	d.nextID++
+	d.calls[id] = method
+	d.mu.Unlock()
+	b, err := json.Marshal(request{ID: id, Method: d.method(method), Params: params})
+	if err != nil {
+		return nil // every message is built from plain values
+	}
+	return append(b, '\n')
 }
 
 // send queues one message to the server.
@@ -105,10 +142,10 @@ func (d *decoder) send(v any) {
 
 // Open implements runs.Conversation: the handshake.
 func (d *decoder) Open() []byte {
-	d.send(request{ID: idInitialize, Method: d.method(methodInitialize), Params: initializeParams{
+	d.call(methodInitialize, initializeParams{
 		ClientInfo:   clientInfo{Name: "agentgate", Title: "agentgate", Version: "1"},
 		Capabilities: capabilities{OptOut: optOut},
-	}})
+	})
 	out := d.out
 	d.out = nil
 	return out
@@ -122,17 +159,34 @@ func (d *decoder) Pending() ([]byte, bool) {
 }
 
 // Interrupt implements runs.Conversation: turn/interrupt of the root
-// turn, once it has started.
+// turn, once it has started. In a session that is idle between turns
+// there is no turn to interrupt: the request is sent all the same, and
+// its answer (an error, "no active turn to interrupt") ends the
+// conversation, so that the server exits at once rather than at a
+// signal.
 func (d *decoder) Interrupt() []byte {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.rootTurn == "" || d.interrupt {
-		return nil
+	// A session remembers the stop, to interrupt its turn as soon as the
+	// turn's id is known; a one-turn run leaves an early stop to signals,
+	// as it always has.
+	if d.interactive || (d.rootTurn != "" && !d.interrupt) {
+		d.stopping = true
+	}
+	switch {
+	case d.rootThread == "":
+		d.mu.Unlock()
+		return nil // the thread is not there yet: signals stop the run
+	case d.interrupt:
+		d.mu.Unlock()
+		return nil // already asked
+	case d.turnActive && d.rootTurn == "":
+		d.mu.Unlock()
+		return nil // sent once the turn's id is known (see setRootTurn)
 	}
 	d.interrupt = true
-	b, _ := json.Marshal(request{ID: idInterrupt, Method: d.method(methodTurnInterrupt),
-		Params: turnInterruptParams{ThreadID: d.rootThread, TurnID: d.rootTurn}})
-	return append(b, '\n')
+	thread, turn := d.rootThread, d.rootTurn
+	d.mu.Unlock()
+	return d.request(methodTurnInterrupt, turnInterruptParams{ThreadID: thread, TurnID: turn})
 }
 
 // Decode implements runs.Decoder.
@@ -160,17 +214,22 @@ func (d *decoder) Decode(line []byte) []runs.Event {
 // response handles the answer to one of the decoder's requests.
 func (d *decoder) response(line []byte, m message) []runs.Event {
 	id, err := strconv.Atoi(string(m.ID))
-	if err != nil {
+	d.mu.Lock()
+	method, ok := d.calls[id]
+	delete(d.calls, id)
+	d.mu.Unlock()
+	if err != nil || !ok {
 		return []runs.Event{unparsed(line, "response to an id the gateway never sent")}
 	}
 	if m.Error != nil {
-		return d.failedRequest(id, *m.Error)
+		return d.failedRequest(method, *m.Error)
 	}
-	switch id {
-	case idInitialize:
+	switch method {
+	case methodInitialize:
 		d.send(notification{Method: d.method(methodInitialized)})
-		d.send(d.threadRequest())
-	case idThread:
+		method, params := d.threadRequest()
+		d.call(method, params)
+	case methodThreadStart, methodThreadResume:
 		var r threadResult
 		if err := json.Unmarshal(m.Result, &r); err != nil || r.Thread.ID == "" {
 			return []runs.Event{unparsed(line, "thread result without a thread id")}
@@ -179,27 +238,37 @@ func (d *decoder) response(line []byte, m message) []runs.Event {
 		d.rootThread = r.Thread.ID
 		d.mu.Unlock()
 		d.model = r.Model
-		d.send(request{ID: idTurn, Method: d.method(methodTurnStart), Params: turnStartParams{
-			ThreadID:     r.Thread.ID,
-			Input:        []inputItem{{Type: "text", Text: d.inv.Spec.Prompt}},
-			Effort:       d.inv.Spec.Effort,
-			OutputSchema: d.inv.Spec.OutputSchema,
-		}})
+		d.startTurn(d.inv.Spec.Prompt, d.inv.Spec.OutputSchema)
 		return d.sessionStarted()
-	case idTurn:
+	case methodTurnStart:
 		var r turnResult
 		if err := json.Unmarshal(m.Result, &r); err == nil && r.Turn.ID != "" {
 			d.setRootTurn(r.Turn.ID)
 		}
-	case idInterrupt:
-	default:
-		return []runs.Event{unparsed(line, "response to an id the gateway never sent")}
+	case methodTurnInterrupt:
+		d.interruptAnswered()
+	case methodTurnSteer:
 	}
 	return nil
 }
 
+// startTurn sends turn/start with text on the root thread.
+func (d *decoder) startTurn(text string, schema json.RawMessage) {
+	d.mu.Lock()
+	thread := d.rootThread
+	d.rootTurn, d.turnActive, d.interrupt = "", true, false
+	d.mu.Unlock()
+	d.turnUsage, d.result, d.interruptAsk = runs.Usage{}, "", false
+	d.call(methodTurnStart, turnStartParams{
+		ThreadID:     thread,
+		Input:        []inputItem{{Type: "text", Text: text}},
+		Effort:       d.inv.Spec.Effort,
+		OutputSchema: schema,
+	})
+}
+
 // threadRequest starts the run's thread, or resumes the session asked for.
-func (d *decoder) threadRequest() request {
+func (d *decoder) threadRequest() (string, threadParams) {
 	s := d.inv.Spec
 	perm := s.Permission
 	if perm == "" {
@@ -207,23 +276,40 @@ func (d *decoder) threadRequest() request {
 	}
 	p := threadParams{
 		Cwd: d.inv.Dir, Model: s.Model, Sandbox: sandboxModes[perm],
-		ApprovalPolicy: "never", DeveloperInstructions: s.SystemPrompt,
+		ApprovalPolicy: d.approvalPolicy(), DeveloperInstructions: s.SystemPrompt,
 	}
 	if s.ResumeSessionID != "" {
 		p.ThreadID = s.ResumeSessionID
-		return request{ID: idThread, Method: d.method(methodThreadResume), Params: p}
+		return methodThreadResume, p
 	}
 	ephemeral := !s.KeepSession
 	p.Ephemeral = &ephemeral
-	return request{ID: idThread, Method: d.method(methodThreadStart), Params: p}
+	return methodThreadStart, p
 }
 
+// setRootTurn records the running turn's id, from the turn/start answer
+// or turn/started, whichever comes first, and sends what waited for it:
+// the stop of the run, an interrupt of the turn, steered input.
 func (d *decoder) setRootTurn(id string) {
 	d.mu.Lock()
-	if d.rootTurn == "" {
-		d.rootTurn = id
+	if d.rootTurn != "" || !d.turnActive {
+		d.mu.Unlock()
+		return
+	}
+	d.rootTurn = id
+	thread := d.rootThread
+	interrupt := (d.stopping || d.interruptAsk) && !d.interrupt
+	if interrupt {
+		d.interrupt = true
 	}
 	d.mu.Unlock()
+	if interrupt {
+		d.call(methodTurnInterrupt, turnInterruptParams{ThreadID: thread, TurnID: id})
+	}
+	for _, in := range d.steers {
+		d.call(methodTurnSteer, turnSteerParams{ThreadID: thread, ExpectedTurnID: id, Input: in})
+	}
+	d.steers = nil
 }
 
 func (d *decoder) sessionStarted() []runs.Event {
@@ -236,20 +322,24 @@ func (d *decoder) sessionStarted() []runs.Event {
 	return []runs.Event{ev}
 }
 
-// failedRequest ends the conversation: the server refused to start the
-// run (an unknown session to resume, a method or a parameter this CLI
-// version does not know).
-func (d *decoder) failedRequest(id int, e rpcError) []runs.Event {
-	method := map[int]string{
-		idInitialize: methodInitialize, idThread: methodThreadStart, idTurn: methodTurnStart, idInterrupt: methodTurnInterrupt,
-	}[id]
-	if id == idThread && d.inv.Spec.ResumeSessionID != "" {
-		method = methodThreadResume
-	}
-	if id == idInterrupt {
+// failedRequest handles an error answer. A refused initialize, thread or
+// first turn ends the conversation: the server refused to start the run
+// (an unknown session to resume, a method or a parameter this CLI
+// version does not know). In a session a refused later turn fails that
+// turn only; a refused steer or interrupt is a warning.
+func (d *decoder) failedRequest(method string, e rpcError) []runs.Event {
+	switch method {
+	case methodTurnInterrupt:
 		// The turn ended before the interrupt arrived; the stop goes on
 		// with signals if needed.
+		d.interruptAnswered()
 		return []runs.Event{warning("interrupt_refused", fmt.Sprintf("turn/interrupt: %s", e.Message))}
+	case methodTurnSteer:
+		return []runs.Event{warning("steer_refused", fmt.Sprintf("turn/steer: %s", e.Message))}
+	case methodTurnStart:
+		if d.interactive && d.turns > 0 {
+			return d.turnRefused(e)
+		}
 	}
 	if d.rpcErr == nil {
 		d.rpcErr = &rpcFailure{method: method, err: e}
@@ -258,10 +348,17 @@ func (d *decoder) failedRequest(id int, e rpcError) []runs.Event {
 	return nil
 }
 
-// serverRequest answers a request from the server. With approval policy
-// never none should come; one that does is declined, so that it never
-// waits for an answer that would not come, and reported.
+// serverRequest answers a request from the server. An approval request
+// of a run that asks is the client's to answer (session.go). Otherwise,
+// with approval policy never, none should come; one that does is
+// declined, so that it never waits for an answer that would not come,
+// and reported.
 func (d *decoder) serverRequest(m message) []runs.Event {
+	if d.asks {
+		if evs, ok := d.approvalRequest(m); ok {
+			return evs
+		}
+	}
 	d.unanswered = append(d.unanswered, m.Method)
 	r := reply{ID: m.ID}
 	switch m.Method {
@@ -315,10 +412,12 @@ func (d *decoder) notification(line []byte, m message) []runs.Event {
 		}
 		return d.scope(n.ThreadID, []runs.Event{runs.NewEvent(runs.EventToolCallOutput, runs.DeltaData{ID: n.ItemID, Text: n.Delta})})
 	case "item/fileChange/outputDelta", "item/plan/delta", "item/mcpToolCall/progress",
-		"item/commandExecution/terminalInteraction", "item/fileChange/patchUpdated", "serverRequest/resolved",
+		"item/commandExecution/terminalInteraction", "item/fileChange/patchUpdated",
 		"hook/started", "hook/completed":
 		// The completed item carries the whole text, and output.
 		return nil
+	case "serverRequest/resolved":
+		return d.requestResolved(m)
 	case "thread/tokenUsage/updated":
 		return d.tokenUsage(line, m)
 	case "turn/diff/updated":
@@ -424,6 +523,9 @@ func (d *decoder) item(it item, completed bool, thread string) []runs.Event {
 			paths = append(paths, d.relative(c.Path))
 		}
 		input := map[string]any{"paths": paths}
+		if len(it.Changes) > 0 {
+			d.changes[it.ID] = it.Changes // the diff its approval request lacks
+		}
 		if !completed {
 			return d.toolStarted(it.ID, "apply_patch", input)
 		}
@@ -542,6 +644,7 @@ func (d *decoder) tokenUsage(line []byte, m message) []runs.Event {
 		}
 	}
 	d.usage = d.usage.Add(normalize(n.TokenUsage.Last))
+	d.turnUsage = d.turnUsage.Add(normalize(n.TokenUsage.Last))
 	// The run's usage so far, helpers' included, belongs to the root.
 	return d.scope("", []runs.Event{runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: d.usage})})
 }
@@ -577,14 +680,18 @@ func (d *decoder) plan(line []byte, m message) []runs.Event {
 }
 
 // turnCompleted ends the run when the root thread's turn completed; a
-// helper thread's turn ending changes nothing.
+// helper thread's turn ending changes nothing. In a session it ends the
+// turn only (see endTurn).
 func (d *decoder) turnCompleted(line []byte, m message) []runs.Event {
 	var n turnNotification
 	if err := json.Unmarshal(m.Params, &n); err != nil {
 		return []runs.Event{unparsed(line, err.Error())}
 	}
 	d.mu.Lock()
-	root := n.ThreadID == d.rootThread && (d.rootTurn == "" || n.Turn.ID == d.rootTurn)
+	root := n.ThreadID == d.rootThread && d.turnActive && (d.rootTurn == "" || n.Turn.ID == d.rootTurn)
+	if root {
+		d.turnActive = false
+	}
 	d.mu.Unlock()
 	if !root {
 		return nil
@@ -598,8 +705,11 @@ func (d *decoder) turnCompleted(line []byte, m message) []runs.Event {
 			d.result = it.Text
 		}
 	}
-	d.done = true
-	return nil
+	if !d.interactive {
+		d.done = true
+		return nil
+	}
+	return d.endTurn()
 }
 
 // errorNotification reports a failure Codex will retry as a rate_limit or

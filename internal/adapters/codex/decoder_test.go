@@ -31,7 +31,7 @@ func sent(t *testing.T, b []byte) []map[string]any {
 func handshake(t *testing.T, d *decoder, thread string) (threadReq, turnReq map[string]any) {
 	t.Helper()
 	open := sent(t, d.Open())
-	if len(open) != 1 || open[0]["method"] != "initialize" || open[0]["id"] != float64(idInitialize) {
+	if len(open) != 1 || open[0]["method"] != "initialize" || open[0]["id"] != float64(1) {
 		t.Fatalf("Open = %v", open)
 	}
 	d.Decode([]byte(`{"id":1,"result":{"userAgent":"x"}}`))

@@ -60,6 +60,7 @@ func TestGolden(t *testing.T) {
 			dec.Open()
 			var evs []runs.Event
 			for _, l := range lines {
+				replayInterrupt(dec, c, l)
 				evs = append(evs, dec.Decode(l)...)
 				dec.Pending()
 			}
@@ -89,6 +90,29 @@ func TestGolden(t *testing.T) {
 			}}
 			agenttest.CompareGolden(t, c.name, g, *update)
 		})
+	}
+}
+
+// replayInterrupt calls the decoder's Interrupt, as the live run did,
+// before the line that answers it: a response to an id the decoder has
+// not given out yet, in a case that interrupted.
+func replayInterrupt(dec *decoder, c cliCase, line []byte) {
+	if !c.interrupt && c.deadline == 0 {
+		return
+	}
+	var m struct {
+		ID     *int            `json:"id"`
+		Method string          `json:"method"`
+		Result json.RawMessage `json:"result"`
+	}
+	if json.Unmarshal(line, &m) != nil || m.ID == nil || m.Method != "" {
+		return
+	}
+	dec.mu.Lock()
+	next := dec.nextID
+	dec.mu.Unlock()
+	if *m.ID >= next {
+		dec.Interrupt()
 	}
 }
 

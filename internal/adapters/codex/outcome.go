@@ -17,11 +17,9 @@ func (d *decoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
 		Usage: d.usage, SessionID: d.rootThread, Model: d.model, Result: d.result, Diff: d.diff,
 	}
 	// Tool calls still open were cut short by the end of the turn.
-	for _, id := range d.openOrder {
-		if _, ok := d.open[id]; ok {
-			out.Events = append(out.Events, d.scope("", []runs.Event{runs.NewEvent(runs.EventToolCallCompleted,
-				runs.ToolCallCompletedData{ID: id, Output: "the turn ended before the tool call completed", IsError: true})})...)
-		}
+	out.Events = d.closeOpen("the turn ended before the tool call completed")
+	if d.interactive {
+		return d.finishSession(out, exit, stderrTail)
 	}
 	switch {
 	case d.turnStatus == "completed":
@@ -57,19 +55,53 @@ func (d *decoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
 		out.Error = runs.NewRunError(runs.AgentCrashed, fmt.Sprintf("the turn ended with status %q", d.turnStatus), "")
 		return out
 	case d.rpcErr != nil:
-		out.Status, out.Error = runs.Failed, d.requestError()
+		out.Status, out.Error = runs.Failed, d.requestError(d.rpcErr)
 		return out
 	}
 	out.Status, out.Error = runs.Failed, exitError(exit, stderrTail, d.inv.CLIVersion)
 	return out
 }
 
-// requestError classifies the server's refusal of one of our requests.
-func (d *decoder) requestError() *runs.RunError {
-	e := d.rpcErr.err
-	msg := fmt.Sprintf("%s: %s", d.rpcErr.method, e.Message)
+// finishSession is Finish for a session: the outcome of its last turn,
+// with the usage of every turn and their number. A turn still running
+// when the process ended completes here, failed.
+func (d *decoder) finishSession(out runs.Outcome, exit runs.Exit, stderrTail []byte) runs.Outcome {
+	d.mu.Lock()
+	active := d.turnActive
+	d.turnActive = false
+	d.mu.Unlock()
+	out.NumTurns = d.turns
 	switch {
-	case d.rpcErr.method == methodThreadResume && strings.Contains(e.Message, "no rollout found"):
+	case active || d.turns == 0:
+		if d.rpcErr != nil {
+			out.Error = d.requestError(d.rpcErr)
+		} else {
+			out.Error = exitError(exit, stderrTail, d.inv.CLIVersion)
+		}
+		out.Status = runs.Failed
+		if active {
+			out.NumTurns++
+			out.Events = append(out.Events, d.withdraw()...)
+			out.Events = append(out.Events, d.scope("", []runs.Event{runs.NewEvent(runs.EventTurnCompleted, runs.TurnCompletedData{
+				Status: runs.Failed, StopReason: "failed", Result: d.result, Usage: d.turnUsage, Error: out.Error,
+			})})...)
+		}
+		return out
+	case d.last.Status == runs.Cancelled:
+		out.Status, out.StopReason = runs.Cancelled, d.last.StopReason
+		out.Error = runs.NewRunError(runs.ClassCancelled, "the last turn was interrupted", "")
+		return out
+	}
+	out.Status, out.StopReason, out.Error = d.last.Status, d.last.StopReason, d.last.Error
+	return out
+}
+
+// requestError classifies the server's refusal f of one of our requests.
+func (d *decoder) requestError(f *rpcFailure) *runs.RunError {
+	e := f.err
+	msg := fmt.Sprintf("%s: %s", f.method, e.Message)
+	switch {
+	case f.method == methodThreadResume && strings.Contains(e.Message, "no rollout found"):
 		return runs.NewRunError(runs.APIError, msg,
 			"the session was not kept (runs are ephemeral unless keep_session is true) or lives in another Codex home")
 	case e.Code == codeMethodNotFound || e.Code == codeInvalidParams || isRejection(e.Message):

@@ -247,3 +247,59 @@ type rateLimitsNotification struct {
 		} `json:"primary"`
 	} `json:"rateLimits"`
 }
+
+// turnSteerParams adds input to the running turn, which must be
+// expectedTurnId.
+type turnSteerParams struct {
+	ThreadID       string      `json:"threadId"`
+	ExpectedTurnID string      `json:"expectedTurnId"`
+	Input          []inputItem `json:"input"`
+}
+
+// steerResult is the answer to turn/steer.
+type steerResult struct {
+	TurnID string `json:"turnId"`
+}
+
+// commandApprovalParams are the parameters of
+// item/commandExecution/requestApproval.
+type commandApprovalParams struct {
+	scoped
+	ItemID  string          `json:"itemId"`
+	Command string          `json:"command"`
+	Cwd     string          `json:"cwd"`
+	Reason  string          `json:"reason"`
+	Actions json.RawMessage `json:"commandActions"`
+}
+
+// fileChangeApprovalParams are the parameters of
+// item/fileChange/requestApproval; the changes themselves are only in
+// the item/started of the item.
+type fileChangeApprovalParams struct {
+	scoped
+	ItemID    string `json:"itemId"`
+	Reason    string `json:"reason"`
+	GrantRoot string `json:"grantRoot"`
+}
+
+// elicitationParams are the parameters of mcpServer/elicitation/request.
+// Codex asks this way before an MCP tool call, with
+// _meta.codex_approval_kind "mcp_tool_call".
+type elicitationParams struct {
+	scoped
+	ServerName string `json:"serverName"`
+	Message    string `json:"message"`
+	Meta       struct {
+		Kind       string          `json:"codex_approval_kind"`
+		ToolName   string          `json:"tool_name"`
+		ToolParams json.RawMessage `json:"tool_params"`
+		CallID     string          `json:"call_id"`
+	} `json:"_meta"`
+}
+
+// resolvedParams are the parameters of serverRequest/resolved: the
+// server no longer waits for the answer to requestId.
+type resolvedParams struct {
+	ThreadID  string          `json:"threadId"`
+	RequestID json.RawMessage `json:"requestId"`
+}
