@@ -490,6 +490,10 @@ func (nopObserver) RunQueued(string)           {}
 func (nopObserver) RunStarted(string, float64) {}
 func (nopObserver) RunFinished(string, string, runs.State, runs.Class, float64, runs.Usage, *float64) {
 }
-func (nopObserver) Event(string, runs.EventType) {}
-func (nopObserver) FirstEvent(string, float64)   {}
-func (nopObserver) QueueDepth(int, int)          {}
+func (nopObserver) Event(string, runs.EventType)                            {}
+func (nopObserver) FirstEvent(string, float64)                              {}
+func (nopObserver) QueueDepth(int, int)                                     {}
+func (nopObserver) ApprovalRequested(string)                                {}
+func (nopObserver) ApprovalResolved(string, runs.Decision, string, float64) {}
+func (nopObserver) TurnStarted(string)                                      {}
+func (nopObserver) TurnFinished(string, runs.State, float64)                {}

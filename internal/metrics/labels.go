@@ -114,6 +114,24 @@ func classLabel(c runs.Class) string {
 	return other
 }
 
+func decisionLabel(d runs.Decision) string {
+	if d == "" {
+		return "none"
+	}
+	if d.Valid() {
+		return string(d)
+	}
+	return other
+}
+
+func reasonLabel(r string) string {
+	switch r {
+	case runs.ResolvedByClient, runs.ResolvedByTimeout, runs.ResolvedWithdrawn, runs.ResolvedRunEnded:
+		return r
+	}
+	return other
+}
+
 func eventTypeLabel(t runs.EventType) string {
 	for _, v := range runs.EventTypes {
 		if t == v {

@@ -54,6 +54,12 @@ type Recorder struct {
 	agentInfo     *infoCollector
 	httpRequests  *prometheus.CounterVec
 	httpDurations *prometheus.HistogramVec
+
+	approvalsRequested *prometheus.CounterVec
+	approvalsResolved  *prometheus.CounterVec
+	approvalWait       *prometheus.HistogramVec
+	turnsStarted       *prometheus.CounterVec
+	turnDuration       *prometheus.HistogramVec
 }
 
 var _ runs.Observer = (*Recorder)(nil)
@@ -129,6 +135,21 @@ func New(reg prometheus.Registerer, opts Options) (*Recorder, error) {
 			"Time to serve an HTTP request, by route pattern and method.",
 			[]float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600},
 			"route", "method"),
+		approvalsRequested: counterVec("approvals_requested_total",
+			"Approval requests of tool calls, asked of clients.", "agent"),
+		approvalsResolved: counterVec("approvals_resolved_total",
+			"Approval requests resolved, by decision (none when withdrawn or the run ended) and reason.",
+			"agent", "decision", "reason"),
+		approvalWait: histogramVec("approval_wait_seconds",
+			"Time an approval request waited until it was resolved.",
+			[]float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
+			"agent", "reason"),
+		turnsStarted: counterVec("turns_started_total",
+			"Turns of runs with a session (interactive, or asking for approvals).", "agent"),
+		turnDuration: histogramVec("turn_duration_seconds",
+			"Time from a turn's start to its end, approvals included.",
+			[]float64{0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600},
+			"agent", "status"),
 	}
 	// One collector for all of them makes registration all or nothing.
 	set := collectorSet{
@@ -136,6 +157,7 @@ func New(reg prometheus.Registerer, opts Options) (*Recorder, error) {
 		r.runsActive, r.runsQueued, r.inputTokens, r.outputTokens, r.inconsistent,
 		r.cost, r.runErrors, r.events, r.firstEvent, r.sseClients, r.agentInfo,
 		r.httpRequests, r.httpDurations,
+		r.approvalsRequested, r.approvalsResolved, r.approvalWait, r.turnsStarted, r.turnDuration,
 	}
 	if err := reg.Register(set); err != nil {
 		return nil, fmt.Errorf("metrics: register collectors: %w", err)
@@ -220,6 +242,29 @@ func (r *Recorder) FirstEvent(agent string, secs float64) {
 func (r *Recorder) QueueDepth(queued, active int) {
 	r.runsQueued.Set(float64(max(queued, 0)))
 	r.runsActive.Set(float64(max(active, 0)))
+}
+
+// ApprovalRequested counts an approval request.
+func (r *Recorder) ApprovalRequested(agent string) {
+	r.approvalsRequested.WithLabelValues(r.agents.label(agent)).Inc()
+}
+
+// ApprovalResolved counts a resolved approval and how long it waited. A
+// decision or reason outside their sets is "other"; no decision is "none".
+func (r *Recorder) ApprovalResolved(agent string, decision runs.Decision, reason string, waitSeconds float64) {
+	a, rs := r.agents.label(agent), reasonLabel(reason)
+	r.approvalsResolved.WithLabelValues(a, decisionLabel(decision), rs).Inc()
+	r.approvalWait.WithLabelValues(a, rs).Observe(seconds(waitSeconds))
+}
+
+// TurnStarted counts a turn.
+func (r *Recorder) TurnStarted(agent string) {
+	r.turnsStarted.WithLabelValues(r.agents.label(agent)).Inc()
+}
+
+// TurnFinished records a turn's duration by its status.
+func (r *Recorder) TurnFinished(agent string, status runs.State, secs float64) {
+	r.turnDuration.WithLabelValues(r.agents.label(agent), statusLabel(status)).Observe(seconds(secs))
 }
 
 // HTTPRequest counts one served request. route is the router's pattern

@@ -226,3 +226,84 @@ func (t *Tree) Kill(ctx context.Context, id string) error {
 		}
 	}
 }
+
+// KillDescendants sends SIGKILL to every live descendant of pid, again
+// and again, until none is left or ctx ends; pid itself is spared. With
+// spareFirstChild, pid's oldest child is spared too, with its own
+// descendants killed: pid is then a reaper (see Reap) whose first child
+// is the agent. It ends a turn's tools while the agent lives on, for a
+// CLI that does not stop them itself when a turn is interrupted.
+func (t *Tree) KillDescendants(ctx context.Context, pid int, spareFirstChild bool) error {
+	delay := 5 * time.Millisecond
+	for {
+		procs, err := t.list()
+		if err != nil {
+			return err
+		}
+		children := map[int][]int{}
+		for _, p := range procs {
+			if !p.zombie && p.pid != t.self {
+				children[p.ppid] = append(children[p.ppid], p.pid)
+			}
+		}
+		spare := map[int]bool{pid: true}
+		if spareFirstChild {
+			if first, ok := oldest(t.procDir, children[pid]); ok {
+				spare[first] = true
+			}
+		}
+		var victims []int
+		var walk func(int)
+		walk = func(p int) {
+			for _, c := range children[p] {
+				if !spare[c] {
+					victims = append(victims, c)
+				}
+				walk(c)
+			}
+		}
+		walk(pid)
+		if len(victims) == 0 {
+			return nil
+		}
+		for _, v := range victims {
+			_ = syscall.Kill(v, syscall.SIGKILL)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %d left below %d", ErrSurvivors, len(victims), pid)
+		case <-time.After(delay):
+		}
+		if delay < 100*time.Millisecond {
+			delay *= 2
+		}
+	}
+}
+
+// oldest returns the pid among pids that started first, by the start time
+// in /proc/PID/stat (field 22, clock ticks since boot).
+func oldest(procDir string, pids []int) (int, bool) {
+	best, bestStart := 0, uint64(0)
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("%s/%d/stat", procDir, pid))
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 || i+2 >= len(stat) {
+			continue
+		}
+		fields := strings.Fields(string(stat[i+2:]))
+		if len(fields) < 20 {
+			continue
+		}
+		start, err := strconv.ParseUint(fields[19], 10, 64)
+		if err != nil {
+			continue
+		}
+		if best == 0 || start < bestStart || (start == bestStart && pid < best) {
+			best, bestStart = pid, start
+		}
+	}
+	return best, best != 0
+}

@@ -110,7 +110,7 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	r := Run{
 		ID: id.String(), Agent: spec.Agent, Model: spec.Model, Status: Queued,
 		CreatedAt: s.cfg.Now().UTC(), AgentVersion: a.info.Version, Metadata: spec.Metadata,
-		Spec: spec, Owner: s.cfg.Replica,
+		Spec: spec, Owner: s.cfg.Replica, Interactive: spec.Interactive, Approvals: spec.Approvals,
 	}
 	// The record must not depend on the client staying: a write cut off
 	// half way could store a run that no task executes.

@@ -24,6 +24,7 @@ type appender struct {
 	changed *sync.Cond // on mu: queue grew, shrank, or closing
 	queue   []StoredEvent
 	closing bool
+	lost    int // events the store never took
 	done    chan struct{}
 }
 
@@ -54,13 +55,17 @@ func (a *appender) add(evs []StoredEvent) {
 	a.mu.Unlock()
 }
 
-// close appends everything queued and returns when it is stored.
-func (a *appender) close() {
+// close appends everything queued and returns, once it is stored, how
+// many events of the run the store never took.
+func (a *appender) close() (lost int) {
 	a.mu.Lock()
 	a.closing = true
 	a.changed.Broadcast()
 	a.mu.Unlock()
 	<-a.done
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lost
 }
 
 func (a *appender) loop() {
@@ -79,20 +84,26 @@ func (a *appender) loop() {
 		a.queue = append([]StoredEvent(nil), a.queue[n:]...)
 		a.changed.Broadcast() // room again for add
 		a.mu.Unlock()
-		appendWithRetry(a.store, a.runID, batch, a.log)
+		if err := appendWithRetry(a.store, a.runID, batch, a.log); err != nil {
+			a.mu.Lock()
+			a.lost += len(batch)
+			a.mu.Unlock()
+		}
 	}
 }
 
-// appendWithRetry appends batch, retrying a failing store briefly; a
-// batch that still fails is logged, never silently dropped.
-func appendWithRetry(store Store, runID string, batch []StoredEvent, log *zap.Logger) {
+// appendWithRetry appends batch, retrying a failing store briefly. A batch
+// that still fails is logged and its error returned, never silently
+// dropped: the run it belongs to cannot succeed.
+func appendWithRetry(store Store, runID string, batch []StoredEvent, log *zap.Logger) error {
 	var err error
 	for attempt := range appendAttempts {
 		if err = store.AppendEvents(context.Background(), runID, batch); err == nil {
-			return
+			return nil
 		}
 		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
 	}
 	log.Error("append events", zap.String("run_id", runID), zap.Uint64("first_seq", batch[0].Seq),
 		zap.Int("events", len(batch)), zap.Error(err))
+	return err
 }

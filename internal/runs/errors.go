@@ -75,14 +75,17 @@ const (
 	NotInstalled      Class = "not_installed"
 	AgentCrashed      Class = "agent_crashed"
 	Interrupted       Class = "interrupted"
-	Internal          Class = "internal"
+	// StoreFailed: some of the run's events could not be stored, so its
+	// log is not whole.
+	StoreFailed Class = "store_failed"
+	Internal    Class = "internal"
 )
 
 // Classes lists every class.
 var Classes = []Class{
 	NotAuthenticated, RateLimited, TransientAPIError, APIError, FlagRejected,
 	MaxTurns, ContextExceeded, BudgetExceeded, Refused, Timeout, ClassCancelled, ProcessKilled,
-	NotInstalled, AgentCrashed, Interrupted, Internal,
+	NotInstalled, AgentCrashed, Interrupted, StoreFailed, Internal,
 }
 
 // Retryable reports whether the same request may succeed if sent again
@@ -90,7 +93,7 @@ var Classes = []Class{
 // the agent killed it, and retrying would meet the same fate.
 func (c Class) Retryable() bool {
 	switch c {
-	case RateLimited, TransientAPIError, Timeout, Interrupted:
+	case RateLimited, TransientAPIError, Timeout, Interrupted, StoreFailed:
 		return true
 	}
 	return false

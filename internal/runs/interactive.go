@@ -253,6 +253,7 @@ const (
 	ConflictNoTurn           = "no_turn_running"
 	ConflictQueueFull        = "message_queue_full"
 	ConflictClosing          = "session_closing"
+	ConflictNotStarted       = "run_not_started"
 )
 
 // ConflictError is an ErrConflict with a stable code and a sentence.

@@ -53,7 +53,10 @@ func (s *Supervisor) execute(t *task) {
 		t.mu.Lock()
 		t.app = nil
 		t.mu.Unlock()
-		app.close()
+		lost := app.close()
+		t.mu.Lock()
+		t.lost += lost
+		t.mu.Unlock()
 	}
 	if pf, ok := t.agent.Adapter.(Preflighter); ok {
 		if runErr := pf.Preflight(ctx, t.inv, s.childEnv(t.agent, t.cmd)); runErr != nil {
@@ -68,6 +71,21 @@ func (s *Supervisor) execute(t *task) {
 		}
 	}
 	dec := t.agent.Adapter.NewDecoder(t.inv)
+	var sess *session
+	if t.inv.Spec.Session() {
+		sd, ok := dec.(Session)
+		if !ok {
+			drain()
+			s.finish(bg, t, Outcome{}, NewRunError(Internal,
+				"the agent's adapter has no interactive session for this run", ""), nil)
+			return
+		}
+		sess = newSession(s, t, sd, log)
+		t.mu.Lock()
+		t.sess = sess
+		t.mu.Unlock()
+		sess.begin()
+	}
 	start := time.Now()
 	first := true
 	path, args := t.inv.Bin, t.cmd.Args
@@ -83,6 +101,10 @@ func (s *Supervisor) execute(t *task) {
 	if conv, ok := dec.(Conversation); ok {
 		p.Conversation = conv
 	}
+	if sess != nil {
+		p.Conversation = stoppingSession{Session: sess.dec, ss: sess}
+		p.OnStart = func(w *stdinWriter, pid int) { sess.started(w, pid, s.cfg.Reaper != "") }
+	}
 	exit, stderrTail, err := runProcess(ctx, s.tree, p, func(l line) {
 		if first {
 			first = false
@@ -96,8 +118,15 @@ func (s *Supervisor) execute(t *task) {
 			}))
 			return
 		}
+		if sess != nil {
+			sess.line(l.Bytes)
+			return
+		}
 		s.emit(t, dec.Decode(l.Bytes)...)
 	})
+	if sess != nil {
+		sess.end()
+	}
 	drain()
 	if err != nil {
 		log.Error("start agent process", zap.Error(err))

@@ -17,6 +17,9 @@ type memStore struct {
 	cancels chan string
 	costs   map[string]SessionRecord
 	live    map[string]bool
+	inputs  map[string]chan InputRequest // by replica, while it listens
+	// failAppend, when set, decides whether an append fails.
+	failAppend func(id string, evs []StoredEvent) bool
 }
 
 func newMemStore() *memStore {
@@ -66,6 +69,9 @@ func (m *memStore) ListRuns(_ context.Context, f Filter) (Page, error) {
 func (m *memStore) AppendEvents(_ context.Context, id string, evs []StoredEvent) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.failAppend != nil && m.failAppend(id, evs) {
+		return fmt.Errorf("append to %s: the test's store refuses it", id)
+	}
 	m.events[id] = append(m.events[id], evs...)
 	close(m.changed)
 	m.changed = make(chan struct{})
@@ -191,3 +197,60 @@ func (nopObserver) RunFinished(string, string, State, Class, float64, Usage, *fl
 func (nopObserver) Event(string, EventType)                                            {}
 func (nopObserver) FirstEvent(string, float64)                                         {}
 func (nopObserver) QueueDepth(int, int)                                                {}
+func (nopObserver) ApprovalRequested(string)                                           {}
+func (nopObserver) ApprovalResolved(string, Decision, string, float64)                 {}
+func (nopObserver) TurnStarted(string)                                                 {}
+func (nopObserver) TurnFinished(string, State, float64)                                {}
+
+func (m *memStore) SendInput(ctx context.Context, replica, runID string, body []byte) ([]byte, error) {
+	m.mu.Lock()
+	ch := m.inputs[replica]
+	m.mu.Unlock()
+	if ch == nil {
+		return nil, fmt.Errorf("replica %s: %w", replica, ErrOwnerUnavailable)
+	}
+	reply := make(chan []byte, 1)
+	select {
+	case ch <- InputRequest{RunID: runID, Body: body, Reply: func(b []byte) { reply <- b }}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case b := <-reply:
+		return b, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("replica %s: %w", replica, ErrOwnerUnavailable)
+	}
+}
+
+func (m *memStore) Inputs(ctx context.Context, replica string) (<-chan InputRequest, error) {
+	ch := make(chan InputRequest)
+	m.mu.Lock()
+	if m.inputs == nil {
+		m.inputs = map[string]chan InputRequest{}
+	}
+	m.inputs[replica] = ch
+	m.mu.Unlock()
+	out := make(chan InputRequest)
+	go func() {
+		defer close(out)
+		defer func() {
+			m.mu.Lock()
+			delete(m.inputs, replica)
+			m.mu.Unlock()
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case req := <-ch:
+				select {
+				case out <- req:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}

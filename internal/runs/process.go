@@ -27,6 +27,11 @@ type process struct {
 	// Conversation, when set, keeps stdin open for the CLI's protocol
 	// (see Conversation); Stdin is then unused.
 	Conversation Conversation
+	// OnStart, when set with Conversation, is given stdin and the pid of
+	// the process once it runs, and drives the conversation itself: it
+	// writes Open, and the line handler writes what Pending returns.
+	// runProcess then only writes the Interrupt of a stop.
+	OnStart func(w *stdinWriter, pid int)
 	// Interrupt is sent to the CLI alone before the group gets SIGTERM;
 	// 0 skips the step.
 	Interrupt syscall.Signal
@@ -117,11 +122,15 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 		return Exit{Code: -1}, nil, err
 	}
 	if talk != nil {
-		talk.write(p.Conversation.Open())
 		defer talk.close()
+		if p.OnStart != nil {
+			p.OnStart(talk, cmd.Process.Pid)
+		} else {
+			talk.write(p.Conversation.Open())
+		}
 	}
 	lineHandler := onLine
-	if talk != nil {
+	if talk != nil && p.OnStart == nil {
 		lineHandler = func(l line) {
 			onLine(l)
 			out, done := p.Conversation.Pending()
@@ -191,7 +200,14 @@ func stop(pid int, p process, talk *stdinWriter, waited <-chan struct{}) {
 	}
 	if talk != nil {
 		if msg := p.Conversation.Interrupt(); msg != nil {
-			steps = append([]func(){func() { talk.write(msg) }}, steps...)
+			steps = append([]func(){func() {
+				talk.write(msg)
+				if p.OnStart != nil {
+					// A session waits for more input after its turn;
+					// the end of stdin tells it there is none.
+					talk.finish()
+				}
+			}}, steps...)
 		}
 	}
 	for _, step := range steps {

@@ -16,6 +16,12 @@ import (
 // the supervisor ended the run (cancel, timeout, shutdown), or it never
 // ran.
 func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override *RunError, exit *Exit) {
+	// Approvals still pending in the record (a run finished by recovery,
+	// or the sweep of a dead replica) can never be answered now.
+	for _, a := range t.run.PendingApprovals {
+		s.emit(t, NewEvent(EventApprovalResolved, ApprovalResolvedData{ID: a.ID, Reason: ResolvedRunEnded}))
+	}
+	t.run.PendingApprovals, t.run.Activity = nil, ""
 	s.emit(t, out.Events...)
 	status, runErr := out.Status, out.Error
 	if override != nil {
@@ -34,6 +40,16 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	}
 	if status == Failed && runErr == nil {
 		runErr = NewRunError(Internal, "the run failed without a reason", "")
+	}
+	t.mu.Lock()
+	lost := t.lost
+	t.mu.Unlock()
+	if lost > 0 && (status == Succeeded || runErr == nil) {
+		// A run whose log is not whole must not say it succeeded: a
+		// client that trusts run.completed would miss what was lost.
+		status, runErr = Failed, NewRunError(StoreFailed,
+			fmt.Sprintf("%d of the run's events could not be stored", lost),
+			"the event store was unavailable or overloaded; see the gateway's log, then submit the run again")
 	}
 	if status == Succeeded {
 		runErr = nil
@@ -157,7 +173,11 @@ func (s *Supervisor) emit(t *task, evs ...Event) {
 		app.add(batch)
 		return
 	}
-	appendWithRetry(s.store, t.run.ID, batch, s.log)
+	if err := appendWithRetry(s.store, t.run.ID, batch, s.log); err != nil {
+		t.mu.Lock()
+		t.lost += len(batch)
+		t.mu.Unlock()
+	}
 }
 
 // encodeBounded bounds ev's payload and encodes it, bounding it more

@@ -36,6 +36,22 @@ type Store interface {
 	// CancelRequests delivers the ids of runs whose cancel was requested on
 	// any replica, until ctx ends.
 	CancelRequests(ctx context.Context) (<-chan string, error)
+	// SendInput delivers body, an input for the run, to the replica that
+	// owns it, and returns that replica's reply. It fails with an error
+	// wrapping ErrOwnerUnavailable when the replica does not answer.
+	SendInput(ctx context.Context, replica, runID string, body []byte) ([]byte, error)
+	// Inputs delivers the input requests addressed to replica, until ctx
+	// ends; each must be answered once.
+	Inputs(ctx context.Context, replica string) (<-chan InputRequest, error)
+}
+
+// InputRequest is an input for one of a replica's runs, sent by any
+// replica, waiting for its answer.
+type InputRequest struct {
+	RunID string
+	Body  []byte
+	// Reply answers the sender; it must be called exactly once.
+	Reply func([]byte)
 }
 
 // SessionRecord is what the gateway keeps of an agent session between the
@@ -72,4 +88,13 @@ type Observer interface {
 	Event(agent string, t EventType)
 	FirstEvent(agent string, seconds float64)
 	QueueDepth(queued, active int)
+	// ApprovalRequested counts an approval request of an agent.
+	ApprovalRequested(agent string)
+	// ApprovalResolved counts a resolved approval, by decision (empty when
+	// withdrawn or the run ended) and reason, with how long it waited.
+	ApprovalResolved(agent string, decision Decision, reason string, waitSeconds float64)
+	// TurnStarted counts a turn of an interactive run.
+	TurnStarted(agent string)
+	// TurnFinished records a turn's status and duration.
+	TurnFinished(agent string, status State, seconds float64)
 }

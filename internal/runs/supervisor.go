@@ -180,6 +180,8 @@ type task struct {
 	stopErr error                   // why it was stopped, first wins
 	cancel  context.CancelCauseFunc // set while running
 	app     *appender               // set while the agent's output is read
+	lost    int                     // events the store never took
+	sess    *session                // set while a run with a Session runs
 }
 
 // NewSupervisor returns a supervisor over store for agents. Call Start
@@ -253,6 +255,15 @@ func (s *Supervisor) Start(ctx context.Context) error {
 				s.stopTask(t, errCancelled)
 			}
 		}
+	}()
+	inputs, err := s.store.Inputs(ctx, s.cfg.Replica)
+	if err != nil {
+		return fmt.Errorf("subscribe to input: %w", err)
+	}
+	s.loops.Add(1)
+	go func() {
+		defer s.loops.Done()
+		s.serveInputs(inputs)
 	}()
 	if s.cfg.ReplicaTTL > 0 {
 		if err := s.store.Heartbeat(ctx, s.cfg.Replica); err != nil {

@@ -22,6 +22,8 @@ const (
 	cancelPrefix   = "agentgate.cancel."
 	headerSeq      = "Agentgate-Seq"
 	headerType     = "Agentgate-Type"
+	headerRun      = "Agentgate-Run"
+	headerError    = "Agentgate-Error"
 	maxIDLen       = 64
 	defaultTimeout = 5 * time.Second
 	// dedupeWindow is how long the events stream remembers Nats-Msg-Id, so

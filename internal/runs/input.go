@@ -1,0 +1,203 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+)
+
+// Input delivers in to the run id wherever it executes: here, or through
+// the store to the replica that owns it. Errors: ErrNotFound (no such run
+// or approval), a *ConflictError (ErrConflict: the approval was resolved,
+// the run is not interactive or has ended, no turn runs), a *FieldError
+// (ErrInvalid, or ErrUnsupported for a steer the agent cannot do), or
+// ErrOwnerUnavailable when the owner cannot be reached.
+func (s *Supervisor) Input(ctx context.Context, id string, in Input) (InputResult, error) {
+	if err := in.Validate(); err != nil {
+		return InputResult{}, err
+	}
+	if t := s.task(id); t != nil {
+		return s.localInput(t, in)
+	}
+	r, err := s.store.GetRun(ctx, id)
+	if err != nil {
+		return InputResult{}, err
+	}
+	if err := inputConflict(r); err != nil {
+		return InputResult{}, err
+	}
+	if r.Owner == s.cfg.Replica {
+		// Ours, but no longer running here: it ended as the input came.
+		return InputResult{}, Conflict(ConflictRunEnded, "the run has ended")
+	}
+	body, err := json.Marshal(in)
+	if err != nil {
+		return InputResult{}, fmt.Errorf("encode input: %w", err)
+	}
+	reply, err := s.store.SendInput(ctx, r.Owner, id, body)
+	if err != nil {
+		return InputResult{}, err
+	}
+	return decodeInputReply(reply)
+}
+
+// inputConflict says why a run, as stored, takes no input; nil when it
+// might.
+func inputConflict(r Run) error {
+	switch {
+	case r.Status.Terminal():
+		return Conflict(ConflictRunEnded, fmt.Sprintf("the run has ended (%s)", r.Status))
+	case !r.Spec.Session():
+		return Conflict(ConflictNotInteractive, "the run is neither interactive nor asking for approvals")
+	}
+	return nil
+}
+
+func (s *Supervisor) task(id string) *task {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tasks[id]
+}
+
+// localInput delivers in to a run of this replica.
+func (s *Supervisor) localInput(t *task, in Input) (InputResult, error) {
+	t.mu.Lock()
+	sess, done := t.sess, t.done
+	t.mu.Unlock()
+	switch {
+	case done:
+		return InputResult{}, Conflict(ConflictRunEnded, "the run has ended")
+	case !t.inv.Spec.Session():
+		return InputResult{}, Conflict(ConflictNotInteractive, "the run is neither interactive nor asking for approvals")
+	case sess == nil:
+		return InputResult{}, Conflict(ConflictNotStarted, "the run has not started yet")
+	}
+	return sess.input(in)
+}
+
+// serveInputs answers the input other replicas send for this replica's
+// runs, until ctx ends.
+func (s *Supervisor) serveInputs(reqs <-chan InputRequest) {
+	for req := range reqs {
+		s.loops.Add(1)
+		go func() {
+			defer s.loops.Done()
+			req.Reply(encodeInputReply(s.answerInput(req)))
+		}()
+	}
+}
+
+func (s *Supervisor) answerInput(req InputRequest) (InputResult, error) {
+	var in Input
+	if err := json.Unmarshal(req.Body, &in); err != nil {
+		return InputResult{}, Invalid("input", "not an input: "+err.Error())
+	}
+	if err := in.Validate(); err != nil {
+		return InputResult{}, err
+	}
+	t := s.task(req.RunID)
+	if t == nil {
+		s.log.Info("input for a run not running here", zap.String("run_id", req.RunID))
+		return InputResult{}, Conflict(ConflictRunEnded, "the run has ended")
+	}
+	return s.localInput(t, in)
+}
+
+// Validate checks what an input says on its own, before it is delivered.
+func (in Input) Validate() error {
+	switch in.Kind {
+	case InputDecision:
+		switch {
+		case in.ApprovalID == "" || len(in.ApprovalID) > 256:
+			return Invalid("approval_id", "is not an approval id")
+		case !in.Decision.Valid():
+			return Invalid("decision", "must be one of allow, allow_session, deny, deny_and_stop")
+		case len(in.Message) > MaxDecisionMessageBytes || !utf8.ValidString(in.Message):
+			return Invalid("message", fmt.Sprintf("must be valid UTF-8 of at most %d bytes", MaxDecisionMessageBytes))
+		}
+	case InputMessage:
+		switch {
+		case strings.TrimSpace(in.Text) == "":
+			return Invalid("text", "is required and must not be blank")
+		case len(in.Text) > MaxMessageBytes || !utf8.ValidString(in.Text):
+			return Invalid("text", fmt.Sprintf("must be valid UTF-8 of at most %d bytes", MaxMessageBytes))
+		}
+		switch in.Mode {
+		case "", MessageQueue, MessageSteer:
+		default:
+			return Invalid("mode", "must be one of queue, steer")
+		}
+	case InputInterrupt, InputClose:
+	default:
+		return Invalid("kind", "must be one of decision, message, interrupt, close")
+	}
+	return nil
+}
+
+// inputReply is an input's answer between replicas: the result, or the
+// error with enough of its kind to be the same error on the other side.
+type inputReply struct {
+	Result *InputResult `json:"result,omitempty"`
+	Error  *wireError   `json:"error,omitempty"`
+}
+
+type wireError struct {
+	Kind    string `json:"kind"` // not_found, conflict, invalid, unsupported, internal
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+	Agent   string `json:"agent,omitempty"`
+}
+
+func encodeInputReply(res InputResult, err error) []byte {
+	var r inputReply
+	var fe *FieldError
+	var ce *ConflictError
+	switch {
+	case err == nil:
+		r.Result = &res
+	case errors.As(err, &ce):
+		r.Error = &wireError{Kind: "conflict", Code: ce.Code, Message: ce.Message}
+	case errors.As(err, &fe):
+		kind := "invalid"
+		if errors.Is(fe.Kind, ErrUnsupported) {
+			kind = "unsupported"
+		}
+		r.Error = &wireError{Kind: kind, Message: fe.Reason, Field: fe.Field, Agent: fe.Agent}
+	case errors.Is(err, ErrNotFound):
+		r.Error = &wireError{Kind: "not_found", Message: err.Error()}
+	default:
+		r.Error = &wireError{Kind: "internal", Message: err.Error()}
+	}
+	b, _ := json.Marshal(r) // plain values only
+	return b
+}
+
+func decodeInputReply(b []byte) (InputResult, error) {
+	var r inputReply
+	if err := json.Unmarshal(b, &r); err != nil {
+		return InputResult{}, fmt.Errorf("read the owner's answer: %w", err)
+	}
+	if e := r.Error; e != nil {
+		switch e.Kind {
+		case "conflict":
+			return InputResult{}, Conflict(e.Code, e.Message)
+		case "invalid":
+			return InputResult{}, Invalid(e.Field, e.Message)
+		case "unsupported":
+			return InputResult{}, Unsupported(e.Agent, e.Field, e.Message)
+		case "not_found":
+			return InputResult{}, fmt.Errorf("%s: %w", e.Message, ErrNotFound)
+		}
+		return InputResult{}, fmt.Errorf("the run's owner failed: %s", e.Message)
+	}
+	if r.Result == nil {
+		return InputResult{}, errors.New("the run's owner answered nothing")
+	}
+	return *r.Result, nil
+}

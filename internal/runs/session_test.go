@@ -1,0 +1,447 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+)
+
+// sessAdapter drives talkingAgent (which echoes each stdin line as
+// {"text":"got <line>"}) through a Session: a scripted CLI whose turns,
+// approvals and interrupts are lines the decoder wrote and reads back.
+type sessAdapter struct{ fakeAdapter }
+
+func (sessAdapter) Name() string { return "sess" }
+func (sessAdapter) Describe() Description {
+	d := fakeAdapter{}.Describe()
+	d.Name = "sess"
+	d.Fields = append(d.Fields, FieldInteractive, FieldApprovals)
+	d.Interaction = Interaction{Steer: true}
+	return d
+}
+func (sessAdapter) Command(inv Invocation) (Command, error) {
+	return Command{Env: []string{fakeAgentEnv + "=talk"}}, nil
+}
+func (sessAdapter) NewDecoder(inv Invocation) Decoder {
+	return &sessDecoder{prompt: inv.Spec.Prompt, pending: map[string]bool{}}
+}
+
+// sessDecoder: a turn whose text contains "ask" asks one approval, and
+// ends when it is answered; any other turn ends at once. Each turn bills
+// 10 input tokens.
+type sessDecoder struct {
+	prompt  string
+	out     []byte
+	done    bool
+	n       int
+	pending map[string]bool
+	turns   int
+	last    State
+}
+
+func (d *sessDecoder) write(s string) { d.out = append(d.out, s+"\n"...) }
+func (d *sessDecoder) Open() []byte   { return []byte("prompt:" + d.prompt + "\n") }
+func (d *sessDecoder) Pending() ([]byte, bool) {
+	out := d.out
+	d.out = nil
+	return out, d.done
+}
+func (d *sessDecoder) Interrupt() []byte { return []byte("interrupt\n") }
+
+func (d *sessDecoder) turnDone(st State) Event {
+	d.turns++
+	d.last = st
+	return NewEvent(EventTurnCompleted, TurnCompletedData{Status: st, Usage: Usage{InputTokens: 10}})
+}
+
+func (d *sessDecoder) Decode(line []byte) []Event {
+	var v struct{ Text string }
+	_ = json.Unmarshal(line, &v)
+	got, ok := strings.CutPrefix(v.Text, "got ")
+	if !ok {
+		return nil
+	}
+	kind, arg, _ := strings.Cut(got, ":")
+	switch kind {
+	case "prompt", "send":
+		if strings.Contains(arg, "ask") {
+			d.n++
+			id := fmt.Sprintf("a%d", d.n)
+			d.pending[id] = true
+			return []Event{NewEvent(EventApprovalRequested, ApprovalRequestedData{ID: id, Tool: "shell",
+				Input: json.RawMessage(`{"command":"touch x"}`)})}
+		}
+		return []Event{NewEvent(EventMessageCompleted, MessageData{Text: "answer to " + arg}), d.turnDone(Succeeded)}
+	case "answer":
+		id, decision, _ := strings.Cut(arg, ":")
+		delete(d.pending, id)
+		if Decision(decision) == DenyAndStop {
+			return []Event{d.turnDone(Cancelled)}
+		}
+		return []Event{NewEvent(EventMessageCompleted, MessageData{Text: decision}), d.turnDone(Succeeded)}
+	case "steer":
+		return []Event{NewEvent(EventMessageCompleted, MessageData{Text: "steered " + arg})}
+	case "interrupt":
+		var evs []Event
+		for id := range d.pending {
+			delete(d.pending, id)
+			evs = append(evs, NewEvent(EventApprovalResolved, ApprovalResolvedData{ID: id, Reason: ResolvedWithdrawn}))
+		}
+		return append(evs, d.turnDone(Cancelled))
+	}
+	return nil
+}
+
+func (d *sessDecoder) Answer(id string, dec Decision, msg string) error {
+	if !d.pending[id] {
+		return fmt.Errorf("approval %s: %w", id, ErrNotFound)
+	}
+	d.write("answer:" + id + ":" + string(dec))
+	return nil
+}
+func (d *sessDecoder) Send(text string, steer bool) error {
+	if steer {
+		d.write("steer:" + text)
+	} else {
+		d.write("send:" + text)
+	}
+	return nil
+}
+func (d *sessDecoder) InterruptTurn() error { d.write("interrupt"); return nil }
+func (d *sessDecoder) Close()               { d.done = true }
+func (d *sessDecoder) Finish(exit Exit, tail []byte) Outcome {
+	st := d.last
+	if st == "" {
+		st = Failed
+	}
+	out := Outcome{Status: st, NumTurns: d.turns, Usage: Usage{InputTokens: int64(10 * d.turns)}}
+	if st == Failed {
+		out.Error = NewRunError(AgentCrashed, "no turn ended", "")
+	}
+	return out
+}
+
+// newSessionHarness is a harness whose supervisor runs the sess agent as
+// replica, over store (a new one when nil).
+func newSessionHarness(t *testing.T, store *memStore, replica string) *harness {
+	t.Helper()
+	if store == nil {
+		store = newMemStore()
+	}
+	root := t.TempDir()
+	cfg := Config{Replica: replica, WorkspaceRoot: root, Path: os.Getenv("PATH"), Reaper: os.Args[0], KillGrace: 2 * time.Second}
+	agent := &Agent{Adapter: sessAdapter{}, Bin: os.Args[0], Home: t.TempDir()}
+	sup := NewSupervisor(cfg, store, []*Agent{agent}, nopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := sup.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = sup.Shutdown(sctx)
+		cancel()
+		sup.loops.Wait()
+	})
+	return &harness{sup: sup, store: store, root: root}
+}
+
+func (h *harness) submitSpec(t *testing.T, spec Spec) Run {
+	t.Helper()
+	spec.Agent = "sess"
+	r, err := h.sup.Submit(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// waitRecord waits until the run's stored record satisfies ok.
+func (h *harness) waitRecord(t *testing.T, id string, what string, ok func(Run) bool) Run {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		r, err := h.store.GetRun(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(r) {
+			return r
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r, _ := h.store.GetRun(context.Background(), id)
+	t.Fatalf("run %s: never %s; record %+v", id, what, r)
+	return Run{}
+}
+
+func (h *harness) input(t *testing.T, id string, in Input) InputResult {
+	t.Helper()
+	res, err := h.sup.Input(context.Background(), id, in)
+	if err != nil {
+		t.Fatalf("input %+v: %v", in, err)
+	}
+	return res
+}
+
+func awaiting(r Run) bool { return len(r.PendingApprovals) > 0 }
+func idle(r Run) bool     { return r.Activity == Idle }
+
+func (h *harness) eventsOfType(t *testing.T, id string, typ EventType) []Event {
+	t.Helper()
+	var out []Event
+	for _, e := range h.store.eventsOf(id) {
+		if e.Type != typ {
+			continue
+		}
+		var env Event
+		if err := json.Unmarshal(e.JSON, &env); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, env)
+	}
+	return out
+}
+
+func conflictCode(err error) string {
+	var ce *ConflictError
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return ""
+}
+
+func TestSessionApprovalFollowUpAndClose(t *testing.T) {
+	h := newSessionHarness(t, nil, "r1")
+	r := h.submitSpec(t, Spec{Prompt: "ask first", Interactive: true, Approvals: ApprovalsAsk})
+	rec := h.waitRecord(t, r.ID, "awaiting an approval", awaiting)
+	if rec.Activity != AwaitingApproval || len(rec.Turns) != 1 || rec.Turns[0].Turn != 1 || !rec.Interactive {
+		t.Fatalf("record while awaiting = %+v", rec)
+	}
+	a := rec.PendingApprovals[0]
+	if a.Tool != "shell" || a.ExpiresAt.Sub(a.CreatedAt) != DefaultApprovalTimeout || len(a.Options) != 4 {
+		t.Fatalf("pending approval = %+v", a)
+	}
+	res := h.input(t, r.ID, Input{Kind: InputDecision, ApprovalID: a.ID, Decision: Allow})
+	if res.Approval == nil || res.Approval.Decision != Allow || res.Approval.Reason != ResolvedByClient {
+		t.Fatalf("answer = %+v", res)
+	}
+	// A second answer to the same approval is a conflict; an unknown one
+	// is not found.
+	_, err := h.sup.Input(context.Background(), r.ID, Input{Kind: InputDecision, ApprovalID: a.ID, Decision: Deny})
+	if conflictCode(err) != ConflictApprovalResolved {
+		t.Fatalf("second answer: %v", err)
+	}
+	if _, err := h.sup.Input(context.Background(), r.ID, Input{Kind: InputDecision, ApprovalID: "nope", Decision: Deny}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown approval: %v", err)
+	}
+	h.waitRecord(t, r.ID, "idle after turn 1", idle)
+	msg := h.input(t, r.ID, Input{Kind: InputMessage, Text: "second"})
+	if msg.MessageID == "" {
+		t.Fatal("no message id")
+	}
+	h.waitRecord(t, r.ID, "idle after turn 2", func(r Run) bool { return idle(r) && len(r.Turns) == 2 })
+	h.input(t, r.ID, Input{Kind: InputClose})
+	done := h.wait(t, r.ID, 20*time.Second)
+	if done.Status != Succeeded || done.Usage.InputTokens != 20 || done.NumTurns != 2 || len(done.Turns) != 2 {
+		t.Fatalf("finished run = %+v", done)
+	}
+	if done.Turns[1].MessageID != msg.MessageID || done.Turns[1].Status != Succeeded || done.Turns[1].Usage.InputTokens != 10 {
+		t.Fatalf("turn 2 = %+v", done.Turns[1])
+	}
+	got := fmt.Sprint(h.types(r.ID))
+	want := fmt.Sprint([]EventType{EventRunQueued, EventRunStarted, EventTurnStarted, EventApprovalRequested,
+		EventApprovalResolved, EventMessageCompleted, EventTurnCompleted, EventMessageQueued, EventTurnStarted,
+		EventMessageCompleted, EventTurnCompleted, EventRunCompleted})
+	if got != want {
+		t.Fatalf("events\n%s\nwant\n%s", got, want)
+	}
+	for i, ev := range h.eventsOfType(t, r.ID, EventTurnCompleted) {
+		var d TurnCompletedData
+		b, _ := json.Marshal(ev.Data)
+		_ = json.Unmarshal(b, &d)
+		if d.Turn != i+1 {
+			t.Fatalf("turn.completed %d numbered %d", i, d.Turn)
+		}
+	}
+	if _, err := h.sup.Input(context.Background(), r.ID, Input{Kind: InputMessage, Text: "late"}); conflictCode(err) != ConflictRunEnded {
+		t.Fatalf("message after the end: %v", err)
+	}
+	assertNoProcesses(t, r.ID)
+}
+
+func TestSessionApprovalDeniedAtItsDeadline(t *testing.T) {
+	h := newSessionHarness(t, nil, "r1")
+	r := h.submitSpec(t, Spec{Prompt: "ask", Approvals: ApprovalsAsk, ApprovalTimeoutSeconds: 1})
+	done := h.wait(t, r.ID, 30*time.Second)
+	if done.Status != Succeeded {
+		t.Fatalf("run = %+v", done)
+	}
+	res := h.eventsOfType(t, r.ID, EventApprovalResolved)
+	if len(res) != 1 || !strings.Contains(fmt.Sprint(res[0].Data), "timeout") || !strings.Contains(fmt.Sprint(res[0].Data), "deny") {
+		t.Fatalf("approval.resolved = %+v", res)
+	}
+	if got := h.eventsOfType(t, r.ID, EventMessageCompleted); len(got) != 1 || !strings.Contains(fmt.Sprint(got[0].Data), "deny") {
+		t.Fatalf("the CLI was not told deny: %+v", got)
+	}
+}
+
+func TestSessionNotInteractiveEndsAfterItsTurn(t *testing.T) {
+	h := newSessionHarness(t, nil, "r1")
+	r := h.submitSpec(t, Spec{Prompt: "ask once", Approvals: ApprovalsAsk})
+	rec := h.waitRecord(t, r.ID, "awaiting an approval", awaiting)
+	if _, err := h.sup.Input(context.Background(), r.ID, Input{Kind: InputMessage, Text: "more"}); conflictCode(err) != ConflictNotInteractive {
+		t.Fatalf("message to a run that is not interactive: %v", err)
+	}
+	if _, err := h.sup.Input(context.Background(), r.ID, Input{Kind: InputClose}); conflictCode(err) != ConflictNotInteractive {
+		t.Fatalf("close of a run that is not interactive: %v", err)
+	}
+	h.input(t, r.ID, Input{Kind: InputDecision, ApprovalID: rec.PendingApprovals[0].ID, Decision: DenyAndStop})
+	done := h.wait(t, r.ID, 20*time.Second)
+	if done.Status != Cancelled || done.NumTurns != 1 {
+		t.Fatalf("run = %+v", done)
+	}
+}
+
+func TestSessionCancelWhileApprovalPending(t *testing.T) {
+	h := newSessionHarness(t, nil, "r1")
+	r := h.submitSpec(t, Spec{Prompt: "ask", Interactive: true, Approvals: ApprovalsAsk})
+	h.waitRecord(t, r.ID, "awaiting an approval", awaiting)
+	if _, err := h.sup.Cancel(context.Background(), r.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := h.wait(t, r.ID, 20*time.Second)
+	if done.Status != Cancelled || len(done.PendingApprovals) != 0 || done.Activity != "" {
+		t.Fatalf("run = %+v", done)
+	}
+	res := h.eventsOfType(t, r.ID, EventApprovalResolved)
+	if len(res) != 1 || !strings.Contains(fmt.Sprint(res[0].Data), ResolvedRunEnded) {
+		t.Fatalf("approval.resolved = %+v", res)
+	}
+	assertNoProcesses(t, r.ID)
+}
+
+func TestSessionInterruptWithdrawsAndKeepsTheSession(t *testing.T) {
+	h := newSessionHarness(t, nil, "r1")
+	r := h.submitSpec(t, Spec{Prompt: "ask", Interactive: true, Approvals: ApprovalsAsk})
+	h.waitRecord(t, r.ID, "awaiting an approval", awaiting)
+	// Steering while the turn waits reaches the CLI.
+	h.input(t, r.ID, Input{Kind: InputMessage, Text: "also this", Mode: MessageSteer})
+	h.waitFor(t, r.ID, EventMessageCompleted, "steered also this")
+	h.input(t, r.ID, Input{Kind: InputInterrupt})
+	rec := h.waitRecord(t, r.ID, "idle after the interrupt", idle)
+	if rec.Turns[0].Status != Cancelled || len(rec.PendingApprovals) != 0 {
+		t.Fatalf("record after interrupt = %+v", rec)
+	}
+	if _, err := h.sup.Input(context.Background(), r.ID, Input{Kind: InputInterrupt}); conflictCode(err) != ConflictNoTurn {
+		t.Fatalf("interrupt with no turn: %v", err)
+	}
+	res := h.eventsOfType(t, r.ID, EventApprovalResolved)
+	if len(res) != 1 || !strings.Contains(fmt.Sprint(res[0].Data), ResolvedWithdrawn) {
+		t.Fatalf("approval.resolved = %+v", res)
+	}
+	h.input(t, r.ID, Input{Kind: InputMessage, Text: "next"})
+	h.waitRecord(t, r.ID, "idle after turn 2", func(r Run) bool { return idle(r) && len(r.Turns) == 2 })
+	h.input(t, r.ID, Input{Kind: InputClose})
+	if done := h.wait(t, r.ID, 20*time.Second); done.Status != Succeeded {
+		t.Fatalf("run = %+v", done)
+	}
+}
+
+func TestSessionQueuedMessageRunsAfterTheTurn(t *testing.T) {
+	h := newSessionHarness(t, nil, "r1")
+	r := h.submitSpec(t, Spec{Prompt: "ask", Interactive: true, Approvals: ApprovalsAsk})
+	rec := h.waitRecord(t, r.ID, "awaiting an approval", awaiting)
+	h.input(t, r.ID, Input{Kind: InputMessage, Text: "queued one"})
+	h.input(t, r.ID, Input{Kind: InputDecision, ApprovalID: rec.PendingApprovals[0].ID, Decision: Allow})
+	h.waitFor(t, r.ID, EventMessageCompleted, "answer to queued one")
+	h.waitRecord(t, r.ID, "idle after turn 2", func(r Run) bool { return idle(r) && len(r.Turns) == 2 })
+	h.input(t, r.ID, Input{Kind: InputClose})
+	h.wait(t, r.ID, 20*time.Second)
+}
+
+func TestSessionIdleTimeoutCloses(t *testing.T) {
+	h := newSessionHarness(t, nil, "r1")
+	r := h.submitSpec(t, Spec{Prompt: "hello", Interactive: true, IdleTimeoutSeconds: 1})
+	done := h.wait(t, r.ID, 30*time.Second)
+	if done.Status != Succeeded || done.NumTurns != 1 {
+		t.Fatalf("run = %+v", done)
+	}
+	h.waitFor(t, r.ID, EventWarning, "idle_timeout")
+}
+
+func TestSessionInputReachesTheOwner(t *testing.T) {
+	store := newMemStore()
+	owner := newSessionHarness(t, store, "owner")
+	other := newSessionHarness(t, store, "other")
+	r := owner.submitSpec(t, Spec{Prompt: "ask", Interactive: true, Approvals: ApprovalsAsk})
+	rec := owner.waitRecord(t, r.ID, "awaiting an approval", awaiting)
+	res := other.input(t, r.ID, Input{Kind: InputDecision, ApprovalID: rec.PendingApprovals[0].ID, Decision: Allow})
+	if res.Approval == nil || res.Approval.ID != rec.PendingApprovals[0].ID {
+		t.Fatalf("answer through the other replica = %+v", res)
+	}
+	_, err := other.sup.Input(context.Background(), r.ID, Input{Kind: InputDecision, ApprovalID: res.Approval.ID, Decision: Allow})
+	if conflictCode(err) != ConflictApprovalResolved {
+		t.Fatalf("a conflict must cross replicas as a conflict: %v", err)
+	}
+	owner.waitRecord(t, r.ID, "idle", idle)
+	if res := other.input(t, r.ID, Input{Kind: InputMessage, Text: "from afar"}); res.MessageID == "" {
+		t.Fatal("no message id")
+	}
+	owner.waitFor(t, r.ID, EventMessageCompleted, "answer to from afar")
+
+	// A run whose owner is gone cannot be reached.
+	gone := r
+	gone.ID, gone.Owner, gone.Status = "0196f0c2-7e1a-7000-8000-00000000abcd", "vanished", Running
+	if err := store.CreateRun(context.Background(), gone); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.sup.Input(context.Background(), gone.ID, Input{Kind: InputInterrupt}); !errors.Is(err, ErrOwnerUnavailable) {
+		t.Fatalf("input for a vanished owner: %v", err)
+	}
+	other.input(t, r.ID, Input{Kind: InputClose})
+	owner.wait(t, r.ID, 20*time.Second)
+}
+
+func TestSessionFieldsRefusedByAgentsWithoutThem(t *testing.T) {
+	h := newHarness(t, Config{})
+	_, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "hi", Interactive: true})
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != FieldInteractive || !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("interactive on an agent without it: %v", err)
+	}
+	_, err = h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "hi", Approvals: ApprovalsAsk})
+	if !errors.As(err, &fe) || fe.Field != FieldApprovals {
+		t.Fatalf("approvals on an agent without them: %v", err)
+	}
+	r := h.submit(t, "mode:hello")
+	h.wait(t, r.ID, 10*time.Second)
+	if _, err := h.sup.Input(context.Background(), r.ID, Input{Kind: InputInterrupt}); conflictCode(err) != ConflictRunEnded {
+		t.Fatalf("input for a finished run: %v", err)
+	}
+}
+
+func TestLostEventsFailTheRun(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.store.failAppend = func(id string, evs []StoredEvent) bool {
+		for _, e := range evs {
+			if e.Type == EventMessageCompleted {
+				return true
+			}
+		}
+		return false
+	}
+	r := h.submit(t, "mode:hello")
+	done := h.wait(t, r.ID, 30*time.Second)
+	if done.Status != Failed || done.Error == nil || done.Error.Class != StoreFailed || !done.Error.Retryable {
+		t.Fatalf("a run that lost events = %+v (error %+v)", done, done.Error)
+	}
+}

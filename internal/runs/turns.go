@@ -1,0 +1,510 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+)
+
+// session is the turn state of a run whose adapter gave it a Session: its
+// turns, the messages waiting for one, the approvals waiting for an
+// answer, and their deadlines. It is the one place where input from
+// outside reaches the decoder.
+//
+// Its mutex serializes every call into the decoder: the output reader's
+// Decode and everything that comes from outside (Input, the deadlines'
+// timers). Whatever a call leaves in Pending is written to stdin before
+// the mutex is released, so stdin sees the decoder's messages in the order
+// the decoder made them.
+//
+// A run's activity, while it runs:
+//
+//	          start (turn 1 = prompt)
+//	               │
+//	               ▼
+//	   ┌────────► in_turn ◄──────────── answer ─────┐
+//	   │           │   │                            │
+//	   │           │   └── approval.requested ──► awaiting_approval
+//	   │  message  │                                │
+//	   │           ▼ turn.completed                 │ deadline: deny
+//	   └──────── idle ◄─────────────────────────────┘
+//	               │ close, idle timeout, or not interactive
+//	               ▼
+//	           stopping ──► process exits ──► run.completed
+type session struct {
+	s           *Supervisor
+	t           *task
+	dec         Session
+	caps        Interaction
+	interactive bool
+	approvalTTL time.Duration
+	idleTTL     time.Duration
+	log         *zap.Logger
+
+	mu       sync.Mutex
+	talk     *stdinWriter // nil until the process has started
+	agentPID int          // the process runProcess started (the reaper, when there is one)
+	reaped   bool         // a reaper runs the agent as its first child
+	ended    bool         // the process is gone; no more input
+	done     bool         // stdin was closed
+	inTurn   bool
+	turn     int  // number of the running or last turn
+	closing  bool // close once no turn runs
+	stopped  bool // the running turn was interrupted
+	queue    []queuedMessage
+	pending  map[string]*pendingApproval
+	resolved map[string]ResolvedApproval
+	idle     *time.Timer
+}
+
+type queuedMessage struct{ id, text string }
+
+type pendingApproval struct {
+	a     Approval
+	timer *time.Timer
+}
+
+// maxResolvedKept bounds the resolved approvals a session remembers, to
+// answer a late decision with 409 rather than 404.
+const maxResolvedKept = 1024
+
+func newSession(s *Supervisor, t *task, dec Session, log *zap.Logger) *session {
+	spec := t.inv.Spec
+	ss := &session{
+		s: s, t: t, dec: dec, caps: t.agent.Adapter.Describe().Interaction,
+		interactive: spec.Interactive, log: log,
+		approvalTTL: DefaultApprovalTimeout, idleTTL: DefaultIdleTimeout,
+		pending: map[string]*pendingApproval{}, resolved: map[string]ResolvedApproval{},
+	}
+	if spec.ApprovalTimeoutSeconds > 0 {
+		ss.approvalTTL = time.Duration(spec.ApprovalTimeoutSeconds) * time.Second
+	}
+	if spec.IdleTimeoutSeconds > 0 {
+		ss.idleTTL = time.Duration(spec.IdleTimeoutSeconds) * time.Second
+	}
+	return ss
+}
+
+// begin records turn 1, whose text is the prompt the decoder's Open sends.
+// It is called before the process starts.
+func (ss *session) begin() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.startTurnLocked(uuid.NewString(), ss.t.inv.Spec.Prompt)
+}
+
+// started hands the session the process's stdin, once it runs, and writes
+// the decoder's opening messages.
+func (ss *session) started(talk *stdinWriter, pid int, reaped bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.talk, ss.agentPID, ss.reaped = talk, pid, reaped
+	talk.write(ss.dec.Open())
+	ss.flushLocked()
+}
+
+// line decodes one line of output, emits its events and acts on them.
+func (ss *session) line(b []byte) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	evs := ss.dec.Decode(b)
+	var after []func()
+	kept := evs[:0]
+	for i := range evs {
+		f, keep := ss.observeLocked(&evs[i])
+		if f != nil {
+			after = append(after, f)
+		}
+		if keep {
+			kept = append(kept, evs[i])
+		}
+	}
+	ss.s.emit(ss.t, kept...)
+	for _, f := range after {
+		f()
+	}
+	ss.flushLocked()
+}
+
+// observeLocked updates the session from one event the decoder returned,
+// before it is emitted; it may change the event's payload (the supervisor
+// stamps deadlines and turn numbers). What must follow the event's
+// emission is returned, and whether to emit the event at all: the
+// withdrawal of an approval the gateway resolved already is not.
+func (ss *session) observeLocked(ev *Event) (after func(), keep bool) {
+	switch d := ev.Data.(type) {
+	case ApprovalRequestedData:
+		now := ss.s.cfg.Now().UTC()
+		d.ExpiresAt = now.Add(ss.approvalTTL)
+		if len(d.Options) == 0 {
+			d.Options = slices.Clone(Decisions)
+		}
+		ev.Data = d
+		a := Approval{ID: d.ID, ToolCallID: d.ToolCallID, Tool: d.Tool, Input: d.Input, Options: d.Options,
+			Turn: ss.turn, CreatedAt: now, ExpiresAt: d.ExpiresAt}
+		id := d.ID
+		p := &pendingApproval{a: a}
+		p.timer = time.AfterFunc(ss.approvalTTL, func() { ss.expire(id) })
+		ss.pending[id] = p
+		ss.s.obs.ApprovalRequested(ss.t.run.Agent)
+		return ss.recordLocked, true
+	case ApprovalResolvedData:
+		p, ok := ss.pending[d.ID]
+		if !ok {
+			return nil, false
+		}
+		ss.forgetLocked(p, d)
+		return ss.recordLocked, true
+	case TurnCompletedData:
+		d.Turn = ss.turn
+		ev.Data = d
+		return func() { ss.turnEndedLocked(d) }, true
+	}
+	return nil, true
+}
+
+// turnEndedLocked records the turn's end and starts what comes next: the
+// next queued message, the end of the session, or the idle wait.
+func (ss *session) turnEndedLocked(d TurnCompletedData) {
+	ss.inTurn = false
+	now := ss.s.cfg.Now().UTC()
+	ss.t.mu.Lock()
+	if n := len(ss.t.run.Turns); n > 0 {
+		last := &ss.t.run.Turns[n-1]
+		last.Status, last.StopReason, last.Usage, last.CostUSD, last.Error = d.Status, d.StopReason, d.Usage, d.CostUSD, d.Error
+		last.FinishedAt = &now
+		ss.s.obs.TurnFinished(ss.t.run.Agent, d.Status, now.Sub(last.StartedAt).Seconds())
+	}
+	ss.t.mu.Unlock()
+	// A request still pending when its turn ended can no longer be
+	// answered; the CLI did not say so, the gateway does.
+	for _, p := range ss.pendingInOrder() {
+		ss.resolveLocked(p, "", ResolvedWithdrawn, "")
+	}
+	if ss.stopped && ss.caps.KillToolsOnInterrupt && ss.agentPID > 0 {
+		// The CLI ended the turn but left its command running.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := ss.s.tree.KillDescendants(ctx, ss.agentPID, ss.reaped); err != nil {
+			ss.log.Warn("kill the interrupted turn's tools", zap.Error(err))
+		}
+		cancel()
+	}
+	ss.stopped = false
+	switch {
+	case ss.closing || !ss.interactive:
+		ss.closeLocked()
+	case len(ss.queue) > 0:
+		m := ss.queue[0]
+		ss.queue = ss.queue[1:]
+		ss.sendTurnLocked(m.id, m.text)
+	default:
+		ss.armIdleLocked()
+	}
+	ss.recordLocked()
+}
+
+// startTurnLocked numbers a new turn, records it and emits turn.started.
+func (ss *session) startTurnLocked(messageID, text string) {
+	ss.stopIdleLocked()
+	ss.turn++
+	ss.inTurn = true
+	now := ss.s.cfg.Now().UTC()
+	ss.t.mu.Lock()
+	ss.t.run.Turns = append(ss.t.run.Turns, Turn{Turn: ss.turn, MessageID: messageID, StartedAt: now})
+	if over := len(ss.t.run.Turns) - MaxRecordedTurns; over > 0 {
+		ss.t.run.Turns = slices.Delete(ss.t.run.Turns, 0, over)
+	}
+	ss.t.mu.Unlock()
+	ss.s.obs.TurnStarted(ss.t.run.Agent)
+	ss.s.emit(ss.t, NewEvent(EventTurnStarted, TurnStartedData{Turn: ss.turn, MessageID: messageID, Text: text}))
+}
+
+// sendTurnLocked starts a turn with text in the CLI.
+func (ss *session) sendTurnLocked(messageID, text string) {
+	ss.startTurnLocked(messageID, text)
+	if err := ss.dec.Send(text, false); err != nil {
+		ss.log.Warn("send message", zap.Error(err))
+		ss.s.emit(ss.t, NewEvent(EventWarning, WarningData{Code: "send_failed", Message: err.Error()}))
+	}
+}
+
+func (ss *session) closeLocked() {
+	ss.closing = true
+	ss.stopIdleLocked()
+	ss.dec.Close()
+}
+
+func (ss *session) armIdleLocked() {
+	ss.stopIdleLocked()
+	ss.idle = time.AfterFunc(ss.idleTTL, ss.idleExpired)
+}
+
+func (ss *session) stopIdleLocked() {
+	if ss.idle != nil {
+		ss.idle.Stop()
+		ss.idle = nil
+	}
+}
+
+// idleExpired closes a session that waited idleTTL for a message.
+func (ss *session) idleExpired() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.ended || ss.inTurn || ss.closing {
+		return
+	}
+	ss.log.Info("interactive run idle: closing", zap.Duration("idle_timeout", ss.idleTTL))
+	ss.s.emit(ss.t, NewEvent(EventWarning, WarningData{Code: "idle_timeout",
+		Message: fmt.Sprintf("no message for %s: the session is closed", ss.idleTTL)}))
+	ss.closeLocked()
+	ss.recordLocked()
+	ss.flushLocked()
+}
+
+// expire denies an approval nobody answered in time.
+func (ss *session) expire(id string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	p, ok := ss.pending[id]
+	if !ok || ss.ended {
+		return
+	}
+	msg := fmt.Sprintf("no answer within %s: denied by the gateway", ss.approvalTTL)
+	if err := ss.dec.Answer(id, Deny, msg); err != nil {
+		ss.log.Warn("deny an expired approval", zap.String("approval_id", id), zap.Error(err))
+	}
+	ss.resolveLocked(p, Deny, ResolvedByTimeout, msg)
+	ss.recordLocked()
+	ss.flushLocked()
+}
+
+// resolveLocked drops a pending approval and emits approval.resolved.
+func (ss *session) resolveLocked(p *pendingApproval, d Decision, reason, msg string) ResolvedApproval {
+	data := ApprovalResolvedData{ID: p.a.ID, Decision: d, Reason: reason, Message: msg}
+	r := ss.forgetLocked(p, data)
+	ss.s.emit(ss.t, NewEvent(EventApprovalResolved, data))
+	return r
+}
+
+// forgetLocked drops a pending approval, remembering how it was resolved.
+func (ss *session) forgetLocked(p *pendingApproval, d ApprovalResolvedData) ResolvedApproval {
+	p.timer.Stop()
+	delete(ss.pending, p.a.ID)
+	now := ss.s.cfg.Now().UTC()
+	r := ResolvedApproval{Approval: p.a, Decision: d.Decision, Reason: d.Reason, Message: d.Message, ResolvedAt: now}
+	if len(ss.resolved) < maxResolvedKept {
+		ss.resolved[p.a.ID] = r
+	}
+	ss.s.obs.ApprovalResolved(ss.t.run.Agent, d.Decision, d.Reason, now.Sub(p.a.CreatedAt).Seconds())
+	return r
+}
+
+func (ss *session) pendingInOrder() []*pendingApproval {
+	out := make([]*pendingApproval, 0, len(ss.pending))
+	for _, p := range ss.pending {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *pendingApproval) int { return a.a.CreatedAt.Compare(b.a.CreatedAt) })
+	return out
+}
+
+// activityLocked is what the run is doing now.
+func (ss *session) activityLocked() Activity {
+	switch {
+	case len(ss.pending) > 0:
+		return AwaitingApproval
+	case ss.inTurn:
+		return InTurn
+	case ss.closing:
+		return Stopping
+	}
+	return Idle
+}
+
+// recordLocked stores the run record with the session's state: its
+// turns, pending approvals and activity.
+func (ss *session) recordLocked() {
+	if ss.ended {
+		return
+	}
+	approvals := make([]Approval, 0, len(ss.pending))
+	for _, p := range ss.pendingInOrder() {
+		approvals = append(approvals, p.a)
+	}
+	ss.t.mu.Lock()
+	ss.t.run.PendingApprovals = approvals
+	ss.t.run.Activity = ss.activityLocked()
+	r := ss.s.cfg.Limits.record(ss.t.run)
+	ss.t.mu.Unlock()
+	// The record must not depend on the request that caused the change.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ss.s.store.UpdateRun(ctx, r); err != nil {
+		ss.log.Warn("store the run's session state", zap.Error(err))
+	}
+}
+
+// flushLocked writes what the decoder has for stdin, and closes stdin
+// once the decoder says the conversation is over.
+func (ss *session) flushLocked() {
+	if ss.talk == nil || ss.done {
+		return
+	}
+	out, done := ss.dec.Pending()
+	ss.talk.write(out)
+	if done {
+		ss.done = true
+		ss.talk.finish()
+	}
+}
+
+// ending is called when the supervisor begins to stop the run (cancel,
+// timeout, shutdown), before the CLI is told: the approvals still pending
+// are resolved run_ended at once, not withdrawn by the CLI's answer to
+// the stop.
+func (ss *session) ending() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.stopIdleLocked()
+	ss.closing = true
+	for _, p := range ss.pendingInOrder() {
+		ss.resolveLocked(p, "", ResolvedRunEnded, "")
+	}
+	ss.queue = nil
+}
+
+// end is called once the process is gone: nothing more can reach the CLI.
+// The approvals still pending are resolved run_ended, before run.completed.
+func (ss *session) end() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.stopIdleLocked()
+	for _, p := range ss.pendingInOrder() {
+		ss.resolveLocked(p, "", ResolvedRunEnded, "")
+	}
+	ss.queue = nil
+	ss.ended = true
+	ss.t.mu.Lock()
+	ss.t.run.PendingApprovals, ss.t.run.Activity = nil, ""
+	ss.t.mu.Unlock()
+}
+
+// input carries out one input from outside.
+func (ss *session) input(in Input) (InputResult, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.ended || ss.done {
+		return InputResult{}, Conflict(ConflictRunEnded, "the run has ended")
+	}
+	defer ss.flushLocked()
+	switch in.Kind {
+	case InputDecision:
+		return ss.decideLocked(in)
+	case InputMessage:
+		return ss.messageLocked(in)
+	case InputInterrupt:
+		if !ss.inTurn {
+			return InputResult{}, Conflict(ConflictNoTurn, "no turn is running")
+		}
+		if err := ss.dec.InterruptTurn(); err != nil {
+			return InputResult{}, fmt.Errorf("interrupt turn: %w", err)
+		}
+		ss.stopped = true
+		ss.queue = nil // an interrupt stops what was asked for, queued included
+		return InputResult{}, nil
+	case InputClose:
+		if !ss.interactive {
+			return InputResult{}, Conflict(ConflictNotInteractive, "the run is not interactive; it ends after its turn")
+		}
+		ss.queue = nil
+		if ss.inTurn {
+			ss.closing = true
+		} else {
+			ss.closeLocked()
+		}
+		ss.recordLocked()
+		return InputResult{}, nil
+	}
+	return InputResult{}, Invalid("kind", "unknown input")
+}
+
+func (ss *session) decideLocked(in Input) (InputResult, error) {
+	p, ok := ss.pending[in.ApprovalID]
+	if !ok {
+		if r, was := ss.resolved[in.ApprovalID]; was {
+			return InputResult{}, Conflict(ConflictApprovalResolved,
+				fmt.Sprintf("approval %s was already resolved (%s)", in.ApprovalID, r.Reason))
+		}
+		return InputResult{}, fmt.Errorf("approval %s: %w", in.ApprovalID, ErrNotFound)
+	}
+	if !slices.Contains(p.a.Options, in.Decision) {
+		return InputResult{}, Invalid("decision", fmt.Sprintf("must be one of the approval's options: %v", p.a.Options))
+	}
+	if err := ss.dec.Answer(in.ApprovalID, in.Decision, in.Message); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			// The decoder saw it withdrawn in a line not yet read.
+			r := ss.resolveLocked(p, "", ResolvedWithdrawn, "")
+			return InputResult{}, Conflict(ConflictApprovalResolved,
+				fmt.Sprintf("approval %s was already resolved (%s)", in.ApprovalID, r.Reason))
+		}
+		return InputResult{}, fmt.Errorf("answer approval %s: %w", in.ApprovalID, err)
+	}
+	r := ss.resolveLocked(p, in.Decision, ResolvedByClient, in.Message)
+	ss.recordLocked()
+	return InputResult{Approval: &r}, nil
+}
+
+func (ss *session) messageLocked(in Input) (InputResult, error) {
+	switch {
+	case !ss.interactive:
+		return InputResult{}, Conflict(ConflictNotInteractive, "the run is not interactive: it takes no messages")
+	case ss.closing:
+		return InputResult{}, Conflict(ConflictClosing, "the session is closing")
+	}
+	mode := in.Mode
+	if mode == "" {
+		mode = MessageQueue
+	}
+	if mode == MessageSteer && !ss.caps.Steer {
+		return InputResult{}, Unsupported(ss.t.run.Agent, "mode",
+			"this agent cannot add a message to a running turn; send it with mode queue, or interrupt first")
+	}
+	id := uuid.NewString()
+	switch {
+	case mode == MessageSteer && ss.inTurn:
+		if err := ss.dec.Send(in.Text, true); err != nil {
+			return InputResult{}, fmt.Errorf("steer: %w", err)
+		}
+		ss.s.emit(ss.t, NewEvent(EventMessageQueued, MessageQueuedData{MessageID: id, Text: in.Text, Mode: mode}))
+	case ss.inTurn:
+		if len(ss.queue) >= MaxQueuedMessages {
+			return InputResult{}, Conflict(ConflictQueueFull, fmt.Sprintf("%d messages already wait for their turn", MaxQueuedMessages))
+		}
+		ss.queue = append(ss.queue, queuedMessage{id: id, text: in.Text})
+		ss.s.emit(ss.t, NewEvent(EventMessageQueued, MessageQueuedData{MessageID: id, Text: in.Text, Mode: MessageQueue}))
+	default:
+		ss.s.emit(ss.t, NewEvent(EventMessageQueued, MessageQueuedData{MessageID: id, Text: in.Text, Mode: MessageQueue}))
+		ss.sendTurnLocked(id, in.Text)
+		ss.recordLocked()
+	}
+	return InputResult{MessageID: id}, nil
+}
+
+// stoppingSession is the Conversation runProcess sees for a run with a
+// Session: its Interrupt, which begins a stop, first ends the session's
+// pending approvals.
+type stoppingSession struct {
+	Session
+	ss *session
+}
+
+func (c stoppingSession) Interrupt() []byte {
+	c.ss.ending()
+	return c.Session.Interrupt()
+}
