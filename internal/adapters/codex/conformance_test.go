@@ -31,7 +31,13 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 	case conformance.Tool:
 		s = openai.ToolTurn(sc.Command, sc.Text)
 	case conformance.LongTool:
-		s = openai.ToolTurn("sleep 60; echo "+sc.Marker, sc.Text)
+		// Polled while it runs; every later request (steered input, the
+		// next turn after an interrupt) is answered with the text.
+		s = openai.LongThenText("sleep 60; echo "+sc.Marker, sc.Text)
+	case conformance.TwoTools:
+		s = openai.TwoTools(sc.Command, sc.Command2, sc.Text)
+	case conformance.Turns:
+		s = openai.Turns(sc.Text)
 	case conformance.Failure:
 		s = openai.Failure(sc.Status)
 	case conformance.Hang:
@@ -51,7 +57,8 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 		Env:           map[string]string{testKeyEnv: testKey},
 		NoCredentials: map[string]string{},
 		Model:         openai.DefaultModel,
-		Billed:        func() runs.Usage { return normalized(srv.Ledger().Billed()) },
+		Billed:        func() runs.Usage { return booked(srv) },
 		Requests:      func() int { return len(srv.Ledger().Responses()) },
+		Seen:          func(text string) bool { return srv.Ledger().Seen(text) },
 	}
 }

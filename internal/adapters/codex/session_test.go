@@ -236,10 +236,13 @@ func (d *driver) count(typ runs.EventType) int {
 // The mock books a response once its last byte is written, which may be
 // just after Codex read it: billed waits until every answered request of
 // the ledger is booked.
-func (d *driver) billed() runs.Usage {
+func (d *driver) billed() runs.Usage { return booked(d.srv) }
+
+// booked is what srv billed, once every answered request is booked.
+func booked(srv *openai.Server) runs.Usage {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		l := d.srv.Ledger().Responses()
+		l := srv.Ledger().Responses()
 		booked := true
 		for _, e := range l {
 			if e.Status == 200 && !e.Stalled && e.Billed == (openai.Usage{}) {
