@@ -536,6 +536,17 @@ func (d *Decoder) agentRequest(m *message, line []byte) []runs.Event {
 		return nil
 	}
 	evs := d.startTool(p.ToolCall)
+	if d.p.RefuseAll {
+		res := outcome{Outcome: "cancelled"}
+		if opt, ok := pick(p.Options, kindRejectOnce); ok {
+			res = outcome{Outcome: "selected", OptionID: opt}
+		}
+		d.respond(m.ID, permissionOutcome{Outcome: res})
+		d.denied[p.ToolCall.ToolCallID] = true
+		return append(evs, warning("approval_refused", fmt.Sprintf(
+			"%s asked to run %s (%s), which the run's permission level does not allow without approvals; it was refused",
+			d.agent(), d.toolName(p.ToolCall), clip(p.ToolCall.Title, 200))))
+	}
 	d.approvalN++
 	id := "acp-" + strconv.Itoa(d.approvalN)
 	d.approvals[id] = &approval{rpcID: bytes.Clone(m.ID), toolCallID: p.ToolCall.ToolCallID, options: p.Options}
@@ -931,6 +942,17 @@ func unparsed(line []byte, reason string) runs.Event {
 
 func warning(code, msg string) runs.Event {
 	return runs.NewEvent(runs.EventWarning, runs.WarningData{Code: code, Message: msg})
+}
+
+// clip shortens s to n bytes, on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func orText(s, def string) string {

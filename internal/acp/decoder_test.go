@@ -456,3 +456,14 @@ func TestUnknownLines(t *testing.T) {
 		}
 	}
 }
+
+func TestRefuseAll(t *testing.T) {
+	s := newScript(t, Profile{Agent: "fake", RefuseAll: true})
+	s.up()
+	wantTypes(t, s.agent(permissionLine), runs.EventToolCallStarted, runs.EventWarning)
+	msgs, _ := s.client()
+	want := []map[string]any{{"jsonrpc": "2.0", "id": 7.0, "result": map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": "no"}}}}
+	if !reflect.DeepEqual(msgs, want) {
+		t.Errorf("client wrote %v", msgs)
+	}
+}

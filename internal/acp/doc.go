@@ -70,7 +70,8 @@
 //	                            allow → allow_once, allow_session → allow_always (offered
 //	                            only when the CLI lists one), deny → reject_once (the
 //	                            cancelled outcome if none), deny_and_stop → reject_once
-//	                            then session/cancel. The decision's message has no field
+//	                            then session/cancel. With Profile.RefuseAll every request is
+//	                            answered reject_once at once, with a warning. The decision's message has no field
 //	                            in ACP and is dropped. A request while no turn runs is
 //	                            answered cancelled.
 //	fs/*, terminal/*, others    a JSON-RPC error (-32601) at once, and a warning: the CLI

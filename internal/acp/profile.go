@@ -59,6 +59,11 @@ type Profile struct {
 	// includes cached tokens, output includes reasoning). ok is false
 	// when the result reports none. Nil: no usage.
 	ReadUsage func(result json.RawMessage) (u runs.Usage, ok bool)
+	// RefuseAll answers every permission request reject_once at once,
+	// with a warning and no approval.requested: for a run that does not
+	// ask for approvals, where the CLI's mode still asks for what the
+	// run's permission level forbids.
+	RefuseAll bool
 	// Steering says what a prompt sent during a turn does.
 	Steering Steering
 	// DenyEndsTurn is whether the CLI ends the turn on a reject_once

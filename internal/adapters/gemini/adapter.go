@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 
+	"github.com/agentgate/agentgate/internal/acp"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -118,9 +119,12 @@ func (*Adapter) Describe() runs.Description {
 		CredentialEnv:   append([]string(nil), credentialEnv...),
 		Fields: []string{
 			runs.FieldModel, runs.FieldTimeoutSeconds, runs.FieldResumeSessionID, runs.FieldKeepSession,
-			runs.FieldCwd, runs.FieldPermission,
+			runs.FieldCwd, runs.FieldPermission, runs.FieldInteractive, runs.FieldApprovals,
 		},
 		Permissions: perms,
+		// A second session/prompt cancels the running turn (no steer);
+		// a deny lets the model go on; session/cancel stops the tool.
+		Interaction: runs.Interaction{Steer: false, DenyEndsTurn: false},
 	}
 }
 
@@ -174,6 +178,9 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if inv.Home == "" {
 		return runs.Command{}, errors.New("gemini: the invocation has no home, where the settings PrepareHome wrote live")
 	}
+	if s.Session() {
+		return a.sessionCommand(inv, perm)
+	}
 
 	args := []string{"--output-format=stream-json", "-p", ""}
 	// A new run keeps the session id the CLI draws (a random UUID), not
@@ -207,7 +214,13 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 }
 
 // NewDecoder implements runs.Adapter.
-func (*Adapter) NewDecoder(inv runs.Invocation) runs.Decoder { return newDecoder(inv) }
+// A run whose Spec.Session() gets the ACP client (acp.go).
+func (*Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
+	if inv.Spec.Session() {
+		return acp.NewDecoder(inv, sessionProfile(inv))
+	}
+	return newDecoder(inv)
+}
 
 // policyPath is the policy file PrepareHome writes for workspace_write.
 func policyPath(home string) string {

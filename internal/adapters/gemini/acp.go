@@ -1,0 +1,143 @@
+package gemini
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/agentgate/agentgate/internal/acp"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// The ACP session modes of 0.61.0 (session/new's modes.availableModes).
+const (
+	modeDefault  = "default"  // asks for run_shell_command, write_file, replace, …
+	modeAutoEdit = "autoEdit" // edit tools unasked, confined to the workspace
+	modeYolo     = "yolo"     // every tool unasked
+)
+
+// sessionModes maps a permission level to the ACP mode of a Session run
+// that does not ask for approvals, as approvalModes does for one-shot
+// runs. Whatever the mode still asks for is refused without asking
+// (Profile.RefuseAll): what headless -p does by not registering the tool.
+var sessionModes = map[runs.Permission]string{
+	runs.ReadOnly:       modeDefault,
+	runs.WorkspaceWrite: modeAutoEdit,
+	runs.Full:           modeYolo,
+}
+
+// sessionCommand builds `gemini --acp` for a run whose Spec.Session():
+// interactive, or asking for approvals. The prompt goes as turn 1's
+// session/prompt, so there is no stdin payload.
+func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (runs.Command, error) {
+	s := inv.Spec
+	if s.ResumeSessionID != "" {
+		return runs.Command{}, runs.Unsupported(Name, runs.FieldResumeSessionID,
+			"an interactive run or one with approvals cannot resume a session yet (ACP session/load is not verified with gemini)")
+	}
+	args := []string{"--acp"}
+	if s.Model != "" {
+		args = append(args, "--model="+s.Model)
+	}
+	// workspace_write without approvals lets the shell run unasked, as in
+	// a one-shot run. With approvals the policy is left out: it would let
+	// the shell run without asking.
+	if perm == runs.WorkspaceWrite && !s.Asks() {
+		args = append(args, "--policy="+policyPath(inv.Home))
+	}
+	args = append(args, a.extraArgs...)
+	return runs.Command{
+		Args:    args,
+		Env:     append([]string(nil), fixedEnv...),
+		PassEnv: append([]string(nil), credentialEnv...),
+	}, nil
+}
+
+// sessionProfile is Gemini's ACP, as verified with 0.61.0 (doc.go).
+func sessionProfile(inv runs.Invocation) acp.Profile {
+	perm := inv.Spec.Permission
+	if perm == "" {
+		perm = runs.WorkspaceWrite
+	}
+	mode := sessionModes[perm]
+	refuse := true
+	if inv.Spec.Asks() {
+		mode = modeDefault
+		// read_only forbids everything that asks: refuse it without
+		// asking the client.
+		refuse = perm == runs.ReadOnly
+	}
+	oneShot := newDecoder(inv)
+	return acp.Profile{
+		Agent:     Name,
+		Mode:      mode,
+		RefuseAll: refuse,
+		Counting:  acp.PerTurn,
+		ReadUsage: readSessionUsage,
+		Steering:  acp.SteerCancels,
+		// The model gets "…was canceled by the user." and goes on.
+		DenyEndsTurn: false,
+		ToolName:     sessionToolName,
+		// Gemini streams thought summaries ("**subject**\ndescription"),
+		// not the thinking itself.
+		Reasoning:     runs.VisibilitySummary,
+		ClassifyError: classifyRPC,
+		ClassifyExit: func(exit runs.Exit, stderr []byte) *runs.RunError {
+			return oneShot.classifyNoResult(exit, string(stderr))
+		},
+	}
+}
+
+// sessionToolName reads the tool's name from the call id, which Gemini
+// builds as <tool>__<tool>_<millis>_<n> ("run_shell_command__run_shell_command_1796104388809_0").
+func sessionToolName(tc acp.ToolCall) string {
+	if name, _, ok := strings.Cut(tc.ToolCallID, "__"); ok && name != "" {
+		return name
+	}
+	return ""
+}
+
+// acpResult is what the adapter reads of a session/prompt result:
+// _meta.quota.token_count, the turn's sums of promptTokenCount (cached
+// included) and candidatesTokenCount (thoughts excluded). 0.61.0 counts
+// neither cached nor thought tokens there (see doc.go).
+type acpResult struct {
+	Meta *struct {
+		Quota *struct {
+			TokenCount *struct {
+				InputTokens  int64 `json:"input_tokens"`
+				OutputTokens int64 `json:"output_tokens"`
+			} `json:"token_count"`
+		} `json:"quota"`
+	} `json:"_meta"`
+}
+
+// readSessionUsage implements acp.Profile.ReadUsage.
+func readSessionUsage(result json.RawMessage) (runs.Usage, bool) {
+	var r acpResult
+	if err := json.Unmarshal(result, &r); err != nil || r.Meta == nil || r.Meta.Quota == nil || r.Meta.Quota.TokenCount == nil {
+		return runs.Usage{}, false
+	}
+	tc := r.Meta.Quota.TokenCount
+	return runs.Usage{InputTokens: bound(tc.InputTokens), OutputTokens: bound(tc.OutputTokens)}, true
+}
+
+// ACP's "authentication required" error code, which 0.61.0 answers
+// session/new with when it has no key.
+const rpcAuthRequired = -32000
+
+// classifyRPC implements acp.Profile.ClassifyError. A failed model call
+// answers session/prompt with the HTTP status as the code and the API's
+// error body, quoted, as the message (a 429 is rewritten to "Rate limit
+// exceeded. Try again later."); a missing key answers session/new with
+// -32000.
+func classifyRPC(method string, e *acp.RPCError) *runs.RunError {
+	msg := orText(e.Text(), "gemini answered "+method+" with an error")
+	if e.Code == rpcAuthRequired || strings.Contains(strings.ToLower(msg), "api key is missing") {
+		return runs.NewRunError(runs.NotAuthenticated, msg, hintAuth)
+	}
+	f := apiFailureOf(msg, runs.Exit{}, "")
+	if f.status == 0 && e.Code >= 400 && e.Code <= 599 {
+		f.status = e.Code
+	}
+	return classifyAPI(f, msg)
+}

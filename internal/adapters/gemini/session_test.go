@@ -1,0 +1,339 @@
+package gemini
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentgate/agentgate/internal/acp/acptest"
+	"github.com/agentgate/agentgate/internal/agenttest"
+	"github.com/agentgate/agentgate/internal/mock/googleai"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+var recordACP = flag.Bool("record-acp", false, "the session tests write their stdout to ../../acp/testdata/gemini_<case>.jsonl, FuzzDecode's seeds")
+
+// sessionWithin bounds one wait for an event of a real-CLI session: the
+// CLI starts in about 3 s alone, much slower on a loaded machine.
+const sessionWithin = 90 * time.Second
+
+// session is one real gemini --acp run driven through the adapter's
+// Session.
+type session struct {
+	*acptest.Driver
+	srv *googleai.Server
+	dir string
+}
+
+// startSession runs gemini --acp for spec against a mock playing sc.
+func startSession(t *testing.T, spec runs.Spec, sc googleai.Scenario, env map[string]string) *session {
+	t.Helper()
+	bin := agenttest.Bin(t, "gemini")
+	srv, err := googleai.Start("127.0.0.1:0", sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	home, dir := preparedHome(t), t.TempDir()
+	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Timeout: time.Minute, CLIVersion: VerifiedVersion}
+	a := New()
+	cmd, err := a.Command(inv)
+	if err != nil {
+		t.Fatalf("Command: %v", err)
+	}
+	if cmd.Stdin != nil || cmd.Args[0] != "--acp" {
+		t.Fatalf("a session's command: %+v", cmd)
+	}
+	gateway := map[string]string{"GOOGLE_GEMINI_BASE_URL": srv.URL, "GEMINI_API_KEY": testKey}
+	for k, v := range env {
+		if v == "" {
+			delete(gateway, k)
+		} else {
+			gateway[k] = v
+		}
+	}
+	full := append(agenttest.MinimalEnv(home), cmd.Env...)
+	for _, name := range cmd.PassEnv {
+		if v, ok := gateway[name]; ok {
+			full = append(full, name+"="+v)
+		}
+	}
+	sess, ok := a.NewDecoder(inv).(runs.Session)
+	if !ok {
+		t.Fatal("a session run's decoder is no runs.Session")
+	}
+	s := &session{Driver: acptest.Start(t, bin, cmd.Args, full, dir, sess), srv: srv, dir: dir}
+	t.Cleanup(func() {
+		if *recordACP && !t.Failed() {
+			name := "gemini_" + strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(t.Name(), "TestSession")), "/", "_")
+			path := filepath.Join("..", "..", "acp", "testdata", name+".jsonl")
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Error(err)
+			}
+			if err := os.WriteFile(path, append(bytes.Join(s.Stdout(), []byte("\n")), '\n'), 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	return s
+}
+
+// answer waits for the next approval.requested from index from, answers
+// it, and returns the request and the index after it.
+func (s *session) answer(t *testing.T, from int, d runs.Decision) (runs.ApprovalRequestedData, int) {
+	t.Helper()
+	ev, i := s.WaitType(from, sessionWithin, runs.EventApprovalRequested)
+	req := ev.Data.(runs.ApprovalRequestedData)
+	if err := s.Do(func(x runs.Session) error { return x.Answer(req.ID, d, "not this one") }); err != nil {
+		t.Fatalf("Answer %s: %v", d, err)
+	}
+	return req, i + 1
+}
+
+// close ends the session and waits for the CLI to exit.
+func (s *session) close(t *testing.T) runs.Outcome {
+	t.Helper()
+	_ = s.Do(func(x runs.Session) error { x.Close(); return nil })
+	o := s.Wait(sessionWithin)
+	if e := s.Exit(); e.Code != 0 || e.Signal != "" {
+		t.Errorf("exit %+v after Close; stderr …%s", e, tail(string(s.Stderr()), 500))
+	}
+	for _, ev := range s.Events() {
+		if ev.Type == runs.EventAgentUnparsed {
+			t.Errorf("unparsed: %+v", ev.Data)
+		}
+	}
+	return o
+}
+
+// acpBilled is what Gemini CLI's ACP reports of a bill: the prompt
+// tokens (cached included) as input and the candidates as output. Cached
+// and thought tokens are not in the prompt result (doc.go).
+func acpBilled(u googleai.Usage) runs.Usage {
+	return runs.Usage{InputTokens: u.PromptTokenCount, OutputTokens: u.CandidatesTokenCount}
+}
+
+func TestSessionTwoToolsAllowThenDeny(t *testing.T) {
+	t.Parallel()
+	s := startSession(t, runs.Spec{Prompt: "Run two commands.", Approvals: runs.ApprovalsAsk},
+		googleai.TwoTools("touch one.txt", "touch two.txt", "Both handled."), nil)
+	first, i := s.answer(t, 0, runs.Allow)
+	if first.Tool != "run_shell_command" || !bytes.Contains(first.Input, []byte("touch one.txt")) ||
+		len(first.Options) != 4 || first.Options[1] != runs.AllowSession {
+		t.Errorf("first approval %+v (input %s)", first, first.Input)
+	}
+	second, _ := s.answer(t, i, runs.Deny)
+	if !bytes.Contains(second.Input, []byte("touch two.txt")) || second.ID == first.ID {
+		t.Errorf("second approval %+v", second)
+	}
+	turn, _ := s.WaitTurn(1, sessionWithin)
+	if turn.Status != runs.Succeeded || turn.Result != "Both handled." {
+		t.Errorf("turn %+v", turn)
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, "one.txt")); err != nil {
+		t.Errorf("the allowed call did not run: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, "two.txt")); err == nil {
+		t.Error("the denied call ran")
+	}
+	// The gap: thoughts and cached tokens were billed and are not reported.
+	billed := s.srv.Ledger().Billed()
+	if billed.ThoughtsTokenCount == 0 || turn.Usage != acpBilled(billed) {
+		t.Errorf("turn usage %+v, the CLI's ACP share of the bill %+v", turn.Usage, acpBilled(billed))
+	}
+	o := s.close(t)
+	evs := s.Events()
+	started, done := acptest.Of(evs, runs.EventToolCallStarted), acptest.Of(evs, runs.EventToolCallCompleted)
+	if len(started) != 2 || len(done) != 2 || done[0].Data.(runs.ToolCallCompletedData).IsError || !done[1].Data.(runs.ToolCallCompletedData).IsError {
+		t.Errorf("tool calls %v", acptest.Types(evs))
+	}
+	if o.Status != runs.Succeeded || o.NumTurns != 1 || o.Usage != turn.Usage {
+		t.Errorf("outcome %+v", o)
+	}
+}
+
+func TestSessionAllowSession(t *testing.T) {
+	t.Parallel()
+	const cmd = "echo again >> log.txt"
+	s := startSession(t, runs.Spec{Prompt: "Run it twice.", Approvals: runs.ApprovalsAsk},
+		googleai.TwoTools(cmd, cmd, "Ran twice."), nil)
+	s.answer(t, 0, runs.AllowSession)
+	turn, _ := s.WaitTurn(1, sessionWithin)
+	if turn.Status != runs.Succeeded {
+		t.Errorf("turn %+v", turn)
+	}
+	if n := len(acptest.Of(s.Events(), runs.EventApprovalRequested)); n != 1 {
+		t.Errorf("%d approvals: the identical call was asked again", n)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.dir, "log.txt")); err != nil || strings.Count(string(b), "again") != 2 {
+		t.Errorf("log.txt = %q, %v", b, err)
+	}
+	s.close(t)
+	// allow_session lasts for the session: nothing in the run's cwd
+	// but what the tool wrote.
+	ents, _ := os.ReadDir(s.dir)
+	for _, e := range ents {
+		if e.Name() != "log.txt" {
+			t.Errorf("the run's directory holds %s", e.Name())
+		}
+	}
+}
+
+func TestSessionDenyAndStop(t *testing.T) {
+	t.Parallel()
+	s := startSession(t, runs.Spec{Prompt: "Run two commands.", Approvals: runs.ApprovalsAsk},
+		googleai.TwoTools("touch one.txt", "touch two.txt", "Both handled."), nil)
+	s.answer(t, 0, runs.DenyAndStop)
+	turn, _ := s.WaitTurn(1, sessionWithin)
+	if turn.Status != runs.Cancelled || turn.StopReason != "cancelled" {
+		t.Errorf("turn %+v", turn)
+	}
+	o := s.close(t)
+	if n := len(acptest.Of(s.Events(), runs.EventApprovalRequested)); n != 1 {
+		t.Errorf("%d approvals after deny_and_stop", n)
+	}
+	if n := len(s.srv.Ledger().Calls()); n != 1 {
+		t.Errorf("%d model requests: the turn went on after deny_and_stop", n)
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, "one.txt")); err == nil {
+		t.Error("the denied call ran")
+	}
+	if o.Status != runs.Cancelled || o.NumTurns != 1 {
+		t.Errorf("outcome %+v", o)
+	}
+}
+
+func TestSessionTurnsBilledApart(t *testing.T) {
+	t.Parallel()
+	s := startSession(t, runs.Spec{Prompt: "First.", Interactive: true}, googleai.Turns("Turn answered."), nil)
+	var sum runs.Usage
+	before := googleai.Usage{}
+	for n := 1; n <= 3; n++ {
+		if n > 1 {
+			if err := s.Do(func(x runs.Session) error { return x.Send("Turn "+string(rune('0'+n))+".", false) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		turn, _ := s.WaitTurn(n, sessionWithin)
+		billed := s.srv.Ledger().Billed()
+		own := googleai.Usage{PromptTokenCount: billed.PromptTokenCount - before.PromptTokenCount,
+			CandidatesTokenCount: billed.CandidatesTokenCount - before.CandidatesTokenCount,
+			CachedContentTokenCount: billed.CachedContentTokenCount - before.CachedContentTokenCount,
+			ThoughtsTokenCount:      billed.ThoughtsTokenCount - before.ThoughtsTokenCount}
+		before = billed
+		if turn.Status != runs.Succeeded || turn.Result != "Turn answered." || turn.Usage != normalized(own) || turn.Usage.IsZero() {
+			t.Errorf("turn %d: %+v, billed for it %+v", n, turn, normalized(own))
+		}
+		sum = sum.Add(turn.Usage)
+	}
+	if !s.srv.Ledger().Seen("Turn 3.") {
+		t.Error("the third message never reached the model")
+	}
+	o := s.close(t)
+	if o.NumTurns != 3 || o.Usage != sum || o.Usage != normalized(s.srv.Ledger().Billed()) || o.Status != runs.Succeeded {
+		t.Errorf("outcome %+v, sum %+v", o, sum)
+	}
+}
+
+func TestSessionInterruptMidTool(t *testing.T) {
+	t.Parallel()
+	marker := "agentgate-test-" + uuid.NewString()
+	s := startSession(t, runs.Spec{Prompt: "Run the long command.", Interactive: true},
+		googleai.ToolThenText("sleep 60; echo "+marker, "After the interrupt."), nil)
+	t.Cleanup(func() { killMatching(marker) })
+	s.WaitType(0, sessionWithin, runs.EventToolCallStarted)
+	waitFor(func() bool { return len(agenttest.ProcessesMatching(marker)) > 0 }, sessionWithin)
+	if len(agenttest.ProcessesMatching(marker)) == 0 {
+		t.Fatal("the tool's process never ran")
+	}
+	if err := s.Do(func(x runs.Session) error { return x.InterruptTurn() }); err != nil {
+		t.Fatal(err)
+	}
+	turn, _ := s.WaitTurn(1, sessionWithin)
+	if turn.Status != runs.Cancelled {
+		t.Errorf("turn 1 %+v", turn)
+	}
+	if left := agenttest.WaitGone(marker, 10*time.Second); len(left) > 0 {
+		t.Errorf("tool processes left after the interrupt: %v", left)
+	}
+	if err := s.Do(func(x runs.Session) error { return x.Send("Go on.", false) }); err != nil {
+		t.Fatal(err)
+	}
+	turn, _ = s.WaitTurn(2, sessionWithin)
+	if turn.Status != runs.Succeeded || turn.Result != "After the interrupt." {
+		t.Errorf("turn 2 %+v", turn)
+	}
+	if o := s.close(t); o.NumTurns != 2 || o.Status != runs.Succeeded {
+		t.Errorf("outcome %+v", o)
+	}
+}
+
+func TestSessionCloseIdle(t *testing.T) {
+	t.Parallel()
+	s := startSession(t, runs.Spec{Prompt: "Hi.", Approvals: runs.ApprovalsAsk}, googleai.TextAnswer("Hello."), nil)
+	turn, _ := s.WaitTurn(1, sessionWithin)
+	if turn.Status != runs.Succeeded || turn.Result != "Hello." {
+		t.Errorf("turn %+v", turn)
+	}
+	if err := s.Do(func(x runs.Session) error { return x.InterruptTurn() }); err == nil {
+		t.Error("InterruptTurn while idle succeeded")
+	}
+	if o := s.close(t); o.Status != runs.Succeeded || o.Result != "Hello." {
+		t.Errorf("outcome %+v", o)
+	}
+}
+
+// TestSessionRefusedWithoutApprovals: read_only without approvals asks
+// nobody; the shell call is refused, as headless -p leaves it out.
+func TestSessionRefusedWithoutApprovals(t *testing.T) {
+	t.Parallel()
+	s := startSession(t, runs.Spec{Prompt: "Write a file.", Interactive: true, Permission: runs.ReadOnly},
+		googleai.ToolTurn("touch made.txt", "Could not."), nil)
+	turn, _ := s.WaitTurn(1, sessionWithin)
+	if turn.Status != runs.Succeeded {
+		t.Errorf("turn %+v", turn)
+	}
+	evs := s.Events()
+	if len(acptest.Of(evs, runs.EventApprovalRequested)) != 0 || len(acptest.Of(evs, runs.EventWarning)) == 0 {
+		t.Errorf("events %v", acptest.Types(evs))
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, "made.txt")); err == nil {
+		t.Error("read_only ran the shell")
+	}
+	s.close(t)
+}
+
+func TestSessionErrors(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		sc    googleai.Scenario
+		env   map[string]string
+		class runs.Class
+	}{
+		{"401", googleai.Failure(401), nil, runs.NotAuthenticated},
+		{"429", googleai.Failure(429), nil, runs.RateLimited},
+		{"500", googleai.Failure(500), nil, runs.TransientAPIError},
+		{"invalid_key", googleai.InvalidKey(), nil, runs.NotAuthenticated},
+		{"no_credentials", googleai.TextAnswer("unreachable"), map[string]string{"GEMINI_API_KEY": ""}, runs.NotAuthenticated},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := startSession(t, runs.Spec{Prompt: "Hi.", Interactive: true}, c.sc, c.env)
+			turn, _ := s.WaitTurn(1, sessionWithin)
+			if turn.Status != runs.Failed || turn.Error == nil || turn.Error.Class != c.class || turn.Error.Message == "" {
+				t.Errorf("turn %+v (error %+v)", turn, turn.Error)
+			}
+			o := s.close(t)
+			if o.Status != runs.Failed || o.Error == nil || o.Error.Class != c.class {
+				t.Errorf("outcome %+v", o)
+			}
+		})
+	}
+}
