@@ -223,7 +223,7 @@ func TestSessionTurnsBilledApart(t *testing.T) {
 		turn, _ := s.WaitTurn(n, sessionWithin)
 		billed := s.srv.Ledger().Billed()
 		own := googleai.Usage{PromptTokenCount: billed.PromptTokenCount - before.PromptTokenCount,
-			CandidatesTokenCount: billed.CandidatesTokenCount - before.CandidatesTokenCount,
+			CandidatesTokenCount:    billed.CandidatesTokenCount - before.CandidatesTokenCount,
 			CachedContentTokenCount: billed.CachedContentTokenCount - before.CachedContentTokenCount,
 			ThoughtsTokenCount:      billed.ThoughtsTokenCount - before.ThoughtsTokenCount}
 		before = billed
