@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/agentgate/agentgate/internal/agenttest"
@@ -123,7 +124,8 @@ func TestRecordingsHaveCases(t *testing.T) {
 	for _, c := range cliCases() {
 		known[c.name] = recordedCase(c)
 	}
-	agenttest.CheckRecordings(t, func(name string) bool { return known[name] })
+	// TestSessionGolden replays every session_ recording.
+	agenttest.CheckRecordings(t, func(name string) bool { return known[name] || strings.HasPrefix(name, "session_") })
 }
 
 // FuzzDecode feeds arbitrary server output to a decoder that holds a
@@ -138,6 +140,18 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"id":2,"result":{"thread":{"id":"t"}}}` + "\n" + `{"id":"x","method":"item/tool/call","params":null}`))
 	f.Add([]byte(`{"method":"item/completed","params":{"threadId":"t","item":{"type":"fileChange","changes":[{"path":"/a","kind":{"type":"update","move_path":"/b"}}]}}}`))
 	f.Add([]byte(`{"method":"turn/completed","params":{"threadId":"","turn":{"status":"failed","error":{"codexErrorInfo":{"httpConnectionFailed":{"httpStatusCode":-1}}}}}}`))
+	// A session's thread, turn, approvals of each kind, their withdrawal,
+	// and the turn's end.
+	f.Add([]byte(`{"id":1,"result":{}}` + "\n" + `{"id":2,"result":{"thread":{"id":"t"}}}` + "\n" + `{"id":3,"result":{"turn":{"id":"u"}}}` + "\n" +
+		`{"method":"item/started","params":{"threadId":"t","item":{"type":"fileChange","id":"f","changes":[{"path":"/w/a","kind":{"type":"add"},"diff":"x"}]}}}` + "\n" +
+		`{"id":0,"method":"item/fileChange/requestApproval","params":{"threadId":"t","turnId":"u","itemId":"f"}}` + "\n" +
+		`{"id":1,"method":"item/commandExecution/requestApproval","params":{"threadId":"t","itemId":"c","command":"touch a","commandActions":[{"type":"unknown"}]}}` + "\n" +
+		`{"id":2,"method":"item/commandExecution/requestApproval","params":{"threadId":"t","itemId":"c","command":"ls","commandActions":[{"type":"listFiles"}]}}` + "\n" +
+		`{"id":3,"method":"mcpServer/elicitation/request","params":{"threadId":"t","serverName":"s","_meta":{"codex_approval_kind":"mcp_tool_call","tool_name":"x","tool_params":{"a":1}}}}` + "\n" +
+		`{"method":"serverRequest/resolved","params":{"threadId":"t","requestId":3}}` + "\n" +
+		`{"method":"thread/tokenUsage/updated","params":{"threadId":"t","turnId":"u","tokenUsage":{"last":{"inputTokens":3}}}}` + "\n" +
+		`{"method":"turn/completed","params":{"threadId":"t","turn":{"id":"u","status":"interrupted"}}}` + "\n" +
+		`{"id":4,"error":{"code":-32600,"message":"no active turn to interrupt"}}` + "\n" + `{"id":5,"error":{"code":-32600,"message":"x"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dec := newDecoder(runs.Invocation{CLIVersion: "9.9.9", Dir: "/w", Spec: runs.Spec{Prompt: "p", OutputSchema: json.RawMessage(`{}`)}}, nil)
 		check := func(b []byte) {
@@ -173,5 +187,52 @@ func FuzzDecode(f *testing.F) {
 		if o.Status == runs.Failed && o.Error == nil {
 			t.Fatal("failed without an error")
 		}
+		fuzzSession(t, data, check)
 	})
+}
+
+// fuzzSession feeds data to a Session, answering every approval it
+// reports and sending, steering, interrupting and closing along the way.
+func fuzzSession(t *testing.T, data []byte, check func([]byte)) {
+	s := New().NewDecoder(runs.Invocation{CLIVersion: "9.9.9", Dir: "/w",
+		Spec: runs.Spec{Prompt: "p", Approvals: runs.ApprovalsAsk, Interactive: true}}).(session)
+	check(s.Open())
+	var evs []runs.Event
+	for i, l := range bytes.Split(data, []byte("\n")) {
+		got := s.Decode(l)
+		evs = append(evs, got...)
+		for j, ev := range got {
+			if a, ok := ev.Data.(runs.ApprovalRequestedData); ok && ev.Type == runs.EventApprovalRequested {
+				if err := s.Answer(a.ID, runs.Decisions[(i+j)%len(runs.Decisions)], "m"); err != nil {
+					t.Fatalf("Answer(%s): %v", a.ID, err)
+				}
+			}
+		}
+		switch i {
+		case 1:
+			_ = s.Send("steer", true)
+		case 2:
+			_ = s.InterruptTurn()
+			check(s.Interrupt())
+		case 3:
+			_ = s.Send("next", false)
+		case 5:
+			s.Close()
+		}
+		out, _ := s.Pending()
+		check(out)
+	}
+	o := s.Finish(runs.Exit{Code: 1}, data)
+	evs = append(evs, o.Events...)
+	for _, ev := range evs {
+		if _, err := json.Marshal(ev); err != nil {
+			t.Fatalf("event %+v does not marshal: %v", ev, err)
+		}
+	}
+	if o.NumTurns != countTurns(evs) {
+		t.Fatalf("%d turns, %d turn.completed", o.NumTurns, countTurns(evs))
+	}
+	if o.Status != runs.Succeeded && o.Status != runs.Failed && o.Status != runs.Cancelled || (o.Status != runs.Succeeded && o.Error == nil) {
+		t.Fatalf("outcome %s, %+v", o.Status, o.Error)
+	}
 }

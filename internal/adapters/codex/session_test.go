@@ -3,6 +3,7 @@ package codex
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -30,6 +31,7 @@ const sessionWait = 40 * time.Second
 // call, stdin closed once Pending says done.
 type driver struct {
 	t      *testing.T
+	name   string
 	srv    *openai.Server
 	dec    session
 	inv    runs.Invocation
@@ -43,14 +45,17 @@ type driver struct {
 	stderr bytes.Buffer
 	eof    bool
 
-	events []runs.Event // every event so far
-	stdout [][]byte
-	seen   int // events already returned by next
+	actions []action     // the calls made, for the recording
+	events  []runs.Event // every event so far
+	stdout  [][]byte
+	seen    int // events already returned by next
 }
 
 // startSession starts codex app-server for spec against a mock playing
 // sc(marker) and writes Open.
-func startSession(t *testing.T, spec runs.Spec, sc func(marker string) openai.Scenario) *driver {
+// name names its recording, testdata/session_<name>.jsonl, written with
+// -record.
+func startSession(t *testing.T, name string, spec runs.Spec, sc func(marker string) openai.Scenario) *driver {
 	t.Helper()
 	bin := codexBin(t)
 	marker := "agentgate-test-" + uuid.NewString()
@@ -79,7 +84,7 @@ func startSession(t *testing.T, spec runs.Spec, sc func(marker string) openai.Sc
 	}
 	env := append(agenttest.MinimalEnv(home), c.Env...)
 	env = append(env, testKeyEnv+"="+testKey)
-	d := &driver{t: t, srv: srv, dec: dec, inv: inv, marker: marker, lines: make(chan []byte, 4096)}
+	d := &driver{t: t, name: name, srv: srv, dec: dec, inv: inv, marker: marker, lines: make(chan []byte, 4096)}
 	d.cmd = exec.Command(bin, c.Args...)
 	d.cmd.Dir, d.cmd.Env = dir, env
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -146,9 +151,42 @@ func (d *driver) flush() {
 	}
 }
 
-// do calls one of the Session's methods, then flushes.
-func (d *driver) do(f func() error) error {
-	err := f()
+// action is a call of the Session's methods, as a recording keeps it:
+// After is the number of stdout lines decoded before it.
+type action struct {
+	After    int           `json:"after"`
+	Kind     string        `json:"kind"` // answer, send, interrupt_turn, close, stop
+	ID       string        `json:"id,omitempty"`
+	Decision runs.Decision `json:"decision,omitempty"`
+	Text     string        `json:"text,omitempty"`
+	Steer    bool          `json:"steer,omitempty"`
+}
+
+// apply makes the call a describes on s and returns what to write: what
+// Pending has, or Interrupt's message.
+func apply(s session, a action) ([]byte, error) {
+	var err error
+	switch a.Kind {
+	case "answer":
+		err = s.Answer(a.ID, a.Decision, a.Text)
+	case "send":
+		err = s.Send(a.Text, a.Steer)
+	case "interrupt_turn":
+		err = s.InterruptTurn()
+	case "close":
+		s.Close()
+	case "stop":
+		return s.Interrupt(), nil
+	}
+	return nil, err
+}
+
+// act makes the call a describes, records it, and flushes.
+func (d *driver) act(a action) error {
+	a.After = len(d.stdout)
+	d.actions = append(d.actions, a)
+	out, err := apply(d.dec, a)
+	d.write(out)
 	d.flush()
 	return err
 }
@@ -208,7 +246,13 @@ func (d *driver) end() runs.Outcome {
 		d.t.Fatalf("stdout did not end; events %v", story(d.events))
 	}
 	err := d.cmd.Wait()
-	o := d.dec.Finish(exitOf(d.cmd.ProcessState, err), d.stderr.Bytes())
+	exit := exitOf(d.cmd.ProcessState, err)
+	if *record && !d.t.Failed() {
+		agenttest.WriteRecording(d.t, "session_"+d.name, d.stdout, sessionRecorded{
+			Exit: exit, Stderr: d.stderr.String(), CLIVersion: d.inv.CLIVersion, Dir: d.inv.Dir, Spec: d.inv.Spec, Actions: d.actions,
+		})
+	}
+	o := d.dec.Finish(exit, d.stderr.Bytes())
 	d.events = append(d.events, o.Events...)
 	for _, ev := range d.events {
 		if ev.Type == runs.EventAgentUnparsed {
@@ -282,20 +326,20 @@ func twoTools(first, second string) func(string) openai.Scenario {
 // second is declined and does not, and the turn goes on to its answer.
 func TestSessionAllowThenDeny(t *testing.T) {
 	t.Parallel()
-	d := startSession(t, ask, twoTools("touch one.txt", "touch two.txt"))
+	d := startSession(t, "allow_then_deny", ask, twoTools("touch one.txt", "touch two.txt"))
 	first := d.next(runs.EventApprovalRequested).Data.(runs.ApprovalRequestedData)
 	if first.Tool != "shell" || !strings.Contains(string(first.Input), "touch one.txt") || first.ToolCallID == "" ||
 		len(first.Options) != len(runs.Decisions) || !first.ExpiresAt.IsZero() {
 		t.Errorf("first approval = %+v", first)
 	}
-	if err := d.do(func() error { return d.dec.Answer(first.ID, runs.Allow, "") }); err != nil {
+	if err := d.act(action{Kind: "answer", ID: first.ID, Decision: runs.Allow}); err != nil {
 		t.Fatal(err)
 	}
 	second := d.next(runs.EventApprovalRequested).Data.(runs.ApprovalRequestedData)
 	if second.ID == first.ID || !strings.Contains(string(second.Input), "touch two.txt") {
 		t.Errorf("second approval = %+v", second)
 	}
-	if err := d.do(func() error { return d.dec.Answer(second.ID, runs.Deny, "not that one") }); err != nil {
+	if err := d.act(action{Kind: "answer", ID: second.ID, Decision: runs.Deny, Text: "not that one"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.dec.Answer(second.ID, runs.Allow, ""); !errors.Is(err, runs.ErrNotFound) {
@@ -310,7 +354,7 @@ func TestSessionAllowThenDeny(t *testing.T) {
 	if _, done := d.dec.Pending(); done {
 		t.Fatal("the conversation ended with the turn; a session waits for Close")
 	}
-	d.do(func() error { d.dec.Close(); return nil })
+	d.act(action{Kind: "close"})
 	o := d.end()
 	if o.Status != runs.Succeeded || o.NumTurns != 1 || o.Usage != d.billed() {
 		t.Errorf("outcome = %+v, billed %+v", o, d.billed())
@@ -324,7 +368,7 @@ func TestSessionAllowThenDeny(t *testing.T) {
 // read-only commands without asking.
 func TestSessionReadOnlyUnasked(t *testing.T) {
 	t.Parallel()
-	d := startSession(t, ask, twoTools("ls", "cat notes.txt"))
+	d := startSession(t, "read_only_unasked", ask, twoTools("ls", "cat notes.txt"))
 	if err := os.WriteFile(filepath.Join(d.inv.Dir, "notes.txt"), []byte("notes\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +379,7 @@ func TestSessionReadOnlyUnasked(t *testing.T) {
 	if n := d.count(runs.EventApprovalRequested); n != 0 {
 		t.Errorf("%d approvals asked for ls and cat", n)
 	}
-	d.do(func() error { d.dec.Close(); return nil })
+	d.act(action{Kind: "close"})
 	d.end()
 }
 
@@ -343,9 +387,9 @@ func TestSessionReadOnlyUnasked(t *testing.T) {
 // call, which is not asked.
 func TestSessionAllowForSession(t *testing.T) {
 	t.Parallel()
-	d := startSession(t, ask, twoTools("touch same.txt", "touch same.txt"))
+	d := startSession(t, "allow_session", ask, twoTools("touch same.txt", "touch same.txt"))
 	a := d.next(runs.EventApprovalRequested).Data.(runs.ApprovalRequestedData)
-	if err := d.do(func() error { return d.dec.Answer(a.ID, runs.AllowSession, "") }); err != nil {
+	if err := d.act(action{Kind: "answer", ID: a.ID, Decision: runs.AllowSession}); err != nil {
 		t.Fatal(err)
 	}
 	tc := d.turn()
@@ -359,7 +403,7 @@ func TestSessionAllowForSession(t *testing.T) {
 		t.Errorf("%d requests, want 3: both calls ran", n)
 	}
 	d.wantFile("same.txt", true)
-	d.do(func() error { d.dec.Close(); return nil })
+	d.act(action{Kind: "close"})
 	d.end()
 }
 
@@ -367,10 +411,10 @@ func TestSessionAllowForSession(t *testing.T) {
 // interrupted, without running the command; the session goes on.
 func TestSessionDenyAndStop(t *testing.T) {
 	t.Parallel()
-	d := startSession(t, runs.Spec{Prompt: "Run the commands.", Approvals: runs.ApprovalsAsk, Interactive: true},
+	d := startSession(t, "deny_and_stop", runs.Spec{Prompt: "Run the commands.", Approvals: runs.ApprovalsAsk, Interactive: true},
 		twoTools("touch one.txt", "touch two.txt"))
 	a := d.next(runs.EventApprovalRequested).Data.(runs.ApprovalRequestedData)
-	if err := d.do(func() error { return d.dec.Answer(a.ID, runs.DenyAndStop, "") }); err != nil {
+	if err := d.act(action{Kind: "answer", ID: a.ID, Decision: runs.DenyAndStop}); err != nil {
 		t.Fatal(err)
 	}
 	tc := d.turn()
@@ -381,7 +425,7 @@ func TestSessionDenyAndStop(t *testing.T) {
 		t.Errorf("%d requests, want 1: the turn ended at the refusal", n)
 	}
 	d.wantFile("one.txt", false)
-	d.do(func() error { d.dec.Close(); return nil })
+	d.act(action{Kind: "close"})
 	if o := d.end(); o.Status != runs.Cancelled || o.NumTurns != 1 {
 		t.Errorf("outcome = %+v", o)
 	}
@@ -391,13 +435,13 @@ func TestSessionDenyAndStop(t *testing.T) {
 // usage what the mock billed for it, the outcome their sum.
 func TestSessionTurns(t *testing.T) {
 	t.Parallel()
-	d := startSession(t, runs.Spec{Prompt: "First turn.", Interactive: true}, fixed(openai.Turns("An answer.")))
+	d := startSession(t, "turns", runs.Spec{Prompt: "First turn.", Interactive: true}, fixed(openai.Turns("An answer.")))
 	t1 := d.turn()
 	b1 := d.billed()
 	if t1.Status != runs.Succeeded || t1.Result != "An answer." || t1.Usage != b1 || b1 != normalized(openai.TurnUsage(1)) {
 		t.Errorf("turn 1 = %+v, billed %+v", t1, b1)
 	}
-	if err := d.do(func() error { return d.dec.Send("Second turn.", false) }); err != nil {
+	if err := d.act(action{Kind: "send", Text: "Second turn."}); err != nil {
 		t.Fatal(err)
 	}
 	t2 := d.turn()
@@ -412,7 +456,7 @@ func TestSessionTurns(t *testing.T) {
 	if reqs[0].Request.SessionID() != reqs[1].Request.SessionID() {
 		t.Error("the second turn ran on another thread")
 	}
-	d.do(func() error { d.dec.Close(); return nil })
+	d.act(action{Kind: "close"})
 	o := d.end()
 	if o.Status != runs.Succeeded || o.NumTurns != 2 || o.Usage != b2 || o.Result != "An answer." {
 		t.Errorf("outcome = %+v, billed %+v", o, b2)
@@ -425,13 +469,13 @@ func TestSessionTurns(t *testing.T) {
 // the next turn works.
 func TestSessionInterruptThenTurn(t *testing.T) {
 	t.Parallel()
-	d := startSession(t, runs.Spec{Prompt: "Run the long command.", Interactive: true},
+	d := startSession(t, "interrupt_then_turn", runs.Spec{Prompt: "Run the long command.", Interactive: true},
 		func(marker string) openai.Scenario {
 			return openai.LongThenText("sleep 60; echo "+marker, "After the interrupt.")
 		})
 	d.next(runs.EventToolCallStarted)
 	d.waitProcess()
-	if err := d.do(d.dec.InterruptTurn); err != nil {
+	if err := d.act(action{Kind: "interrupt_turn"}); err != nil {
 		t.Fatal(err)
 	}
 	tc := d.turn()
@@ -452,14 +496,14 @@ func TestSessionInterruptThenTurn(t *testing.T) {
 	if err := d.dec.InterruptTurn(); !errors.Is(err, runs.ErrConflict) {
 		t.Errorf("InterruptTurn while idle: %v, want a conflict", err)
 	}
-	if err := d.do(func() error { return d.dec.Send("Go on.", false) }); err != nil {
+	if err := d.act(action{Kind: "send", Text: "Go on."}); err != nil {
 		t.Fatal(err)
 	}
 	t2 := d.turn()
 	if t2.Status != runs.Succeeded || t2.Result != "After the interrupt." {
 		t.Errorf("turn 2 = %+v", t2)
 	}
-	d.do(func() error { d.dec.Close(); return nil })
+	d.act(action{Kind: "close"})
 	o := d.end()
 	if o.Status != runs.Succeeded || o.NumTurns != 2 || o.Usage != d.billed() {
 		t.Errorf("outcome = %+v, billed %+v", o, d.billed())
@@ -471,11 +515,11 @@ func TestSessionInterruptThenTurn(t *testing.T) {
 func TestSessionSteer(t *testing.T) {
 	t.Parallel()
 	steer := "STEER-" + uuid.NewString()
-	d := startSession(t, runs.Spec{Prompt: "Run the command.", Interactive: true},
+	d := startSession(t, "steer", runs.Spec{Prompt: "Run the command.", Interactive: true},
 		func(marker string) openai.Scenario { return openai.LongThenText("sleep 3; echo "+marker, "Steered.") })
 	d.next(runs.EventToolCallStarted)
 	d.waitProcess()
-	if err := d.do(func() error { return d.dec.Send(steer, true) }); err != nil {
+	if err := d.act(action{Kind: "send", Text: steer, Steer: true}); err != nil {
 		t.Fatal(err)
 	}
 	tc := d.turn()
@@ -488,7 +532,7 @@ func TestSessionSteer(t *testing.T) {
 	if tc.Usage != d.billed() {
 		t.Errorf("turn usage %+v, billed %+v", tc.Usage, d.billed())
 	}
-	d.do(func() error { d.dec.Close(); return nil })
+	d.act(action{Kind: "close"})
 	o := d.end()
 	if n := d.count(runs.EventTurnCompleted); n != 1 || o.NumTurns != 1 {
 		t.Errorf("%d turn.completed, %d turns; want the steer in the same turn", n, o.NumTurns)
@@ -500,10 +544,10 @@ func TestSessionSteer(t *testing.T) {
 // found.
 func TestSessionPendingWithdrawn(t *testing.T) {
 	t.Parallel()
-	d := startSession(t, runs.Spec{Prompt: "Run the commands.", Approvals: runs.ApprovalsAsk, Interactive: true},
+	d := startSession(t, "pending_withdrawn", runs.Spec{Prompt: "Run the commands.", Approvals: runs.ApprovalsAsk, Interactive: true},
 		twoTools("touch one.txt", "touch two.txt"))
 	a := d.next(runs.EventApprovalRequested).Data.(runs.ApprovalRequestedData)
-	if err := d.do(d.dec.InterruptTurn); err != nil {
+	if err := d.act(action{Kind: "interrupt_turn"}); err != nil {
 		t.Fatal(err)
 	}
 	w := d.next(runs.EventApprovalResolved).Data.(runs.ApprovalResolvedData)
@@ -516,7 +560,7 @@ func TestSessionPendingWithdrawn(t *testing.T) {
 	if err := d.dec.Answer(a.ID, runs.Allow, ""); !errors.Is(err, runs.ErrNotFound) {
 		t.Errorf("Answer after withdrawal: %v, want not found", err)
 	}
-	d.do(func() error { d.dec.Close(); return nil })
+	d.act(action{Kind: "close"})
 	d.end()
 	d.wantFile("one.txt", false)
 	if n := d.count(runs.EventApprovalResolved); n != 1 {
@@ -529,12 +573,12 @@ func TestSessionPendingWithdrawn(t *testing.T) {
 func TestSessionClose(t *testing.T) {
 	t.Parallel()
 	for _, stop := range []bool{false, true} {
-		d := startSession(t, runs.Spec{Prompt: "Hi.", Interactive: true}, fixed(openai.Turns("Hello.")))
+		d := startSession(t, map[bool]string{false: "close", true: "stop_idle"}[stop], runs.Spec{Prompt: "Hi.", Interactive: true}, fixed(openai.Turns("Hello.")))
 		d.turn()
 		if stop {
-			d.write(d.dec.Interrupt())
+			d.act(action{Kind: "stop"})
 		} else {
-			d.do(func() error { d.dec.Close(); return nil })
+			d.act(action{Kind: "close"})
 		}
 		o := d.end()
 		if o.Status != runs.Succeeded || o.NumTurns != 1 {
@@ -544,4 +588,88 @@ func TestSessionClose(t *testing.T) {
 			t.Error("Send after Close was taken")
 		}
 	}
+}
+
+// sessionRecorded is a session recording's meta data: what the replay
+// needs besides stdout.
+type sessionRecorded struct {
+	Exit       runs.Exit `json:"exit"`
+	Stderr     string    `json:"stderr"`
+	CLIVersion string    `json:"cli_version"`
+	Dir        string    `json:"dir"`
+	Spec       runs.Spec `json:"spec"`
+	Actions    []action  `json:"actions"`
+}
+
+// TestSessionGolden replays every session recording (testdata/session_*,
+// written by the TestSession* cases with -record) through a fresh
+// Session, making the recorded calls after the lines they followed, and
+// compares the events and outcome with its golden file. What the decoder
+// writes is checked to be JSON lines.
+func TestSessionGolden(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "session_*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no session recordings: go test ./internal/adapters/codex -run TestSession -record")
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".jsonl")
+		t.Run(name, func(t *testing.T) {
+			var meta sessionRecorded
+			lines := agenttest.LoadRecording(t, name, &meta, "go test ./internal/adapters/codex -run TestSession -record")
+			s := New().NewDecoder(runs.Invocation{CLIVersion: meta.CLIVersion, Dir: meta.Dir, Spec: meta.Spec}).(session)
+			check := func(b []byte) {
+				for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+					if len(l) > 0 && !json.Valid(l) {
+						t.Fatalf("decoder wrote %q", l)
+					}
+				}
+			}
+			check(s.Open())
+			var evs []runs.Event
+			acts := meta.Actions
+			play := func(n int) {
+				for len(acts) > 0 && acts[0].After == n {
+					out, _ := apply(s, acts[0])
+					check(out)
+					acts = acts[1:]
+					out, _ = s.Pending()
+					check(out)
+				}
+			}
+			for i, l := range lines {
+				play(i)
+				evs = append(evs, s.Decode(l)...)
+				out, _ := s.Pending()
+				check(out)
+			}
+			play(len(lines))
+			o := s.Finish(meta.Exit, []byte(meta.Stderr))
+			for _, ev := range append(evs, o.Events...) {
+				if ev.Type == runs.EventAgentUnparsed {
+					t.Errorf("unparsed: %+v", ev.Data)
+				}
+			}
+			if n := countTurns(append(evs, o.Events...)); n != o.NumTurns || n == 0 {
+				t.Errorf("%d turn.completed, outcome says %d turns", n, o.NumTurns)
+			}
+			g := golden{Events: agenttest.GoldenEvents(evs), Outcome: goldenOutcome{
+				Events: agenttest.GoldenEvents(o.Events), Status: o.Status, StopReason: o.StopReason, Result: o.Result,
+				Usage: o.Usage, SessionID: o.SessionID, Model: o.Model, Diff: o.Diff, Error: o.Error,
+			}}
+			agenttest.CompareGolden(t, name, g, *update)
+		})
+	}
+}
+
+func countTurns(evs []runs.Event) int {
+	n := 0
+	for _, ev := range evs {
+		if ev.Type == runs.EventTurnCompleted {
+			n++
+		}
+	}
+	return n
 }
