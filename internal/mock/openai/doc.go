@@ -29,6 +29,13 @@
 // Sequence, and HelperThread, which makes Codex spawn a sub-agent through
 // its multi_agent_v1 tools, answers the sub-agent's own requests, and lets
 // the root turn finish only after the sub-agent's turn has completed.
+// For interactive runs, TwoTools asks for two exec_command calls in one
+// turn (a refused call's result counts as a result), Turns answers with
+// text billing a distinct TurnUsage for every request, so that each
+// turn's usage can be told apart, and LongThenText asks for a long
+// command once, polls it while it runs, and answers every later request
+// (steered input, the next turn after an interrupt) with text;
+// Request.Contains and Ledger.Seen tell whether a text reached the model.
 // For GitHub Copilot CLI, which runs against a custom provider with
 // COPILOT_PROVIDER_WIRE_API=responses, BashTurn is ToolTurn with Copilot's
 // bash tool (waiting with read_bash while the command runs), and a
