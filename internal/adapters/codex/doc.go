@@ -27,6 +27,64 @@
 // before any signal: the turn completes as interrupted, even while a tool
 // runs or the model server has not answered, and the server exits.
 //
+// # Interactive runs and approvals
+//
+// A run whose Spec is interactive or asks for approvals gets a Session
+// (session.go) on the same transport. Requests get ids in the order they
+// are made (initialize, thread, first turn are 1, 2, 3), each remembered
+// until answered; server→client requests carry the server's own counter
+// (0, 1, …) and are answered with that id.
+//
+//	← turn/completed of the root turn → turn.completed; the session is idle
+//	Send             → turn/start on the thread (idle), or
+//	Send with steer  → turn/steer {threadId, expectedTurnId, input} (a turn runs)
+//	InterruptTurn    → turn/interrupt; the turn completes "interrupted" (Cancelled)
+//	Close            → stdin closed once no turn runs; the server exits 0
+//	Interrupt (stop) → turn/interrupt; in an idle session its error answer
+//	                   ("no active turn to interrupt") ends the conversation
+//
+// approvals: ask sets the thread's approval policy to untrusted (never
+// otherwise). Verified with codex 0.171.0:
+//
+//   - item/commandExecution/requestApproval → approval.requested, tool
+//     "shell", input {command, cwd, reason}; item/fileChange/requestApproval
+//     → tool "apply_patch", input {changes: [{path, kind, diff}]}, taken
+//     from the item's item/started, as the request has no diff;
+//     mcpServer/elicitation/request of kind mcp_tool_call → tool
+//     mcp__<server>__<tool>, input the tool's params. tool_call_id is the
+//     item id.
+//   - untrusted asks even for `ls` and `cat` (commandActions listFiles,
+//     read). A command all of whose commandActions only read (read,
+//     listFiles, search) is accepted by the decoder without asking; what
+//     Codex cannot parse as such is "unknown" and asked. The sandbox of
+//     the permission level applies either way.
+//   - allow → accept, allow_session → acceptForSession (the identical
+//     second call was not asked; nothing is written to the cwd), deny →
+//     decline (the model is told the user refused and the turn goes on;
+//     Codex takes no message), deny_and_stop → cancel (the turn completes
+//     interrupted at once, no further model request). For an MCP
+//     elicitation: action accept, accept with _meta.persist "session",
+//     decline, and decline plus turn/interrupt (not verified with a real
+//     MCP server).
+//   - An approval still pending when its turn ends (interrupted) is
+//     reported withdrawn before turn.completed; the serverRequest/resolved
+//     Codex sends after turn/completed then finds nothing pending.
+//   - Steered input waits for the running command's result (or its 10 s
+//     yield) and reaches the next request of the same turn; one
+//     turn.completed follows.
+//   - turn/interrupt does not stop the running command: its process lives
+//     on (it outlived the turn in every run), and no item/completed comes
+//     for it. Interaction.KillToolsOnInterrupt asks the supervisor to kill
+//     the run's processes but Codex's own after the interrupted turn;
+//     the decoder closes the call as failed at the end of the turn.
+//
+// Each turn's usage is the sum of tokenUsage.last over its model
+// requests, helper threads' included, equal to what the mock billed for
+// the turn; the Outcome sums the turns, NumTurns counts them, and Status
+// is the last turn's (Cancelled for an interrupted one). A later turn the
+// server refuses fails that turn only; a process that dies mid-turn
+// completes the turn as failed in Finish.
+//
 // # Run fields
 //
 //   - system_prompt → developerInstructions of the thread (Codex keeps its
@@ -34,7 +92,9 @@
 //   - model, effort → the thread's model and the turn's effort;
 //   - output_schema → the turn's outputSchema; the final message is the
 //     JSON, parsed into structured_output;
-//   - permission → the thread's sandbox (see below), approval policy never;
+//   - permission → the thread's sandbox (see below), approval policy never
+//     (untrusted with approvals: ask);
+//   - interactive, approvals → a Session, above;
 //   - cwd → the thread's cwd, and the process's;
 //   - resume_session_id → thread/resume of that thread id;
 //   - keep_session → thread/start's ephemeral is false. Runs are ephemeral
