@@ -34,8 +34,10 @@ type cliCase struct {
 	// signal is sent to the CLI once its tool call started; the tool's
 	// processes, which outlive it, are killed after.
 	signal syscall.Signal
-	// killAfter SIGKILLs the CLI's process group after this long.
-	killAfter time.Duration
+	// killOnHung SIGKILLs it once the mock holds a request it will never
+	// answer: a fixed delay is no bound on a loaded machine, where the
+	// CLI may take longer than it to start and send the request.
+	killOnHung bool
 	// usageLost is set where the CLI dies before its result line, the
 	// only place it reports tokens: what the server billed is not known.
 	usageLost bool
@@ -381,7 +383,7 @@ func cliCases() []cliCase {
 		},
 		{
 			name: "hang", scenario: fixed(googleai.Hang()), spec: runs.Spec{Prompt: "hi"},
-			killAfter:  3 * time.Second,
+			killOnHung: true,
 			wantStatus: runs.Failed, wantClass: runs.ProcessKilled,
 			wantTypes: []runs.EventType{tStart},
 			check: func(t *testing.T, r *cliRun) {

@@ -162,9 +162,19 @@ func runCLI(t *testing.T, bin, version string, c cliCase, home, dir string) *cli
 	p := agenttest.Start(t, bin, cmd.Args, env, dir, cmd.Stdin)
 	deadline := time.AfterFunc(runDeadline, p.Kill)
 	defer deadline.Stop()
-	if c.killAfter > 0 {
-		kill := time.AfterFunc(c.killAfter, p.Kill)
-		defer kill.Stop()
+	if c.killOnHung {
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			for !hung(srv.Ledger()) {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			p.Kill()
+		}()
 	}
 	r := &cliRun{inv: inv}
 	if c.signal != 0 {
@@ -262,6 +272,16 @@ func normalized(u googleai.Usage) runs.Usage {
 		OutputTokens:    u.CandidatesTokenCount + u.ThoughtsTokenCount,
 		ReasoningTokens: u.ThoughtsTokenCount,
 	}
+}
+
+// hung reports whether the ledger holds a request left unanswered.
+func hung(l googleai.Ledger) bool {
+	for _, e := range l {
+		if e.Hung {
+			return true
+		}
+	}
+	return false
 }
 
 // killMatching SIGKILLs the processes whose command line carries marker:
