@@ -767,6 +767,19 @@ func (s *discardStore) CancelRequests(ctx context.Context) (<-chan string, error
 	return ch, nil
 }
 
+func (s *discardStore) SendInput(context.Context, string, string, []byte) ([]byte, error) {
+	return nil, runs.ErrOwnerUnavailable
+}
+
+func (s *discardStore) Inputs(ctx context.Context, _ string) (<-chan runs.InputRequest, error) {
+	ch := make(chan runs.InputRequest)
+	go func() {
+		<-ctx.Done()
+		close(ch)
+	}()
+	return ch, nil
+}
+
 // openJetStream opens the store on an embedded NATS server of its own, as
 // run() does without AGENTGATE_NATS_URL.
 func openJetStream(b *testing.B) *store.Store {

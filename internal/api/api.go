@@ -36,6 +36,13 @@ type Service interface {
 	Events(ctx context.Context, id string, after uint64) (runs.Cursor, error)
 	// LastEventSeq is the seq of the run's last stored event (0 if none).
 	LastEventSeq(ctx context.Context, id string) (uint64, error)
+	// Input delivers input to a running interactive run (or one asking
+	// for approvals) wherever it executes: an approval decision, a
+	// message, an interrupt or a close. Errors wrap runs.ErrNotFound (no
+	// such run or approval), runs.ErrConflict (a *runs.ConflictError: the
+	// input does not fit the run's state), runs.ErrInvalid or
+	// runs.ErrUnsupported (a *runs.FieldError), or runs.ErrOwnerUnavailable.
+	Input(ctx context.Context, id string, in runs.Input) (runs.InputResult, error)
 	// Agents describes every configured agent and what the startup probe
 	// found.
 	Agents() []runs.AgentInfo
@@ -151,6 +158,10 @@ func New(cfg Config, svc Service, obs Observer, metrics http.Handler, log *zap.L
 	r.Get("/v1/runs", s.listRuns)
 	r.Get("/v1/runs/{id}", s.getRun)
 	r.Post("/v1/runs/{id}/cancel", s.cancelRun)
+	r.Post("/v1/runs/{id}/approvals/{approval_id}", s.answerApproval)
+	r.Post("/v1/runs/{id}/messages", s.postMessage)
+	r.Post("/v1/runs/{id}/interrupt", s.interruptTurn)
+	r.Post("/v1/runs/{id}/close", s.closeSession)
 	r.Get("/v1/runs/{id}/events", s.runEvents)
 	s.router = r
 	return r

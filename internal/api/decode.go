@@ -45,7 +45,11 @@ var requestFields = []string{
 	fieldAgent, fieldPrompt, runs.FieldSystemPrompt, runs.FieldModel, runs.FieldEffort,
 	runs.FieldMaxTurns, runs.FieldTimeoutSeconds, runs.FieldMaxBudgetUSD, runs.FieldOutputSchema,
 	runs.FieldResumeSessionID, runs.FieldKeepSession, fieldMetadata, runs.FieldCwd, runs.FieldPermission,
+	runs.FieldApprovals, runs.FieldApprovalTimeoutSeconds, runs.FieldInteractive, runs.FieldIdleTimeoutSeconds,
 }
+
+// approvalModes are the values of the approvals field.
+var approvalModes = []runs.Approvals{runs.ApprovalsNever, runs.ApprovalsAsk}
 
 // efforts are the values of the effort field.
 var efforts = []string{"low", "medium", "high"}
@@ -177,7 +181,116 @@ func decodeRunRequest(body []byte) (runs.Spec, error) {
 	} else if !slices.Contains(permissions, spec.Permission) {
 		return runs.Spec{}, invalidField(runs.FieldPermission, "must be one of read_only, workspace_write, full")
 	}
+	var approvals string
+	if approvals, ok, err = f.str(runs.FieldApprovals); err != nil {
+		return runs.Spec{}, err
+	}
+	if spec.Approvals = runs.Approvals(approvals); ok && !slices.Contains(approvalModes, spec.Approvals) {
+		return runs.Spec{}, invalidField(runs.FieldApprovals, "must be one of never, ask")
+	}
+	if spec.ApprovalTimeoutSeconds, err = f.integer(runs.FieldApprovalTimeoutSeconds, 1, int(runs.MaxApprovalTimeout.Seconds())); err != nil {
+		return runs.Spec{}, err
+	}
+	if spec.Interactive, err = f.boolean(runs.FieldInteractive); err != nil {
+		return runs.Spec{}, err
+	}
+	if spec.IdleTimeoutSeconds, err = f.integer(runs.FieldIdleTimeoutSeconds, 1, int(runs.MaxIdleTimeout.Seconds())); err != nil {
+		return runs.Spec{}, err
+	}
 	return spec, nil
+}
+
+// Fields of the input requests.
+const (
+	fieldDecision = "decision"
+	fieldMessage  = "message"
+	fieldText     = "text"
+	fieldMode     = "mode"
+)
+
+var (
+	decisionFields = []string{fieldDecision, fieldMessage}
+	messageFields  = []string{fieldText, fieldMode}
+	messageModes   = []string{runs.MessageQueue, runs.MessageSteer}
+)
+
+// decodeDecision parses the body of POST /v1/runs/{id}/approvals/{approval_id}.
+func decodeDecision(body []byte) (runs.Input, error) {
+	f, err := readFields(body, decisionFields)
+	if err != nil {
+		return runs.Input{}, err
+	}
+	in := runs.Input{Kind: runs.InputDecision}
+	d, ok, err := f.str(fieldDecision)
+	switch {
+	case err != nil:
+		return runs.Input{}, err
+	case !ok:
+		return runs.Input{}, invalidField(fieldDecision, "is required")
+	}
+	if in.Decision = runs.Decision(d); !in.Decision.Valid() {
+		return runs.Input{}, invalidField(fieldDecision, "must be one of allow, allow_session, deny, deny_and_stop")
+	}
+	if in.Message, _, err = f.str(fieldMessage); err != nil {
+		return runs.Input{}, err
+	}
+	if len(in.Message) > runs.MaxDecisionMessageBytes {
+		return runs.Input{}, invalidField(fieldMessage, fmt.Sprintf("must be at most %d bytes", runs.MaxDecisionMessageBytes))
+	}
+	return in, nil
+}
+
+// decodeMessage parses the body of POST /v1/runs/{id}/messages.
+func decodeMessage(body []byte) (runs.Input, error) {
+	f, err := readFields(body, messageFields)
+	if err != nil {
+		return runs.Input{}, err
+	}
+	in := runs.Input{Kind: runs.InputMessage, Mode: runs.MessageQueue}
+	var ok bool
+	if in.Text, ok, err = f.str(fieldText); err != nil {
+		return runs.Input{}, err
+	}
+	if !ok || strings.TrimSpace(in.Text) == "" {
+		return runs.Input{}, invalidField(fieldText, "is required and must not be blank")
+	}
+	if len(in.Text) > runs.MaxMessageBytes {
+		return runs.Input{}, invalidField(fieldText, fmt.Sprintf("must be at most %d bytes", runs.MaxMessageBytes))
+	}
+	mode, ok, err := f.str(fieldMode)
+	if err != nil {
+		return runs.Input{}, err
+	}
+	if ok {
+		if !slices.Contains(messageModes, mode) {
+			return runs.Input{}, invalidField(fieldMode, "must be one of queue, steer")
+		}
+		in.Mode = mode
+	}
+	return in, nil
+}
+
+// readFields parses body as one JSON object whose members are all among
+// known, each at most once. An empty body is an empty object.
+func readFields(body []byte, known []string) (fields, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return fields{}, nil
+	}
+	members, err := readObject(body)
+	if err != nil {
+		return nil, err
+	}
+	f := make(fields, len(members))
+	for _, m := range members {
+		if !slices.Contains(known, m.name) {
+			return nil, unknownField(m.name, known)
+		}
+		if _, dup := f[m.name]; dup {
+			return nil, invalidField(m.name, "appears more than once")
+		}
+		f[m.name] = m.raw
+	}
+	return f, nil
 }
 
 // member is one name/value pair of a JSON object, in body order.

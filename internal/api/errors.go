@@ -48,8 +48,23 @@ const (
 	CodeShuttingDown = "shutting_down"
 	// CodeNotReady: GET /readyz found the gateway not ready.
 	CodeNotReady = "not_ready"
+	// CodeOwnerUnavailable: input for a run cannot reach the replica that
+	// executes it (503, with Retry-After).
+	CodeOwnerUnavailable = "owner_unavailable"
 	// CodeInternal: anything else; the message is always "internal error".
 	CodeInternal = "internal"
+)
+
+// The 409 codes of input that does not fit the run's state; they are the
+// runs.Conflict* codes, stable like the others.
+const (
+	CodeApprovalResolved = runs.ConflictApprovalResolved
+	CodeNotInteractive   = runs.ConflictNotInteractive
+	CodeRunEnded         = runs.ConflictRunEnded
+	CodeNoTurnRunning    = runs.ConflictNoTurn
+	CodeMessageQueueFull = runs.ConflictQueueFull
+	CodeSessionClosing   = runs.ConflictClosing
+	CodeRunNotStarted    = runs.ConflictNotStarted
 )
 
 // ErrorResponse is the body of every error response.
@@ -136,6 +151,18 @@ func (s *server) problem(err error) problem {
 	case errors.Is(err, runs.ErrNotFound):
 		detail.Code = CodeNotFound
 		return problem{status: http.StatusNotFound, detail: detail}
+	case errors.Is(err, runs.ErrConflict):
+		var ce *runs.ConflictError
+		if errors.As(err, &ce) {
+			detail.Code, detail.Message = ce.Code, ce.Message
+		} else {
+			detail.Code = "conflict"
+		}
+		return problem{status: http.StatusConflict, detail: detail}
+	case errors.Is(err, runs.ErrOwnerUnavailable):
+		detail.Code = CodeOwnerUnavailable
+		detail.Message = "the replica running this run cannot be reached; it may have stopped, and the run will end interrupted"
+		return problem{status: http.StatusServiceUnavailable, detail: detail, retryAfter: true}
 	case errors.Is(err, runs.ErrCapacity):
 		detail.Code = CodeQueueFull
 		return problem{status: http.StatusTooManyRequests, detail: detail, retryAfter: true}

@@ -32,6 +32,14 @@ type fakeService struct {
 	lastEventSeq func(ctx context.Context, id string) (uint64, error)
 	agents       func() []runs.AgentInfo
 	ready        func(ctx context.Context) error
+	input        func(ctx context.Context, id string, in runs.Input) (runs.InputResult, error)
+}
+
+func (f *fakeService) Input(ctx context.Context, id string, in runs.Input) (runs.InputResult, error) {
+	if f.input == nil {
+		return runs.InputResult{}, fmt.Errorf("Input: %w", errUnexpected)
+	}
+	return f.input(ctx, id, in)
 }
 
 var errUnexpected = errors.New("unexpected call")

@@ -291,6 +291,8 @@ var allCodes = []string{
 	CodeInvalidJSON, CodeUnknownField, CodeInvalidField, CodeUnsupportedOption, CodeUnknownAgent,
 	CodeAgentNotInstalled, CodeNotFound, CodeMethodNotAllowed, CodeBodyTooLarge,
 	CodeUnsupportedMediaType, CodeQueueFull, CodeShuttingDown, CodeNotReady, CodeInternal,
+	CodeOwnerUnavailable, CodeApprovalResolved, CodeNotInteractive, CodeRunEnded, CodeNoTurnRunning,
+	CodeMessageQueueFull, CodeSessionClosing, CodeRunNotStarted,
 }
 
 // TestOpenAPIRejects shows the response schemas are not vacuous: they

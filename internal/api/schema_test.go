@@ -63,6 +63,11 @@ var payloadTypes = map[runs.EventType]reflect.Type{
 	runs.EventWarning:            reflect.TypeFor[runs.WarningData](),
 	runs.EventAgentUnparsed:      reflect.TypeFor[runs.UnparsedData](),
 	runs.EventRunCompleted:       reflect.TypeFor[runs.RunCompletedData](),
+	runs.EventApprovalRequested:  reflect.TypeFor[runs.ApprovalRequestedData](),
+	runs.EventApprovalResolved:   reflect.TypeFor[runs.ApprovalResolvedData](),
+	runs.EventTurnStarted:        reflect.TypeFor[runs.TurnStartedData](),
+	runs.EventTurnCompleted:      reflect.TypeFor[runs.TurnCompletedData](),
+	runs.EventMessageQueued:      reflect.TypeFor[runs.MessageQueuedData](),
 }
 
 // samplePayloads returns, per type, a payload with every field set and
@@ -143,6 +148,28 @@ func samplePayloads() map[runs.EventType][]any {
 				NumTurns: 3, Diff: "diff --git a/x b/x\n", DurationMS: 4000, Exit: &runs.Exit{Code: -1, Signal: "SIGKILL", Reason: "timeout"},
 				Error: runs.NewRunError(runs.Timeout, "timed out", "raise timeout_seconds")},
 			runs.RunCompletedData{Status: runs.Succeeded},
+		},
+		runs.EventApprovalRequested: {
+			runs.ApprovalRequestedData{ID: "ap-1", ToolCallID: "t1", Tool: "Bash", Input: json.RawMessage(`{"command":"touch x"}`),
+				Options: runs.Decisions, ExpiresAt: t0},
+			runs.ApprovalRequestedData{ID: "ap-1", Tool: "Bash", Options: []runs.Decision{runs.Allow}, ExpiresAt: t0},
+		},
+		runs.EventApprovalResolved: {
+			runs.ApprovalResolvedData{ID: "ap-1", Decision: runs.Deny, Reason: runs.ResolvedByClient, Message: "not that"},
+			runs.ApprovalResolvedData{ID: "ap-1", Reason: runs.ResolvedWithdrawn},
+		},
+		runs.EventTurnStarted: {
+			runs.TurnStartedData{Turn: 2, MessageID: "m-2", Text: "and now the tests"},
+			runs.TurnStartedData{Turn: 1, MessageID: "m-1"},
+		},
+		runs.EventTurnCompleted: {
+			runs.TurnCompletedData{Turn: 2, Status: runs.Failed, StopReason: "error", Result: "x", Usage: runs.Usage{InputTokens: 5},
+				CostUSD: &cost, Error: runs.NewRunError(runs.RateLimited, "429", "")},
+			runs.TurnCompletedData{Turn: 1, Status: runs.Cancelled},
+		},
+		runs.EventMessageQueued: {
+			runs.MessageQueuedData{MessageID: "m-2", Text: "and now the tests", Mode: runs.MessageSteer},
+			runs.MessageQueuedData{MessageID: "m-2", Mode: runs.MessageQueue},
 		},
 	}
 }
@@ -283,6 +310,10 @@ func TestEventsSchemaValidatesSamples(t *testing.T) {
 			Error: &runs.RunError{Class: "oops", Message: "x"}}, nil),
 		"bad visibility": envelope(t, runs.EventReasoningCompleted, runs.ReasoningData{Visibility: "partial"}, nil),
 		"null data":      envelope(t, runs.EventWarning, nil, nil),
+		"bad decision": envelope(t, runs.EventApprovalResolved, runs.ApprovalResolvedData{ID: "a", Decision: "maybe",
+			Reason: runs.ResolvedByClient}, nil),
+		"bad turn status": envelope(t, runs.EventTurnCompleted, runs.TurnCompletedData{Turn: 1, Status: runs.TimedOut}, nil),
+		"turn 0":          envelope(t, runs.EventTurnStarted, runs.TurnStartedData{MessageID: "m"}, nil),
 	}
 	for name, v := range bad {
 		if sch.Validate(v) == nil {
