@@ -24,6 +24,13 @@ type decoder struct {
 	// line's kind ("authentication_failed", ...) and text.
 	apiError     string
 	apiErrorText string
+	// streamed is the usage of each API message streamed since the last
+	// result, by message id, in order: what the model server billed, for
+	// a run that ends without the result that would report it.
+	streamed    map[string]*wireUsage
+	streamedIDs []string
+	// interrupted is set once the CLI said the user interrupted it.
+	interrupted bool
 }
 
 func newDecoder(inv runs.Invocation) *decoder { return &decoder{inv: inv} }
@@ -178,6 +185,9 @@ func (d *decoder) user(l *wireLine, line []byte) []runs.Event {
 		if b.Type != "tool_result" {
 			// Text blocks: "[Request interrupted by user for tool
 			// use]", the structured-output reminder, replays.
+			if strings.HasPrefix(b.Text, "[Request interrupted by user") {
+				d.interrupted = true
+			}
 			continue
 		}
 		d.close(b.ToolUseID)
@@ -191,6 +201,18 @@ func (d *decoder) user(l *wireLine, line []byte) []runs.Event {
 func (d *decoder) streamEvent(l *wireLine, line []byte) []runs.Event {
 	if l.Event == nil {
 		return []runs.Event{unparsed(line, "stream_event without event")}
+	}
+	switch l.Event.Type {
+	case "message_start":
+		if l.Event.Message != nil && l.Event.Message.Usage != nil {
+			d.stream(l.APIMessageID, l.Event.Message.Usage)
+		}
+		return nil
+	case "message_delta":
+		if l.Event.Usage != nil {
+			d.stream(l.APIMessageID, l.Event.Usage)
+		}
+		return nil
 	}
 	if l.Event.Type == "content_block_delta" && l.Event.Delta != nil {
 		switch l.Event.Delta.Type {
@@ -207,8 +229,49 @@ func (d *decoder) streamEvent(l *wireLine, line []byte) []runs.Event {
 	return nil
 }
 
+// stream records an API message's usage as its stream reports it:
+// message_start has the input and cache counts, each message_delta the
+// running totals, whose non-zero counts replace the earlier ones.
+func (d *decoder) stream(id string, u *wireUsage) {
+	if d.streamed == nil {
+		d.streamed = map[string]*wireUsage{}
+	}
+	cur, ok := d.streamed[id]
+	if !ok {
+		if len(d.streamedIDs) >= maxStreamed {
+			return
+		}
+		cur = &wireUsage{}
+		d.streamed[id] = cur
+		d.streamedIDs = append(d.streamedIDs, id)
+	}
+	for _, f := range [][2]*int64{
+		{&cur.InputTokens, &u.InputTokens}, {&cur.CacheCreationInputTokens, &u.CacheCreationInputTokens},
+		{&cur.CacheReadInputTokens, &u.CacheReadInputTokens}, {&cur.OutputTokens, &u.OutputTokens},
+	} {
+		if *f[1] > 0 {
+			*f[0] = *f[1]
+		}
+	}
+}
+
+// maxStreamed bounds the API messages remembered between two results.
+const maxStreamed = 10000
+
+// streamedUsage is the usage of the API messages streamed since the last
+// result.
+func (d *decoder) streamedUsage() runs.Usage {
+	var u runs.Usage
+	for _, id := range d.streamedIDs {
+		u = u.Add(resultUsage(&wireLine{Usage: d.streamed[id]}))
+	}
+	return u
+}
+
 func (d *decoder) resultLine(l *wireLine) []runs.Event {
 	d.result = l
+	// The result reports what was streamed since the last one.
+	d.streamed, d.streamedIDs = nil, nil
 	if l.SessionID != "" {
 		d.sessionID = l.SessionID
 	}

@@ -52,6 +52,12 @@ func (d *decoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
 	r := d.result
 	if r == nil {
 		out.Status, out.Error = runs.Failed, d.classifyNoResult(exit, stderr)
+		// Without a result the usage is what the streams reported: the
+		// model server billed it all the same.
+		if u := d.streamedUsage(); !u.IsZero() {
+			out.Usage = u
+			out.Events = append(out.Events, runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: u}))
+		}
 		return out
 	}
 	out.Usage = normalize(r)
@@ -164,6 +170,12 @@ func (d *decoder) classifyNoResult(exit runs.Exit, stderr string) *runs.RunError
 		return runs.NewRunError(runs.ProcessKilled, fmt.Sprintf("claude was killed by %s", exit.Signal), "")
 	case d.apiError != "":
 		return classifyAPI(0, d.apiError, d.apiErrorText)
+	case exit.Code == 0 && (d.interrupted || exit.Reason != ""):
+		// Stopped with SIGINT, the CLI stops the tool, prints the
+		// interruption and its result; but on a busy machine it was
+		// seen to exit 0 before the result line, at times before the
+		// tool's result.
+		return runs.NewRunError(runs.Interrupted, "claude was interrupted and exited before reporting its result", hintInterrupt)
 	case flagRejectedRE.MatchString(stderr):
 		return runs.NewRunError(runs.FlagRejected, last, d.flagHint())
 	case strings.Contains(stderr, "No conversation found with session ID"):

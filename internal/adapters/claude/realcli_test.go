@@ -110,20 +110,28 @@ func runCLI(t *testing.T, bin, version string, c cliCase, home, dir string) *cli
 	deadline := time.AfterFunc(runDeadline, p.Kill)
 	defer deadline.Stop()
 	if c.interrupt {
-		for line := range p.Lines() {
-			if bytes.Contains(line, []byte(`"type":"tool_use"`)) {
-				// Let the tool's process start before interrupting.
-				time.Sleep(500 * time.Millisecond)
-				if err := p.Signal(syscall.Signal(cmd.InterruptSignal)); err != nil {
-					t.Fatalf("interrupt: %v", err)
+		// Interrupt once the tool's process runs: the case is about
+		// stopping a running tool, not a stream.
+		lines := p.Lines()
+		for len(agenttest.ProcessesMatching(marker)) == 0 {
+			select {
+			case _, ok := <-lines:
+				if !ok {
+					t.Fatal("claude's output ended before the tool's process started")
 				}
-				break
+			case <-time.After(20 * time.Millisecond):
 			}
+		}
+		if err := p.Signal(syscall.Signal(cmd.InterruptSignal)); err != nil {
+			t.Fatalf("interrupt: %v", err)
 		}
 	}
 	res := p.Wait()
 	elapsed := time.Since(start)
 	if c.interrupt {
+		// The test plays the supervisor, which records why it stopped
+		// the process.
+		res.Exit.Reason = "cancelled"
 		if left := agenttest.WaitGone(marker, 3*time.Second); len(left) > 0 {
 			t.Errorf("tool processes left after the interrupt: %v", left)
 		}
@@ -159,6 +167,11 @@ func checkRun(t *testing.T, c cliCase, r *cliRun) {
 		t.Errorf("error = %+v, want none", o.Error)
 	case c.wantClass != "" && (o.Error == nil || o.Error.Class != c.wantClass):
 		t.Errorf("error = %+v, want class %s", o.Error, c.wantClass)
+	}
+	if t.Failed() {
+		for _, l := range r.res.stdout[max(len(r.res.stdout)-3, 0):] {
+			t.Logf("stdout ends with: %s", tail(string(l), 300))
+		}
 	}
 	if got := collapse(r.events); !reflect.DeepEqual(got, c.wantTypes) {
 		t.Errorf("event types =\n  %v\nwant\n  %v", got, c.wantTypes)

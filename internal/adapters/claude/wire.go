@@ -104,7 +104,8 @@ type wireBlock struct {
 }
 
 // wireStreamEvent is the raw API event a stream_event line wraps; only
-// text and thinking deltas are read.
+// text and thinking deltas, and the usage of message_start and
+// message_delta, are read.
 type wireStreamEvent struct {
 	Type  string `json:"type"`
 	Index int    `json:"index"`
@@ -113,6 +114,11 @@ type wireStreamEvent struct {
 		Text     string `json:"text"`
 		Thinking string `json:"thinking"`
 	} `json:"delta"`
+	// Usage is message_delta's: the API's running totals.
+	Usage   *wireUsage `json:"usage"`
+	Message *struct {
+		Usage *wireUsage `json:"usage"`
+	} `json:"message"`
 }
 
 // wireRateLimit is a rate_limit_event's rate_limit_info.
