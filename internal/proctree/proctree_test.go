@@ -135,3 +135,66 @@ func TestReap(t *testing.T) {
 		t.Fatalf("the escaped grandchild %d outlived its reaper", pid)
 	}
 }
+
+func TestKillDescendantsSparesTheAgent(t *testing.T) {
+	for _, spareFirst := range []bool{false, true} {
+		t.Run(strconv.FormatBool(spareFirst), func(t *testing.T) {
+			tr := New()
+			id := "test-" + strings.ReplaceAll(t.Name(), "/", "-")
+			// The root plays a reaper whose first child is the agent: the
+			// agent runs a tool, and the root holds an orphan of its own.
+			// Both shells wait on stdin, so that they outlive their
+			// children (a background job's stdin would be /dev/null
+			// without the explicit redirection).
+			cmd := exec.Command("/bin/sh", "-c", `exec 9<&0; sh -c 'sleep 63 & read y' <&9 & sleep 64 & read x`)
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), Cookie(id)}
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = tr.Kill(context.Background(), id); stdin.Close(); _ = cmd.Wait() })
+			if pids := waitCount(t, tr, id, 4); len(pids) < 4 {
+				t.Fatalf("found %d processes, want 4: %v", len(pids), pids)
+			}
+			procs, err := tr.list()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var children []int
+			for _, p := range procs {
+				if p.ppid == cmd.Process.Pid {
+					children = append(children, p.pid)
+				}
+			}
+			agent, ok := oldest(tr.procDir, children)
+			if !ok {
+				t.Fatal("no child of the root")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tr.KillDescendants(ctx, cmd.Process.Pid, spareFirst); err != nil {
+				t.Fatal(err)
+			}
+			want := map[int]bool{cmd.Process.Pid: true}
+			if spareFirst {
+				want[agent] = true
+			}
+			left, _ := tr.Find(id)
+			got := map[int]bool{}
+			for _, pid := range left {
+				got[pid] = true
+			}
+			if len(got) != len(want) {
+				t.Fatalf("left %v, want %v", left, want)
+			}
+			for pid := range want {
+				if !got[pid] {
+					t.Fatalf("left %v, want %v", left, want)
+				}
+			}
+		})
+	}
+}
