@@ -161,6 +161,78 @@
 // transient_api_error; a too long input → context_exceeded; other 4xx
 // (404: model not found) → api_error.
 //
+// # Interactive runs and approvals (ACP)
+//
+// A run whose Spec.Session() (interactive, or approvals "ask") runs
+//
+//	gemini --acp [--model=M] [--policy=<home>/.gemini/agentgate-workspace-write.toml]
+//
+// with the same home, settings, environment and phone-home switches, and
+// is driven by the internal/acp client (see its doc for the wire and the
+// events) with this profile, verified with 0.61.0 against the mock:
+//
+//   - Mode, set with session/set_mode after session/new: approvals "ask"
+//     → default, which asks for run_shell_command, write_file and replace
+//     (and MCP tools) and runs the read-only tools (read_file,
+//     list_directory, glob, grep_search, …) unasked. Approvals "never"
+//     → the one-shot mapping's: read_only default, workspace_write
+//     autoEdit plus the shell policy, full yolo. Whatever such a run's mode
+//     still asks for is refused at once with reject_once and a warning
+//     approval_refused (TestSessionRefusedWithoutApprovals), as -p leaves
+//     the tool out. read_only with "ask" refuses the same way: the level
+//     forbids everything that asks. "ask" leaves the shell policy out: it
+//     would let the shell run unasked.
+//   - Options: proceed_once (allow_once), proceed_always (allow_always,
+//     "Allow for this session": the identical call is not asked again, and
+//     nothing is written into the run's directory, TestSessionAllowSession),
+//     cancel (reject_once). Deny: the model gets "Tool … was canceled by
+//     the user." and goes on (DenyEndsTurn false); the CLI sends no update
+//     for the denied call, which the client closes as failed.
+//     deny_and_stop: reject_once and session/cancel: the prompt answers
+//     cancelled and no further model request is made.
+//   - No steer: a second session/prompt cancels the running one
+//     (interactive.md); Interaction.Steer is false.
+//   - InterruptTurn: session/cancel; the prompt answers cancelled within
+//     a second and the running shell command's processes are gone
+//     (TestSessionInterruptMidTool); the next prompt works.
+//   - The tool name is the call id's prefix (run_shell_command__…); the
+//     CLI sends no rawInput, so the input is the call's title (the
+//     command line), kind and content. No tool_call precedes a
+//     permission request in default mode.
+//   - Thoughts stream as agent_thought_chunk "**subject**\ndescription":
+//     reasoning of visibility summary.
+//   - Errors: a failed model call answers session/prompt with the HTTP
+//     status as the JSON-RPC code and the API's error body quoted as the
+//     message (a 429: "Rate limit exceeded. Try again later."), classified
+//     as above: 401 and API_KEY_INVALID → not_authenticated, 429 →
+//     rate_limited, 5xx → transient_api_error. Without GEMINI_API_KEY
+//     session/new answers -32000 "Gemini API key is missing or not
+//     configured." → not_authenticated; the client then closes stdin and
+//     the CLI exits 0. An exit without an answer is classified as a
+//     one-shot run without a result line.
+//   - resume_session_id is refused for a Session run: ACP session/load is
+//     not verified.
+//
+// Usage: the prompt result's _meta.quota.token_count, per turn. In 0.61.0
+// it is Σ promptTokenCount (input, cached included) and Σ
+// candidatesTokenCount (output, thoughts excluded) of the turn's model
+// requests, and nothing else: cached and thought tokens are billed but not
+// reported, so a turn's cache_read_tokens and reasoning_tokens are 0 and
+// its output_tokens falls short of the bill by the thoughts
+// (TestSessionTwoToolsAllowThenDeny checks that exact gap;
+// TestSessionTurnsBilledApart checks equality where nothing else is
+// billed). A cancelled turn reports no usage at all.
+//
+// One transport? One-shot runs stay on -p: over ACP they would lose the
+// thought and cached counts that stream-json's stats give (the
+// conformance suite's usage check compares output, reasoning included,
+// with the bill), while the error classes (401, 429, 500, invalid key, no
+// credentials: TestSessionErrors) and the interrupt would be kept.
+//
+// With an MCP server in the session the CLI does not exit at stdin EOF
+// (interactive.md §5.10); no MCP server is passed today, and the
+// supervisor's signals after the grace period would end it.
+//
 // Without a result line: a signal → process_killed; exit 41 (no
 // GEMINI_API_KEY, or an auth type headless mode rejects) →
 // not_authenticated with a hint; exit 42 "Error resuming session" →
