@@ -25,7 +25,13 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 	case conformance.Tool:
 		s = anthropic.ToolTurn(sc.Command, sc.Text)
 	case conformance.LongTool:
-		s = anthropic.ToolTurn(anthropic.LongCommand+" "+sc.Marker, sc.Text)
+		// Every later request, steered or in the next turn, gets the
+		// text.
+		s = anthropic.ToolThenText(anthropic.LongCommand+" "+sc.Marker, sc.Text)
+	case conformance.TwoTools:
+		s = anthropic.TwoTools(sc.Command, sc.Command2, sc.Text)
+	case conformance.Turns:
+		s = anthropic.Turns(sc.Text)
 	case conformance.Failure:
 		s = anthropic.Failure(sc.Status)
 	case conformance.Hang:
@@ -43,5 +49,6 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 		NoCredentials: map[string]string{"ANTHROPIC_BASE_URL": srv.URL},
 		Billed:        func() runs.Usage { return fromAnthropic(srv.Ledger().Billed()) },
 		Requests:      func() int { return len(srv.Ledger().Messages()) },
+		Seen:          func(text string) bool { return srv.Ledger().Messages().Seen(text) },
 	}
 }

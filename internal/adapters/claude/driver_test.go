@@ -79,13 +79,19 @@ func (b *lockedBuf) String() string {
 // startSession starts the real CLI for spec against a mock playing sc.
 func startSession(t *testing.T, sc anthropic.Scenario, spec runs.Spec) *driver {
 	t.Helper()
+	return startSessionIn(t, t.TempDir(), sc, spec)
+}
+
+// startSessionIn is startSession with the run's directory.
+func startSessionIn(t *testing.T, dir string, sc anthropic.Scenario, spec runs.Spec) *driver {
+	t.Helper()
 	bin := agenttest.ClaudeBin(t)
 	srv, err := anthropic.Start("127.0.0.1:0", sc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	home, dir := t.TempDir(), t.TempDir()
+	home := t.TempDir()
 	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home,
 		Timeout: 2 * time.Minute, CLIVersion: VerifiedVersion}
 	a := New()

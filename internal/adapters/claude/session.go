@@ -465,10 +465,26 @@ func (s *session) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := s.d.Finish(exit, stderrTail)
+	if s.inTurn {
+		// The CLI ended in the middle of a turn: the turn still ends,
+		// with what its streams billed, and so does the run.
+		if s.d.result != nil {
+			// out is the earlier turn's; this one has no result.
+			out.Status, out.Error = runs.Failed, s.d.classifyNoResult(exit, string(stderrTail))
+		}
+		s.turns++
+		td := runs.TurnCompletedData{Status: runs.Failed, Usage: s.turnUsage.Add(s.d.streamedUsage()), Error: out.Error}
+		if out.Error != nil && out.Error.Class == runs.Interrupted {
+			td.Status, td.Error = runs.Cancelled, nil
+		}
+		out.Events = append(out.Events, runs.NewEvent(runs.EventTurnCompleted, td))
+		s.inTurn = false
+	}
 	if s.d.result == nil {
+		out.NumTurns = s.turns
 		return out
 	}
-	out.Usage = s.usage
+	out.Usage = s.usage.Add(s.d.streamedUsage())
 	out.NumTurns = s.turns
 	// out.SessionCostUSD stays the last total_cost_usd: the session's
 	// cost so far, of which the supervisor makes the run's own.

@@ -260,3 +260,92 @@ func TestSessionStop(t *testing.T) {
 	}
 	d.record("session_stop")
 }
+
+// TestSessionPermissions checks, with the real CLI, which tool calls a
+// run with approvals: ask asks for at each permission level: those that
+// can change something, unless the level forbids them, which are refused
+// without asking. doc.go and permissionDocs state the same.
+func TestSessionPermissions(t *testing.T) {
+	type tc struct {
+		name string
+		perm runs.Permission
+		tool func(dir string) anthropic.Block
+		// asked: an approval is requested (and allowed); otherwise the
+		// call runs or is refused without one.
+		asked, refused bool
+		// effect is a file the call creates in the run's directory.
+		effect string
+	}
+	bash := func(cmd string) func(string) anthropic.Block {
+		return func(string) anthropic.Block { return anthropic.Bash(cmd) }
+	}
+	write := func(dir string) anthropic.Block {
+		return anthropic.ToolUse("Write", map[string]string{"file_path": filepath.Join(dir, "w.txt"), "content": "w\n"})
+	}
+	read := func(dir string) anthropic.Block {
+		return anthropic.ToolUse("Read", map[string]string{"file_path": filepath.Join(dir, "r.txt")})
+	}
+	cases := []tc{
+		{name: "workspace_write/bash", perm: runs.WorkspaceWrite, tool: bash("touch b.txt"), asked: true, effect: "b.txt"},
+		{name: "workspace_write/write", perm: runs.WorkspaceWrite, tool: write, asked: true, effect: "w.txt"},
+		{name: "workspace_write/read", perm: runs.WorkspaceWrite, tool: read},
+		{name: "workspace_write/ls", perm: runs.WorkspaceWrite, tool: bash("ls")},
+		{name: "full/bash", perm: runs.Full, tool: bash("touch b.txt"), asked: true, effect: "b.txt"},
+		{name: "full/write", perm: runs.Full, tool: write, asked: true, effect: "w.txt"},
+		{name: "full/read", perm: runs.Full, tool: read},
+		{name: "read_only/bash", perm: runs.ReadOnly, tool: bash("touch b.txt"), refused: true},
+		{name: "read_only/write", perm: runs.ReadOnly, tool: write, refused: true},
+		{name: "read_only/read", perm: runs.ReadOnly, tool: read},
+		{name: "read_only/ls", perm: runs.ReadOnly, tool: bash("ls")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "r.txt"), []byte("readable\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			block := c.tool(dir)
+			sc := anthropic.Func(func(req *anthropic.Request) anthropic.Response {
+				if len(req.ToolResults()) > 0 {
+					return anthropic.Response{Message: anthropic.Message{Content: []anthropic.Block{anthropic.Text("Done.")}}}
+				}
+				return anthropic.Response{Message: anthropic.Message{Content: []anthropic.Block{block}}}
+			})
+			spec := askSpec("Use the tool.")
+			spec.Permission = c.perm
+			d := startSessionIn(t, dir, sc, spec)
+			ev := d.until("approval.requested or turn.completed", func(ev runs.Event) bool {
+				return ev.Type == runs.EventApprovalRequested || ev.Type == runs.EventTurnCompleted
+			})
+			if asked := ev.Type == runs.EventApprovalRequested; asked != c.asked {
+				t.Errorf("asked = %v, want %v", asked, c.asked)
+			}
+			if ev.Type == runs.EventApprovalRequested {
+				if err := d.answer(ev.Data.(runs.ApprovalRequestedData).ID, runs.Allow, ""); err != nil {
+					t.Fatal(err)
+				}
+				d.turn()
+			}
+			d.close()
+			var res *runs.ToolCallCompletedData
+			for _, ev := range d.events {
+				if ev.Type == runs.EventToolCallCompleted {
+					r := ev.Data.(runs.ToolCallCompletedData)
+					res = &r
+				}
+			}
+			switch {
+			case res == nil:
+				t.Fatal("no tool_call.completed")
+			case res.IsError != c.refused:
+				t.Errorf("tool result %+v, want refused=%v", *res, c.refused)
+			}
+			if c.effect != "" {
+				if _, err := os.Stat(filepath.Join(dir, c.effect)); err != nil {
+					t.Errorf("the allowed call had no effect: %v", err)
+				}
+			}
+		})
+	}
+}
