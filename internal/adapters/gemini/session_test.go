@@ -337,3 +337,40 @@ func TestSessionErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionReadToolsUnasked: with approvals "ask" (mode default) the
+// read-only tools run without asking.
+func TestSessionReadToolsUnasked(t *testing.T) {
+	t.Parallel()
+	sc := googleai.Func(func(req *googleai.Request) googleai.Response {
+		if len(req.FunctionResponses()) > 0 {
+			return googleai.Response{Parts: []googleai.Part{googleai.Text("Listed and read.")}}
+		}
+		return googleai.Response{Parts: []googleai.Part{
+			googleai.Call("list_directory", map[string]any{"dir_path": "."}),
+			googleai.Call("read_file", map[string]any{"file_path": "notes.txt"}),
+		}}
+	})
+	s := startSession(t, runs.Spec{Prompt: "Look around.", Approvals: runs.ApprovalsAsk}, sc, nil)
+	if err := os.WriteFile(filepath.Join(s.dir, "notes.txt"), []byte("NOTES-CONTENT"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	turn, _ := s.WaitTurn(1, sessionWithin)
+	if turn.Status != runs.Succeeded {
+		t.Errorf("turn %+v", turn)
+	}
+	evs := s.Events()
+	done := acptest.Of(evs, runs.EventToolCallCompleted)
+	if len(acptest.Of(evs, runs.EventApprovalRequested)) != 0 || len(done) != 2 {
+		t.Errorf("events %v", acptest.Types(evs))
+	}
+	for _, ev := range done {
+		if c := ev.Data.(runs.ToolCallCompletedData); c.IsError {
+			t.Errorf("tool call failed: %+v", c)
+		}
+	}
+	if !s.srv.Ledger().Seen("NOTES-CONTENT") {
+		t.Error("read_file's content never reached the model")
+	}
+	s.close(t)
+}
