@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -130,7 +131,8 @@ func mockConfig(url, keyEnv string) string {
 func runCLI(t *testing.T, bin, version string, c cliCase, home, dir string) *cliRun {
 	t.Helper()
 	x := caseEnv{marker: "agentgate-test-" + uuid.NewString(), outside: t.TempDir()}
-	srv, err := chat.Start("127.0.0.1:0", c.scenario(x))
+	first := &firstRequest{sc: c.scenario(x)}
+	srv, err := chat.Start("127.0.0.1:0", first)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +186,6 @@ func runCLI(t *testing.T, bin, version string, c cliCase, home, dir string) *cli
 		return r
 	}
 	r.started = true
-	start := time.Now()
 	p := agenttest.Start(t, bin, cmd.Args, env, dir, cmd.Stdin)
 	deadline := time.AfterFunc(runDeadline, p.Kill)
 	defer deadline.Stop()
@@ -192,7 +193,9 @@ func runCLI(t *testing.T, bin, version string, c cliCase, home, dir string) *cli
 		stopMidTool(t, p, x.marker, cmd)
 	}
 	res := p.Wait()
-	r.elapsed = time.Since(start)
+	if at := first.at(); !at.IsZero() {
+		r.failing = time.Since(at)
+	}
 	r.res.Exit, r.res.Stderr, r.res.stdout = res.Exit, string(res.Stderr), res.Stdout
 	dec := a.NewDecoder(inv)
 	for _, line := range res.Stdout {
@@ -202,6 +205,29 @@ func runCLI(t *testing.T, bin, version string, c cliCase, home, dir string) *cli
 	r.events = append(r.events, r.outcome.Events...)
 	r.ledger = srv.Ledger()
 	return r
+}
+
+// firstRequest is a scenario that notes when its first request came.
+type firstRequest struct {
+	sc    chat.Scenario
+	mu    sync.Mutex
+	first time.Time
+}
+
+func (f *firstRequest) Respond(req *chat.Request) chat.Response {
+	f.mu.Lock()
+	if f.first.IsZero() {
+		f.first = time.Now()
+	}
+	f.mu.Unlock()
+	return f.sc.Respond(req)
+}
+
+// at returns when the first request came, or zero.
+func (f *firstRequest) at() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.first
 }
 
 // stopMidTool waits for the first finished tool call and for the long
