@@ -29,7 +29,16 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 	case conformance.Tool:
 		s = googleai.ToolTurn(sc.Command, sc.Text)
 	case conformance.LongTool:
-		s = googleai.ToolTurn("sleep 60; echo "+sc.Marker, sc.Text)
+		// The tool, then Scenario.Text for every later request: a
+		// message sent during the turn, or the turn after an interrupt.
+		s = googleai.ToolThenText("sleep 60; echo "+sc.Marker, sc.Text)
+	case conformance.TwoTools:
+		s = googleai.TwoTools(sc.Command, sc.Command2, sc.Text)
+	case conformance.Turns:
+		// Turns bills neither cached nor thought tokens, which the CLI's
+		// ACP does not report (doc.go), so that each turn's usage can
+		// equal its bill.
+		s = googleai.Turns(sc.Text)
 	case conformance.Failure:
 		s = googleai.Failure(sc.Status)
 	case conformance.Hang:
@@ -47,5 +56,6 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 		NoCredentials: map[string]string{"GOOGLE_GEMINI_BASE_URL": srv.URL},
 		Billed:        func() runs.Usage { return normalized(srv.Ledger().Billed()) },
 		Requests:      func() int { return len(srv.Ledger().Calls()) },
+		Seen:          func(text string) bool { return srv.Ledger().Seen(text) },
 	}
 }
