@@ -2,6 +2,7 @@ package gemini
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -373,4 +374,41 @@ func TestSessionReadToolsUnasked(t *testing.T) {
 		t.Error("read_file's content never reached the model")
 	}
 	s.close(t)
+}
+
+// FuzzSessionDecode feeds arbitrary lines to the ACP decoder with
+// Gemini's profile (its usage reader and error classifier), seeded with
+// the session tests' transcripts.
+func FuzzSessionDecode(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("..", "..", "acp", "testdata", "gemini_*.jsonl"))
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"jsonrpc":"2.0","id":4,"error":{"code":429,"message":"{\"error\":{\"code\":429,\"details\":[{\"reason\":7}]}}"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn","_meta":{"quota":{"token_count":{"input_tokens":-5,"output_tokens":1e30}}}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		inv := runs.Invocation{Home: "/h", Dir: "/d", Spec: runs.Spec{Prompt: "p", Approvals: runs.ApprovalsAsk}}
+		dec := New().NewDecoder(inv).(runs.Session)
+		dec.Open()
+		var evs []runs.Event
+		for _, l := range bytes.Split(data, []byte("\n")) {
+			evs = append(evs, dec.Decode(l)...)
+			dec.Pending()
+		}
+		dec.Close()
+		o := dec.Finish(runs.Exit{Code: 1}, data)
+		evs = append(evs, o.Events...)
+		for _, ev := range evs {
+			if _, err := json.Marshal(ev); err != nil {
+				t.Fatalf("event %s does not marshal: %v", ev.Type, err)
+			}
+		}
+		if (o.Status == runs.Failed) != (o.Error != nil) && o.Status != runs.Cancelled {
+			t.Fatalf("status %s with error %+v", o.Status, o.Error)
+		}
+	})
 }
