@@ -45,6 +45,83 @@
 // and exit 0, and the decoder emits a permission_denied warning per refusal
 // and a permission_denials warning at the result.
 //
+// With approvals: ask (TestSessionPermissions, each row run with the real
+// CLI):
+//
+//	permission       flags                                          verified behaviour
+//	read_only        as without ask, + --permission-prompt-tool=stdio  nothing is asked: touch and Write are refused as
+//	                                                                without ask; Read and ls run
+//	workspace_write  --permission-mode=default                      Bash (touch) and Write are asked and run once
+//	                 --permission-prompt-tool=stdio                  allowed; Read and ls run without asking
+//	full             the same as workspace_write (no                the same: every change is asked, so the level
+//	                 --dangerously-skip-permissions)                adds nothing the client is not asked for
+//
+// Edit and NotebookEdit are asked like Write in default mode; MCP tools are
+// asked (interactive.md §2). The 2.1.332 build offers no Glob, Grep or LS
+// tool (find and ls go through Bash).
+//
+// # Sessions
+//
+// A run that is interactive or asks for approvals is a runs.Session (the
+// Agent SDK's transport):
+//
+//	claude -p --output-format=stream-json --verbose --include-partial-messages
+//	       --input-format=stream-json --replay-user-messages [--permission-prompt-tool=stdio] …
+//
+// Command.Stdin is nil; Open writes the prompt as the first user line
+// ({"type":"user","message":{"role":"user","content":…}}); no initialize
+// handshake is needed. Each turn prints system/init … result, and
+// --replay-user-messages echoes every user line (isReplay) when the CLI
+// takes it up. Verified with the real CLI against the mock
+// (TestSession*):
+//
+//   - control_request can_use_tool → approval.requested (id approval_N,
+//     tool_name, input, tool_use_id, the four decisions); the CLI waits with
+//     no timeout. control_cancel_request (sent on an interrupt while a
+//     request is pending) → approval.resolved withdrawn; a request still
+//     pending at the result is withdrawn too.
+//   - allow → {"behavior":"allow","updatedInput":<the request's input>};
+//     allow_session adds "updatedPermissions": the request's addRules
+//     suggestions with destination "session" (the CLI suggests
+//     "localSettings", which writes <cwd>/.claude/settings.local.json);
+//     setMode and addDirectories suggestions are dropped, as they allow
+//     more than the identical call. The 2nd identical `touch made.txt` was
+//     not asked and nothing appeared under <cwd>/.claude. deny →
+//     {"behavior":"deny","message":M}: the model gets M as an error result
+//     and the turn goes on; deny_and_stop adds "interrupt":true: the result
+//     is error_during_execution (aborted_tools), no further request, the
+//     turn is Cancelled. The CLI echoes each control_response; the echo is
+//     ignored.
+//   - A result ends a turn: turn.completed with result.usage (the turn's)
+//     and the cost of model_usage_since_last_result (the turn's; modelUsage
+//     and total_cost_usd add up over the process, and a resumed session's
+//     earlier runs). usage.updated carries the run's sums. Finish's Outcome
+//     sums the turns' usage, NumTurns counts turns, Status is the last
+//     turn's, and SessionCostUSD is still the last total_cost_usd, which
+//     the supervisor makes the run's own of.
+//   - Send while idle writes the next user line. Steered while a tool
+//     runs, the line is folded into the running turn's next request ("The
+//     user sent a new message while you were working: …"), one result. If
+//     the CLI instead queues it (it arrived while the model streamed with
+//     no tool), it prints the turn's result and runs the line as a turn of
+//     its own; the echo of the line comes only then, so a result while a
+//     written line is unechoed is folded into the running turn: the client
+//     sees one turn with both results' usage.
+//   - InterruptTurn → {"type":"control_request","request_id":…,"request":
+//     {"subtype":"interrupt"}}: the CLI answers still_queued, kills the
+//     tool (no process with the test's marker was left), prints
+//     error_during_execution (aborted_tools) → turn.completed Cancelled;
+//     the next user line runs a normal turn. The CLI answers the interrupt
+//     even when idle, which is what Interrupt (stop the run) relies on: at
+//     its answer Pending reports done, stdin closes, the CLI exits 0.
+//   - Close: Pending reports done once no turn runs; at EOF the CLI exits
+//     (0 after a successful last turn).
+//   - A can_use_tool in a run without approvals (none was seen: without
+//     --permission-prompt-tool the CLI refuses instead) is denied with a
+//     warning; other control requests are answered with an error.
+//   - A CLI that ends mid-turn still ends the turn in Finish, with the
+//     usage its streams reported.
+//
 // # Environment
 //
 // Always set: DISABLE_TELEMETRY, DISABLE_AUTOUPDATER, DISABLE_ERROR_REPORTING
@@ -56,7 +133,9 @@
 // ANTHROPIC_BASE_URL, ANTHROPIC_MODEL (the default model) and
 // ANTHROPIC_CUSTOM_HEADERS; each was checked against the mock. The run is
 // interrupted with SIGINT: the CLI stops the running tool, prints a result
-// (terminal_reason aborted_tools) and exits 0.
+// (terminal_reason aborted_tools) and exits 0 (on a busy machine it may
+// exit before the result; see Outcome). A Session is interrupted with the
+// control protocol's interrupt instead (see Sessions).
 //
 // # Events
 //
@@ -83,9 +162,12 @@
 // Usage comes from result.usage, whose input_tokens excludes the cache:
 // input = input + cache_creation + cache_read, and it falls back to the sum
 // of modelUsage when usage is all zeros (as on error_max_budget_usd). The
-// real-CLI test checks it against the mock's billed sum. total_cost_usd is
-// the session's cost so far: on a resumed session it (like modelUsage)
-// also counts the earlier runs, while usage counts this run only. So the
+// real-CLI test checks it against the mock's billed sum. Without a result
+// line, as when the CLI exits on SIGINT before printing it, the usage is
+// the sum of what each API message's stream reported: message_start's
+// counts, replaced by message_delta's totals. total_cost_usd is the
+// session's cost so far: on a resumed session it (like modelUsage) also
+// counts the earlier runs, while usage counts this run only. So the
 // adapter reports it as Outcome.SessionCostUSD and the supervisor makes the
 // run's cost of it; usage.updated carries it as the run's cost only for a
 // new session.
@@ -100,7 +182,10 @@
 // connection) and timeouts → transient_api_error; other 4xx and the rest →
 // api_error; error_max_turns → max_turns; error_max_budget_usd →
 // budget_exceeded; aborted_tools/aborted_streaming → interrupted; an
-// unknown --resume id → flag_rejected. "Not logged in" anywhere →
+// unknown --resume id → flag_rejected. Exit 0 without a result after the
+// CLI's "[Request interrupted by user" line, or after the supervisor
+// stopped the run (Exit.Reason) → interrupted: under load the CLI was seen
+// to exit on SIGINT before its result line. "Not logged in" anywhere →
 // not_authenticated, even with exit 0. Without a result line: a signal →
 // process_killed; an argument error on stderr → flag_rejected, with a hint
 // naming the installed and the verified version; an HTTP status on stderr

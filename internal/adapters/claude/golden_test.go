@@ -84,6 +84,9 @@ func TestRecordingsHaveCases(t *testing.T) {
 	for _, c := range cliCases() {
 		known[c.name] = true
 	}
+	for _, name := range sessionCases {
+		known[name] = true
+	}
 	agenttest.CheckRecordings(t, func(name string) bool { return known[name] })
 }
 
@@ -121,5 +124,152 @@ func FuzzDecode(f *testing.F) {
 		if _, err := json.Marshal(goldenOutcome{Status: o.Status, StructuredOutput: o.StructuredOutput, Error: o.Error, SessionCostUSD: o.SessionCostUSD}); err != nil {
 			t.Fatalf("outcome does not marshal: %v", err)
 		}
+		fuzzSession(t, data)
 	})
+}
+
+// fuzzSession feeds data to a session, answering every approval it asks
+// for, steering and interrupting along the way: it must not panic, every
+// event must marshal, and it reports at most one turn.completed per
+// result line plus the one Finish may close.
+func fuzzSession(t *testing.T, data []byte) {
+	sess := New().NewDecoder(runs.Invocation{Spec: runs.Spec{Prompt: "p", Interactive: true, Approvals: runs.ApprovalsAsk},
+		CLIVersion: "9.9.9"}).(runs.Session)
+	sess.Open()
+	decisions := runs.Decisions
+	var evs []runs.Event
+	for i, l := range bytes.Split(data, []byte("\n")) {
+		for _, ev := range sess.Decode(l) {
+			evs = append(evs, ev)
+			if a, ok := ev.Data.(runs.ApprovalRequestedData); ok {
+				if err := sess.Answer(a.ID, decisions[i%len(decisions)], "m"); err != nil {
+					t.Fatalf("Answer(%s) of a pending approval: %v", a.ID, err)
+				}
+			}
+		}
+		switch i % 5 {
+		case 1:
+			_ = sess.Send("s", true)
+		case 3:
+			_ = sess.InterruptTurn()
+		}
+		sess.Pending()
+	}
+	sess.Close()
+	sess.Interrupt()
+	sess.Pending()
+	o := sess.Finish(runs.Exit{Code: 1}, data)
+	for _, ev := range append(evs, o.Events...) {
+		if _, err := json.Marshal(ev); err != nil {
+			t.Fatalf("event %s does not marshal: %v", ev.Type, err)
+		}
+	}
+	if (o.Status == runs.Failed) != (o.Error != nil) {
+		t.Fatalf("session status %s with error %+v", o.Status, o.Error)
+	}
+}
+
+// sessionCases are the session tests' recordings (session_test.go).
+var sessionCases = []string{
+	"session_allow_deny", "session_allow_session", "session_deny_stop", "session_turns",
+	"session_interrupt", "session_steer", "session_withdrawn", "session_stop",
+}
+
+// sessionGolden is what a session recording replays to: the events, what
+// the session wrote to stdin, and the outcome.
+type sessionGolden struct {
+	Events  []agenttest.GoldenEvent `json:"events"`
+	Stdin   []string                `json:"stdin"`
+	Outcome goldenOutcome           `json:"outcome"`
+}
+
+// replaySession decodes a session recording with the same calls the test
+// made after the same lines.
+func replaySession(t *testing.T, lines [][]byte, meta sessionRecording) sessionGolden {
+	t.Helper()
+	sess, ok := New().NewDecoder(runs.Invocation{Spec: meta.Spec, CLIVersion: meta.CLIVersion}).(runs.Session)
+	if !ok {
+		t.Fatalf("no session for %+v", meta.Spec)
+	}
+	var g sessionGolden
+	var evs []runs.Event
+	stdin := func(b []byte) {
+		for _, l := range bytes.Split(b, []byte("\n")) {
+			if len(l) > 0 {
+				g.Stdin = append(g.Stdin, string(l))
+			}
+		}
+	}
+	flush := func() {
+		out, _ := sess.Pending()
+		stdin(out)
+	}
+	stdin(sess.Open())
+	act := 0
+	apply := func(i int) {
+		for ; act < len(meta.Actions) && meta.Actions[act].After == i; act++ {
+			a := meta.Actions[act]
+			switch a.Call {
+			case "answer":
+				_ = sess.Answer(a.ID, a.Decision, a.Text)
+			case "send", "steer":
+				if err := sess.Send(a.Text, a.Call == "steer"); err != nil {
+					t.Errorf("replayed Send: %v", err)
+				}
+			case "interrupt_turn":
+				if err := sess.InterruptTurn(); err != nil {
+					t.Errorf("replayed InterruptTurn: %v", err)
+				}
+			case "close":
+				sess.Close()
+			case "interrupt":
+				stdin(sess.Interrupt())
+			default:
+				t.Fatalf("unknown action %q", a.Call)
+			}
+			flush()
+		}
+	}
+	for i, l := range lines {
+		apply(i)
+		evs = append(evs, sess.Decode(l)...)
+		flush()
+	}
+	apply(len(lines))
+	if act != len(meta.Actions) {
+		t.Errorf("%d of %d actions replayed", act, len(meta.Actions))
+	}
+	o := sess.Finish(meta.Exit, []byte(meta.Stderr))
+	g.Events = agenttest.GoldenEvents(evs)
+	g.Outcome = goldenOutcome{
+		Events: agenttest.GoldenEvents(o.Events), Status: o.Status, StopReason: o.StopReason, Result: o.Result,
+		StructuredOutput: o.StructuredOutput, Usage: o.Usage, SessionCostUSD: o.SessionCostUSD, NumTurns: o.NumTurns,
+		SessionID: o.SessionID, Model: o.Model, Error: o.Error,
+	}
+	turns := 0
+	for _, ev := range append(evs, o.Events...) {
+		if ev.Type == runs.EventTurnCompleted {
+			turns++
+		}
+		if ev.Type == runs.EventAgentUnparsed {
+			t.Errorf("unparsed: %+v", ev.Data)
+		}
+	}
+	if turns != o.NumTurns {
+		t.Errorf("%d turn.completed events, outcome says %d turns", turns, o.NumTurns)
+	}
+	return g
+}
+
+// TestSessionGolden replays each session recording of the real CLI with
+// the calls its test made and compares the events, stdin and outcome
+// with testdata/<case>.golden.json.
+func TestSessionGolden(t *testing.T) {
+	for _, name := range sessionCases {
+		t.Run(name, func(t *testing.T) {
+			var meta sessionRecording
+			lines := agenttest.LoadRecording(t, name, &meta, "go test ./internal/adapters/claude -run TestSession -record")
+			agenttest.CompareGolden(t, name, replaySession(t, lines, meta), *update)
+		})
+	}
 }

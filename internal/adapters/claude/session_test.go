@@ -2,6 +2,7 @@ package claude
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -347,5 +348,56 @@ func TestSessionPermissions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSessionQueuedSteerIsOneTurn replays what the real CLI printed for a
+// line steered while the model streamed with no tool running: it queued
+// the line, printed the turn's result, and ran the line as a turn of its
+// own, echoing it only then. The client sees one turn, with both
+// results' usage and cost.
+func TestSessionQueuedSteerIsOneTurn(t *testing.T) {
+	sess := New().NewDecoder(runs.Invocation{Spec: runs.Spec{Prompt: "first", Interactive: true}}).(runs.Session)
+	sess.Open()
+	result := func(in, out int, cost float64) string {
+		return fmt.Sprintf(`{"type":"result","subtype":"success","is_error":false,"result":"r","stop_reason":"end_turn",`+
+			`"usage":{"input_tokens":%d,"output_tokens":%d},"total_cost_usd":%g,`+
+			`"model_usage_since_last_result":{"m":{"inputTokens":%d,"outputTokens":%d,"costUSD":%g}}}`, in, out, cost, in, out, cost)
+	}
+	lines := []string{
+		`{"type":"system","subtype":"init","session_id":"s","model":"m","tools":[]}`,
+		`{"type":"user","message":{"role":"user","content":"first"},"isReplay":true}`,
+		"steer",
+		result(10, 1, 0.5),
+		`{"type":"system","subtype":"init","session_id":"s","model":"m","tools":[]}`,
+		`{"type":"user","message":{"role":"user","content":"steered"},"isReplay":true}`,
+		result(20, 2, 0.25),
+	}
+	var turns []runs.TurnCompletedData
+	for _, l := range lines {
+		if l == "steer" {
+			if err := sess.Send("steered", true); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		for _, ev := range sess.Decode([]byte(l)) {
+			if tc, ok := ev.Data.(runs.TurnCompletedData); ok {
+				turns = append(turns, tc)
+			}
+		}
+	}
+	if len(turns) != 1 {
+		t.Fatalf("turns = %+v, want one", turns)
+	}
+	if want := (runs.Usage{InputTokens: 30, OutputTokens: 3}); turns[0].Usage != want || turns[0].CostUSD == nil || *turns[0].CostUSD != 0.75 {
+		t.Errorf("turn = %+v, want usage %+v and cost 0.75", turns[0], want)
+	}
+	sess.Close()
+	if _, done := sess.Pending(); !done {
+		t.Error("Close after the turn did not end the conversation")
+	}
+	if o := sess.Finish(runs.Exit{}, nil); o.NumTurns != 1 || o.Usage.InputTokens != 30 || o.Status != runs.Succeeded {
+		t.Errorf("outcome = %+v", o)
 	}
 }
