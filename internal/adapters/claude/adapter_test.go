@@ -441,3 +441,45 @@ func TestFinishClosesOpenToolCalls(t *testing.T) {
 		t.Errorf("closed = %+v", c)
 	}
 }
+
+func TestCommandSession(t *testing.T) {
+	d := New().Describe()
+	if !slices.Contains(d.Fields, runs.FieldInteractive) || !slices.Contains(d.Fields, runs.FieldApprovals) ||
+		!d.Interaction.Steer || d.Interaction.DenyEndsTurn || d.Interaction.KillToolsOnInterrupt {
+		t.Errorf("description: fields %v, interaction %+v", d.Fields, d.Interaction)
+	}
+	for _, c := range []struct {
+		spec      runs.Spec
+		perm      []string
+		noSandbox bool
+	}{
+		{spec: runs.Spec{Interactive: true}, perm: []string{"--permission-mode=acceptEdits", "--allowedTools=Bash"}},
+		{spec: runs.Spec{Approvals: runs.ApprovalsAsk},
+			perm: []string{"--permission-mode=default", "--permission-prompt-tool=stdio"}},
+		{spec: runs.Spec{Interactive: true, Approvals: runs.ApprovalsAsk, Permission: runs.Full},
+			perm: []string{"--permission-mode=default", "--permission-prompt-tool=stdio"}, noSandbox: true},
+		{spec: runs.Spec{Approvals: runs.ApprovalsAsk, Permission: runs.ReadOnly},
+			perm: []string{"--permission-mode=dontAsk", "--disallowedTools=Edit,Write,NotebookEdit", "--permission-prompt-tool=stdio"}},
+	} {
+		c.spec.Prompt = "x"
+		cmd := command(t, c.spec)
+		if cmd.Stdin != nil {
+			t.Errorf("%+v: stdin %q, want nil: the prompt goes through Open", c.spec, cmd.Stdin)
+		}
+		if !slices.Equal(cmd.Args[4:6], []string{"--input-format=stream-json", "--replay-user-messages"}) {
+			t.Errorf("%+v: args %q", c.spec, cmd.Args)
+		}
+		if got := cmd.Args[7:]; !slices.Equal(got, c.perm) {
+			t.Errorf("%+v: permission args %q, want %q", c.spec, got, c.perm)
+		}
+		if c.noSandbox && slices.Contains(cmd.Env, "IS_SANDBOX=1") {
+			t.Errorf("%+v: IS_SANDBOX without --dangerously-skip-permissions", c.spec)
+		}
+		if _, ok := New().NewDecoder(runs.Invocation{Spec: c.spec}).(runs.Session); !ok {
+			t.Errorf("%+v: the decoder is not a Session", c.spec)
+		}
+	}
+	if _, ok := New().NewDecoder(runs.Invocation{Spec: runs.Spec{Prompt: "x"}}).(runs.Conversation); ok {
+		t.Error("a one-shot run's decoder is a Conversation")
+	}
+}
