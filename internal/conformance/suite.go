@@ -42,10 +42,7 @@ func Run(t *testing.T, kit Kit) {
 
 	t.Run("version", s.version)
 	t.Run("unsupported_fields", s.unsupportedFields)
-	for _, c := range []struct {
-		name string
-		f    func(t *testing.T)
-	}{
+	cases := []suiteCase{
 		{"text", s.text},
 		{"tool", s.tool},
 		{"failure_401", s.failure(401, runs.NotAuthenticated)},
@@ -55,12 +52,20 @@ func Run(t *testing.T, kit Kit) {
 		{"cancel_mid_tool", s.cancelMidTool},
 		{"timeout_mid_tool", s.timeoutMidTool},
 		{"server_never_answers", s.hang},
-	} {
+	}
+	cases = append(cases, s.interactiveCases()...)
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			c.f(t)
 		})
 	}
+}
+
+// suiteCase is one scenario of the suite, run as a parallel subtest.
+type suiteCase struct {
+	name string
+	f    func(t *testing.T)
 }
 
 type suite struct {
@@ -96,6 +101,7 @@ type gateway struct {
 	store   runs.Store
 	backend Backend
 	home    string
+	root    string // the workspace root: a fresh run's directory is root/<run id>
 }
 
 // start serves sc and starts a supervisor whose environment is env(backend).
@@ -124,7 +130,7 @@ func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]st
 		}
 		cancel()
 	})
-	return &gateway{sup: sup, store: s.store, backend: b, home: home}
+	return &gateway{sup: sup, store: s.store, backend: b, home: home, root: cfg.WorkspaceRoot}
 }
 
 func credentials(b Backend) map[string]string   { return b.Env }

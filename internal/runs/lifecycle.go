@@ -136,6 +136,9 @@ func (s *Supervisor) execute(t *task) {
 	}
 	log.Info("process exited", zap.Int("code", exit.Code), zap.String("signal", exit.Signal), zap.String("reason", exit.Reason))
 	out := dec.Finish(exit, stderrTail)
+	if sess != nil {
+		out.Events = sess.outcomeEvents(out.Events)
+	}
 	// The supervisor's verdict wins only when it did stop the process: one
 	// that finished on its own as the deadline passed keeps its outcome.
 	var override *RunError

@@ -172,16 +172,7 @@ func (ss *session) observeLocked(ev *Event) (after func(), keep bool) {
 // turnEndedLocked records the turn's end and starts what comes next: the
 // next queued message, the end of the session, or the idle wait.
 func (ss *session) turnEndedLocked(d TurnCompletedData) {
-	ss.inTurn = false
-	now := ss.s.cfg.Now().UTC()
-	ss.t.mu.Lock()
-	if n := len(ss.t.run.Turns); n > 0 {
-		last := &ss.t.run.Turns[n-1]
-		last.Status, last.StopReason, last.Usage, last.CostUSD, last.Error = d.Status, d.StopReason, d.Usage, d.CostUSD, d.Error
-		last.FinishedAt = &now
-		ss.s.obs.TurnFinished(ss.t.run.Agent, d.Status, now.Sub(last.StartedAt).Seconds())
-	}
-	ss.t.mu.Unlock()
+	ss.recordTurnEndLocked(d)
 	// A request still pending when its turn ended can no longer be
 	// answered; the CLI did not say so, the gateway does.
 	for _, p := range ss.pendingInOrder() {
@@ -207,6 +198,51 @@ func (ss *session) turnEndedLocked(d TurnCompletedData) {
 		ss.armIdleLocked()
 	}
 	ss.recordLocked()
+}
+
+// recordTurnEndLocked marks the running turn ended in the run record.
+func (ss *session) recordTurnEndLocked(d TurnCompletedData) {
+	ss.inTurn = false
+	now := ss.s.cfg.Now().UTC()
+	ss.t.mu.Lock()
+	defer ss.t.mu.Unlock()
+	if n := len(ss.t.run.Turns); n > 0 {
+		last := &ss.t.run.Turns[n-1]
+		last.Status, last.StopReason, last.Usage, last.CostUSD, last.Error = d.Status, d.StopReason, d.Usage, d.CostUSD, d.Error
+		last.FinishedAt = &now
+		ss.s.obs.TurnFinished(ss.t.run.Agent, d.Status, now.Sub(last.StartedAt).Seconds())
+	}
+}
+
+// outcomeEvents passes the events of the decoder's Finish through the
+// session, once the process is gone: a turn the CLI never ended is ended
+// (numbered and recorded), and what can no longer be answered or was
+// resolved already is dropped.
+func (ss *session) outcomeEvents(evs []Event) []Event {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	kept := evs[:0]
+	for _, ev := range evs {
+		switch d := ev.Data.(type) {
+		case ApprovalRequestedData:
+			continue
+		case ApprovalResolvedData:
+			p, ok := ss.pending[d.ID]
+			if !ok {
+				continue
+			}
+			ss.forgetLocked(p, d)
+		case TurnCompletedData:
+			if !ss.inTurn {
+				continue
+			}
+			d.Turn = ss.turn
+			ev.Data = d
+			ss.recordTurnEndLocked(d)
+		}
+		kept = append(kept, ev)
+	}
+	return kept
 }
 
 // startTurnLocked numbers a new turn, records it and emits turn.started.
