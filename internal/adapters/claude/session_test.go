@@ -401,3 +401,19 @@ func TestSessionQueuedSteerIsOneTurn(t *testing.T) {
 		t.Errorf("outcome = %+v", o)
 	}
 }
+
+// TestSessionLargePrompt sends a 2 MB prompt, which starts with a dash,
+// as the first user line: the model gets all of it.
+func TestSessionLargePrompt(t *testing.T) {
+	t.Parallel()
+	prompt := "-" + strings.Repeat("0123456789abcdef", 2<<20/16) + " END"
+	d := startSession(t, anthropic.TextAnswer("Read it."), runs.Spec{Prompt: prompt, Interactive: true})
+	if turn := d.turn(); turn.Status != runs.Succeeded {
+		t.Errorf("turn = %+v", turn)
+	}
+	d.close()
+	reqs := d.srv.Ledger().Messages()
+	if len(reqs) == 0 || !strings.Contains(reqs[0].Request.UserText(), prompt) {
+		t.Errorf("the model did not get the whole prompt (%d requests)", len(reqs))
+	}
+}
