@@ -23,7 +23,7 @@ func askSpec(prompt string) runs.Spec {
 	return runs.Spec{Prompt: prompt, Approvals: runs.ApprovalsAsk, Interactive: true}
 }
 
-// turnBilled is what the mock billed for the ledger entries from..to.
+// billed is what the mock billed so far, in the gateway's convention.
 func billed(l anthropic.Ledger) runs.Usage { return fromAnthropic(l.Billed()) }
 
 func TestSessionAllowThenDeny(t *testing.T) {
@@ -415,5 +415,31 @@ func TestSessionLargePrompt(t *testing.T) {
 	reqs := d.srv.Ledger().Messages()
 	if len(reqs) == 0 || !strings.Contains(reqs[0].Request.UserText(), prompt) {
 		t.Errorf("the model did not get the whole prompt (%d requests)", len(reqs))
+	}
+}
+
+// TestSessionStopMidTool is the supervisor stopping a session while a
+// tool runs: the control interrupt ends the turn and kills the tool, then
+// stdin closes and the CLI exits without a signal.
+func TestSessionStopMidTool(t *testing.T) {
+	t.Parallel()
+	marker := "agentgate-test-" + uuid.NewString()
+	d := startSession(t, anthropic.ToolThenText(anthropic.LongCommand+" "+marker, "unreachable"),
+		runs.Spec{Prompt: "Run the long command.", Interactive: true})
+	d.untilType(runs.EventToolCallStarted)
+	waitProcess(t, marker)
+	d.interrupt()
+	if turn := d.turn(); turn.Status != runs.Cancelled {
+		t.Errorf("turn = %+v", turn)
+	}
+	o := d.wait()
+	if d.exit.Signal != "" || o.Status != runs.Failed || o.Error == nil || o.Error.Class != runs.Interrupted {
+		t.Errorf("exit %+v, outcome %+v", d.exit, o)
+	}
+	if left := agenttest.WaitGone(marker, sessionDeadline); len(left) > 0 {
+		t.Errorf("tool processes left: %v", left)
+	}
+	if want := billed(d.srv.Ledger()); o.Usage != want {
+		t.Errorf("usage %+v, billed %+v", o.Usage, want)
 	}
 }
