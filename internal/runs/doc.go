@@ -29,5 +29,31 @@
 // queued to the run's appender, which stores them in order, in batches. The
 // stored log is the source of truth that every reader follows with its own
 // cursor. A run is recorded finished before its run.completed event is
-// stored, and run.completed is always the last event.
+// stored, and run.completed is always the last event. A run some of whose
+// events the store never took fails with class store_failed: it never
+// reports succeeded over a log that is not whole.
+//
+// # Where things live
+//
+//	supervisor.go  Config, the Supervisor, Start, reads, Shutdown
+//	admission.go   Submit, the queue and its workers, cancel
+//	lifecycle.go   one run's execution, from start to the recorded outcome
+//	process.go     the process itself: pipes, signals, stdin, the reaper
+//	recorder.go    emit and finish: stamping, bounding, storing; sessions' costs
+//	recovery.go    runs left unfinished by a gateway that stopped
+//	turns.go       the turns, approvals and messages of a run with a Session
+//	input.go       input from outside, here or routed to the run's owner
+//
+// # Interactive runs
+//
+// A run that is interactive, or asks for approvals, gets a Session from
+// its adapter: a Conversation that takes input while it runs. One session
+// object per run (turns.go, with the run's activity diagram) serializes
+// every call into the decoder, whether it comes from the output reader,
+// from a client (Supervisor.Input) or from a deadline, and writes what the
+// decoder has for stdin before it lets go. The supervisor numbers turns,
+// stamps and enforces approval deadlines, queues messages, closes a run
+// that is not interactive after its turn, and keeps turns, pending
+// approvals and the activity in the run record. Input for a run another
+// replica owns is sent there through the Store and answered by it.
 package runs
