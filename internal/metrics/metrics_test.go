@@ -155,6 +155,43 @@ func TestMethodsMoveExactlyTheirSeries(t *testing.T) {
 			`agentgate_cost_usd_total{agent="claude",model="claude-sonnet-4-5"}`:                       0.5,
 		},
 	}, {
+		name: "approval requested",
+		call: func(r *Recorder) { r.ApprovalRequested("claude") },
+		want: map[string]float64{`agentgate_approvals_requested_total{agent="claude"}`: 1},
+	}, {
+		name: "approval resolved by a client",
+		call: func(r *Recorder) { r.ApprovalResolved("codex", runs.AllowSession, runs.ResolvedByClient, 2.5) },
+		want: map[string]float64{
+			`agentgate_approvals_resolved_total{agent="codex",decision="allow_session",reason="client"}`: 1,
+			`agentgate_approval_wait_seconds_count{agent="codex",reason="client"}`:                       1,
+			`agentgate_approval_wait_seconds_sum{agent="codex",reason="client"}`:                         2.5,
+		},
+	}, {
+		name: "approval withdrawn, and labels outside their sets",
+		call: func(r *Recorder) {
+			r.ApprovalResolved("claude", "", runs.ResolvedWithdrawn, 1)
+			r.ApprovalResolved("claude", "maybe", "bored", 1)
+		},
+		want: map[string]float64{
+			`agentgate_approvals_resolved_total{agent="claude",decision="none",reason="withdrawn"}`: 1,
+			`agentgate_approvals_resolved_total{agent="claude",decision="other",reason="other"}`:    1,
+			`agentgate_approval_wait_seconds_count{agent="claude",reason="withdrawn"}`:              1,
+			`agentgate_approval_wait_seconds_sum{agent="claude",reason="withdrawn"}`:                1,
+			`agentgate_approval_wait_seconds_count{agent="claude",reason="other"}`:                  1,
+			`agentgate_approval_wait_seconds_sum{agent="claude",reason="other"}`:                    1,
+		},
+	}, {
+		name: "turns",
+		call: func(r *Recorder) {
+			r.TurnStarted("codex")
+			r.TurnFinished("codex", runs.Cancelled, 4)
+		},
+		want: map[string]float64{
+			`agentgate_turns_started_total{agent="codex"}`:                            1,
+			`agentgate_turn_duration_seconds_count{agent="codex",status="cancelled"}`: 1,
+			`agentgate_turn_duration_seconds_sum{agent="codex",status="cancelled"}`:   4,
+		},
+	}, {
 		name: "run failed early without model, usage or cost",
 		call: func(r *Recorder) {
 			r.RunFinished("claude", "", runs.Failed, runs.RateLimited, 1.5, runs.Usage{}, nil)
