@@ -445,3 +445,30 @@ func TestLostEventsFailTheRun(t *testing.T) {
 		t.Fatalf("a run that lost events = %+v (error %+v)", done, done.Error)
 	}
 }
+
+// An interactive run that a restart interrupts while an approval waits
+// ends interrupted, and its approval is resolved run_ended before
+// run.completed.
+func TestRecoverResolvesPendingApprovals(t *testing.T) {
+	store := newMemStore()
+	now := time.Now()
+	id := "0196f0c2-7e1a-7000-8000-0000000000aa"
+	store.CreateRun(context.Background(), Run{ID: id, Agent: "sess", Status: Running, Owner: "me", StartedAt: &now,
+		Interactive: true, Activity: AwaitingApproval, PendingApprovals: []Approval{{ID: "a1", Tool: "shell", Options: Decisions}}})
+	store.AppendEvents(context.Background(), id, []StoredEvent{{Seq: 1, Type: EventRunQueued}, {Seq: 2, Type: EventApprovalRequested}})
+	sup := NewSupervisor(Config{Replica: "me", WorkspaceRoot: t.TempDir()}, store, nil, nopObserver{}, zap.NewNop())
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := sup.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sup.Shutdown(context.Background()); cancel(); sup.loops.Wait() }()
+	r, _ := store.GetRun(ctx, id)
+	if r.Status != Failed || r.Error.Class != Interrupted || len(r.PendingApprovals) != 0 || r.Activity != "" {
+		t.Fatalf("run after restart: %+v", r)
+	}
+	evs := store.eventsOf(id)
+	if len(evs) != 4 || evs[2].Type != EventApprovalResolved || !strings.Contains(string(evs[2].JSON), `"reason":"run_ended"`) ||
+		evs[3].Type != EventRunCompleted {
+		t.Fatalf("events after restart: %v", evs)
+	}
+}
