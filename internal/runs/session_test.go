@@ -472,3 +472,31 @@ func TestRecoverResolvesPendingApprovals(t *testing.T) {
 		t.Fatalf("events after restart: %v", evs)
 	}
 }
+
+// A graceful shutdown does not wait out its grace for a session that waits
+// for a person: the run ends interrupted at once.
+func TestShutdownStopsIdleSessionsAtOnce(t *testing.T) {
+	h := newSessionHarness(t, nil, "r1")
+	idleRun := h.submitSpec(t, Spec{Prompt: "hello", Interactive: true})
+	asking := h.submitSpec(t, Spec{Prompt: "ask", Interactive: true, Approvals: ApprovalsAsk})
+	h.waitRecord(t, idleRun.ID, "idle", idle)
+	h.waitRecord(t, asking.ID, "awaiting an approval", awaiting)
+
+	// A shutdown that waited for its grace to end would fail with the
+	// context; the sessions must end well before.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := h.sup.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	for _, id := range []string{idleRun.ID, asking.ID} {
+		r, _ := h.store.GetRun(context.Background(), id)
+		if r.Status != Failed || r.Error == nil || r.Error.Class != Interrupted {
+			t.Fatalf("run %s after shutdown: %s %+v", id, r.Status, r.Error)
+		}
+	}
+	if res := h.eventsOfType(t, asking.ID, EventApprovalResolved); len(res) != 1 ||
+		!strings.Contains(fmt.Sprint(res[0].Data), ResolvedRunEnded) {
+		t.Fatalf("approval.resolved = %+v", res)
+	}
+}

@@ -364,10 +364,14 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
 	var queued []*task
+	var sessions []*session
 	for _, t := range s.tasks {
 		t.mu.Lock()
 		if !t.started {
 			queued = append(queued, t)
+		}
+		if t.sess != nil {
+			sessions = append(sessions, t.sess)
 		}
 		t.mu.Unlock()
 	}
@@ -375,6 +379,11 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	for _, t := range queued {
 		s.stopTask(t, errShutdown)
+	}
+	// A session waiting for a person (a message, an approval) has nothing
+	// to finish in the grace period; one in a turn finishes the turn.
+	for _, ss := range sessions {
+		ss.drain()
 	}
 	var err error
 	select {

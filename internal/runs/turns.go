@@ -56,6 +56,7 @@ type session struct {
 	inTurn   bool
 	turn     int  // number of the running or last turn
 	closing  bool // close once no turn runs
+	draining bool // the gateway shuts down: stop once no turn runs
 	stopped  bool // the running turn was interrupted
 	queue    []queuedMessage
 	pending  map[string]*pendingApproval
@@ -88,7 +89,28 @@ func newSession(s *Supervisor, t *task, dec Session, log *zap.Logger) *session {
 	if spec.IdleTimeoutSeconds > 0 {
 		ss.idleTTL = time.Duration(spec.IdleTimeoutSeconds) * time.Second
 	}
+	s.mu.Lock()
+	ss.draining = s.closing
+	s.mu.Unlock()
 	return ss
+}
+
+// drain is called when the gateway shuts down: a session with no turn
+// running, or whose turn waits for an approval, is stopped at once (its
+// run ends interrupted); one in a turn is stopped when the turn ends.
+func (ss *session) drain() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.draining = true
+	if !ss.inTurn || len(ss.pending) > 0 {
+		ss.stopForShutdownLocked()
+	}
+}
+
+// stopForShutdownLocked stops the run as the shutdown does. The stop runs
+// apart: it reaches the session again, through the run's Interrupt.
+func (ss *session) stopForShutdownLocked() {
+	go ss.s.stopTask(ss.t, errShutdown)
 }
 
 // begin records turn 1, whose text is the prompt the decoder's Open sends.
@@ -188,6 +210,8 @@ func (ss *session) turnEndedLocked(d TurnCompletedData) {
 	}
 	ss.stopped = false
 	switch {
+	case ss.draining:
+		ss.stopForShutdownLocked()
 	case ss.closing || !ss.interactive:
 		ss.closeLocked()
 	case len(ss.queue) > 0:
@@ -502,6 +526,8 @@ func (ss *session) messageLocked(in Input) (InputResult, error) {
 		return InputResult{}, Conflict(ConflictNotInteractive, "the run is not interactive: it takes no messages")
 	case ss.closing:
 		return InputResult{}, Conflict(ConflictClosing, "the session is closing")
+	case ss.draining:
+		return InputResult{}, Conflict(ConflictClosing, "the gateway is shutting down; the session ends after its turn")
 	}
 	mode := in.Mode
 	if mode == "" {
