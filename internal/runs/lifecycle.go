@@ -138,6 +138,15 @@ func (s *Supervisor) execute(t *task) {
 	out := dec.Finish(exit, stderrTail)
 	if sess != nil {
 		out.Events = sess.outcomeEvents(out.Events)
+		if st, turnErr, ok := sess.lastTurn(); ok && exit.Reason == "" {
+			out.Status, out.Error = st, turnErr
+			switch {
+			case st == Cancelled:
+				out.Error = NewRunError(ClassCancelled, "the run's last turn was interrupted", "")
+			case st == Failed && out.Error == nil:
+				out.Error = NewRunError(AgentCrashed, "the run's last turn failed without a reason", "")
+			}
+		}
 	}
 	// The supervisor's verdict wins only when it did stop the process: one
 	// that finished on its own as the deadline passed keeps its outcome.

@@ -238,6 +238,27 @@ func (ss *session) recordTurnEndLocked(d TurnCompletedData) {
 	}
 }
 
+// lastTurn returns the status and error of the run's last turn, when the
+// session ended because the gateway closed it: the run's status is then
+// that of its last turn, whatever the CLI's exit says (Claude exits 1 at
+// the end of stdin when its last turn was interrupted). A CLI that ended
+// on its own keeps its decoder's verdict.
+func (ss *session) lastTurn() (State, *RunError, bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if !ss.done {
+		return "", nil, false
+	}
+	ss.t.mu.Lock()
+	defer ss.t.mu.Unlock()
+	n := len(ss.t.run.Turns)
+	if n == 0 || ss.t.run.Turns[n-1].Status == "" {
+		return "", nil, false
+	}
+	last := ss.t.run.Turns[n-1]
+	return last.Status, last.Error, true
+}
+
 // outcomeEvents passes the events of the decoder's Finish through the
 // session, once the process is gone: a turn the CLI never ended is ended
 // (numbered and recorded), and what can no longer be answered or was
