@@ -475,9 +475,20 @@ func (d *Decoder) promptAnswered(id int64, m *message) []runs.Event {
 			data.Status = runs.Failed
 			data.Error = runs.NewRunError(runs.AgentCrashed, fmt.Sprintf("%s ended the turn with stop reason %q", d.agent(), r.StopReason), "")
 		}
-		if u, ok := d.readUsage(m.Result); ok {
-			data.Usage = u
+		if d.p.TurnUsage == nil {
+			if u, ok := d.readUsage(m.Result); ok {
+				data.Usage = u
+			}
 		}
+	}
+	if d.p.TurnUsage != nil {
+		var result json.RawMessage
+		if m.Error == nil {
+			result = m.Result
+		}
+		u, more := d.turnUsage(result)
+		data.Usage = u
+		evs = append(evs, more...)
 	}
 	d.usage = d.usage.Add(data.Usage)
 	evs = append(evs, runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: d.usage}))
@@ -485,6 +496,16 @@ func (d *Decoder) promptAnswered(id int64, m *message) []runs.Event {
 	d.lastStatus, d.lastStop, d.lastResult, d.lastErr = data.Status, data.StopReason, data.Result, data.Error
 	d.turn = nil
 	return append(evs, runs.NewEvent(runs.EventTurnCompleted, data))
+}
+
+// turnUsage is the turn's own usage from Profile.TurnUsage, and the
+// events it gives.
+func (d *Decoder) turnUsage(result json.RawMessage) (runs.Usage, []runs.Event) {
+	u, ok, evs := d.p.TurnUsage(d.sessionID, result)
+	if !ok {
+		return runs.Usage{}, evs
+	}
+	return clampUsage(u), evs
 }
 
 // readUsage is the turn's own usage from a prompt result.
@@ -764,8 +785,19 @@ func (d *Decoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
 			}))
 			delete(d.approvals, aid)
 		}
+		var usage runs.Usage
+		if d.turn != nil && d.p.TurnUsage != nil {
+			// What the turn was billed before the process ended.
+			var more []runs.Event
+			usage, more = d.turnUsage(nil)
+			out.Events = append(out.Events, more...)
+			d.usage = d.usage.Add(usage)
+			if !usage.IsZero() {
+				out.Events = append(out.Events, runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: d.usage}))
+			}
+		}
 		out.Events = append(out.Events, runs.NewEvent(runs.EventTurnCompleted, runs.TurnCompletedData{
-			Status: runs.Failed, Result: result, Error: re,
+			Status: runs.Failed, Result: result, Error: re, Usage: usage,
 		}))
 		d.turns++
 		d.turn = nil

@@ -467,3 +467,55 @@ func TestRefuseAll(t *testing.T) {
 		t.Errorf("client wrote %v", msgs)
 	}
 }
+
+// TestTurnUsageHook: Profile.TurnUsage is asked at the end of every turn,
+// whatever ended it (a result, an error answer, the process's end), with
+// the session id and the result, and its usage and events are the turn's.
+func TestTurnUsageHook(t *testing.T) {
+	type call struct {
+		session string
+		result  string
+	}
+	var calls []call
+	n := int64(0)
+	p := usageProfile(PerTurn)
+	p.TurnUsage = func(session string, result json.RawMessage) (runs.Usage, bool, []runs.Event) {
+		calls = append(calls, call{session, string(result)})
+		n++
+		return runs.Usage{InputTokens: 100 * n, CacheReadTokens: 10 * n, OutputTokens: -1},
+			true, []runs.Event{runs.NewEvent(runs.EventWarning, runs.WarningData{Code: "w"})}
+	}
+	s := newScript(t, p)
+	id := s.up()
+	// The result's own usage is not read: TurnUsage replaces ReadUsage.
+	evs := s.agent(`{"jsonrpc":"2.0","id":` + ftoa(id) + `,"result":{"stopReason":"end_turn","usage":{"in":7,"out":7}}}`)
+	wantTypes(t, evs, runs.EventWarning, runs.EventUsageUpdated, runs.EventTurnCompleted)
+	if turn := turnOf(t, evs); turn.Usage != (runs.Usage{InputTokens: 100, CacheReadTokens: 10}) {
+		t.Errorf("turn 1 usage %+v (a negative count must clamp to 0)", turn.Usage)
+	}
+	if err := s.d.Send("second", false); err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ := s.client()
+	evs = s.agent(`{"jsonrpc":"2.0","id":` + ftoa(msgs[0]["id"].(float64)) + `,"error":{"code":500,"message":"boom"}}`)
+	if turn := turnOf(t, evs); turn.Status != runs.Failed || turn.Usage != (runs.Usage{InputTokens: 200, CacheReadTokens: 20}) {
+		t.Errorf("turn 2 %+v", turn)
+	}
+	if err := s.d.Send("third", false); err != nil {
+		t.Fatal(err)
+	}
+	s.client()
+	o := s.d.Finish(runs.Exit{Signal: "killed"}, nil)
+	wantTypes(t, o.Events, runs.EventWarning, runs.EventUsageUpdated, runs.EventTurnCompleted)
+	turn := turnOf(t, o.Events)
+	if turn.Status != runs.Failed || turn.Usage != (runs.Usage{InputTokens: 300, CacheReadTokens: 30}) {
+		t.Errorf("turn 3 %+v", turn)
+	}
+	if want := (runs.Usage{InputTokens: 600, CacheReadTokens: 60}); o.Usage != want || o.NumTurns != 3 {
+		t.Errorf("outcome %+v", o)
+	}
+	want := []call{{"S1", `{"stopReason":"end_turn","usage":{"in":7,"out":7}}`}, {"S1", ""}, {"S1", ""}}
+	if !reflect.DeepEqual(calls, want) {
+		t.Errorf("TurnUsage calls %q, want %q", calls, want)
+	}
+}

@@ -59,6 +59,17 @@ type Profile struct {
 	// includes cached tokens, output includes reasoning). ok is false
 	// when the result reports none. Nil: no usage.
 	ReadUsage func(result json.RawMessage) (u runs.Usage, ok bool)
+	// TurnUsage, when set, replaces ReadUsage and Counting: for a CLI
+	// whose prompt result does not carry the whole bill and that keeps
+	// it elsewhere (Gemini's chat recording). It is called once at the
+	// end of every turn, whatever ended it: with the session id and the
+	// session/prompt result, which is nil when the prompt answered an
+	// error or the process ended first (from Finish). It returns the
+	// turn's own usage, normalized as for ReadUsage (ok false: none),
+	// and events to emit before turn.completed (a warning when its
+	// source could not be read). It may do I/O; the Decoder's lock is
+	// held.
+	TurnUsage func(sessionID string, result json.RawMessage) (u runs.Usage, ok bool, evs []runs.Event)
 	// RefuseAll answers every permission request reject_once at once,
 	// with a warning and no approval.requested: for a run that does not
 	// ask for approvals, where the CLI's mode still asks for what the
