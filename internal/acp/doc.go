@@ -129,6 +129,14 @@
 // turn's although it covers only the last model request: the adapter's
 // doc must state the gap.
 //
+// A CLI whose result falls short of the bill and that keeps the whole of
+// it elsewhere sets Profile.TurnUsage instead (Gemini, which reads its
+// own chat recording): it is asked once per turn, at every end of one
+// (a result, an error answer, the process's end in Finish), with the
+// session id and the result (nil but for a result), and its usage is
+// the turn's; the events it returns (a warning when its source could not
+// be read) precede usage.updated.
+//
 // # Testing an adapter
 //
 // Package acptest drives a Session over a real CLI the way the supervisor
