@@ -89,11 +89,13 @@ var askPermissionArgs = map[runs.Permission][]string{
 	runs.Full:           {"--permission-mode=default"},
 }
 
-// sessionArgs make the CLI read stream-json user lines and control
-// messages on stdin, and echo each user line when it takes it up, which
+// sessionArgs make the CLI echo each user line when it takes it up, which
 // is how the session tells a steered line folded into the running turn
-// from one queued as a turn of its own.
-var sessionArgs = []string{"--input-format=stream-json", "--replay-user-messages"}
+// from one queued as a turn of its own. Every run reads stream-json user
+// lines and control messages on stdin (--input-format=stream-json): one
+// transport, whose one-shot form is a single user line and the end of
+// stdin.
+var sessionArgs = []string{"--replay-user-messages"}
 
 // permissionDocs documents permissionArgs for Describe.
 var permissionDocs = map[runs.Permission]string{
@@ -166,16 +168,16 @@ func (*Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
 	return newDecoder(inv)
 }
 
-// Command implements runs.Adapter. The prompt goes on stdin, which -p
-// reads when no prompt argument is given, so its size is not bounded by
-// the kernel's argument limit and a prompt starting with "-" is not read
-// as a flag. Values are passed as --flag=value for the same reason.
+// Command implements runs.Adapter. The prompt goes on stdin as a
+// stream-json user line, so its size is not bounded by the kernel's
+// argument limit and a prompt starting with "-" is not read as a flag.
+// Values are passed as --flag=value for the same reason.
 func (*Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	s := inv.Spec
 	if s.Prompt == "" {
 		return runs.Command{}, runs.Invalid("prompt", "must not be empty")
 	}
-	args := []string{"-p", "--output-format=stream-json", "--verbose", "--include-partial-messages"}
+	args := []string{"-p", "--input-format=stream-json", "--output-format=stream-json", "--verbose", "--include-partial-messages"}
 	if s.Session() {
 		args = append(args, sessionArgs...)
 	}
@@ -259,7 +261,7 @@ func (*Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 		Args:            args,
 		Env:             env,
 		PassEnv:         append([]string(nil), credentialEnv...),
-		Stdin:           []byte(s.Prompt),
+		Stdin:           userLine(s.Prompt),
 		InterruptSignal: int(syscall.SIGINT),
 	}
 	if s.Session() {

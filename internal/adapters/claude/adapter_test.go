@@ -78,12 +78,13 @@ func command(t *testing.T, spec runs.Spec) runs.Command {
 
 func TestCommandNewRun(t *testing.T) {
 	cmd := command(t, runs.Spec{Prompt: "hello"})
-	want := []string{"-p", "--output-format=stream-json", "--verbose", "--include-partial-messages",
+	want := []string{"-p", "--input-format=stream-json", "--output-format=stream-json", "--verbose", "--include-partial-messages",
 		"--session-id=" + runID, "--permission-mode=acceptEdits", "--allowedTools=Bash"}
 	if !slices.Equal(cmd.Args, want) {
 		t.Errorf("args =\n  %q\nwant\n  %q", cmd.Args, want)
 	}
-	if string(cmd.Stdin) != "hello" {
+	// One run's input is one stream-json user line, then the end of stdin.
+	if string(cmd.Stdin) != string(userLine("hello")) || !strings.HasSuffix(string(cmd.Stdin), "}\n") {
 		t.Errorf("stdin = %q", cmd.Stdin)
 	}
 	if cmd.InterruptSignal != int(syscall.SIGINT) {
@@ -130,7 +131,7 @@ func TestCommandFields(t *testing.T) {
 	if !slices.Contains(cmd.Env, "IS_SANDBOX=1") {
 		t.Error("full permission without IS_SANDBOX=1")
 	}
-	if string(cmd.Stdin) != "-p looks like a flag" {
+	if string(cmd.Stdin) != string(userLine("-p looks like a flag")) {
 		t.Errorf("stdin = %q", cmd.Stdin)
 	}
 }
@@ -143,7 +144,7 @@ func TestCommandPermissions(t *testing.T) {
 		runs.Full:           {"--dangerously-skip-permissions"},
 	} {
 		cmd := command(t, runs.Spec{Prompt: "x", Permission: perm})
-		if got := cmd.Args[5:]; !slices.Equal(got, want) {
+		if got := cmd.Args[6:]; !slices.Equal(got, want) {
 			t.Errorf("%q: %q, want %q", perm, got, want)
 		}
 	}
@@ -466,7 +467,7 @@ func TestCommandSession(t *testing.T) {
 		if cmd.Stdin != nil {
 			t.Errorf("%+v: stdin %q, want nil: the prompt goes through Open", c.spec, cmd.Stdin)
 		}
-		if !slices.Equal(cmd.Args[4:6], []string{"--input-format=stream-json", "--replay-user-messages"}) {
+		if cmd.Args[1] != "--input-format=stream-json" || cmd.Args[5] != "--replay-user-messages" {
 			t.Errorf("%+v: args %q", c.spec, cmd.Args)
 		}
 		if got := cmd.Args[7:]; !slices.Equal(got, c.perm) {

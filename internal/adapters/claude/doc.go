@@ -5,14 +5,19 @@
 //
 // # Command
 //
-//	claude -p --output-format=stream-json --verbose --include-partial-messages
+//	claude -p --input-format=stream-json --output-format=stream-json --verbose --include-partial-messages
 //	       --session-id=<run id> | --resume=<resume_session_id>
 //	       [--model=M] [--append-system-prompt=S] [--effort=E] [--max-turns=N]
 //	       [--max-budget-usd=X] [--json-schema=SCHEMA] <permission flags>
 //
-// The prompt is written to stdin: with -p and no prompt argument the CLI
-// reads it from there (verified with a 2 MB prompt and with a prompt that
-// starts with "-"). Values are passed as --flag=value so that one starting
+// Every run uses one transport, the Agent SDK's stream-json input: the
+// prompt is written to stdin as one user line
+// ({"type":"user","message":{"role":"user","content":…}}), and a run that
+// is not a Session then closes stdin, after which the CLI answers that
+// line and exits. Every one-shot case of the real-CLI tests and the
+// conformance suite gives the same events, usage, cost and classes this
+// way as with the plain prompt on stdin it replaced (verified with a 2 MB
+// prompt and with a prompt that starts with "-"). Values are passed as --flag=value so that one starting
 // with "-" is not read as a flag. The system prompt and the schema stay on
 // the command line, so each is limited to 100 KiB (the kernel refuses an
 // argument of 128 KiB).
@@ -65,8 +70,8 @@
 // A run that is interactive or asks for approvals is a runs.Session (the
 // Agent SDK's transport):
 //
-//	claude -p --output-format=stream-json --verbose --include-partial-messages
-//	       --input-format=stream-json --replay-user-messages [--permission-prompt-tool=stdio] …
+//	claude -p --input-format=stream-json --output-format=stream-json --verbose --include-partial-messages
+//	       --replay-user-messages [--permission-prompt-tool=stdio] …
 //
 // Command.Stdin is nil; Open writes the prompt as the first user line
 // ({"type":"user","message":{"role":"user","content":…}}); no initialize
