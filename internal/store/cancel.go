@@ -38,15 +38,36 @@ func (s *Store) RequestCancel(ctx context.Context, runID string) error {
 // subscription is in place on the server. The NATS callback never blocks:
 // a request that finds the channel full is dropped and logged.
 func (s *Store) CancelRequests(ctx context.Context) (<-chan string, error) {
-	ch := make(chan string, cancelBuffer)
+	ch, err := subscribe(ctx, s, cancelPrefix+"*", cancelBuffer, func(m *nats.Msg) (string, bool) {
+		id := strings.TrimPrefix(m.Subject, cancelPrefix)
+		if err := checkID(id); err != nil {
+			s.log.Warn("cancel request ignored", zap.String("subject", m.Subject), zap.Error(err))
+			return "", false
+		}
+		return id, true
+	}, func(m *nats.Msg, id string) {
+		s.log.Warn("cancel request dropped: reader is behind", zap.String("run_id", id))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to cancel requests: %w", err)
+	}
+	return ch, nil
+}
+
+// subscribe delivers what read makes of each message on subject to a
+// channel of size n, until ctx ends; the channel is closed then. read
+// returns false for a message to ignore. The NATS callback never blocks: a
+// message that finds the channel full goes to full instead. It returns
+// once the subscription is in place on the server.
+func subscribe[T any](ctx context.Context, s *Store, subject string, n int, read func(*nats.Msg) (T, bool), full func(*nats.Msg, T)) (<-chan T, error) {
+	ch := make(chan T, n)
 	var (
 		mu     sync.Mutex
 		closed bool
 	)
-	sub, err := s.nc.Subscribe(cancelPrefix+"*", func(m *nats.Msg) {
-		id := strings.TrimPrefix(m.Subject, cancelPrefix)
-		if err := checkID(id); err != nil {
-			s.log.Warn("cancel request ignored", zap.String("subject", m.Subject), zap.Error(err))
+	sub, err := s.nc.Subscribe(subject, func(m *nats.Msg) {
+		v, ok := read(m)
+		if !ok {
 			return
 		}
 		// The lock orders this send before the close below.
@@ -56,19 +77,19 @@ func (s *Store) CancelRequests(ctx context.Context) (<-chan string, error) {
 			return
 		}
 		select {
-		case ch <- id:
+		case ch <- v:
 		default:
-			s.log.Warn("cancel request dropped: reader is behind", zap.String("run_id", id))
+			full(m, v)
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("subscribe to cancel requests: %w", err)
+		return nil, err
 	}
 	fctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	if err := s.nc.FlushWithContext(fctx); err != nil {
 		_ = sub.Unsubscribe()
-		return nil, fmt.Errorf("subscribe to cancel requests: %w", err)
+		return nil, err
 	}
 	go func() {
 		<-ctx.Done()

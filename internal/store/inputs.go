@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
@@ -57,54 +56,29 @@ func (s *Store) SendInput(ctx context.Context, replica, runID string, body []byt
 
 // Inputs delivers the input requests addressed to replica until ctx ends;
 // the channel is closed then. Each request must be answered once, with
-// Reply. It returns once the subscription is in place on the server.
+// Reply. A request that finds the channel full is answered at once as
+// undeliverable. It returns once the subscription is in place on the
+// server.
 func (s *Store) Inputs(ctx context.Context, replica string) (<-chan runs.InputRequest, error) {
-	ch := make(chan runs.InputRequest, inputBuffer)
-	var (
-		mu     sync.Mutex
-		closed bool
-	)
-	sub, err := s.nc.Subscribe(inputPrefix+replicaKey(replica), func(m *nats.Msg) {
+	ch, err := subscribe(ctx, s, inputPrefix+replicaKey(replica), inputBuffer, func(m *nats.Msg) (runs.InputRequest, bool) {
 		id := m.Header.Get(headerRun)
 		if err := checkID(id); err != nil {
 			s.log.Warn("input ignored", zap.String("subject", m.Subject), zap.Error(err))
-			return
+			return runs.InputRequest{}, false
 		}
-		req := runs.InputRequest{RunID: id, Body: m.Data, Reply: func(b []byte) {
+		return runs.InputRequest{RunID: id, Body: m.Data, Reply: func(b []byte) {
 			if err := m.Respond(b); err != nil {
 				s.log.Warn("answer input", zap.String("run_id", id), zap.Error(err))
 			}
-		}}
-		mu.Lock()
-		defer mu.Unlock()
-		if closed {
-			return // no answer: the sender sees the replica as gone
-		}
-		select {
-		case ch <- req:
-		default:
-			s.log.Warn("input refused: reader is behind", zap.String("run_id", id))
-			reply := nats.NewMsg(m.Reply)
-			reply.Header.Set(headerError, errNoReader.Error())
-			_ = m.RespondMsg(reply)
-		}
+		}}, true
+	}, func(m *nats.Msg, req runs.InputRequest) {
+		s.log.Warn("input refused: reader is behind", zap.String("run_id", req.RunID))
+		reply := nats.NewMsg(m.Reply)
+		reply.Header.Set(headerError, errNoReader.Error())
+		_ = m.RespondMsg(reply)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to input: %w", err)
 	}
-	fctx, cancel := s.withTimeout(ctx)
-	defer cancel()
-	if err := s.nc.FlushWithContext(fctx); err != nil {
-		_ = sub.Unsubscribe()
-		return nil, fmt.Errorf("subscribe to input: %w", err)
-	}
-	go func() {
-		<-ctx.Done()
-		_ = sub.Unsubscribe()
-		mu.Lock()
-		closed = true
-		close(ch)
-		mu.Unlock()
-	}()
 	return ch, nil
 }
