@@ -121,9 +121,13 @@ func (*Adapter) Describe() runs.Description {
 		CredentialEnv:   append([]string(nil), credentialEnv...),
 		Fields: []string{
 			runs.FieldModel, runs.FieldEffort, runs.FieldResumeSessionID, runs.FieldTimeoutSeconds, runs.FieldCwd,
-			runs.FieldPermission,
+			runs.FieldPermission, runs.FieldInteractive, runs.FieldApprovals,
 		},
 		Permissions: perms,
+		// A second session/prompt cancels the running one: no steer. A
+		// reject_once ends the turn. session/cancel stops the running
+		// command.
+		Interaction: runs.Interaction{Steer: false, DenyEndsTurn: true},
 	}
 }
 
@@ -175,6 +179,9 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if !ok {
 		return runs.Command{}, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
 	}
+	if s.Session() {
+		return a.sessionCommand(inv, perm)
+	}
 	session := "--session-id=" + inv.RunID
 	if s.ResumeSessionID != "" {
 		session = "--resume=" + s.ResumeSessionID // keeps the session's id
@@ -200,8 +207,12 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	}, nil
 }
 
-// NewDecoder implements runs.Adapter.
+// NewDecoder implements runs.Adapter. A run whose Spec.Session() gets
+// the ACP client (session.go).
 func (*Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
+	if inv.Spec.Session() {
+		return newSessionDecoder(inv)
+	}
 	return newDecoder(inv, osFiles{})
 }
 

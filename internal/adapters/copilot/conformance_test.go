@@ -30,8 +30,13 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, _ string) conformance.Ba
 		s = openai.BashTurn(sc.Command, sc.Text)
 	case conformance.LongTool:
 		// The bash tool runs `bash -c <command>`, whose command line
-		// carries the marker.
-		s = openai.BashTurn("sleep 60; echo "+sc.Marker, sc.Text)
+		// carries the marker. Every later request, a prompt sent during
+		// the turn or the turn after an interrupt, gets Scenario.Text.
+		s = openai.BashLongThenText("sleep 60; echo "+sc.Marker, sc.Text)
+	case conformance.TwoTools:
+		s = openai.BashTwoTools(sc.Command, sc.Command2, sc.Text)
+	case conformance.Turns:
+		s = openai.Turns(sc.Text)
 	case conformance.Failure:
 		s = openai.Failure(sc.Status)
 	case conformance.Hang:
@@ -55,5 +60,6 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, _ string) conformance.Ba
 		Model:         openai.DefaultModel,
 		Billed:        func() runs.Usage { return normalized(srv.Ledger().Billed()) },
 		Requests:      func() int { return len(srv.Ledger().Responses()) },
+		Seen:          func(text string) bool { return srv.Ledger().Seen(text) },
 	}
 }
