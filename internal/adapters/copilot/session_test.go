@@ -21,7 +21,7 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-var recordACP = flag.Bool("record-acp", false, "the session tests write their stdout to ../../acp/testdata/copilot_<case>.jsonl, FuzzSessionDecode's seeds")
+var recordACP = flag.Bool("record-acp", false, "the session tests write their steps to testdata/session/<case>.jsonl (then run TestSessionGolden -update)")
 
 // sessionWithin bounds one wait for an event of a real-CLI session: the
 // CLI answers initialize in about 2 s alone, much slower on a loaded
@@ -79,17 +79,15 @@ func startSession(t *testing.T, spec runs.Spec, sc openai.Scenario, env map[stri
 	if !ok {
 		t.Fatal("a session run's decoder is no runs.Session")
 	}
-	s := &session{Driver: acptest.Start(t, bin, cmd.Args, full, dir, sess), srv: srv, dir: dir}
+	rec := &recorder{Session: sess}
+	s := &session{Driver: acptest.Start(t, bin, cmd.Args, full, dir, rec), srv: srv, dir: dir}
 	t.Cleanup(func() {
 		if t.Failed() || testing.Verbose() {
 			t.Logf("stdin:\n%s\nstdout:\n%s\nstderr:\n%s", bytes.Join(s.Written(), nil), bytes.Join(s.Stdout(), []byte("\n")), tail(string(s.Stderr()), 2000))
 		}
 		if *recordACP && !t.Failed() {
-			name := "copilot_" + strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(t.Name(), "TestSession")), "/", "_")
-			path := filepath.Join("..", "..", "acp", "testdata", name+".jsonl")
-			if err := os.WriteFile(path, append(bytes.Join(s.Stdout(), []byte("\n")), '\n'), 0o644); err != nil {
-				t.Error(err)
-			}
+			writeSession(t, sessionName(t), rec, sessionMeta{RunID: inv.RunID, Home: home, Dir: dir, Spec: spec,
+				Exit: s.Exit(), Stderr: string(s.Stderr())})
 		}
 	})
 	return s
