@@ -84,11 +84,14 @@ var permissionArgs = map[runs.Permission][]string{
 var permissionDocs = map[runs.Permission]string{
 	runs.ReadOnly: "--deny-tool=write, no tool pre-approved: with nobody to approve, the CLI runs only what it classes as " +
 		"read-only (ls, git status, viewing files in the working directory); commands that write (touch, redirections), " +
-		"the create and edit tools, and paths outside the working directory are denied",
+		"the create and edit tools, and paths outside the working directory are denied; in an interactive run every call the " +
+		"CLI asks for (every shell command, ls included) is refused, which ends the turn",
 	runs.WorkspaceWrite: "--allow-all-tools: every tool runs without asking, but the CLI's path check denies commands " +
 		"and file edits naming a path outside the working directory and the temp directory; the check reads the " +
-		"command line and is no sandbox (sh -c '…' gets past it)",
-	runs.Full: "--allow-all (--allow-all-tools --allow-all-paths --allow-all-urls): every tool runs on any path without asking",
+		"command line and is no sandbox (sh -c '…' gets past it); with approvals no tool is pre-approved: every shell and edit " +
+		"call is asked, a path outside the working directory included, and runs once allowed; view, glob and grep run unasked",
+	runs.Full: "--allow-all (--allow-all-tools --allow-all-paths --allow-all-urls): every tool runs on any path without asking; " +
+		"with approvals --allow-all-paths --allow-all-urls, and every shell and edit call is asked",
 }
 
 // Adapter is the GitHub Copilot CLI adapter. It is stateless and safe for

@@ -84,6 +84,98 @@
 // times (about 26 s); a 400 not at all. The run's deadline bounds the
 // rest.
 //
+// # Interactive runs and approvals (ACP)
+//
+// A run whose Spec.Session() (interactive, or approvals "ask") runs the
+// CLI's Agent Client Protocol server through the shared client in
+// internal/acp (session.go):
+//
+//	copilot --acp --no-auto-update --disable-client-telemetry [--model=M] [--reasoning-effort=E] <flags>
+//
+// with the one-shot environment. The prompt is turn 1's session/prompt
+// (no stdin payload, no usage file); session/new gets the run's directory
+// and no MCP servers (the CLI rejects stdio entries there). The flags:
+//
+//	permission       approvals never (interactive)    approvals ask
+//	read_only        --deny-tool=write, refuse all    --deny-tool=write, refuse all (nobody is asked)
+//	workspace_write  --allow-all-tools                none: every shell and edit call is asked
+//	full             --allow-all                      --allow-all-paths --allow-all-urls: calls are asked
+//
+// Verified with 1.0.102 against the mock (session_test.go):
+//
+//   - Every bash call asks (session/request_permission, kind execute,
+//     rawInput {command, commands}), ls included; the create tool asks
+//     (kind edit, rawInput {fileName, diff}). view, glob and grep ran
+//     without asking. Options allow_once, allow_always, reject_once;
+//     approval.requested names bash for execute, else the kind.
+//   - read_only asks for everything the CLI asks for, so every request is
+//     answered reject_once at once with a warning: unlike a one-shot
+//     read_only run, where ls runs, no shell command runs, and the refusal
+//     ends the turn.
+//   - With approvals at workspace_write, a command naming a path outside
+//     the working directory and the temp directory (touch /elsewhere/f) is
+//     asked like any other and runs once allowed: the path check that
+//     denies it in a one-shot run guards only what the CLI approves by
+//     itself. The approval shows the command; the person decides.
+//   - reject_once (deny): the call fails ("The user rejected this tool
+//     call.") and the prompt answers end_turn with no further model
+//     request (Interaction.DenyEndsTurn). deny_and_stop adds
+//     session/cancel; the prompt answered end_turn or cancelled. An
+//     unanswered request waits; the supervisor's deadline denies it.
+//   - allow_always: the identical second call ran unasked, and nothing
+//     was written into the run's directory.
+//   - A second session/prompt during a turn cancels the running one, so
+//     steering is refused (Interaction.Steer false). session/cancel
+//     (InterruptTurn) answers cancelled within a second, the running
+//     command is gone, and the next prompt works.
+//   - The prompt result's usage {inputTokens, outputTokens, thoughtTokens,
+//     cachedReadTokens, cachedWriteTokens} is the session's so far:
+//     input includes cached reads and output includes thoughts, the
+//     gateway's convention (a tool turn billed 5000+5200 input, 4000+4900
+//     cached, 50+30 output, 12+7 reasoning said 10200, 8900, 80, 19). The
+//     client subtracts the previous figure, so each turn.completed has the
+//     turn's own bill (three turns of 1000k/600k/20+k/k each checked) and
+//     the outcome their sum. session/new names no model: the outcome's
+//     model is the Spec's. No cost.
+//   - A failed model request is no JSON-RPC error: the CLI writes
+//     agent_message_chunk text of its own, "Error: Authentication failed
+//     with provider … (HTTP 401).", "Error: Failed to get response from
+//     the AI model; retried 5 times … Last error: 429 …", "Error: 400
+//     Invalid request …", "Error: The provider rejected the prompt as too
+//     long …", after "Info: Request failed due to a transient API error.
+//     Retrying..." lines, and answers end_turn with no usage. The decoder
+//     takes a chunk that starts a message with "Error: " or "Info: " as
+//     such a notice, not as the model's text: an Info becomes a warning
+//     (model_retry for retries), an Error fails the turn, classified from
+//     its text as session.error is (401/403 not_authenticated, 429
+//     rate_limited, too long context_exceeded, 408/5xx transient_api_error,
+//     else api_error). A model message whose first chunk starts with one
+//     of those prefixes would be taken for a notice; streamed text starts
+//     with a token, not a whole "Error: ".
+//   - Without a login or a provider, session/new answers -32000
+//     "Authentication required" (not_authenticated, with the login hint);
+//     offline without a provider the CLI exits before any line, with the
+//     one-shot stderr, classified as in a one-shot run.
+//   - An edit's diff comes with the pending tool_call and again with its
+//     completion (oldText "" for a new file): file.changed is reported
+//     once, at the completion, as add for a new file, with the unified
+//     diff of rawOutput.detailedContent.
+//
+// resume_session_id is refused for a Session run (session/load is not
+// verified). The outcome reports the session's usage (the sum of its
+// turns) as SessionUsage too, so that the supervisor records it and a
+// one-shot run that later resumes the session with --resume is billed
+// only its own part of the usage file's session total.
+//
+// One-shot runs stay on --output-format json: over ACP a read_only run
+// could run no shell command at all (the CLI asks for ls, and a refusal
+// ends the turn, where the one-shot read_only_ls case runs it and a denied
+// call lets the prompt go on), failures would be classified from text
+// rather than from session.error's errorType and statusCode, the
+// unauthenticated run would lose the stderr that tells a missing login
+// from a classic token, tool names would be ACP kinds, and the session id
+// would be the CLI's rather than the run's.
+//
 // # Binary
 //
 // The npm package's `copilot` is a Node launcher (npm-loader.js) that
