@@ -29,7 +29,11 @@
 // result), ToolChain and ToolSteps (several calls, one after the other or
 // several in one answer), LongTool, AlwaysTool, Structured, Failure (400,
 // 401, 429 with Retry-After, 500, 503, ...), ContextExceeded,
-// StreamError, Hang, Stall and Sequence. Bash builds a call of the shell
+// StreamError, Hang, Stall and Sequence; for interactive runs TwoTools
+// (a call, then a second once the first has its result, then text),
+// ToolThenText (calls on the first request, text on every later one: a
+// steered message, the turn after an interrupt) and Turns (text, each
+// request billed TurnUsage(n), distinct, so that turns are billed apart). Bash builds a call of the shell
 // tool the agents that use this wire name bash; FunctionCall any other.
 // Every built-in scenario that answers also answers a title request (see
 // Request.TitleRequest), which agent CLIs send beside the first turn of a
@@ -41,7 +45,9 @@
 // not the client asked to be told (a client that leaves include_usage off
 // cannot report what it was billed). Ledger.Billed sums it, so a test can
 // compare an agent's normalized usage with what the server billed;
-// Ledger.Titles and Ledger.Turns split title requests from the turns.
+// Ledger.Titles and Ledger.Turns split title requests from the turns;
+// Ledger.Seen reports whether a request's messages held a text (the raw
+// bodies are not kept, their summaries are searched).
 //
 // Close drops hung and stalled requests without an answer and returns once
 // every handler has returned; nothing outlives it.

@@ -172,6 +172,24 @@ func (r *Request) Call(id string) (ToolCall, bool) {
 	return ToolCall{}, false
 }
 
+// Contains reports whether text occurs in one of the request's messages
+// (its content, reasoning, or the name or arguments of a tool call it
+// replays): where a test checks that a message reached the model. The
+// summary is searched, not the raw body, which is not kept.
+func (r *Request) Contains(text string) bool {
+	for _, m := range r.Messages {
+		if strings.Contains(m.Text, text) || strings.Contains(m.Reasoning, text) {
+			return true
+		}
+		for _, c := range m.ToolCalls {
+			if strings.Contains(c.Name, text) || strings.Contains(c.Arguments, text) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // TitleRequest reports whether the request asks for a title for the
 // conversation rather than for the turn: it offers no tools, and its
 // system prompt (or, without one, its first message) asks for a title.

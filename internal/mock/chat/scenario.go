@@ -117,6 +117,58 @@ func ToolSteps(steps [][]Call, answer string) Scenario {
 // tests.
 func LongTool() Scenario { return ToolTurn(Bash(LongCommand), "The command finished.") }
 
+// ToolThenText asks for calls, in one answer, on the first model request
+// it sees (a title request aside), and answers every later one with text: the call's
+// result, a message sent during the turn, or the next turn after an
+// interrupt. It counts requests rather than reading them, for a call
+// that was cancelled may leave no result behind. With a long command it
+// is the scenario of interrupts and steering.
+func ToolThenText(calls []Call, text string) Scenario {
+	var mu sync.Mutex
+	n := 0
+	return titled(func(*Request) Response {
+		mu.Lock()
+		n++
+		first := n == 1
+		mu.Unlock()
+		if first {
+			return Response{Reasoning: "The user wants a command run.", Calls: append([]Call(nil), calls...), Usage: firstCallUsage()}
+		}
+		return Response{Text: text, Usage: followUpUsage()}
+	})
+}
+
+// TwoTools asks for first, then, once the current turn carries its
+// result (a refused call's result counts), for second, and answers a
+// request that carries both results with text. With second equal to
+// first it is the same call twice. It is ToolChain of the two.
+func TwoTools(first, second Call, text string) Scenario {
+	return ToolChain([]Call{first, second}, text)
+}
+
+// TurnUsage is what Turns bills for the n-th model request it answers
+// (from 1): distinct per request, so that a test can tell one turn's
+// usage from the sum of several, with every field non-zero.
+func TurnUsage(n int) Usage {
+	k := int64(n)
+	return Usage{PromptTokens: 1000*k + 100, CachedTokens: 100*k + 10, CompletionTokens: 10*k + 5, ReasoningTokens: k + 1}
+}
+
+// Turns answers every request with text, billing the n-th model request
+// TurnUsage(n) (a title request gets Title, billed apart): for runs of
+// several turns whose usage is checked turn by turn.
+func Turns(text string) Scenario {
+	var mu sync.Mutex
+	n := 0
+	return titled(func(*Request) Response {
+		mu.Lock()
+		n++
+		u := TurnUsage(n)
+		mu.Unlock()
+		return Response{Text: text, Usage: u}
+	})
+}
+
 // AlwaysTool asks for call on every request but a title request, so that
 // only a turn limit ends the run.
 func AlwaysTool(call Call) Scenario {
@@ -236,6 +288,9 @@ func named(command string) map[string]func() Scenario {
 		"tool":             func() Scenario { return ToolTurn(Bash(or("echo hello > out.txt")), "I ran the command.") },
 		"long-tool":        func() Scenario { return ToolTurn(Bash(or(LongCommand)), "The command finished.") },
 		"always-tool":      func() Scenario { return AlwaysTool(Bash(or("echo again"))) },
+		"tool-then-text":   func() Scenario { return ToolThenText([]Call{Bash(or(LongCommand))}, "Done after the tool.") },
+		"two-tools":        func() Scenario { return TwoTools(Bash(or("echo one")), Bash(or("echo two")), "Both commands ran.") },
+		"turns":            func() Scenario { return Turns("Turn answered.") },
 		"structured":       func() Scenario { return Structured(map[string]string{"name": "Bob"}) },
 		"context-exceeded": ContextExceeded,
 		"stream-error":     StreamError,
@@ -263,8 +318,8 @@ func Names() []string {
 }
 
 // Named returns the built-in scenario called name (see Names). command
-// replaces the Bash command of "tool", "long-tool" and "always-tool" when
-// not empty.
+// replaces the Bash command of "tool", "long-tool", "always-tool",
+// "tool-then-text" and both of "two-tools" when not empty.
 func Named(name, command string) (Scenario, error) {
 	if f, ok := named(command)[name]; ok {
 		return f(), nil

@@ -154,6 +154,17 @@ func (l Ledger) Billed() Usage {
 	return u
 }
 
+// Seen reports whether a request of the ledger contains text (see
+// Request.Contains).
+func (l Ledger) Seen(text string) bool {
+	for _, e := range l {
+		if e.Request.Contains(text) {
+			return true
+		}
+	}
+	return false
+}
+
 func isCompletions(path string) bool {
 	return path == "/v1/chat/completions" || path == "/chat/completions"
 }
