@@ -83,7 +83,13 @@ func (d *decoder) finish(exit runs.Exit, stderrTail []byte, usageFile []byte) ru
 				out.Model = model
 			}
 		default:
+			// A new session's total is the run's own. It is reported as
+			// the session's too, so that the supervisor records it and
+			// a run that resumes the session subtracts it; without it
+			// the resumed run would be billed the whole session.
 			out.Usage = u
+			total := u
+			out.SessionUsage = &total
 			if model != "" {
 				out.Model = model
 			}

@@ -225,7 +225,8 @@ func TestRealCLIResume(t *testing.T) {
 	home, dir := t.TempDir(), t.TempDir()
 	first := runCLI(t, bin, version, testCache, cliCase{name: "resume_first", home: home, dir: dir,
 		scenario: func(string) openai.Scenario { return openai.TextAnswer("First.") }, spec: runs.Spec{Prompt: "remember the word apricot"}})
-	if first.outcome.Status != runs.Succeeded || first.outcome.SessionID != first.inv.RunID {
+	if first.outcome.Status != runs.Succeeded || first.outcome.SessionID != first.inv.RunID ||
+		first.outcome.SessionUsage == nil || *first.outcome.SessionUsage != first.outcome.Usage {
 		t.Fatalf("first run: %+v %+v", first.outcome, first.outcome.Error)
 	}
 	second := runCLI(t, bin, version, testCache, cliCase{name: "resume", home: home, dir: dir,
