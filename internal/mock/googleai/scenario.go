@@ -130,13 +130,12 @@ func TwoTools(first, second, text string) Scenario {
 
 // TurnUsage is what Turns bills for the n-th model request it answers
 // (from 1): distinct per request, so that a test can tell one turn's
-// usage from the sum of several. It bills neither cached nor thought
-// tokens: Gemini CLI's ACP, where runs of several turns live, reports
-// only prompt and candidate counts, and a turn's usage is checked for
-// equality with the bill (the other scenarios bill both, to show the gap).
+// usage from the sum of several, with cached and thought tokens, which
+// Gemini CLI's ACP prompt result leaves out and its chat recording
+// keeps.
 func TurnUsage(n int) Usage {
 	k := int64(n)
-	return Usage{PromptTokenCount: 1000*k + 1, CandidatesTokenCount: 10*k + 3}.withTotal()
+	return Usage{PromptTokenCount: 1000*k + 1, CachedContentTokenCount: 100*k + 2, CandidatesTokenCount: 10*k + 3, ThoughtsTokenCount: k + 4}.withTotal()
 }
 
 // Turns answers every request with text, billing the n-th model request

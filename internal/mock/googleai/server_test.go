@@ -685,6 +685,9 @@ func TestInteractiveScenarios(t *testing.T) {
 	}
 	turns := Turns("t")
 	for n := 1; n <= 3; n++ {
+		if u := TurnUsage(n); u.CachedContentTokenCount == 0 || u.ThoughtsTokenCount == 0 || u.TotalTokenCount != u.PromptTokenCount+u.CandidatesTokenCount+u.ThoughtsTokenCount {
+			t.Errorf("TurnUsage(%d) = %+v: cached and thought tokens must be billed", n, u)
+		}
 		if r := turns.Respond(model()); r.Usage != TurnUsage(n) || TurnUsage(n) == TurnUsage(n+1) {
 			t.Errorf("Turns %d billed %+v", n, r.Usage)
 		}
