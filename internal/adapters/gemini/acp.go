@@ -52,8 +52,9 @@ func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (run
 	}, nil
 }
 
-// sessionProfile is Gemini's ACP, as verified with 0.61.0 (doc.go).
-func sessionProfile(inv runs.Invocation) acp.Profile {
+// sessionProfile is Gemini's ACP, as verified with 0.61.0 (doc.go). fs
+// reads the CLI's chat recording, where each turn's whole usage is.
+func sessionProfile(inv runs.Invocation, fs files) acp.Profile {
 	perm := inv.Spec.Permission
 	if perm == "" {
 		perm = runs.WorkspaceWrite
@@ -71,8 +72,9 @@ func sessionProfile(inv runs.Invocation) acp.Profile {
 		Agent:     Name,
 		Mode:      mode,
 		RefuseAll: refuse,
-		Counting:  acp.PerTurn,
-		ReadUsage: readSessionUsage,
+		// The prompt result lacks cached and thought tokens; the chat
+		// recording has them (doc.go). The session's cwd is inv.Dir.
+		TurnUsage: newChatLog(fs, inv.Home, inv.Dir).turnUsage,
 		Steering:  acp.SteerCancels,
 		// The model gets "…was canceled by the user." and goes on.
 		DenyEndsTurn: false,
@@ -99,7 +101,8 @@ func sessionToolName(tc acp.ToolCall) string {
 // acpResult is what the adapter reads of a session/prompt result:
 // _meta.quota.token_count, the turn's sums of promptTokenCount (cached
 // included) and candidatesTokenCount (thoughts excluded). 0.61.0 counts
-// neither cached nor thought tokens there (see doc.go).
+// neither cached nor thought tokens there (see doc.go): it is the
+// fallback of the chat recording, and a check on it.
 type acpResult struct {
 	Meta *struct {
 		Quota *struct {
@@ -111,7 +114,8 @@ type acpResult struct {
 	} `json:"_meta"`
 }
 
-// readSessionUsage implements acp.Profile.ReadUsage.
+// readSessionUsage reads a prompt result's usage; ok is false when it
+// has none (a cancelled turn's, an error answer's nil).
 func readSessionUsage(result json.RawMessage) (runs.Usage, bool) {
 	var r acpResult
 	if err := json.Unmarshal(result, &r); err != nil || r.Meta == nil || r.Meta.Quota == nil || r.Meta.Quota.TokenCount == nil {

@@ -95,10 +95,13 @@ type Adapter struct {
 	// extraArgs are appended to the command line; tests use them to play
 	// a CLI that rejects a flag.
 	extraArgs []string
+	// files is what a session's decoder reads the CLI's chat recording
+	// with (chatlog.go).
+	files files
 }
 
 // New returns the Gemini CLI adapter.
-func New() *Adapter { return &Adapter{} }
+func New() *Adapter { return &Adapter{files: osFiles{}} }
 
 // Name implements runs.Adapter.
 func (*Adapter) Name() string { return Name }
@@ -215,9 +218,13 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 
 // NewDecoder implements runs.Adapter.
 // A run whose Spec.Session() gets the ACP client (acp.go).
-func (*Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
+func (a *Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
 	if inv.Spec.Session() {
-		return acp.NewDecoder(inv, sessionProfile(inv))
+		fs := a.files
+		if fs == nil {
+			fs = osFiles{}
+		}
+		return acp.NewDecoder(inv, sessionProfile(inv, fs))
 	}
 	return newDecoder(inv)
 }

@@ -35,9 +35,6 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 	case conformance.TwoTools:
 		s = googleai.TwoTools(sc.Command, sc.Command2, sc.Text)
 	case conformance.Turns:
-		// Turns bills neither cached nor thought tokens, which the CLI's
-		// ACP does not report (doc.go), so that each turn's usage can
-		// equal its bill.
 		s = googleai.Turns(sc.Text)
 	case conformance.Failure:
 		s = googleai.Failure(sc.Status)

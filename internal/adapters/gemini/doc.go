@@ -2,7 +2,9 @@
 // @google/gemini-cli), verified with version 0.61.0 against the mock
 // Gemini API in internal/mock/googleai. It builds the command line,
 // prepares the CLI's home and decodes `--output-format stream-json`; it
-// does no I/O of its own except PrepareHome.
+// does no I/O of its own except PrepareHome and, for a session, reading
+// the CLI's chat recording at the end of each turn ("Usage of a
+// session").
 //
 // # Command
 //
@@ -213,21 +215,11 @@
 //   - resume_session_id is refused for a Session run: ACP session/load is
 //     not verified.
 //
-// Usage: the prompt result's _meta.quota.token_count, per turn. In 0.61.0
-// it is Σ promptTokenCount (input, cached included) and Σ
-// candidatesTokenCount (output, thoughts excluded) of the turn's model
-// requests, and nothing else: cached and thought tokens are billed but not
-// reported, so a turn's cache_read_tokens and reasoning_tokens are 0 and
-// its output_tokens falls short of the bill by the thoughts
-// (TestSessionTwoToolsAllowThenDeny checks that exact gap;
-// TestSessionTurnsBilledApart checks equality where nothing else is
-// billed). A cancelled turn reports no usage at all.
-//
-// One transport? One-shot runs stay on -p: over ACP they would lose the
-// thought and cached counts that stream-json's stats give (the
-// conformance suite's usage check compares output, reasoning included,
-// with the bill), while the error classes (401, 429, 500, invalid key, no
-// credentials: TestSessionErrors) and the interrupt would be kept.
+// One transport? One-shot runs stay on -p, whose stats carry the whole
+// bill in the CLI's own output; over ACP they would depend on the chat
+// recording (and its fallback) for it, while the error classes (401,
+// 429, 500, invalid key, no credentials: TestSessionErrors) and the
+// interrupt would be kept.
 //
 // With an MCP server in the session the CLI does not exit at stdin EOF
 // (interactive.md §5.10); no MCP server is passed today, and the
@@ -243,4 +235,70 @@
 // its class; exit 0 (what SIGTERM does) and anything else → agent_crashed.
 // Tool calls still open at the end are closed as failed, and text
 // streamed since the last boundary is completed.
+//
+// # Usage of a session
+//
+// The ACP wire does not carry a turn's whole bill. The session/prompt
+// result's _meta.quota.token_count is, in 0.61.0's code, Σ
+// promptTokenCount (input, cached included) and Σ candidatesTokenCount
+// (output, thoughts excluded) of the turn's model requests and nothing
+// else; a cancelled turn's result has no _meta at all, an error answer
+// none either; no session/update carries tokens (the CLI's ACP never
+// sends usage_update). So the adapter reads the CLI's own chat
+// recording, the one file the decoder reads (through an injected files,
+// so that its tests stay pure; chatlog.go), at the end of every turn
+// (acp.Profile.TurnUsage):
+//
+//	$HOME/.gemini/projects.json                 {"projects":{"<cwd>":"<slug>"}}: the run's directory's slug
+//	                                            (seen: the directory's base name)
+//	$HOME/.gemini/tmp/<slug>/chats/session-<YYYY-MM-DDTHH-MM>-<id[:8]>.jsonl
+//	                                            the session's file: its first line {"sessionId":"<the ACP
+//	                                            session id>",…}, then one JSON record per line
+//	{"id":…,"type":"gemini","content":…,"tokens":{"input","output","cached","thoughts","tool","total"},"model":…}
+//	                                            one model response, with its usageMetadata's
+//	                                            promptTokenCount, candidatesTokenCount,
+//	                                            cachedContentTokenCount, thoughtsTokenCount,
+//	                                            toolUsePromptTokenCount and totalTokenCount
+//
+// A message may be recorded again under its id (with its tool calls, or
+// its tokens once they came), and $set records may list messages; a
+// rewind ($rewindTo) drops messages from the conversation but not from
+// the bill. The turn's usage is what the file's messages sum to, each id
+// once, less what they summed to at the end of the previous turn,
+// normalized as the one-shot stats are (input = input, cache read =
+// cached, reasoning = total − input − output, output = output +
+// reasoning). Each turn reads only the lines appended since the last
+// (a file found shorter was rewritten and is read again; its ids are
+// the same).
+//
+// When: the CLI records a response's tokens with a synchronous append
+// (appendFileSync) once its stream ended, inside the generator the ACP
+// prompt loop drains, so before it answers session/prompt: the answer
+// on stdout means the file holds the turn (verified with the real CLI
+// on every turn of TestSessionTurnsBilledApart, where the file and the
+// bill agree at each turn.completed). The file is found by the session
+// id session/new answered: in the registry's slug for the run's
+// directory, else in any project directory, by name and first line
+// (the CLI also starts a session of its own at start-up, under another
+// id, in the same directory).
+//
+// What is tested with the real CLI against the mock's ledger, thoughts
+// and cached tokens billed: each of three turns equals its own bill
+// (TestSessionTurnsBilledApart), a turn of three requests with an
+// allowed and a denied call (TestSessionTwoToolsAllowThenDeny), an
+// interrupted turn whose prompt result has no usage and the turn after
+// it (TestSessionInterruptMidTool), and the conformance suite's
+// interactive cases.
+//
+// Fallback: when the file cannot be found or read (the CLI stops
+// recording on ENOSPC, a line longer than 32 MiB), or counts fewer input
+// or output tokens for the turn than the prompt result does, that turn
+// and every later one take the prompt result's figures (without cached
+// and thought tokens, and nothing for a cancelled turn), with one
+// warning, usage_unreadable or usage_mismatch, so that nothing is
+// counted twice. Not counted by either: model calls the CLI makes
+// outside the conversation (the model router of "auto", a next-speaker
+// check, loop detection, history compression, which the mock's
+// scenarios never trigger), and a response whose stream the CLI
+// rejected and retried (its tokens are never recorded).
 package gemini

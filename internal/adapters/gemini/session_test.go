@@ -28,8 +28,9 @@ const sessionWithin = 90 * time.Second
 // Session.
 type session struct {
 	*acptest.Driver
-	srv *googleai.Server
-	dir string
+	srv  *googleai.Server
+	dir  string
+	home string
 }
 
 // startSession runs gemini --acp for spec against a mock playing sc.
@@ -69,7 +70,7 @@ func startSession(t *testing.T, spec runs.Spec, sc googleai.Scenario, env map[st
 	if !ok {
 		t.Fatal("a session run's decoder is no runs.Session")
 	}
-	s := &session{Driver: acptest.Start(t, bin, cmd.Args, full, dir, sess), srv: srv, dir: dir}
+	s := &session{Driver: acptest.Start(t, bin, cmd.Args, full, dir, sess), srv: srv, dir: dir, home: home}
 	t.Cleanup(func() {
 		if *recordACP && !t.Failed() {
 			name := "gemini_" + strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(t.Name(), "TestSession")), "/", "_")
@@ -113,13 +114,6 @@ func (s *session) close(t *testing.T) runs.Outcome {
 	return o
 }
 
-// acpBilled is what Gemini CLI's ACP reports of a bill: the prompt
-// tokens (cached included) as input and the candidates as output. Cached
-// and thought tokens are not in the prompt result (doc.go).
-func acpBilled(u googleai.Usage) runs.Usage {
-	return runs.Usage{InputTokens: u.PromptTokenCount, OutputTokens: u.CandidatesTokenCount}
-}
-
 func TestSessionTwoToolsAllowThenDeny(t *testing.T) {
 	t.Parallel()
 	s := startSession(t, runs.Spec{Prompt: "Run two commands.", Approvals: runs.ApprovalsAsk},
@@ -143,10 +137,11 @@ func TestSessionTwoToolsAllowThenDeny(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(s.dir, "two.txt")); err == nil {
 		t.Error("the denied call ran")
 	}
-	// The gap: thoughts and cached tokens were billed and are not reported.
+	// Thoughts and cached tokens were billed; the prompt result leaves
+	// them out, the chat recording has them.
 	billed := s.srv.Ledger().Billed()
-	if billed.ThoughtsTokenCount == 0 || turn.Usage != acpBilled(billed) {
-		t.Errorf("turn usage %+v, the CLI's ACP share of the bill %+v", turn.Usage, acpBilled(billed))
+	if billed.ThoughtsTokenCount == 0 || billed.CachedContentTokenCount == 0 || turn.Usage != normalized(billed) {
+		t.Errorf("turn usage %+v, billed %+v", turn.Usage, normalized(billed))
 	}
 	o := s.close(t)
 	evs := s.Events()
@@ -228,6 +223,9 @@ func TestSessionTurnsBilledApart(t *testing.T) {
 			CachedContentTokenCount: billed.CachedContentTokenCount - before.CachedContentTokenCount,
 			ThoughtsTokenCount:      billed.ThoughtsTokenCount - before.ThoughtsTokenCount}
 		before = billed
+		if own.CachedContentTokenCount == 0 || own.ThoughtsTokenCount == 0 {
+			t.Errorf("turn %d billed no cached or thought tokens: %+v", n, own)
+		}
 		if turn.Status != runs.Succeeded || turn.Result != "Turn answered." || turn.Usage != normalized(own) || turn.Usage.IsZero() {
 			t.Errorf("turn %d: %+v, billed for it %+v", n, turn, normalized(own))
 		}
@@ -257,8 +255,11 @@ func TestSessionInterruptMidTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	turn, _ := s.WaitTurn(1, sessionWithin)
-	if turn.Status != runs.Cancelled {
-		t.Errorf("turn 1 %+v", turn)
+	// The prompt result of a cancelled turn has no usage; the recording
+	// has the request that asked for the tool.
+	billed1 := s.srv.Ledger().Billed()
+	if turn.Status != runs.Cancelled || turn.Usage != normalized(billed1) || billed1.ThoughtsTokenCount == 0 {
+		t.Errorf("turn 1 %+v, billed %+v", turn, normalized(billed1))
 	}
 	if left := agenttest.WaitGone(marker, 10*time.Second); len(left) > 0 {
 		t.Errorf("tool processes left after the interrupt: %v", left)
@@ -267,10 +268,11 @@ func TestSessionInterruptMidTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	turn, _ = s.WaitTurn(2, sessionWithin)
-	if turn.Status != runs.Succeeded || turn.Result != "After the interrupt." {
-		t.Errorf("turn 2 %+v", turn)
+	billed := s.srv.Ledger().Billed()
+	if turn.Status != runs.Succeeded || turn.Result != "After the interrupt." || turn.Usage != normalized(billed).Sub(normalized(billed1)) {
+		t.Errorf("turn 2 %+v, billed in all %+v", turn, normalized(billed))
 	}
-	if o := s.close(t); o.NumTurns != 2 || o.Status != runs.Succeeded {
+	if o := s.close(t); o.NumTurns != 2 || o.Status != runs.Succeeded || o.Usage != normalized(billed) {
 		t.Errorf("outcome %+v", o)
 	}
 }
@@ -390,9 +392,17 @@ func FuzzSessionDecode(f *testing.F) {
 	}
 	f.Add([]byte(`{"jsonrpc":"2.0","id":4,"error":{"code":429,"message":"{\"error\":{\"code\":429,\"details\":[{\"reason\":7}]}}"}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn","_meta":{"quota":{"token_count":{"input_tokens":-5,"output_tokens":1e30}}}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}
+{"jsonrpc":"2.0","id":2,"result":{"sessionId":"` + testSession + `"}}
+{"jsonrpc":"2.0","id":3,"result":{}}
+{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn","_meta":{"quota":{"token_count":{"input_tokens":100,"output_tokens":10}}}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		inv := runs.Invocation{Home: "/h", Dir: "/d", Spec: runs.Spec{Prompt: "p", Approvals: runs.ApprovalsAsk}}
-		dec := New().NewDecoder(inv).(runs.Session)
+		inv := runs.Invocation{Home: testHome, Dir: testCwd, Spec: runs.Spec{Prompt: "p", Approvals: runs.ApprovalsAsk}}
+		// The chat recording, in memory, of the session a seed's
+		// session/new answer may name.
+		home := chatHome()
+		home.add(testChat, chatLine("g1", 100, 10, 50, 5))
+		dec := (&Adapter{files: home}).NewDecoder(inv).(runs.Session)
 		dec.Open()
 		var evs []runs.Event
 		for _, l := range bytes.Split(data, []byte("\n")) {
