@@ -25,18 +25,18 @@ import (
 //
 // A run's activity, while it runs:
 //
-//	          start (turn 1 = prompt)
-//	               │
-//	               ▼
-//	   ┌────────► in_turn ◄──────────── answer ─────┐
-//	   │           │   │                            │
-//	   │           │   └── approval.requested ──► awaiting_approval
-//	   │  message  │                                │
-//	   │           ▼ turn.completed                 │ deadline: deny
-//	   └──────── idle ◄─────────────────────────────┘
-//	               │ close, idle timeout, or not interactive
-//	               ▼
-//	           stopping ──► process exits ──► run.completed
+//	       start (turn 1 = prompt)
+//	            │
+//	            ▼
+//	┌────────► in_turn ◄──────────── answer ─────┐
+//	│           │   │                            │
+//	│           │   └── approval.requested ──► awaiting_approval
+//	│  message  │                                │
+//	│           ▼ turn.completed                 │ deadline: deny
+//	└──────── idle ◄─────────────────────────────┘
+//	            │ close, idle timeout, or not interactive
+//	            ▼
+//	        stopping ──► process exits ──► run.completed
 type session struct {
 	s           *Supervisor
 	t           *task
