@@ -66,11 +66,13 @@ var permissionEnv = map[runs.Permission]string{
 var permissionDocs = map[runs.Permission]string{
 	runs.ReadOnly: `OPENCODE_PERMISSION={"edit":"deny","bash":"deny","external_directory":"deny"}: OpenCode offers the model ` +
 		`no bash, edit or write tool (a call of one fails as unavailable); read, glob and grep stay, confined to the run's directory, ` +
-		`and webfetch`,
+		`and webfetch. With approvals ask the same, and every other tool (MCP, task) asks`,
 	runs.WorkspaceWrite: `OPENCODE_PERMISSION={"edit":"allow","bash":"allow","external_directory":"deny"}: edits and shell commands run ` +
 		`without asking; a file tool or a command whose arguments OpenCode sees reach outside the run's directory is refused; ` +
-		`there is no sandbox, so a command can still write elsewhere`,
-	runs.Full: `OPENCODE_PERMISSION={"*":"allow"} and --auto: every tool runs without asking, anywhere`,
+		`there is no sandbox, so a command can still write elsewhere. With approvals ask: bash, edit/write, task and MCP tools ask, ` +
+		`the read-only tools run unasked, outside directories are still refused`,
+	runs.Full: `OPENCODE_PERMISSION={"*":"allow"} and --auto: every tool runs without asking, anywhere. With approvals ask: ` +
+		`every tool but the read-only ones asks, anywhere`,
 }
 
 // Adapter is the OpenCode adapter. It is stateless and safe for
@@ -108,9 +110,13 @@ func (*Adapter) Describe() runs.Description {
 			"variables the configuration in the agent's home names as {env:NAME}"),
 		Fields: []string{
 			runs.FieldModel, runs.FieldEffort, runs.FieldTimeoutSeconds, runs.FieldResumeSessionID,
-			runs.FieldKeepSession, runs.FieldCwd, runs.FieldPermission,
+			runs.FieldKeepSession, runs.FieldCwd, runs.FieldPermission, runs.FieldInteractive, runs.FieldApprovals,
 		},
 		Permissions: perms,
+		// A second session/prompt joins the running turn; a rejected
+		// permission ends the turn with no further model request; a
+		// session/cancel stops the running tool.
+		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: true},
 	}
 }
 
@@ -127,7 +133,12 @@ func (*Adapter) ParseVersion(output []byte) (string, error) {
 }
 
 // NewDecoder implements runs.Adapter.
-func (*Adapter) NewDecoder(inv runs.Invocation) runs.Decoder { return newDecoder(inv) }
+func (*Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
+	if inv.Spec.Session() {
+		return newSessionDecoder(inv)
+	}
+	return newDecoder(inv)
+}
 
 // Command implements runs.Adapter. The prompt goes on stdin, which `run`
 // reads when it is not a terminal, so that it arrives as written: given
@@ -158,6 +169,9 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	permission, ok := permissionEnv[perm]
 	if !ok {
 		return runs.Command{}, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
+	}
+	if s.Session() {
+		return a.sessionCommand(inv, perm)
 	}
 	// --thinking prints the reasoning parts; --pure loads no external
 	// plugin, which would be installed from npm first.

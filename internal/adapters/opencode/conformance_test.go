@@ -1,6 +1,7 @@
 package opencode
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -45,8 +46,13 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 		// `opencode run` prints a tool call only once it has finished,
 		// so the long command comes with a quick one in the same step:
 		// its line (tool_call.started and .completed) shows the run is
-		// in its tools while the long one runs.
-		s = chat.ToolSteps([][]chat.Call{{chat.Bash("echo started"), chat.Bash(chat.LongCommand + " " + sc.Marker)}}, sc.Text)
+		// in its tools while the long one runs. Every later request, a
+		// steered message's or the next turn's, gets Scenario.Text.
+		s = chat.ToolThenText([]chat.Call{chat.Bash("echo started"), chat.Bash(longCommand(sc.Marker))}, sc.Text)
+	case conformance.TwoTools:
+		s = chat.TwoTools(chat.Bash(sc.Command), chat.Bash(sc.Command2), sc.Text)
+	case conformance.Turns:
+		s = chat.Turns(sc.Text)
 	case conformance.Failure:
 		s = chat.Failure(sc.Status)
 	case conformance.Hang:
@@ -72,5 +78,19 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 		Model:         "mock/mock-model",
 		Billed:        func() runs.Usage { return normalized(srv.Ledger().Billed()) },
 		Requests:      func() int { return len(srv.Ledger().Completions()) },
+		Seen:          func(text string) bool { return srv.Ledger().Seen(text) },
 	}
+}
+
+// longCommand runs for a minute: a perl that sleeps, whose command line
+// carries marker, under a bash whose command line does not (it builds
+// the marker from two halves). The steer case ends the tool by killing
+// the marker's processes: OpenCode 1.18.33 never completes a bash call
+// whose process died of a signal (no tool_call_update, no further model
+// request, seen for 15 s, for a SIGKILL from outside and from the
+// process itself), so the bash must outlive the perl and exit by itself,
+// as a short command would have ended.
+func longCommand(marker string) string {
+	head, tail := marker[:len(marker)/2], marker[len(marker)/2:]
+	return fmt.Sprintf(`M=%s; perl -e 'sleep 60' "${M}%s"; echo stopped`, head, tail)
 }

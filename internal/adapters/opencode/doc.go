@@ -81,6 +81,75 @@
 // project's files in the run's directory are never read for names: the
 // client writes them.
 //
+// # Interactive runs and approvals (acp.go)
+//
+// A run whose Spec.Session() (interactive, or approvals ask) runs
+// `opencode acp --pure` (no --title, --model or --variant there) and gets
+// the shared ACP client (internal/acp) with OpenCode's profile, wrapped
+// to set the model and effort: after session/new it sends
+// session/set_config_option "model" (provider/model) and "effort", one at
+// a time, and only then turn 1's session/prompt; a refused option fails
+// turn 1 with OpenCode's answer and ends the session (no request is
+// made). Verified with 1.18.33 against the mock:
+//
+//   - Approvals: OPENCODE_PERMISSION asks for every permission ("*":
+//     bash, edit/write, task, MCP tools) but the read-only tools (read,
+//     glob, grep, list, todoread/todowrite, webfetch, websearch,
+//     codesearch, lsp, skill), and denies what the level forbids without
+//     asking: read_only adds edit, bash and external_directory deny,
+//     workspace_write external_directory deny, full external_directory
+//     allow. A read ran unasked and a bash call asked (real-CLI test
+//     TestSessionReadToolsUnasked). Without approvals the one-shot
+//     mapping is used and anything that still asks is refused
+//     (Profile.RefuseAll). tool_call (pending, titled with the tool's
+//     name) and tool_call_update come before session/request_permission
+//     (options once/always/reject); approval.requested names the tool
+//     after that first title ("bash").
+//   - deny (reject) ends the turn with no further model request
+//     (DenyEndsTurn); always covered the identical second call.
+//   - A second session/prompt during a turn joins it (Steer): both
+//     prompts answer with the same result once the turn ends.
+//   - session/cancel stops the running tool and the prompt answers
+//     cancelled; the next prompt works.
+//   - A bash tool whose process dies of a signal never completes: no
+//     tool_call_update and no further model request within 15 s, for a
+//     SIGKILL from outside or from the process itself (the conformance
+//     kit's long command is built so that its shell outlives it).
+//   - No title request: OpenCode asks the model for a session title
+//     beside a session's first turn, billed and reported nowhere.
+//     PrepareHome writes {"agent":{"title":{"disable":true}}} into
+//     <home>/.agentgate/opencode-session/opencode.json and a Session run
+//     adds that directory with OPENCODE_CONFIG_DIR, which OpenCode merges
+//     after the operator's files; nothing else of the configuration
+//     changes.
+//   - Errors: a failed request answers session/prompt with -32603
+//     "Internal error: <the API's message>" and data
+//     {"service":"session","errorName":"APIError"}: the HTTP status and
+//     isRetryable of `run` are lost, so an APIError is classified from
+//     the message's words (rate limit → rate_limited, API key /
+//     unauthorized → not_authenticated, server error / overloaded →
+//     transient_api_error, else api_error); other error names as in
+//     `run`.
+//   - resume_session_id is refused for a Session run (session/load is
+//     not verified).
+//
+// Usage of a Session run. The session/prompt result's usage
+// ({inputTokens (cache excluded), outputTokens (reasoning excluded),
+// thoughtTokens, cachedReadTokens, cachedWriteTokens}) is that of the
+// turn's LAST model request only (acp.LastRequest): OpenCode builds it
+// from the last assistant message, and its ACP translator forwards only
+// text, reasoning and tool parts, never a step's tokens (usage_update,
+// sent after a turn only for a model with a context limit, carries the
+// last request's context size and the session's cost, no tokens). So a
+// turn of one request (a text answer) reports exactly its bill, and a
+// turn with tool calls falls short by every request before its last
+// (TestSessionAllowThenDeny checks the gap is exactly that; the
+// conformance cases approval_allow_then_deny and approval_allow_session
+// fail on it). OpenCode's own per-step records are in its SQLite store
+// (<home>/.local/share/opencode/opencode.db): reading them, as the
+// Gemini adapter reads its CLI's chat recording, would close the gap;
+// not done. No cost is reported for a Session run.
+//
 // Preflight fails a run at once, before OpenCode starts (which takes
 // seconds), when the provider of the run's model (the model field, or
 // the configurations' model) names a key as {env:NAME} and NAME is not in

@@ -1,0 +1,364 @@
+package opencode
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/agentgate/agentgate/internal/acp"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// sessionCommand builds `opencode acp --pure` for a run whose
+// Spec.Session(): interactive, or asking for approvals. The prompt goes
+// as turn 1's session/prompt, so there is no stdin payload.
+func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (runs.Command, error) {
+	s := inv.Spec
+	if s.ResumeSessionID != "" {
+		return runs.Command{}, runs.Unsupported(Name, runs.FieldResumeSessionID,
+			"an interactive run or one with approvals cannot resume a session yet (ACP session/load is not verified with opencode)")
+	}
+	args := []string{"acp", "--pure"}
+	args = append(args, a.extraArgs...)
+	pass := append([]string(nil), credentialEnv...)
+	for _, name := range homeEnvRefs(inv.Home) {
+		if !contains(pass, name) {
+			pass = append(pass, name)
+		}
+	}
+	env := append([]string(nil), phoneHome...)
+	env = append(env, "OPENCODE_PERMISSION="+sessionPermission(perm, s.Asks()))
+	if inv.Home != "" {
+		env = append(env, "OPENCODE_CONFIG_DIR="+sessionConfigDir(inv.Home))
+	}
+	return runs.Command{Args: args, Env: env, PassEnv: pass}, nil
+}
+
+// readTools are OpenCode's permissions of tools that change nothing:
+// with approvals they run without asking.
+const readTools = `"read":"allow","glob":"allow","grep":"allow","list":"allow","todoread":"allow","todowrite":"allow",` +
+	`"webfetch":"allow","websearch":"allow","codesearch":"allow","lsp":"allow","skill":"allow"`
+
+// askPermissionEnv is OPENCODE_PERMISSION for a run with approvals, per
+// level: every permission asks ("*", which covers bash, edit and write,
+// task and every MCP tool), but the read-only tools, and what the level
+// forbids is denied without asking. OpenCode takes the last rule that
+// matches, so the order of the keys matters.
+var askPermissionEnv = map[runs.Permission]string{
+	runs.ReadOnly:       `{"*":"ask",` + readTools + `,"edit":"deny","bash":"deny","external_directory":"deny"}`,
+	runs.WorkspaceWrite: `{"*":"ask",` + readTools + `,"external_directory":"deny"}`,
+	runs.Full:           `{"*":"ask",` + readTools + `,"external_directory":"allow"}`,
+}
+
+// sessionPermission is OPENCODE_PERMISSION for a Session run: the
+// one-shot mapping without approvals (with "ask" nowhere, so OpenCode
+// never sends a permission request), askPermissionEnv with them.
+func sessionPermission(perm runs.Permission, asks bool) string {
+	if asks {
+		return askPermissionEnv[perm]
+	}
+	return permissionEnv[perm]
+}
+
+// sessionProfile is OpenCode's ACP, as verified with 1.18.33 (doc.go).
+func sessionProfile(inv runs.Invocation) acp.Profile {
+	oneShot := newDecoder(inv)
+	return acp.Profile{
+		Agent: Name,
+		// Without approvals nothing is set to ask; should the operator's
+		// configuration set a permission to ask, it is refused, as `run`
+		// refuses it.
+		RefuseAll: !inv.Spec.Asks(),
+		// The prompt result holds the last model request's usage only
+		// (doc.go, Usage of a Session run).
+		Counting:     acp.LastRequest,
+		ReadUsage:    readSessionUsage,
+		Steering:     acp.SteerMerges,
+		DenyEndsTurn: true,
+		ToolName:     toolNames(),
+		ClassifyError: func(method string, e *acp.RPCError) *runs.RunError {
+			return classifyRPC(oneShot, method, e)
+		},
+		ClassifyExit: func(exit runs.Exit, stderr []byte) *runs.RunError {
+			if exit.Signal != "" {
+				return nil // the core's process_killed
+			}
+			return oneShot.classifyExit(exit, stripANSI(string(stderr)))
+		},
+	}
+}
+
+// toolNames returns a Profile.ToolName that names a call after the title
+// of its first tool_call, which OpenCode sets to the tool's name ("bash",
+// "edit", "demo_reverse_text") while the call is pending; later updates
+// and the permission request title it after its input ("touch
+// made.txt").
+func toolNames() func(tc acp.ToolCall) string {
+	names := map[string]string{}
+	return func(tc acp.ToolCall) string {
+		if n, ok := names[tc.ToolCallID]; ok {
+			return n
+		}
+		if tc.Title == "" || len(names) >= maxNamedTools {
+			return ""
+		}
+		names[tc.ToolCallID] = tc.Title
+		return tc.Title
+	}
+}
+
+// maxNamedTools bounds the names toolNames keeps: far above the calls of
+// any real session, so that hostile input cannot grow it for ever.
+const maxNamedTools = 1 << 14
+
+// acpUsage is the usage of a session/prompt result.
+type acpUsage struct {
+	Usage *struct {
+		InputTokens       int64 `json:"inputTokens"`
+		OutputTokens      int64 `json:"outputTokens"`
+		ThoughtTokens     int64 `json:"thoughtTokens"`
+		CachedReadTokens  int64 `json:"cachedReadTokens"`
+		CachedWriteTokens int64 `json:"cachedWriteTokens"`
+	} `json:"usage"`
+}
+
+// readSessionUsage implements acp.Profile.ReadUsage.
+func readSessionUsage(result json.RawMessage) (runs.Usage, bool) {
+	var r acpUsage
+	if err := json.Unmarshal(result, &r); err != nil || r.Usage == nil {
+		return runs.Usage{}, false
+	}
+	u := r.Usage
+	return runs.Usage{
+		InputTokens:      u.InputTokens + u.CachedReadTokens + u.CachedWriteTokens,
+		CacheReadTokens:  u.CachedReadTokens,
+		CacheWriteTokens: u.CachedWriteTokens,
+		OutputTokens:     u.OutputTokens + u.ThoughtTokens,
+		ReasoningTokens:  u.ThoughtTokens,
+	}, true
+}
+
+// configOption is one session/set_config_option the run needs: OpenCode's
+// ACP takes the model and the effort only so (`opencode acp` has no
+// --model or --variant).
+type configOption struct {
+	id, value string
+}
+
+// sessionDecoder is the ACP client of a Session run, acp.Decoder wrapped
+// so that the run's model and effort are set before turn 1: once
+// session/new is answered, it holds back what the core writes (turn 1's
+// session/prompt) and sends session/set_config_option for each, one at a
+// time; the held prompt goes once OpenCode accepted them all. A refused
+// option fails turn 1 with OpenCode's error and ends the session, so that
+// no turn runs on a model the run did not ask for.
+type sessionDecoder struct {
+	*acp.Decoder
+
+	mu      sync.Mutex
+	options []configOption // still to send, in order
+	waiting string         // the id of the option request awaiting its answer
+	current string         // the option it sets
+	holding bool           // the core's output is held back
+	held    bytes.Buffer
+	out     bytes.Buffer
+	failed  bool
+	n       int
+}
+
+var _ runs.Session = (*sessionDecoder)(nil)
+
+// newSessionDecoder returns the ACP client of the Session run inv.
+func newSessionDecoder(inv runs.Invocation) runs.Session {
+	var opts []configOption
+	if m := inv.Spec.Model; m != "" {
+		opts = append(opts, configOption{"model", m})
+	}
+	if e := inv.Spec.Effort; e != "" {
+		opts = append(opts, configOption{"effort", e})
+	}
+	core := acp.NewDecoder(inv, sessionProfile(inv))
+	if len(opts) == 0 {
+		return core
+	}
+	return &sessionDecoder{Decoder: core, options: opts}
+}
+
+// optionID prefixes the ids of the wrapper's own requests: strings, so
+// that they never meet the core's numeric ids.
+const optionID = "agentgate-config-"
+
+// line is what the wrapper reads of a line from the CLI.
+type line struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Result *struct {
+		SessionID     string          `json:"sessionId"`
+		ConfigOptions json.RawMessage `json:"configOptions"`
+	} `json:"result"`
+	Error *acp.RPCError `json:"error"`
+}
+
+// Decode implements runs.Decoder.
+func (d *sessionDecoder) Decode(raw []byte) []runs.Event {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var l line
+	if json.Unmarshal(raw, &l) != nil {
+		return d.Decoder.Decode(raw)
+	}
+	var id string
+	if json.Unmarshal(l.ID, &id) == nil && strings.HasPrefix(id, optionID) && l.Method == "" {
+		if id != d.waiting {
+			return nil
+		}
+		d.waiting = ""
+		if l.Error != nil {
+			return d.refused(l.Error)
+		}
+		return d.next()
+	}
+	evs := d.Decoder.Decode(raw)
+	if l.Method == "" && l.Result != nil && l.Result.SessionID != "" && len(d.options) > 0 && !d.holding && !d.failed {
+		// session/new answered: the core has written turn 1's prompt.
+		d.holding = true
+		out, _ := d.Decoder.Pending()
+		d.held.Write(out)
+		evs = append(evs, d.next()...)
+	}
+	return evs
+}
+
+// next sends the next option, or releases the held output once every
+// option was accepted.
+func (d *sessionDecoder) next() []runs.Event {
+	if len(d.options) == 0 {
+		d.holding = false
+		d.out.Write(d.held.Bytes())
+		d.held.Reset()
+		return nil
+	}
+	o := d.options[0]
+	d.options = d.options[1:]
+	d.n++
+	d.waiting, d.current = optionID+strconv.Itoa(d.n), o.id
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": d.waiting, "method": "session/set_config_option",
+		"params": map[string]any{"sessionId": d.sessionID(), "configId": o.id, "value": o.value}})
+	d.out.Write(append(b, '\n'))
+	return nil
+}
+
+// sessionID is the session's, from the held prompt.
+func (d *sessionDecoder) sessionID() string {
+	var p struct {
+		Params struct {
+			SessionID string `json:"sessionId"`
+		} `json:"params"`
+	}
+	first, _, _ := bytes.Cut(d.held.Bytes(), []byte("\n"))
+	_ = json.Unmarshal(first, &p)
+	return p.Params.SessionID
+}
+
+// refused fails turn 1 with OpenCode's answer to an option: the core
+// gets it as the held prompt's error answer.
+func (d *sessionDecoder) refused(e *acp.RPCError) []runs.Event {
+	d.failed, d.holding = true, false
+	var p struct {
+		ID json.RawMessage `json:"id"`
+	}
+	first, _, _ := bytes.Cut(d.held.Bytes(), []byte("\n"))
+	d.held.Reset()
+	if json.Unmarshal(first, &p) != nil || len(p.ID) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("opencode refused the run's %s: %s", d.current, orText(e.Text(), "no message"))
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": p.ID, "error": map[string]any{"code": e.Code, "message": msg}})
+	return d.Decoder.Decode(b)
+}
+
+// Pending implements runs.Conversation: the wrapper's own requests first,
+// then the core's, held back while options are being set. A session
+// whose options were refused is over.
+func (d *sessionDecoder) Pending() ([]byte, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out, done := d.Decoder.Pending()
+	if d.holding {
+		d.held.Write(out)
+		out = nil
+	}
+	if d.out.Len() > 0 {
+		out = append(bytes.Clone(d.out.Bytes()), out...)
+		d.out.Reset()
+	}
+	return out, done || d.failed
+}
+
+// rpcErrorData is the data of OpenCode's error answer to a failed
+// session/prompt: {"service":"session","errorName":"APIError"}. The
+// message is "Internal error: " and the error's message (for an
+// APIError the API's own, "Incorrect API key provided"): the HTTP status
+// and isRetryable that `run` prints are not in it.
+type rpcErrorData struct {
+	ErrorName string `json:"errorName"`
+}
+
+// ACP's "authentication required" code, which OpenCode answers for a
+// ProviderAuthError.
+const rpcAuthRequired = -32000
+
+// Phrases of the model APIs' error messages, by class, for an APIError
+// that comes without its status.
+var (
+	authPhrases      = []string{"api key", "api_key", "unauthorized", "authentication", "not authenticated", "permission denied", "forbidden"}
+	ratePhrases      = []string{"rate limit", "rate_limit", "too many requests", "quota"}
+	transientPhrases = []string{"server had an error", "overloaded", "internal server error", "bad gateway", "service unavailable",
+		"gateway timeout", "timed out", "timeout", "econnrefused", "connection refused", "unable to connect", "socket"}
+	contextPhrases = []string{"context length", "context_length", "maximum context", "too many tokens"}
+)
+
+// classifyRPC implements acp.Profile.ClassifyError. OpenCode names the
+// error (data.errorName) but, over ACP, drops the HTTP status an
+// APIError carries in `run`: the class of an APIError is then read from
+// the API's message, which is less certain than the status (doc.go).
+func classifyRPC(d *decoder, method string, e *acp.RPCError) *runs.RunError {
+	msg := orText(strings.TrimSpace(strings.TrimPrefix(e.Message, "Internal error:")), "opencode answered "+method+" with an error")
+	var data rpcErrorData
+	_ = json.Unmarshal(e.Data, &data)
+	if e.Code == rpcAuthRequired {
+		return runs.NewRunError(runs.NotAuthenticated, msg, hintAuth)
+	}
+	switch data.ErrorName {
+	case "APIError", "UnknownError", "":
+		lower := strings.ToLower(msg)
+		switch {
+		case hasAny(lower, contextPhrases):
+			return runs.NewRunError(runs.ContextExceeded, msg, hintContext)
+		case hasAny(lower, ratePhrases):
+			return runs.NewRunError(runs.RateLimited, msg, hintRate)
+		case hasAny(lower, authPhrases):
+			return runs.NewRunError(runs.NotAuthenticated, msg, hintAuth)
+		case hasAny(lower, transientPhrases):
+			return runs.NewRunError(runs.TransientAPIError, msg, hintTransient)
+		}
+		if data.ErrorName == "" {
+			return runs.NewRunError(runs.AgentCrashed, msg, hintCrash)
+		}
+		return runs.NewRunError(runs.APIError, msg, hintAPI)
+	}
+	// Every other name is the one-shot decoder's to classify.
+	return d.classify(&wireError{Name: data.ErrorName, Data: &wireErrorData{Message: msg}})
+}
+
+func hasAny(s string, phrases []string) bool {
+	for _, p := range phrases {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}

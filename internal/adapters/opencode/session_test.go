@@ -1,0 +1,283 @@
+package opencode
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentgate/agentgate/internal/acp/acptest"
+	"github.com/agentgate/agentgate/internal/agenttest"
+	"github.com/agentgate/agentgate/internal/mock/chat"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+var recordACP = flag.Bool("record-acp", false, "the session tests write their stdout to testdata/acp/<case>.jsonl, FuzzSessionDecode's seeds")
+
+// sessionWithin bounds one wait for an event of a real-CLI session:
+// OpenCode answers initialize in about 3 s alone, much later on a loaded
+// machine.
+const sessionWithin = 90 * time.Second
+
+// session is one real `opencode acp` run driven through the adapter's
+// Session.
+type session struct {
+	*acptest.Driver
+	srv *chat.Server
+	dir string
+}
+
+// startSession runs opencode acp for spec against a mock playing sc,
+// configured in the home's opencode.json as the conformance kit does.
+func startSession(t *testing.T, spec runs.Spec, sc chat.Scenario) *session {
+	t.Helper()
+	bin := opencodeBin(t)
+	srv, err := chat.Start("127.0.0.1:0", sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	home, dir := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(configDir(home), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(configDir(home), "opencode.json"), []byte(mockConfig(srv.URL, homeKeyEnv)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := New().PrepareHome(home); err != nil {
+		t.Fatal(err)
+	}
+	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home,
+		Timeout: time.Minute, CLIVersion: VerifiedVersion}
+	a := New()
+	cmd, err := a.Command(inv)
+	if err != nil {
+		t.Fatalf("Command: %v", err)
+	}
+	if cmd.Stdin != nil || cmd.Args[0] != "acp" {
+		t.Fatalf("a session's command: %+v", cmd)
+	}
+	gateway := map[string]string{homeKeyEnv: testKey}
+	env := append(agenttest.MinimalEnv(home), "TERM=dumb")
+	for _, name := range cmd.PassEnv {
+		if v, ok := gateway[name]; ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	env = append(env, cmd.Env...)
+	sess, ok := a.NewDecoder(inv).(runs.Session)
+	if !ok {
+		t.Fatal("a session run's decoder is no runs.Session")
+	}
+	s := &session{Driver: acptest.Start(t, bin, cmd.Args, env, dir, sess), srv: srv, dir: dir}
+	t.Cleanup(func() {
+		if *recordACP && !t.Failed() {
+			name := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(t.Name(), "TestSession")), "/", "_")
+			path := filepath.Join("testdata", "acp", name+".jsonl")
+			if err := os.WriteFile(path, append(bytes.Join(s.Stdout(), []byte("\n")), '\n'), 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	return s
+}
+
+// answer waits for the next approval.requested from index from, answers
+// it, and returns the request and the index after it.
+func (s *session) answer(t *testing.T, from int, d runs.Decision) (runs.ApprovalRequestedData, int) {
+	t.Helper()
+	ev, i := s.WaitType(from, sessionWithin, runs.EventApprovalRequested)
+	req := ev.Data.(runs.ApprovalRequestedData)
+	if err := s.Do(func(x runs.Session) error { return x.Answer(req.ID, d, "not this one") }); err != nil {
+		t.Fatalf("Answer %s: %v", d, err)
+	}
+	return req, i + 1
+}
+
+// normalizedBill is what the mock billed for the entries, in the
+// gateway's convention.
+func normalizedBill(l chat.Ledger) runs.Usage { return normalized(l.Billed()) }
+
+// TestSessionAllowThenDeny: two bash calls asked for, the first allowed
+// and run, the second denied, which ends the turn with no further model
+// request. The turn's usage is the last request's only: OpenCode's ACP
+// reports no other (doc.go), so it falls short of the bill by exactly the
+// first request.
+func TestSessionAllowThenDeny(t *testing.T) {
+	t.Parallel()
+	s := startSession(t, runs.Spec{Prompt: "Run two commands.", Approvals: runs.ApprovalsAsk},
+		chat.TwoTools(chat.Bash("touch one.txt"), chat.Bash("touch two.txt"), "Both handled."))
+	first, i := s.answer(t, 0, runs.Allow)
+	if first.Tool != "bash" || !bytes.Contains(first.Input, []byte("touch one.txt")) || len(first.Options) != 4 || first.Options[1] != runs.AllowSession {
+		t.Errorf("first approval %+v (input %s)", first, first.Input)
+	}
+	second, _ := s.answer(t, i, runs.Deny)
+	if second.ID == first.ID || !bytes.Contains(second.Input, []byte("touch two.txt")) {
+		t.Errorf("second approval %+v", second)
+	}
+	turn, _ := s.WaitTurn(1, sessionWithin)
+	if turn.Status != runs.Succeeded {
+		t.Errorf("turn %+v", turn)
+	}
+	o := s.close(t)
+	if _, err := os.Stat(filepath.Join(s.dir, "one.txt")); err != nil {
+		t.Error("the allowed call did not run")
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, "two.txt")); err == nil {
+		t.Error("the denied call ran")
+	}
+	l := s.srv.Ledger().Completions()
+	if len(l) != 2 || len(s.srv.Ledger().Titles()) != 0 {
+		t.Fatalf("%d requests, %d title requests: want the two steps and no title request", len(l), len(s.srv.Ledger().Titles()))
+	}
+	if last := normalized(l[1].Billed); turn.Usage != last || o.Usage != last {
+		t.Errorf("turn usage %+v, run %+v; want the last request's %+v", turn.Usage, o.Usage, last)
+	}
+	if gap := normalizedBill(l).Sub(turn.Usage); gap != normalized(l[0].Billed) {
+		t.Errorf("the turn lacks %+v of its bill, want exactly the first request %+v", gap, normalized(l[0].Billed))
+	}
+}
+
+// TestSessionTurnsBilledApart: turns of one model request each report
+// exactly what was billed for them, and the first has no title request
+// beside it (the title agent is off in a Session run).
+func TestSessionTurnsBilledApart(t *testing.T) {
+	t.Parallel()
+	s := startSession(t, runs.Spec{Prompt: "Remember 7.", Interactive: true, Model: "mock/mock-model", Effort: "high"}, chat.Turns("noted"))
+	one, _ := s.WaitTurn(1, sessionWithin)
+	if err := s.Do(func(x runs.Session) error { return x.Send("What was it?", false) }); err != nil {
+		t.Fatal(err)
+	}
+	two, _ := s.WaitTurn(2, sessionWithin)
+	o := s.close(t)
+	want1, want2 := normalized(chat.TurnUsage(1)), normalized(chat.TurnUsage(2))
+	if one.Usage != want1 || two.Usage != want2 || o.Usage != want1.Add(want2) || o.NumTurns != 2 {
+		t.Errorf("turns %+v, %+v, run %+v (%d turns); billed %+v, %+v", one.Usage, two.Usage, o.Usage, o.NumTurns, want1, want2)
+	}
+	if o.Usage != normalizedBill(s.srv.Ledger()) {
+		t.Errorf("run usage %+v, the mock billed %+v", o.Usage, normalizedBill(s.srv.Ledger()))
+	}
+	l := s.srv.Ledger().Completions()
+	if len(l) != 2 || l[0].Request.ReasoningEffort != "high" || l[0].Request.Model != "mock-model" {
+		t.Errorf("requests: %d, effort %q, model %q", len(l), l[0].Request.ReasoningEffort, l[0].Request.Model)
+	}
+}
+
+// TestSessionModelRefused: a model OpenCode does not know fails turn 1
+// with its answer and ends the session; no model request is made.
+func TestSessionModelRefused(t *testing.T) {
+	t.Parallel()
+	s := startSession(t, runs.Spec{Prompt: "hi", Interactive: true, Model: "mock/no-such-model"}, chat.TextAnswer("hi"))
+	turn, _ := s.WaitTurn(1, sessionWithin)
+	if turn.Status != runs.Failed || turn.Error == nil || !strings.Contains(turn.Error.Message, "model") {
+		t.Errorf("turn %+v, error %+v", turn, turn.Error)
+	}
+	o := s.Wait(sessionWithin)
+	if o.Status != runs.Failed || len(s.srv.Ledger().Completions()) != 0 {
+		t.Errorf("outcome %+v; %d requests", o, len(s.srv.Ledger().Completions()))
+	}
+}
+
+// TestSessionUnauthorized: a 401 fails the turn as not_authenticated,
+// read from the API's message: OpenCode's ACP error drops the status.
+func TestSessionUnauthorized(t *testing.T) {
+	t.Parallel()
+	s := startSession(t, runs.Spec{Prompt: "hi", Interactive: true}, chat.Failure(401))
+	turn, _ := s.WaitTurn(1, sessionWithin)
+	if turn.Status != runs.Failed || turn.Error == nil || turn.Error.Class != runs.NotAuthenticated {
+		t.Errorf("turn %+v, error %+v", turn, turn.Error)
+	}
+	s.close(t)
+}
+
+// TestSessionReadToolsUnasked: with approvals a read runs unasked, a bash
+// call asks.
+func TestSessionReadToolsUnasked(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	_ = dir
+	s := startSession(t, runs.Spec{Prompt: "Read, then run.", Approvals: runs.ApprovalsAsk},
+		chat.TwoTools(chat.FunctionCall("read", map[string]string{"filePath": "notes.txt"}), chat.Bash("touch ran.txt"), "done"))
+	a, _ := s.answer(t, 0, runs.Allow)
+	if a.Tool != "bash" {
+		t.Errorf("asked for %+v, want only the bash call", a)
+	}
+	s.WaitTurn(1, sessionWithin)
+	s.close(t)
+	if n := len(ofType(s.Events(), runs.EventApprovalRequested)); n != 1 {
+		t.Errorf("%d approvals, want 1", n)
+	}
+}
+
+// close ends the session and waits for the CLI to exit.
+func (s *session) close(t *testing.T) runs.Outcome {
+	t.Helper()
+	_ = s.Do(func(x runs.Session) error { x.Close(); return nil })
+	o := s.Wait(sessionWithin)
+	if e := s.Exit(); e.Code != 0 || e.Signal != "" {
+		t.Errorf("exit %+v after Close; stderr …%s", e, tail(string(s.Stderr()), 500))
+	}
+	for _, ev := range s.Events() {
+		if ev.Type == runs.EventAgentUnparsed {
+			t.Errorf("unparsed: %+v", ev.Data)
+		}
+	}
+	return o
+}
+
+func ofType(evs []runs.Event, typ runs.EventType) []runs.Event {
+	var out []runs.Event
+	for _, ev := range evs {
+		if ev.Type == typ {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// FuzzSessionDecode drives a Session, model and effort set, with session
+// transcripts of the real CLI (testdata/acp/*.jsonl, written by
+// -record-acp) and hand-made lines.
+func FuzzSessionDecode(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "acp", "*.jsonl"))
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}
+{"jsonrpc":"2.0","id":2,"result":{"sessionId":"ses_1","configOptions":[]}}
+{"jsonrpc":"2.0","id":"agentgate-config-1","result":{}}
+{"jsonrpc":"2.0","id":"agentgate-config-2","error":{"code":-32602,"message":"bad"}}
+{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn","usage":{"inputTokens":-5,"outputTokens":1e30,"cachedReadTokens":4}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"Internal error: Rate limit reached","data":{"service":"session","errorName":"APIError"}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		inv := runs.Invocation{Dir: "/work", Spec: runs.Spec{Prompt: "p", Approvals: runs.ApprovalsAsk, Model: "mock/m", Effort: "high"}}
+		dec := New().NewDecoder(inv).(runs.Session)
+		dec.Open()
+		var evs []runs.Event
+		for _, l := range bytes.Split(data, []byte("\n")) {
+			evs = append(evs, dec.Decode(l)...)
+			dec.Pending()
+		}
+		dec.Close()
+		dec.Pending()
+		o := dec.Finish(runs.Exit{Code: 1}, data)
+		for _, ev := range append(evs, o.Events...) {
+			if _, err := json.Marshal(ev); err != nil {
+				t.Fatalf("event %s does not marshal: %v", ev.Type, err)
+			}
+		}
+		if (o.Status == runs.Failed) != (o.Error != nil) && o.Status != runs.Cancelled {
+			t.Fatalf("status %s with error %+v", o.Status, o.Error)
+		}
+	})
+}
