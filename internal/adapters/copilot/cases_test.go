@@ -52,8 +52,12 @@ type cliRun struct {
 	events  []runs.Event
 	outcome runs.Outcome
 	ledger  openai.Ledger
-	elapsed time.Duration
-	res     recorded
+	// failing is how long the CLI ran after its first request to the
+	// mock, and stopping how long after the stop signal: the times a
+	// failing API and a stop take, without the CLI's start, which a busy
+	// machine stretches to many seconds.
+	failing, stopping time.Duration
+	res               recorded
 }
 
 const (
@@ -111,8 +115,8 @@ func cliCases() []cliCase {
 			wantStatus: runs.Failed, wantClass: class, wantTypes: []runs.EventType{tStart},
 			check: func(t *testing.T, r *cliRun) {
 				r.wantRequests(t, requests)
-				if r.elapsed > within {
-					t.Errorf("took %s, want at most %s", r.elapsed, within)
+				if r.failing > within {
+					t.Errorf("the CLI ran %s after its first request, want at most %s", r.failing, within)
 				}
 			},
 		}
@@ -302,10 +306,10 @@ func cliCases() []cliCase {
 				if len(r.res.stdout) != 0 || r.res.Exit.Code != 1 {
 					t.Errorf("stdout %d lines, exit %+v; want nothing and 1", len(r.res.stdout), r.res.Exit)
 				}
+				// It exits by itself (code 1 above, not the test's kill),
+				// without a request; how long its start takes is the
+				// machine's.
 				r.wantRequests(t, 0)
-				if r.elapsed > 15*time.Second {
-					t.Errorf("took %s", r.elapsed)
-				}
 			},
 		},
 		{
@@ -355,8 +359,8 @@ func cliCases() []cliCase {
 				if left := agenttest.WaitGone(r.marker, 5*time.Second); len(left) > 0 {
 					t.Errorf("command processes left after SIGTERM: %v", left)
 				}
-				if r.elapsed > 20*time.Second {
-					t.Errorf("took %s", r.elapsed)
+				if r.stopping > 20*time.Second {
+					t.Errorf("the CLI ran %s after SIGTERM", r.stopping)
 				}
 			},
 		},

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,7 +118,8 @@ func runCLI(t *testing.T, bin, version, cache string, c cliCase) *cliRun {
 		home, dir = t.TempDir(), t.TempDir()
 	}
 	marker := "agentgate-test-" + uuid.NewString()
-	srv, err := openai.Start("127.0.0.1:0", c.scenario(marker), openai.RequireKey(testKey))
+	first := &firstRequest{sc: c.scenario(marker)}
+	srv, err := openai.Start("127.0.0.1:0", first, openai.RequireKey(testKey))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +154,7 @@ func runCLI(t *testing.T, bin, version, cache string, c cliCase) *cliRun {
 		env = append(env, "TMPDIR="+tmp)
 	}
 
-	start := time.Now()
+	var signalled atomic.Int64 // unix nanoseconds of the stop signal
 	p := agenttest.Start(t, bin, cmd.Args, env, dir, cmd.Stdin)
 	killer := time.AfterFunc(runDeadline, p.Kill)
 	defer killer.Stop()
@@ -162,6 +165,7 @@ func runCLI(t *testing.T, bin, version, cache string, c cliCase) *cliRun {
 					if !waitFor(marker, 10*time.Second) {
 						t.Errorf("the command carrying %s never started", marker)
 					}
+					signalled.Store(time.Now().UnixNano())
 					_ = p.Signal(c.signal)
 					return
 				}
@@ -169,7 +173,12 @@ func runCLI(t *testing.T, bin, version, cache string, c cliCase) *cliRun {
 		}()
 	}
 	res := p.Wait()
-	r.elapsed = time.Since(start)
+	if at := first.at(); !at.IsZero() {
+		r.failing = time.Since(at)
+	}
+	if at := signalled.Load(); at != 0 {
+		r.stopping = time.Since(time.Unix(0, at))
+	}
 	r.res.Exit, r.res.Stderr, r.res.stdout = res.Exit, string(res.Stderr), res.Stdout
 
 	files := &keptFiles{}
@@ -266,4 +275,27 @@ func inputText(r openai.Request) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// firstRequest plays sc and notes when the first request came.
+type firstRequest struct {
+	sc    openai.Scenario
+	mu    sync.Mutex
+	first time.Time
+}
+
+func (f *firstRequest) Respond(req *openai.Request) openai.Response {
+	f.mu.Lock()
+	if f.first.IsZero() {
+		f.first = time.Now()
+	}
+	f.mu.Unlock()
+	return f.sc.Respond(req)
+}
+
+// at returns when the first request came, or zero.
+func (f *firstRequest) at() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.first
 }
