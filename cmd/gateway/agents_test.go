@@ -64,6 +64,10 @@ func TestAllAgentsAreListed(t *testing.T) {
 		case !info.Installed || info.Compatibility != runs.CompatVerified || info.Version != d.VerifiedVersion:
 			t.Errorf("%s: %+v; want its pinned %s found and verified", a.Name(), info, d.VerifiedVersion)
 		}
+		// Every agent takes interactive runs, and says how.
+		if in := info.Interaction; in == nil || in.Steer != d.Interaction.Steer || in.DenyEndsTurn != d.Interaction.DenyEndsTurn {
+			t.Errorf("%s: interaction %+v, want %+v", a.Name(), in, d.Interaction)
+		}
 	}
 	resp, err := http.Post(g.URL+"/v1/runs", "application/json",
 		strings.NewReader(`{"agent":"`+missing.Name()+`","prompt":"hi"}`))
