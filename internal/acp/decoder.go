@@ -70,6 +70,7 @@ type Decoder struct {
 	// The run so far.
 	turns      int
 	usage      runs.Usage
+	cost       *float64   // the turns' cost so far, nil while none reported one
 	lastCum    runs.Usage // Cumulative: the last session figure read
 	lastStatus runs.State
 	lastStop   string
@@ -475,37 +476,78 @@ func (d *Decoder) promptAnswered(id int64, m *message) []runs.Event {
 			data.Status = runs.Failed
 			data.Error = runs.NewRunError(runs.AgentCrashed, fmt.Sprintf("%s ended the turn with stop reason %q", d.agent(), r.StopReason), "")
 		}
-		if d.p.TurnUsage == nil {
+		if !d.billed() {
 			if u, ok := d.readUsage(m.Result); ok {
 				data.Usage = u
 			}
 		}
 	}
-	if d.p.TurnUsage != nil {
+	if d.billed() {
 		var result json.RawMessage
 		if m.Error == nil {
 			result = m.Result
 		}
-		u, more := d.turnUsage(result)
-		data.Usage = u
-		evs = append(evs, more...)
+		b := d.turnBill(result)
+		data.Usage, data.CostUSD = b.Usage, b.CostUSD
+		evs = append(evs, b.Events...)
 	}
 	d.usage = d.usage.Add(data.Usage)
-	evs = append(evs, runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: d.usage}))
+	d.addCost(data.CostUSD)
+	evs = append(evs, runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: d.usage, CostUSD: d.costSoFar()}))
 	d.turns++
 	d.lastStatus, d.lastStop, d.lastResult, d.lastErr = data.Status, data.StopReason, data.Result, data.Error
 	d.turn = nil
 	return append(evs, runs.NewEvent(runs.EventTurnCompleted, data))
 }
 
-// turnUsage is the turn's own usage from Profile.TurnUsage, and the
-// events it gives.
-func (d *Decoder) turnUsage(result json.RawMessage) (runs.Usage, []runs.Event) {
-	u, ok, evs := d.p.TurnUsage(d.sessionID, result)
-	if !ok {
-		return runs.Usage{}, evs
+// billed is whether the profile reads each turn's bill itself
+// (TurnBill or TurnUsage) instead of the prompt result's usage.
+func (d *Decoder) billed() bool { return d.p.TurnBill != nil || d.p.TurnUsage != nil }
+
+// turnBill is the turn's own usage and cost from Profile.TurnBill or
+// TurnUsage, and the events they give; the usage is zero unless known.
+func (d *Decoder) turnBill(result json.RawMessage) Bill {
+	var b Bill
+	if d.p.TurnBill != nil {
+		b = d.p.TurnBill(d.sessionID, result)
+	} else {
+		b.Usage, b.OK, b.Events = d.p.TurnUsage(d.sessionID, result)
 	}
-	return clampUsage(u), evs
+	if !b.OK {
+		b.Usage = runs.Usage{}
+	}
+	b.Usage = clampUsage(b.Usage)
+	if b.CostUSD != nil && !(*b.CostUSD >= 0 && *b.CostUSD <= maxCostUSD) {
+		// NaN, negative or absurd: no cost rather than a wrong one.
+		b.CostUSD = nil
+	}
+	return b
+}
+
+// maxCostUSD bounds one turn's cost, far above any real one, so that
+// sums stay finite.
+const maxCostUSD = 1e9
+
+// addCost adds a turn's cost to the run's.
+func (d *Decoder) addCost(c *float64) {
+	if c == nil {
+		return
+	}
+	sum := *c
+	if d.cost != nil {
+		sum += *d.cost
+	}
+	d.cost = &sum
+}
+
+// costSoFar is a copy of the run's cost so far, nil while no turn
+// reported one.
+func (d *Decoder) costSoFar() *float64 {
+	if d.cost == nil {
+		return nil
+	}
+	c := *d.cost
+	return &c
 }
 
 // readUsage is the turn's own usage from a prompt result.
@@ -785,19 +827,19 @@ func (d *Decoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
 			}))
 			delete(d.approvals, aid)
 		}
-		var usage runs.Usage
-		if d.turn != nil && d.p.TurnUsage != nil {
+		var bill Bill
+		if d.turn != nil && d.billed() {
 			// What the turn was billed before the process ended.
-			var more []runs.Event
-			usage, more = d.turnUsage(nil)
-			out.Events = append(out.Events, more...)
-			d.usage = d.usage.Add(usage)
-			if !usage.IsZero() {
-				out.Events = append(out.Events, runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: d.usage}))
+			bill = d.turnBill(nil)
+			out.Events = append(out.Events, bill.Events...)
+			d.usage = d.usage.Add(bill.Usage)
+			d.addCost(bill.CostUSD)
+			if !bill.Usage.IsZero() || bill.CostUSD != nil {
+				out.Events = append(out.Events, runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: d.usage, CostUSD: d.costSoFar()}))
 			}
 		}
 		out.Events = append(out.Events, runs.NewEvent(runs.EventTurnCompleted, runs.TurnCompletedData{
-			Status: runs.Failed, Result: result, Error: re, Usage: usage,
+			Status: runs.Failed, Result: result, Error: re, Usage: bill.Usage, CostUSD: bill.CostUSD,
 		}))
 		d.turns++
 		d.turn = nil
@@ -809,7 +851,7 @@ func (d *Decoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
 		out.Events[i].SessionID = d.sessionID
 	}
 	out.Status, out.StopReason, out.Result, out.Error = d.lastStatus, d.lastStop, d.lastResult, d.lastErr
-	out.Usage, out.NumTurns = d.usage, d.turns
+	out.Usage, out.CostUSD, out.NumTurns = d.usage, d.costSoFar(), d.turns
 	return out
 }
 

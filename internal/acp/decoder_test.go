@@ -3,6 +3,7 @@ package acp
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -517,5 +518,62 @@ func TestTurnUsageHook(t *testing.T) {
 	want := []call{{"S1", `{"stopReason":"end_turn","usage":{"in":7,"out":7}}`}, {"S1", ""}, {"S1", ""}}
 	if !reflect.DeepEqual(calls, want) {
 		t.Errorf("TurnUsage calls %q, want %q", calls, want)
+	}
+}
+
+// TestTurnBillHook: Profile.TurnBill is asked as TurnUsage is, and its
+// cost is the turn's: usage.updated and the outcome carry the sum, a
+// turn without a cost adds none, and a cost that cannot be right (NaN,
+// negative) is dropped.
+func TestTurnBillHook(t *testing.T) {
+	costs := []float64{0.25, math.NaN(), 0.5, -1}
+	var sessions []string
+	p := usageProfile(PerTurn)
+	p.TurnUsage = func(string, json.RawMessage) (runs.Usage, bool, []runs.Event) {
+		t.Error("TurnUsage asked although TurnBill is set")
+		return runs.Usage{}, false, nil
+	}
+	p.TurnBill = func(session string, result json.RawMessage) Bill {
+		sessions = append(sessions, session)
+		c := costs[len(sessions)-1]
+		return Bill{Usage: runs.Usage{InputTokens: 10, OutputTokens: 1}, OK: len(sessions) != 3, CostUSD: &c}
+	}
+	s := newScript(t, p)
+	id := s.up()
+	evs := s.agent(`{"jsonrpc":"2.0","id":` + ftoa(id) + `,"result":{"stopReason":"end_turn"}}`)
+	wantTypes(t, evs, runs.EventUsageUpdated, runs.EventTurnCompleted)
+	if turn := turnOf(t, evs); turn.CostUSD == nil || *turn.CostUSD != 0.25 || turn.Usage.InputTokens != 10 {
+		t.Errorf("turn 1 %+v cost %v", turn, turn.CostUSD)
+	}
+	if u := evs[0].Data.(runs.UsageData); u.CostUSD == nil || *u.CostUSD != 0.25 {
+		t.Errorf("usage.updated %+v", u)
+	}
+	for n := 2; n <= 3; n++ {
+		if err := s.d.Send("next", false); err != nil {
+			t.Fatal(err)
+		}
+		msgs, _ := s.client()
+		evs = s.agent(`{"jsonrpc":"2.0","id":` + ftoa(msgs[0]["id"].(float64)) + `,"result":{"stopReason":"end_turn"}}`)
+		turn := turnOf(t, evs)
+		switch {
+		case n == 2 && (turn.CostUSD != nil || turn.Usage.InputTokens != 10):
+			t.Errorf("turn 2 (cost NaN) %+v cost %v", turn, turn.CostUSD)
+		case n == 3 && (turn.CostUSD == nil || *turn.CostUSD != 0.5 || !turn.Usage.IsZero()):
+			t.Errorf("turn 3 (usage not known) %+v cost %v", turn, turn.CostUSD)
+		}
+	}
+	if err := s.d.Send("fourth", false); err != nil {
+		t.Fatal(err)
+	}
+	s.client()
+	o := s.d.Finish(runs.Exit{Signal: "killed"}, nil)
+	if turn := turnOf(t, o.Events); turn.CostUSD != nil || turn.Usage.InputTokens != 10 {
+		t.Errorf("turn 4 (cost negative) %+v", turn)
+	}
+	if o.CostUSD == nil || *o.CostUSD != 0.75 || o.Usage.InputTokens != 30 || o.NumTurns != 4 {
+		t.Errorf("outcome %+v cost %v", o, o.CostUSD)
+	}
+	if len(sessions) != 4 || sessions[0] != "S1" {
+		t.Errorf("TurnBill asked %v", sessions)
 	}
 }

@@ -114,7 +114,8 @@
 //	                    process_killed for a signal, agent_crashed otherwise), as does a
 //	                    run that ended before turn 1 did. The Outcome's Usage is the sum
 //	                    of the turns, NumTurns their number, Status/StopReason/Result/Error
-//	                    the last turn's. CostUSD is never set: no ACP CLI reports one.
+//	                    the last turn's. CostUSD is the sum of the turns' costs, which
+//	                    only Profile.TurnBill gives (no ACP prompt result has one).
 //
 // Every method takes one lock, so the Decoder is safe for Interrupt from
 // another goroutine.
@@ -135,7 +136,11 @@
 // (a result, an error answer, the process's end in Finish), with the
 // session id and the result (nil but for a result), and its usage is
 // the turn's; the events it returns (a warning when its source could not
-// be read) precede usage.updated.
+// be read) precede usage.updated. Profile.TurnBill is the same hook with
+// the turn's cost beside its usage (OpenCode, which reads its own store,
+// where every model request is priced): turn.completed carries the cost,
+// usage.updated and the Outcome their sum; a NaN or negative cost is
+// dropped.
 //
 // # Testing an adapter
 //

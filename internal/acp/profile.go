@@ -23,6 +23,19 @@ const (
 	LastRequest
 )
 
+// Bill is one turn's usage and cost, as Profile.TurnBill reads them.
+type Bill struct {
+	// Usage is the turn's own, normalized as for ReadUsage; OK says it
+	// is known.
+	Usage runs.Usage
+	OK    bool
+	// CostUSD is the turn's cost in dollars, nil when unknown.
+	CostUSD *float64
+	// Events precede usage.updated (a warning when the source could not
+	// be read).
+	Events []runs.Event
+}
+
 // Steering is what a second session/prompt does while a turn runs.
 type Steering int
 
@@ -70,6 +83,11 @@ type Profile struct {
 	// source could not be read). It may do I/O; the Decoder's lock is
 	// held.
 	TurnUsage func(sessionID string, result json.RawMessage) (u runs.Usage, ok bool, evs []runs.Event)
+	// TurnBill, when set, replaces TurnUsage: asked the same way, it
+	// also gives the turn's cost, for a CLI whose records price each
+	// model request (OpenCode's store). The Decoder sums the costs into
+	// usage.updated and the Outcome.
+	TurnBill func(sessionID string, result json.RawMessage) Bill
 	// RefuseAll answers every permission request reject_once at once,
 	// with a warning and no approval.requested: for a run that does not
 	// ask for approvals, where the CLI's mode still asks for what the
