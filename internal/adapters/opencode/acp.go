@@ -64,7 +64,8 @@ func sessionPermission(perm runs.Permission, asks bool) string {
 }
 
 // sessionProfile is OpenCode's ACP, as verified with 1.18.33 (doc.go).
-func sessionProfile(inv runs.Invocation) acp.Profile {
+// rec reads OpenCode's store, where each turn's whole bill is.
+func sessionProfile(inv runs.Invocation, rec records) acp.Profile {
 	oneShot := newDecoder(inv)
 	return acp.Profile{
 		Agent: Name,
@@ -72,10 +73,10 @@ func sessionProfile(inv runs.Invocation) acp.Profile {
 		// configuration set a permission to ask, it is refused, as `run`
 		// refuses it.
 		RefuseAll: !inv.Spec.Asks(),
-		// The prompt result holds the last model request's usage only
-		// (doc.go, Usage of a Session run).
-		Counting:     acp.LastRequest,
-		ReadUsage:    readSessionUsage,
+		// The prompt result holds the last model request's usage only;
+		// the store has every request's, priced (doc.go, Usage of a
+		// Session run).
+		TurnBill:     newStoreLog(rec).turnBill,
 		Steering:     acp.SteerMerges,
 		DenyEndsTurn: true,
 		ToolName:     toolNames(),
@@ -125,7 +126,8 @@ type acpUsage struct {
 	} `json:"usage"`
 }
 
-// readSessionUsage implements acp.Profile.ReadUsage.
+// readSessionUsage reads a prompt result's usage, the turn's last model
+// request's: the fallback of the store, and a check on it.
 func readSessionUsage(result json.RawMessage) (runs.Usage, bool) {
 	var r acpUsage
 	if err := json.Unmarshal(result, &r); err != nil || r.Usage == nil {
@@ -171,8 +173,9 @@ type sessionDecoder struct {
 
 var _ runs.Session = (*sessionDecoder)(nil)
 
-// newSessionDecoder returns the ACP client of the Session run inv.
-func newSessionDecoder(inv runs.Invocation) runs.Session {
+// newSessionDecoder returns the ACP client of the Session run inv, which
+// reads the turns' usage through rec.
+func newSessionDecoder(inv runs.Invocation, rec records) runs.Session {
 	var opts []configOption
 	if m := inv.Spec.Model; m != "" {
 		opts = append(opts, configOption{"model", m})
@@ -180,7 +183,7 @@ func newSessionDecoder(inv runs.Invocation) runs.Session {
 	if e := inv.Spec.Effort; e != "" {
 		opts = append(opts, configOption{"effort", e})
 	}
-	core := acp.NewDecoder(inv, sessionProfile(inv))
+	core := acp.NewDecoder(inv, sessionProfile(inv, rec))
 	if len(opts) == 0 {
 		return core
 	}

@@ -85,6 +85,10 @@ type Adapter struct {
 	// request of its own, which it does not report; tests use it to show
 	// why runs do not.
 	titles bool
+	// records opens what a Session run's decoder reads OpenCode's store
+	// through, given the agent's home; nil is the home's database.
+	// Tests give a store in memory.
+	records func(home string) records
 }
 
 // New returns the OpenCode adapter.
@@ -133,9 +137,13 @@ func (*Adapter) ParseVersion(output []byte) (string, error) {
 }
 
 // NewDecoder implements runs.Adapter.
-func (*Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
+func (a *Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
 	if inv.Spec.Session() {
-		return newSessionDecoder(inv)
+		var rec records = sqliteStore{path: storePath(inv.Home)}
+		if a.records != nil {
+			rec = a.records(inv.Home)
+		}
+		return newSessionDecoder(inv, rec)
 	}
 	return newDecoder(inv)
 }

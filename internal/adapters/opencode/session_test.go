@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,8 +31,9 @@ const sessionWithin = 90 * time.Second
 // Session.
 type session struct {
 	*acptest.Driver
-	srv *chat.Server
-	dir string
+	srv  *chat.Server
+	dir  string
+	home string
 }
 
 // startSession runs opencode acp for spec against a mock playing sc,
@@ -106,9 +109,8 @@ func normalizedBill(l chat.Ledger) runs.Usage { return normalized(l.Billed()) }
 
 // TestSessionAllowThenDeny: two bash calls asked for, the first allowed
 // and run, the second denied, which ends the turn with no further model
-// request. The turn's usage is the last request's only: OpenCode's ACP
-// reports no other (doc.go), so it falls short of the bill by exactly the
-// first request.
+// request. The turn's usage and cost are both requests' (read from
+// OpenCode's store: the prompt result has the last one's only).
 func TestSessionAllowThenDeny(t *testing.T) {
 	t.Parallel()
 	s := startSession(t, runs.Spec{Prompt: "Run two commands.", Approvals: runs.ApprovalsAsk},
@@ -136,11 +138,63 @@ func TestSessionAllowThenDeny(t *testing.T) {
 	if len(l) != 2 || len(s.srv.Ledger().Titles()) != 0 {
 		t.Fatalf("%d requests, %d title requests: want the two steps and no title request", len(l), len(s.srv.Ledger().Titles()))
 	}
-	if last := normalized(l[1].Billed); turn.Usage != last || o.Usage != last {
-		t.Errorf("turn usage %+v, run %+v; want the last request's %+v", turn.Usage, o.Usage, last)
+	if bill := normalizedBill(l); turn.Usage != bill || o.Usage != bill {
+		t.Errorf("turn usage %+v, run %+v; the mock billed %+v", turn.Usage, o.Usage, bill)
 	}
-	if gap := normalizedBill(l).Sub(turn.Usage); gap != normalized(l[0].Billed) {
-		t.Errorf("the turn lacks %+v of its bill, want exactly the first request %+v", gap, normalized(l[0].Billed))
+	wantCost(t, "turn", turn.CostUSD, l)
+	wantCost(t, "run", o.CostUSD, l)
+	s.noWarnings(t)
+}
+
+// TestSessionToolTurnsBilledApart: two turns of three model requests each
+// (two calls, the second unasked after allow_session, then the answer)
+// report each exactly its own requests' usage and cost, and the run the
+// sum.
+func TestSessionToolTurnsBilledApart(t *testing.T) {
+	t.Parallel()
+	s := startSession(t, runs.Spec{Prompt: "Touch it twice.", Interactive: true, Approvals: runs.ApprovalsAsk},
+		chat.TwoTools(chat.Bash("touch same.txt"), chat.Bash("touch same.txt"), "Touched."))
+	s.answer(t, 0, runs.AllowSession)
+	one, _ := s.WaitTurn(1, sessionWithin)
+	first := s.srv.Ledger().Completions()
+	if err := s.Do(func(x runs.Session) error { return x.Send("Once more.", false) }); err != nil {
+		t.Fatal(err)
+	}
+	two, _ := s.WaitTurn(2, sessionWithin)
+	o := s.close(t)
+	all := s.srv.Ledger().Completions()
+	if len(first) != 3 || len(all) != 6 {
+		t.Fatalf("%d requests in turn 1, %d in all; want 3 and 6", len(first), len(all))
+	}
+	second := all[len(first):]
+	if one.Usage != normalizedBill(first) || two.Usage != normalizedBill(second) || o.Usage != normalizedBill(all) || o.NumTurns != 2 {
+		t.Errorf("turns %+v, %+v, run %+v (%d turns); billed %+v, %+v", one.Usage, two.Usage, o.Usage, o.NumTurns,
+			normalizedBill(first), normalizedBill(second))
+	}
+	wantCost(t, "turn 1", one.CostUSD, first)
+	wantCost(t, "turn 2", two.CostUSD, second)
+	wantCost(t, "run", o.CostUSD, all)
+	if n := len(ofType(s.Events(), runs.EventApprovalRequested)); n != 1 {
+		t.Errorf("%d approvals, want 1: allow_session covers the identical calls", n)
+	}
+	s.noWarnings(t)
+}
+
+// wantCost checks a cost against the mock's billing of the entries at the
+// configured prices.
+func wantCost(t *testing.T, what string, got *float64, l chat.Ledger) {
+	t.Helper()
+	want := costOf(l.Billed())
+	if got == nil || math.Abs(*got-want) > 1e-9 {
+		t.Errorf("%s cost %v, want %v from the mock's billing at the configured prices", what, got, want)
+	}
+}
+
+// noWarnings fails the test on a warning: the store was read.
+func (s *session) noWarnings(t *testing.T) {
+	t.Helper()
+	for _, ev := range ofType(s.Events(), runs.EventWarning) {
+		t.Errorf("warning %+v", ev.Data)
 	}
 }
 
@@ -151,11 +205,18 @@ func TestSessionTurnsBilledApart(t *testing.T) {
 	t.Parallel()
 	s := startSession(t, runs.Spec{Prompt: "Remember 7.", Interactive: true, Model: "mock/mock-model", Effort: "high"}, chat.Turns("noted"))
 	one, _ := s.WaitTurn(1, sessionWithin)
+	first := s.srv.Ledger().Completions()
 	if err := s.Do(func(x runs.Session) error { return x.Send("What was it?", false) }); err != nil {
 		t.Fatal(err)
 	}
 	two, _ := s.WaitTurn(2, sessionWithin)
 	o := s.close(t)
+	if all := s.srv.Ledger().Completions(); len(first) == 1 && len(all) == 2 {
+		wantCost(t, "turn 1", one.CostUSD, first)
+		wantCost(t, "turn 2", two.CostUSD, all[1:])
+		wantCost(t, "run", o.CostUSD, all)
+	}
+	s.noWarnings(t)
 	want1, want2 := normalized(chat.TurnUsage(1)), normalized(chat.TurnUsage(2))
 	if one.Usage != want1 || two.Usage != want2 || o.Usage != want1.Add(want2) || o.NumTurns != 2 {
 		t.Errorf("turns %+v, %+v, run %+v (%d turns); billed %+v, %+v", one.Usage, two.Usage, o.Usage, o.NumTurns, want1, want2)
@@ -258,10 +319,23 @@ func FuzzSessionDecode(f *testing.F) {
 {"jsonrpc":"2.0","id":"agentgate-config-1","result":{}}
 {"jsonrpc":"2.0","id":"agentgate-config-2","error":{"code":-32602,"message":"bad"}}
 {"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn","usage":{"inputTokens":-5,"outputTokens":1e30,"cachedReadTokens":4}}}`))
+	f.Add([]byte(`{"role":"assistant","tokens":{"input":1000,"output":38,"reasoning":12,"cache":{"write":0,"read":4000}},"cost":0.00495}
+{"jsonrpc":"2.0","id":1,"result":{}}
+{"jsonrpc":"2.0","id":2,"result":{"sessionId":"ses_1","configOptions":[]}}
+{"jsonrpc":"2.0","id":"agentgate-config-1","result":{}}
+{"jsonrpc":"2.0","id":"agentgate-config-2","result":{}}
+{"role":"assistant","tokens":{"input":-1,"output":1e300,"cache":{"read":"x"}},"cost":-4}
+{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn","usage":{"inputTokens":300,"outputTokens":23,"thoughtTokens":7,"cachedReadTokens":4900}}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"Internal error: Rate limit reached","data":{"service":"session","errorName":"APIError"}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		inv := runs.Invocation{Dir: "/work", Spec: runs.Spec{Prompt: "p", Approvals: runs.ApprovalsAsk, Model: "mock/m", Effort: "high"}}
-		dec := New().NewDecoder(inv).(runs.Session)
+		// The store answers with messages made of the input's lines,
+		// so that its parser is fuzzed too.
+		mem := memStore{}
+		for i, l := range bytes.Split(data, []byte("\n")) {
+			mem["ses_1"] = append(mem["ses_1"], storedMessage{ID: fmt.Sprintf("msg_%d", i%7), Data: l})
+		}
+		dec := (&Adapter{records: func(string) records { return mem }}).NewDecoder(inv).(runs.Session)
 		dec.Open()
 		var evs []runs.Event
 		for _, l := range bytes.Split(data, []byte("\n")) {
