@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -141,6 +142,7 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 		}
 	}
 
+	out := &drainReader{f: outR}
 	tail := newTailBuffer(p.StderrTail)
 	var readers sync.WaitGroup
 	readers.Add(2)
@@ -150,7 +152,7 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 	}()
 	go func() {
 		defer readers.Done()
-		readLines(outR, p.MaxLine, lineHandler)
+		readLines(out, p.MaxLine, lineHandler)
 	}()
 
 	waited := make(chan struct{})
@@ -175,7 +177,7 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 	cancel()
 	// A process outside the run may still hold the pipes (it inherited
 	// them and cleared its cookie); read what is there, then stop.
-	_ = outR.SetReadDeadline(time.Now().Add(drainTimeout))
+	out.drain()
 	_ = errR.SetReadDeadline(time.Now().Add(drainTimeout))
 	readers.Wait()
 	outR.Close()
@@ -253,6 +255,47 @@ func signalName(s syscall.Signal) string {
 		return "SIGQUIT"
 	}
 	return fmt.Sprintf("signal %d", int(s))
+}
+
+// drainReader reads a run's stdout. Once drain is called, each read may
+// wait at most drainTimeout for data: what the run's processes wrote
+// before they died is still read, however long the line handler takes
+// over it, while a pipe held open by a process outside the run, writing
+// nothing, ends the stream. A single deadline set at drain time would
+// also cut off lines already in the pipe behind a line that is slow to
+// decode.
+//
+// Once the run's processes are gone, what they left is at most a pipe's
+// buffer; more than drainMaxBytes after drain began was written by
+// something outside the run, which must not keep the run open, so the
+// stream ends there.
+type drainReader struct {
+	f        *os.File
+	draining atomic.Bool
+	drained  int // bytes read since drain; only the reader's goroutine reads
+}
+
+// drainMaxBytes bounds what is read after drain: the largest pipe buffer
+// Linux gives without privileges (1 MiB) and then some.
+const drainMaxBytes = 2 << 20
+
+func (d *drainReader) Read(p []byte) (int, error) {
+	if !d.draining.Load() {
+		return d.f.Read(p)
+	}
+	if d.drained >= drainMaxBytes {
+		return 0, io.EOF
+	}
+	_ = d.f.SetReadDeadline(time.Now().Add(drainTimeout))
+	n, err := d.f.Read(p)
+	d.drained += n
+	return n, err
+}
+
+// drain bounds every read from now on, including one already waiting.
+func (d *drainReader) drain() {
+	d.draining.Store(true)
+	_ = d.f.SetReadDeadline(time.Now().Add(drainTimeout))
 }
 
 // readLines reads r line by line with bounded memory and calls onLine for

@@ -28,6 +28,9 @@ import (
 // given, instead of running tests: os/exec's own trick.
 const fakeAgentEnv = "AGENTGATE_FAKE_AGENT"
 
+// fakeGateEnv names the file the "gated" fake agent waits for.
+const fakeGateEnv = "AGENTGATE_FAKE_GATE"
+
 func TestMain(m *testing.M) {
 	if len(os.Args) == 2 && os.Args[1] == "-fake-version" {
 		fmt.Println("1.2.3")
@@ -63,6 +66,18 @@ func fakeAgent(mode string) int {
 		// One 32 MiB line, then a normal one: the stream must survive it.
 		fmt.Fprintf(out, `{"text":"%s"}`+"\n", strings.Repeat("x", 32<<20))
 		say(`{"text":"after"}`)
+	case "gated":
+		// One line, then the next only once the file named by
+		// fakeGateEnv exists: the test decides when the second line
+		// enters the pipe.
+		say(`{"text":"first"}`)
+		for {
+			if _, err := os.Stat(os.Getenv(fakeGateEnv)); err == nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		say(`{"text":"second"}`)
 	case "grandchild":
 		// A grandchild inherits stdout and keeps it open long after the
 		// agent exits.
@@ -386,6 +401,57 @@ func TestEscapedGrandchildDoesNotHang(t *testing.T) {
 	// runs agents under one (TestReaperKillsEscapedGrandchild).
 	if !escapeeAlive(h, r.ID) {
 		t.Fatal("the escapee died without the reaper; this test no longer shows the scan's limit")
+	}
+}
+
+// Output the run's own processes wrote before they exited is read in
+// full, however long the run takes over a line: the drain deadline bounds
+// waiting for a pipe that something outside the run holds open, not the
+// time spent decoding what is already in it. The first line's handler lets
+// the agent write its second line and exit, then outlasts drainTimeout,
+// as decoding a huge line does on a busy machine.
+func TestSlowLineHandlerLosesNoOutput(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "gate")
+	id := uuid.NewString()
+	tree := proctree.New()
+	var got []string
+	exit, _, err := runProcess(context.Background(), tree, process{
+		RunID: id, Path: os.Args[0], Dir: t.TempDir(), Grace: time.Second, MaxLine: 1 << 20, StderrTail: 1 << 10,
+		Env: []string{fakeAgentEnv + "=gated", fakeGateEnv + "=" + gate},
+	}, func(l line) {
+		got = append(got, string(l.Bytes))
+		if len(got) > 1 {
+			return
+		}
+		if err := os.WriteFile(gate, nil, 0o600); err != nil {
+			t.Error(err)
+			return
+		}
+		// The agent has written its last line once it is gone.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			pids, err := tree.Find(id)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if len(pids) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("the agent still runs: %v", pids)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		// The slow handler under test: it outlasts the drain deadline.
+		time.Sleep(drainTimeout + time.Second)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exit.Code != 0 || len(got) != 2 || got[1] != `{"text":"second"}` {
+		t.Fatalf("exit %+v, lines %q; want both lines", exit, got)
 	}
 }
 
