@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,6 +64,7 @@ type decoder struct {
 	session    bool               // session.started emitted
 	model      string             // as the server resolved it
 	helpers    map[string]string  // helper thread id → the tool call that started it
+	spawning   []string           // spawnAgent calls started and not completed
 	open       map[string]string  // tool calls started, not completed → name
 	openOrder  []string           // the same, in order
 	messages   map[string]bool    // message ids that had deltas
@@ -468,9 +470,17 @@ func (d *decoder) scope(thread string, evs []runs.Event) []runs.Event {
 		}
 		return evs
 	}
+	parent, ok := d.helpers[thread]
+	if !ok && len(d.spawning) == 1 {
+		// The spawn's item/completed, which names the thread, may come
+		// after the helper's first events: the one spawn still running
+		// is the one that started it.
+		parent = d.spawning[0]
+		d.helpers[thread] = parent
+	}
 	for i := range evs {
 		evs[i].SessionID = thread
-		evs[i].ParentToolCallID = d.helpers[thread]
+		evs[i].ParentToolCallID = parent
 	}
 	return evs
 }
@@ -558,6 +568,12 @@ func (d *decoder) item(it item, completed bool, thread string) []runs.Event {
 		for _, t := range it.ReceiverThreadIDs {
 			if _, ok := d.helpers[t]; !ok {
 				d.helpers[t] = it.ID
+			}
+		}
+		if it.Tool == "spawnAgent" {
+			d.spawning = slices.DeleteFunc(d.spawning, func(id string) bool { return id == it.ID })
+			if !completed {
+				d.spawning = append(d.spawning, it.ID)
 			}
 		}
 		input := map[string]any{"prompt": it.Prompt, "threads": it.ReceiverThreadIDs}

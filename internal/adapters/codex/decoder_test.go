@@ -246,3 +246,34 @@ func TestPlanAndDiff(t *testing.T) {
 		t.Errorf("diff = %q, want the root turn's latest", o.Diff)
 	}
 }
+
+// A helper's first events may come before the spawn's item/completed,
+// which is the first to name the helper's thread: they belong to the one
+// spawn still running.
+func TestHelperEventsBeforeTheSpawnCompleted(t *testing.T) {
+	d := newDecoder(runs.Invocation{Spec: runs.Spec{Prompt: "p"}}, nil)
+	handshake(t, d, "root")
+	d.Decode([]byte(`{"id":3,"result":{"turn":{"id":"t1","status":"inProgress","items":[]}}}`))
+	var evs []runs.Event
+	for _, l := range []string{
+		`{"method":"item/started","params":{"threadId":"root","turnId":"t1","item":{"type":"collabAgentToolCall","id":"call_spawn","tool":"spawnAgent","status":"inProgress","senderThreadId":"root","receiverThreadIds":[],"prompt":"look"}}}`,
+		`{"method":"item/completed","params":{"threadId":"helper","turnId":"h1","item":{"type":"agentMessage","id":"m_h","text":"early helper"}}}`,
+		`{"method":"item/completed","params":{"threadId":"root","turnId":"t1","item":{"type":"collabAgentToolCall","id":"call_spawn","tool":"spawnAgent","status":"completed","senderThreadId":"root","receiverThreadIds":["helper"],"prompt":"look"}}}`,
+		`{"method":"item/completed","params":{"threadId":"helper","turnId":"h1","item":{"type":"agentMessage","id":"m_h2","text":"late helper"}}}`,
+	} {
+		evs = append(evs, d.Decode([]byte(l))...)
+	}
+	n := 0
+	for _, ev := range evs {
+		if ev.Type != runs.EventMessageCompleted {
+			continue
+		}
+		n++
+		if ev.SessionID != "helper" || ev.ParentToolCallID != "call_spawn" {
+			t.Errorf("helper message = %+v, want it under the spawning call", ev)
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d helper messages, want 2: %+v", n, evs)
+	}
+}
