@@ -133,22 +133,55 @@
 //   - resume_session_id is refused for a Session run (session/load is
 //     not verified).
 //
-// Usage of a Session run. The session/prompt result's usage
+// Usage of a Session run (store.go). The session/prompt result's usage
 // ({inputTokens (cache excluded), outputTokens (reasoning excluded),
 // thoughtTokens, cachedReadTokens, cachedWriteTokens}) is that of the
-// turn's LAST model request only (acp.LastRequest): OpenCode builds it
-// from the last assistant message, and its ACP translator forwards only
-// text, reasoning and tool parts, never a step's tokens (usage_update,
-// sent after a turn only for a model with a context limit, carries the
-// last request's context size and the session's cost, no tokens). So a
-// turn of one request (a text answer) reports exactly its bill, and a
-// turn with tool calls falls short by every request before its last
-// (TestSessionAllowThenDeny checks the gap is exactly that; the
-// conformance cases approval_allow_then_deny and approval_allow_session
-// fail on it). OpenCode's own per-step records are in its SQLite store
-// (<home>/.local/share/opencode/opencode.db): reading them, as the
-// Gemini adapter reads its CLI's chat recording, would close the gap;
-// not done. No cost is reported for a Session run.
+// turn's LAST model request only: OpenCode builds it from the last
+// assistant message, and its ACP translator forwards only text,
+// reasoning and tool parts, never a step's tokens (usage_update, sent
+// after a turn only for a model with a context limit, carries the last
+// request's context size and the session's cost, no tokens). A turn with
+// tool calls would fall short by every request before its last.
+//
+// So each turn is billed from OpenCode's own store, the SQLite database
+// <home>/.local/share/opencode/opencode.db (WAL mode; OPENCODE_DB, which
+// would move it, is never passed), read-only with the pure-Go driver
+// github.com/ncruces/go-sqlite3, through an injected interface (records)
+// so that decoder tests touch no file. Its message table holds one row
+// per message ({id, session_id, data}); an assistant message's data has
+// its request's tokens ({input, output, reasoning, cache:{read, write}},
+// cache out of input and reasoning out of output, as a step_finish) and
+// its cost, priced as `run` prices a step. At every end of a turn the
+// decoder reads the messages of the session (the id session/new gave,
+// which is OpenCode's own, "ses_…") and of the sessions it started
+// (parent_id: a subagent's; not verified with a real subagent), and
+// bills the turn what every assistant message was billed since the
+// previous turn ended: a new message whole, one still growing by its
+// growth. Verified with 1.18.33: in a turn of three requests the stored
+// messages summed exactly to the mock's bill (input 1000+300+300 plus
+// cache read 4000+4900+4900 = 15400, output 38+23+23 plus reasoning
+// 12+7+7 = 110), their cost to the configured prices
+// (TestSessionAllowThenDeny, TestSessionToolTurnsBilledApart, the
+// conformance cases approval_allow_then_deny and approval_allow_session).
+//
+// The rows are final when the prompt answers: OpenCode's ACP prompt
+// awaits its session's prompt, whose loop has written every message
+// (time.completed set) when it returns, then reads the session's
+// messages back from the store (for usage_update) and only then answers.
+// Read at the moment the answer is decoded, every message of the turn
+// was complete (time.completed, finish set) in a probe and in every
+// real-CLI test. No wait is needed, and none is made.
+//
+// A store that is missing or cannot be read (a lock held beyond a 250 ms
+// busy timeout, a query beyond 3 s, a row of more than 1 MiB, more than
+// 65536 messages, data that is not JSON), or that counts fewer input or
+// output tokens for the turn than the prompt result, makes the turn take
+// the prompt result's figures, with one warning (usage_unreadable,
+// usage_mismatch); every later turn takes them too, without a cost, so
+// that nothing is counted twice. A turn whose process ended before its
+// answer is billed what the store holds then (not verified).
+// OpenCode leaves its WAL behind, which a reader recovers). Cost is reported per turn
+// (turn.completed) and summed for the run when above zero.
 //
 // Preflight fails a run at once, before OpenCode starts (which takes
 // seconds), when the provider of the run's model (the model field, or
