@@ -179,7 +179,10 @@
 // the prompt result's figures, with one warning (usage_unreadable,
 // usage_mismatch); every later turn takes them too, without a cost, so
 // that nothing is counted twice. A turn whose process ended before its
-// answer is billed what the store holds then (not verified).
+// answer is billed what the store holds then: killed while it waited for
+// an approval, the requests whose steps had finished, not the one whose
+// tool calls were pending, whose tokens OpenCode records only once its
+// tools return (TestSessionKilledMidTurn).
 // OpenCode leaves its WAL behind, which a reader recovers). Cost is reported per turn
 // (turn.completed) and summed for the run when above zero.
 //

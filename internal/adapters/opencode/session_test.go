@@ -355,3 +355,29 @@ func FuzzSessionDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestSessionKilledMidTurn: a process killed while it waits for an
+// approval fails the turn, which is billed what OpenCode's store holds:
+// the first request, whose step had finished; the second is still in its
+// tools, whose tokens OpenCode records only once they return, so the turn
+// lacks it (as a cancelled one-shot run lacks its last step).
+func TestSessionKilledMidTurn(t *testing.T) {
+	t.Parallel()
+	s := startSession(t, runs.Spec{Prompt: "Run two commands.", Approvals: runs.ApprovalsAsk},
+		chat.TwoTools(chat.Bash("touch one.txt"), chat.Bash("touch two.txt"), "Both handled."))
+	_, i := s.answer(t, 0, runs.Allow)
+	s.WaitType(i, sessionWithin, runs.EventApprovalRequested)
+	s.Kill()
+	o := s.Wait(sessionWithin)
+	turn := ofType(o.Events, runs.EventTurnCompleted)
+	if len(turn) != 1 || o.Status != runs.Failed {
+		t.Fatalf("outcome %+v, events %v", o, o.Events)
+	}
+	l := s.srv.Ledger().Completions()
+	got := turn[0].Data.(runs.TurnCompletedData)
+	if len(l) != 2 || got.Usage != normalized(l[0].Billed) || o.Usage != got.Usage {
+		t.Errorf("turn usage %+v, run %+v; %d requests, the first billed %+v", got.Usage, o.Usage, len(l), normalized(l[0].Billed))
+	}
+	wantCost(t, "turn", got.CostUSD, l[:1])
+	s.noWarnings(t)
+}
