@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -399,7 +400,10 @@ func (s *suite) failure(status int, class runs.Class) func(t *testing.T) {
 			bound = max(bound, slow.FailureBound(status))
 		}
 		g := s.start(t, Scenario{Kind: Failure, Status: status}, credentials)
-		start := time.Now()
+		// The bound is on how long a failing API keeps the run going,
+		// from the CLI's first request: its start before that is CPU
+		// work, which a busy machine stretches.
+		first := watchFirstRequest(t, g.backend.Requests)
 		r := g.submit(t, runs.Spec{Prompt: "Say hi."})
 		r, evs := g.wait(t, r.ID, bound+15*time.Second)
 		if r.Status != runs.Failed || r.Error == nil || r.Error.Class != class || r.Error.Retryable != class.Retryable() {
@@ -409,12 +413,50 @@ func (s *suite) failure(status int, class runs.Class) func(t *testing.T) {
 		if r.Error.Message == "" {
 			t.Error("an error without a message")
 		}
-		if took := time.Since(start); took > bound {
-			t.Errorf("took %s: a failing model API must fail the run within %s", took, bound)
+		if took := r.FinishedAt.Sub(first()); took > bound {
+			t.Errorf("took %s from the first request: a failing model API must fail the run within %s", took, bound)
 		}
 		if g.backend.Requests() == 0 {
 			t.Error("the mock got no request: the failure did not come from it")
 		}
+	}
+}
+
+// watchFirstRequest polls requests until the mock has one and returns
+// when that was seen (within the poll's 20 ms), or, until then, the time
+// the watch began.
+func watchFirstRequest(t *testing.T, requests func() int) func() time.Time {
+	start := time.Now()
+	var mu sync.Mutex
+	var at time.Time
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if requests() > 0 {
+					mu.Lock()
+					at = time.Now()
+					mu.Unlock()
+					return
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { close(done); <-stopped })
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		if at.IsZero() {
+			return start
+		}
+		return at
 	}
 }
 
