@@ -61,8 +61,11 @@
 //	full             the same as workspace_write (no                the same: every change is asked, so the level
 //	                 --dangerously-skip-permissions)                adds nothing the client is not asked for
 //
-// Edit and NotebookEdit are asked like Write in default mode; MCP tools are
-// asked (interactive.md §2). The 2.1.332 build offers no Glob, Grep or LS
+// Edit is asked like Write in default mode (TestSessionEditApproval, with
+// the real CLI: the approval is the tool's name with input.file_path; allow
+// writes the file, deny leaves it as it was, the model gets the message as
+// an error result and the turn ends a success); NotebookEdit and MCP tools
+// are asked too (interactive.md §2). The 2.1.332 build offers no Glob, Grep or LS
 // tool (find and ls go through Bash).
 //
 // # Sessions
