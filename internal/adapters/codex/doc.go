@@ -49,7 +49,11 @@
 //   - item/commandExecution/requestApproval → approval.requested, tool
 //     "shell", input {command, cwd, reason}; item/fileChange/requestApproval
 //     → tool "apply_patch", input {changes: [{path, kind, diff}]}, taken
-//     from the item's item/started, as the request has no diff;
+//     from the item's item/started, as the request has no diff (a patch
+//     through exec_command's apply_patch is asked this way only, with no
+//     command approval before it; accept writes the file, decline leaves
+//     it unwritten, the item completes "declined" and the turn goes on:
+//     TestSessionEditApproval);
 //     mcpServer/elicitation/request of kind mcp_tool_call → tool
 //     mcp__<server>__<tool>, input the tool's params. tool_call_id is the
 //     item id.
