@@ -107,6 +107,12 @@
 //     after that first title ("bash").
 //   - deny (reject) ends the turn with no further model request
 //     (DenyEndsTurn); always covered the identical second call.
+//   - write and edit are asked like bash (kind "edit", titled with the
+//     absolute path); their input is the permission's rawInput
+//     {filepath, diff}: the absolute path and a unified diff of the
+//     change. Allow writes the file; deny leaves it as it was and ends the
+//     turn a success (TestSessionEditApproval). edit needs a read of the
+//     file first in the session, which runs unasked.
 //   - A second session/prompt during a turn joins it (Steer): both
 //     prompts answer with the same result once the turn ends.
 //   - session/cancel stops the running tool and the prompt answers

@@ -40,13 +40,19 @@ type session struct {
 // configured in the home's opencode.json as the conformance kit does.
 func startSession(t *testing.T, spec runs.Spec, sc chat.Scenario) *session {
 	t.Helper()
+	return startSessionIn(t, t.TempDir(), spec, sc)
+}
+
+// startSessionIn is startSession with the run's directory.
+func startSessionIn(t *testing.T, dir string, spec runs.Spec, sc chat.Scenario) *session {
+	t.Helper()
 	bin := opencodeBin(t)
 	srv, err := chat.Start("127.0.0.1:0", sc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	home, dir := t.TempDir(), t.TempDir()
+	home := t.TempDir()
 	if err := os.MkdirAll(configDir(home), 0o700); err != nil {
 		t.Fatal(err)
 	}
