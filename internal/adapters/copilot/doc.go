@@ -104,8 +104,12 @@
 // Verified with 1.0.102 against the mock (session_test.go):
 //
 //   - Every bash call asks (session/request_permission, kind execute,
-//     rawInput {command, commands}), ls included; the create tool asks
-//     (kind edit, rawInput {fileName, diff}). view, glob and grep ran
+//     rawInput {command, commands}), ls included; the create and edit
+//     tools ask (kind edit, title "Create file" / "Edit file", rawInput
+//     {fileName, diff}: the absolute path and a git diff; the wire names
+//     neither tool, so approval.requested says "edit" for both). Allowed,
+//     the file is written; denied, it is left as it was and the turn ends
+//     a success (TestSessionEditApproval). view, glob and grep ran
 //     without asking. Options allow_once, allow_always, reject_once;
 //     approval.requested names bash for execute, else the kind.
 //   - read_only asks for everything the CLI asks for, so every request is

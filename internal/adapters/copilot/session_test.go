@@ -41,13 +41,19 @@ type session struct {
 // variable).
 func startSession(t *testing.T, spec runs.Spec, sc openai.Scenario, env map[string]string) *session {
 	t.Helper()
+	return startSessionIn(t, t.TempDir(), spec, sc, env)
+}
+
+// startSessionIn is startSession with the run's directory.
+func startSessionIn(t *testing.T, dir string, spec runs.Spec, sc openai.Scenario, env map[string]string) *session {
+	t.Helper()
 	bin := copilotBin(t)
 	srv, err := openai.Start("127.0.0.1:0", sc, openai.RequireKey(testKey))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	home, dir := t.TempDir(), t.TempDir()
+	home := t.TempDir()
 	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Timeout: time.Minute, CLIVersion: VerifiedVersion}
 	a := New()
 	cmd, err := a.Command(inv)

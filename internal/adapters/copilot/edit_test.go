@@ -1,0 +1,89 @@
+package copilot
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentgate/agentgate/internal/acp/acptest"
+	"github.com/agentgate/agentgate/internal/mock/openai"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// TestSessionEditApproval proves with the real CLI that Copilot's own
+// file tools, create and edit, are asked under approvals: ask, that the
+// approval names the edit and shows the path and the diff, that allow
+// writes the file, and that deny leaves it as it was and ends the turn
+// without a failure.
+func TestSessionEditApproval(t *testing.T) {
+	const before, after = "old line\n", "new line\n"
+	for _, c := range []struct {
+		name     string
+		tool     string
+		decision runs.Decision
+	}{
+		{"create/allow", "create", runs.Allow},
+		{"create/deny", "create", runs.Deny},
+		{"edit/allow", "edit", runs.Allow},
+		{"edit/deny", "edit", runs.Deny},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			path := filepath.Join(dir, "edited.txt")
+			args := map[string]string{"path": path, "file_text": after}
+			if c.tool == "edit" {
+				if err := os.WriteFile(path, []byte(before), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				args = map[string]string{"path": path, "old_str": "old line", "new_str": "new line"}
+			}
+			s := startSessionIn(t, dir, runs.Spec{Prompt: "Edit the file.", Approvals: runs.ApprovalsAsk},
+				callsThen("Edited.", func() openai.Item { return openai.FunctionCall(c.tool, args) }), nil)
+			a, _ := s.answer(t, 0, c.decision)
+			// 1.0.102 names neither create nor edit on the wire: the
+			// approval is the call's kind, its input the permission's
+			// rawInput, the absolute path and a git diff of the change.
+			var in struct {
+				FileName string `json:"fileName"`
+				Diff     string `json:"diff"`
+			}
+			if err := json.Unmarshal(a.Input, &in); err != nil || a.Tool != "edit" || in.FileName != path ||
+				!strings.Contains(in.Diff, "+new line") || (c.tool == "edit" && !strings.Contains(in.Diff, "-old line")) {
+				t.Errorf("approval %+v (input %s, %v), want an edit of %s with its diff", a, a.Input, err, path)
+			}
+			turn, _ := s.WaitTurn(1, sessionWithin)
+			if turn.Status != runs.Succeeded || (c.decision == runs.Allow) != (turn.Result == "Edited.") {
+				t.Errorf("turn %+v", turn)
+			}
+			// A deny ends the turn with no further model request
+			// (DenyEndsTurn).
+			if n, want := len(s.srv.Ledger().Responses()), map[runs.Decision]int{runs.Allow: 2, runs.Deny: 1}[c.decision]; n != want {
+				t.Errorf("%d model requests after %s, want %d", n, c.decision, want)
+			}
+			o := s.close(t)
+			if o.Status != runs.Succeeded || o.NumTurns != 1 {
+				t.Errorf("outcome %+v", o)
+			}
+			evs := s.Events()
+			if n := len(acptest.Of(evs, runs.EventApprovalRequested)); n != 1 {
+				t.Errorf("%d approvals, want 1", n)
+			}
+			got, err := os.ReadFile(path)
+			switch {
+			case c.decision == runs.Allow && string(got) != after:
+				t.Errorf("allowed: file = %q (%v), want %q", got, err, after)
+			case c.decision == runs.Deny && c.tool == "create" && !errors.Is(err, os.ErrNotExist):
+				t.Errorf("denied create: file = %q (%v), want none", got, err)
+			case c.decision == runs.Deny && c.tool == "edit" && string(got) != before:
+				t.Errorf("denied edit: file = %q (%v), want it unchanged", got, err)
+			}
+			if fc := acptest.Of(evs, runs.EventFileChanged); (c.decision == runs.Deny) != (len(fc) == 0) {
+				t.Errorf("file.changed %d times after %s", len(fc), c.decision)
+			}
+		})
+	}
+}
