@@ -79,6 +79,7 @@ func sessionProfile(inv runs.Invocation, fs files) acp.Profile {
 		// The model gets "…was canceled by the user." and goes on.
 		DenyEndsTurn: false,
 		ToolName:     sessionToolName,
+		ToolInput:    sessionToolInput,
 		// Gemini streams thought summaries ("**subject**\ndescription"),
 		// not the thinking itself.
 		Reasoning:     runs.VisibilitySummary,
@@ -96,6 +97,39 @@ func sessionToolName(tc acp.ToolCall) string {
 		return name
 	}
 	return ""
+}
+
+// sessionToolInput is an edit call's input: 0.61.0 sends write_file and
+// replace with no rawInput, a title naming the file relative to the cwd
+// ("Writing to a.txt", "a.txt: old => new") and the change itself as diff
+// content, which the default input (title, kind, content text) drops.
+// The client deciding on the edit gets the diffs: each file's path, as
+// the CLI sends it (absolute), and its old and new text (the old text is
+// empty for a new file). Other calls keep the default (nil).
+func sessionToolInput(tc acp.ToolCall) json.RawMessage {
+	type change struct {
+		Path    string  `json:"path"`
+		OldText *string `json:"old_text,omitempty"`
+		NewText string  `json:"new_text"`
+	}
+	var changes []change
+	for _, c := range tc.Content {
+		if c.Type == "diff" && c.Path != "" && c.NewText != nil {
+			changes = append(changes, change{Path: c.Path, OldText: c.OldText, NewText: *c.NewText})
+		}
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(struct {
+		Title   string   `json:"title,omitempty"`
+		Kind    string   `json:"kind,omitempty"`
+		Changes []change `json:"changes"`
+	}{tc.Title, tc.Kind, changes})
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // acpResult is what the adapter reads of a session/prompt result:

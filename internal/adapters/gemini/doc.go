@@ -201,6 +201,13 @@
 //     CLI sends no rawInput, so the input is the call's title (the
 //     command line), kind and content. No tool_call precedes a
 //     permission request in default mode.
+//   - write_file and replace are asked with kind "edit", a title naming
+//     the file relative to the cwd ("Writing to a.txt", "a.txt: old =>
+//     new") and the change as diff content (absolute path, oldText, empty
+//     for a new file, and newText), which the default input drops: their
+//     input is {title, kind, changes: [{path, old_text, new_text}]}.
+//     Allow writes the file; deny leaves it as it was, the model gets the
+//     refusal and the turn ends a success (TestSessionEditApproval).
 //   - Thoughts stream as agent_thought_chunk "**subject**\ndescription":
 //     reasoning of visibility summary.
 //   - Errors: a failed model call answers session/prompt with the HTTP

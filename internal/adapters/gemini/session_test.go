@@ -36,13 +36,19 @@ type session struct {
 // startSession runs gemini --acp for spec against a mock playing sc.
 func startSession(t *testing.T, spec runs.Spec, sc googleai.Scenario, env map[string]string) *session {
 	t.Helper()
+	return startSessionIn(t, t.TempDir(), spec, sc, env)
+}
+
+// startSessionIn is startSession with the run's directory.
+func startSessionIn(t *testing.T, dir string, spec runs.Spec, sc googleai.Scenario, env map[string]string) *session {
+	t.Helper()
 	bin := agenttest.Bin(t, "gemini")
 	srv, err := googleai.Start("127.0.0.1:0", sc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	home, dir := preparedHome(t), t.TempDir()
+	home := preparedHome(t)
 	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Timeout: time.Minute, CLIVersion: VerifiedVersion}
 	a := New()
 	cmd, err := a.Command(inv)
@@ -396,6 +402,12 @@ func FuzzSessionDecode(f *testing.F) {
 {"jsonrpc":"2.0","id":2,"result":{"sessionId":"` + testSession + `"}}
 {"jsonrpc":"2.0","id":3,"result":{}}
 {"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn","_meta":{"quota":{"token_count":{"input_tokens":100,"output_tokens":10}}}}}`))
+	// An edit asked for with its diff, as 0.61.0 sends write_file and
+	// replace, and one whose diff lacks its new text.
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}
+{"jsonrpc":"2.0","id":2,"result":{"sessionId":"` + testSession + `"}}
+{"jsonrpc":"2.0","id":3,"result":{}}
+{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"` + testSession + `","options":[{"optionId":"proceed_once","kind":"allow_once"},{"optionId":"cancel","kind":"reject_once"}],"toolCall":{"toolCallId":"replace__replace_1_0","status":"pending","title":"a.txt: old => new","content":[{"type":"diff","path":"/w/a.txt","oldText":"old\n","newText":"new\n"},{"type":"diff","path":"/w/b.txt","oldText":null}],"locations":[{"path":"/w/a.txt"}],"kind":"edit"}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		inv := runs.Invocation{Home: testHome, Dir: testCwd, Spec: runs.Spec{Prompt: "p", Approvals: runs.ApprovalsAsk}}
 		// The chat recording, in memory, of the session a seed's
