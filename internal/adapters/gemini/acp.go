@@ -87,7 +87,32 @@ func sessionProfile(inv runs.Invocation, fs files) acp.Profile {
 		ClassifyExit: func(exit runs.Exit, stderr []byte) *runs.RunError {
 			return oneShot.classifyNoResult(exit, string(stderr))
 		},
+		Update: dropModeUpdate,
 	}
+}
+
+// modeUpdatePrefix starts the text 0.61.0 sends as an agent message
+// chunk when session/set_mode changes the mode ("[MODE_UPDATE] autoEdit",
+// from its approval-mode handler): a notice of the CLI's own, not the
+// model's answer.
+const modeUpdatePrefix = "[MODE_UPDATE] "
+
+// dropModeUpdate implements acp.Profile.Update: it swallows the mode
+// notice, and leaves every other update to the core.
+func dropModeUpdate(kind string, update json.RawMessage) ([]runs.Event, bool) {
+	if kind != "agent_message_chunk" {
+		return nil, false
+	}
+	var u struct {
+		Content struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if json.Unmarshal(update, &u) != nil || u.Content.Type != "text" || !strings.HasPrefix(u.Content.Text, modeUpdatePrefix) {
+		return nil, false
+	}
+	return nil, true
 }
 
 // sessionToolName reads the tool's name from the call id, which Gemini
@@ -174,6 +199,12 @@ func classifyRPC(method string, e *acp.RPCError) *runs.RunError {
 		return runs.NewRunError(runs.NotAuthenticated, msg, hintAuth)
 	}
 	f := apiFailureOf(msg, runs.Exit{}, "")
+	if f.status == 0 && (strings.Contains(msg, " is not found") || strings.Contains(msg, "NOT_FOUND")) {
+		// 0.61.0 answers a model the API does not know with code 500
+		// and the API's sentence alone ("models/x is not found for API
+		// version v1beta…"): a 404, not a transient failure.
+		f.status = 404
+	}
 	if f.status == 0 && e.Code >= 400 && e.Code <= 599 {
 		f.status = e.Code
 	}

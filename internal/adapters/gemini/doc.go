@@ -218,15 +218,26 @@
 //     session/new answers -32000 "Gemini API key is missing or not
 //     configured." → not_authenticated; the client then closes stdin and
 //     the CLI exits 0. An exit without an answer is classified as a
-//     one-shot run without a result line.
-//   - resume_session_id is refused for a Session run: ACP session/load is
-//     not verified.
+//     one-shot run without a result line. A model the API does not know
+//     comes as code 500 with only the API's sentence ("models/x is not
+//     found…"): read as a 404, api_error, not a transient failure.
+//   - A session/set_mode that changes the mode makes 0.61.0 send the
+//     agent message chunk "[MODE_UPDATE] <mode>"; it is the CLI's notice,
+//     not the model's text, and is dropped.
+//   - resume_session_id is refused for a Session run. session/load does
+//     not work in 0.61.0: a session just recorded answers -32603 "No
+//     previous sessions found for this project.", and the failed load
+//     rewrites the session's recording, after which even `-p --resume`
+//     of it fails (exit 42). Never send it to this version.
 //
-// One transport? One-shot runs stay on -p, whose stats carry the whole
-// bill in the CLI's own output; over ACP they would depend on the chat
-// recording (and its fallback) for it, while the error classes (401,
-// 429, 500, invalid key, no credentials: TestSessionErrors) and the
-// interrupt would be kept.
+// One transport? Every run over ACP was tried (an experiment, not
+// committed): usage, cost, error classes and process cleanup matched -p
+// on every conformance case and every one-shot real-CLI case. Three
+// things keep one-shot runs on -p: resume (session/load, above);
+// read_only, where -p offers the model only the read tools while the ACP
+// modes offer every tool and the gateway refuses the calls; and tool
+// inputs, which ACP gives as title, kind and content instead of the
+// model's call arguments.
 //
 // With an MCP server in the session the CLI does not exit at stdin EOF
 // (interactive.md §5.10); no MCP server is passed today, and the
