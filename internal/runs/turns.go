@@ -184,6 +184,11 @@ func (ss *session) observeLocked(ev *Event) (after func(), keep bool) {
 		ss.forgetLocked(p, d)
 		return ss.recordLocked, true
 	case TurnCompletedData:
+		if !ss.inTurn {
+			// A turn ends once: a second end is the decoder's echo.
+			return nil, false
+		}
+		ss.inTurn = false
 		d.Turn = ss.turn
 		ev.Data = d
 		return func() { ss.turnEndedLocked(d) }, true
