@@ -363,7 +363,10 @@ func cliCases() []cliCase {
 					t.Errorf("stop %q exit %+v: turn/interrupt should end the turn and the server exit 0 on closed stdin",
 						r.outcome.StopReason, r.res.Exit)
 				}
-				if left := agenttest.WaitGone(r.marker, 5*time.Second); len(left) > 0 {
+				// Codex ends the command as it shuts down; on a busy
+				// machine that takes seconds. The wait is a backstop, not
+				// what the case is about.
+				if left := agenttest.WaitGone(r.marker, 30*time.Second); len(left) > 0 {
 					t.Errorf("command processes left after the interrupt: %v", left)
 				}
 				if r.elapsed > 20*time.Second {
