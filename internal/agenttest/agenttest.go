@@ -279,3 +279,19 @@ func WaitGone(marker string, timeout time.Duration) []int {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// WantEdited checks the file at path after an agent's edit tool was asked
+// to change it: allowed, it holds after; denied, it is as it was: absent
+// when before is nil (the tool would have created it), else before.
+func WantEdited(t testing.TB, path string, allowed bool, before *string, after string) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	switch {
+	case allowed && string(got) != after:
+		t.Errorf("allowed: %s = %q (%v), want %q", path, got, err, after)
+	case !allowed && before == nil && !errors.Is(err, os.ErrNotExist):
+		t.Errorf("denied: %s = %q (%v), want no file", path, got, err)
+	case !allowed && before != nil && string(got) != *before:
+		t.Errorf("denied: %s = %q (%v), want it unchanged, %q", path, got, err, *before)
+	}
+}

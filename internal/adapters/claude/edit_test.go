@@ -2,11 +2,11 @@ package claude
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/agentgate/agentgate/internal/agenttest"
 	"github.com/agentgate/agentgate/internal/mock/anthropic"
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -89,15 +89,11 @@ func TestSessionEditApproval(t *testing.T) {
 			if n := d.count(runs.EventApprovalRequested); n != 1 {
 				t.Errorf("%d approvals asked, want 1", n)
 			}
-			got, err := os.ReadFile(path)
-			switch {
-			case c.decision == runs.Allow && string(got) != after:
-				t.Errorf("allowed: file = %q (%v), want %q", got, err, after)
-			case c.decision == runs.Deny && c.tool == "Write" && !errors.Is(err, os.ErrNotExist):
-				t.Errorf("denied Write: file = %q (%v), want none", got, err)
-			case c.decision == runs.Deny && c.tool == "Edit" && string(got) != before:
-				t.Errorf("denied Edit: file = %q (%v), want it unchanged", got, err)
+			var was *string // Write makes the file, Edit changes it
+			if c.tool == "Edit" {
+				was = ptr(before)
 			}
+			agenttest.WantEdited(t, path, c.decision == runs.Allow, was, after)
 			if c.decision == runs.Deny {
 				reqs := d.srv.Ledger().Messages()
 				tr := reqs[len(reqs)-1].Request.ToolResults()
@@ -108,3 +104,5 @@ func TestSessionEditApproval(t *testing.T) {
 		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -2,13 +2,13 @@ package gemini
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentgate/agentgate/internal/acp/acptest"
+	"github.com/agentgate/agentgate/internal/agenttest"
 	"github.com/agentgate/agentgate/internal/mock/googleai"
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -89,15 +89,11 @@ func TestSessionEditApproval(t *testing.T) {
 			if n := len(acptest.Of(evs, runs.EventApprovalRequested)); n != 1 {
 				t.Errorf("%d approvals, want 1", n)
 			}
-			got, err := os.ReadFile(path)
-			switch {
-			case c.decision == runs.Allow && string(got) != after:
-				t.Errorf("allowed: file = %q (%v), want %q", got, err, after)
-			case c.decision == runs.Deny && c.tool == "write_file" && !errors.Is(err, os.ErrNotExist):
-				t.Errorf("denied write_file: file = %q (%v), want none", got, err)
-			case c.decision == runs.Deny && c.tool == "replace" && string(got) != before:
-				t.Errorf("denied replace: file = %q (%v), want it unchanged", got, err)
+			var was *string // write_file makes the file, replace changes it
+			if c.tool == "replace" {
+				was = ptr(before)
 			}
+			agenttest.WantEdited(t, path, c.decision == runs.Allow, was, after)
 			done := acptest.Of(evs, runs.EventToolCallCompleted)
 			if len(done) != 1 || done[0].Data.(runs.ToolCallCompletedData).IsError != (c.decision == runs.Deny) {
 				t.Errorf("tool calls %v, want one, failed only when denied", acptest.Types(evs))
@@ -105,3 +101,5 @@ func TestSessionEditApproval(t *testing.T) {
 		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

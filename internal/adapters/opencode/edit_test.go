@@ -2,13 +2,13 @@ package opencode
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentgate/agentgate/internal/acp/acptest"
+	"github.com/agentgate/agentgate/internal/agenttest"
 	"github.com/agentgate/agentgate/internal/mock/chat"
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -72,15 +72,13 @@ func TestSessionEditApproval(t *testing.T) {
 			if n := len(acptest.Of(evs, runs.EventApprovalRequested)); n != 1 {
 				t.Errorf("%d approvals, want 1", n)
 			}
-			got, err := os.ReadFile(path)
-			switch {
-			case c.decision == runs.Allow && string(got) != after:
-				t.Errorf("allowed: file = %q (%v), want %q", got, err, after)
-			case c.decision == runs.Deny && c.tool == "write" && !errors.Is(err, os.ErrNotExist):
-				t.Errorf("denied write: file = %q (%v), want none", got, err)
-			case c.decision == runs.Deny && c.tool == "edit" && string(got) != before:
-				t.Errorf("denied edit: file = %q (%v), want it unchanged", got, err)
+			var was *string // write makes the file, edit changes it
+			if c.tool == "edit" {
+				was = ptr(before)
 			}
+			agenttest.WantEdited(t, path, c.decision == runs.Allow, was, after)
 		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
