@@ -53,6 +53,9 @@ type Options struct {
 	// ReplicaTTL is how long a replica's heartbeat counts as alive; 0
 	// means 45s. Every replica of a deployment must use the same.
 	ReplicaTTL time.Duration
+	// QueueSize bounds the runs waiting in the queue all replicas share;
+	// 0 means 64. Every replica of a deployment must use the same.
+	QueueSize int
 }
 
 // Store is the runs.Store on NATS JetStream. It is safe for concurrent use
@@ -64,6 +67,8 @@ type Store struct {
 	costs   jetstream.KeyValue // agent session → runs.SessionRecord (directory, cumulative cost)
 	alive   jetstream.KeyValue // replica → heartbeat, expiring
 	events  jetstream.Stream
+	queue   jetstream.Stream   // runs waiting for a slot on any replica
+	idem    jetstream.KeyValue // Idempotency-Key → the run it made
 	timeout time.Duration
 	log     *zap.Logger
 }
@@ -155,6 +160,12 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open store: bucket %s: %w", replicasBucket, err)
+	}
+	if err := s.openQueue(ctx, opts); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if err := s.openIdempotency(ctx, opts); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
 	}
 	return s, nil
 }
