@@ -1,0 +1,42 @@
+// Package faults proves, with real processes, that replicas behind a load
+// balancer lose nothing: it starts scripts/rig.sh's deployment on loopback
+// (a 3-node nats-server JetStream cluster built from the module in go.mod,
+// 3 gateways with NATS_REPLICAS=3, and Debian's nginx serving the shipped
+// deploy/nginx/agentgate.conf), drives the real claude CLI against the
+// project's mock Anthropic server, and injects the faults an operator
+// meets:
+//
+//   - TestColdStartReplicasAtOnce: 3 replicas started at once on an empty
+//     cluster all come up and serve;
+//   - TestNATSNodeKilledDuringRuns: kill -9 of a NATS node at seeded random
+//     moments (FAULTS_SEED replays a logged seed) during a stream of runs;
+//   - TestReplicaKilledMidRun: kill -9 of the replica executing a run: every
+//     process of its agent dies, and another replica accounts for the run
+//     after REPLICA_TTL;
+//   - TestRollingRestartThroughNginx: SIGTERM one gateway after another while
+//     POSTs keep coming through nginx: no POST fails, and streams resume
+//     elsewhere by Last-Event-ID;
+//   - TestIdempotencyKeyRetry: a client retrying with the same
+//     Idempotency-Key gets the same run; another body is a 422
+//     idempotency_mismatch;
+//   - TestFullReplicaBesideIdleOnes: with one slot per replica, runs go to
+//     whichever replica has a free slot, the shared queue reports positions,
+//     and 429 queue_full comes only when the shared queue is full.
+//
+// Every case checks the same four things of every run it made: no event
+// lost, duplicated or reordered (the whole stream, read through nginx with
+// resumes and again from every live replica, is seq 1..N with one
+// run.completed, last, that agrees with the stored record); no process
+// left (none carries the run's id once it is terminal, and nothing of the
+// rig is left once it stops); no duplicate run (the listing has exactly one
+// run per submission); and every run accounted for (terminal, with a
+// status, and an error class unless it succeeded).
+//
+// The tests run with the rest: `go test ./internal/faults/` (CI runs it in a
+// loopback-only network namespace, as scripts/test.sh runs every test).
+// They need Debian's nginx (`apt-get install -y nginx-light`), the pinned
+// claude CLI (scripts/install-agents.sh), bash, curl and the go command,
+// which builds the gateway and nats-server once per run of the package;
+// each test fails, never skips, when one is missing. Set FAULTS_KEEP=1 to
+// keep a failed case's rig directory (logs, nginx access log, rig.env).
+package faults
