@@ -84,7 +84,8 @@ type fsys struct {
 	dirs  []string // the watched directories on it; dirs[0] is statted
 	size  int64
 	low   int64 // the low-water mark, capped
-	free  int64 // at the last look
+	free  int64 // at this look
+	prev  int64 // at the look before; -1 before the second look
 	store bool  // holds StoreDir
 }
 
@@ -159,7 +160,7 @@ func New(opts Options) (*Guard, error) {
 			if err := unix.Statfs(dir, &sf); err != nil {
 				return nil, fmt.Errorf("disk guard: %s: %w", dir, err)
 			}
-			f = &fsys{dev: uint64(st.Dev), size: int64(sf.Blocks) * sf.Bsize, store: i == 0 && opts.StoreDir != ""}
+			f = &fsys{dev: uint64(st.Dev), prev: -1, size: int64(sf.Blocks) * sf.Bsize, store: i == 0 && opts.StoreDir != ""}
 			g.fss = append(g.fss, f)
 		}
 		f.dirs = append(f.dirs, dir)
@@ -280,6 +281,7 @@ func (g *Guard) check() {
 
 	stat := make([]FS, len(g.fss))
 	for i, f := range g.fss {
+		f.prev = f.free
 		stat[i] = FS{Dirs: f.dirs, Size: f.size, Free: f.free, LowWater: f.low}
 		if f.store && g.held {
 			stat[i].Reserve = g.reserve
@@ -316,10 +318,21 @@ func (g *Guard) statfs(f *fsys) {
 	f.free = int64(sf.Bavail) * sf.Bsize
 }
 
-// keepReserve releases the reserve when f is low, and makes it again once
-// it fits above the mark.
+// keepReserve releases the reserve when f is low and nothing is filling
+// it any more, and makes it again once it fits above the mark.
+//
+// Released while something still fills the disk, the reserve would only
+// feed it: an agent writing a file takes the freed blocks in microseconds,
+// and the store is left with none. So the reserve goes only once the free
+// space has stopped falling between two looks (by more than a 64th of the
+// mark, for the store's own small writes), which is at once when the
+// filler met ENOSPC and gave up, and otherwise when its run is stopped.
 func (g *Guard) keepReserve(f *fsys) {
+	settled := f.prev >= 0 && f.prev-f.free <= f.low/64
 	switch {
+	case g.held && f.free < f.low && !settled:
+		g.log.Debug("disk guard: store filesystem low and still filling, reserve kept",
+			zap.String("dir", f.dirs[0]), zap.Int64("free_bytes", f.free), zap.Int64("prev_free_bytes", f.prev))
 	case g.held && f.free < f.low:
 		if err := removeReserve(g.reservePath); err != nil {
 			g.log.Error("disk guard: cannot release the reserve", zap.String("path", g.reservePath), zap.Error(err))
