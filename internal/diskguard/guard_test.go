@@ -223,3 +223,55 @@ func TestWorkspaceFilesystemLow(t *testing.T) {
 		t.Errorf("OnChange got %v, want [disk low, nil]", got)
 	}
 }
+
+// While the free space still falls, something is still writing, and a
+// released reserve would only feed it: the guard keeps it until the free
+// space stops falling.
+func TestReserveKeptWhileFilling(t *testing.T) {
+	dir := mkdir(t, tmpfs(t, "64m"), "nats")
+	g, err := New(Options{StoreDir: dir, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, ReserveFile)
+	fill(t, filepath.Join(dir, "big"))
+	// The look before saw the disk as New left it: the free space fell by
+	// all of it since.
+	g.check()
+	if !errors.Is(g.Healthy(), ErrDiskLow) {
+		t.Fatalf("Healthy = %v on a full disk", g.Healthy())
+	}
+	if !reserveHeld(path, 4<<20) {
+		t.Fatal("reserve released while the disk was still filling")
+	}
+	// Nothing fell since the last look: the filler stopped.
+	g.check()
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("reserve kept once the disk stopped filling: %v", err)
+	}
+	if !errors.Is(g.Healthy(), ErrDiskLow) {
+		t.Fatalf("Healthy = %v without the reserve", g.Healthy())
+	}
+	if st := g.Status(); st[0].Free < 4<<20 || st[0].Reserve != 0 {
+		t.Errorf("Status after the release = %+v", st)
+	}
+	// Room for the reserve but not for it above the mark: still low.
+	fi, err := os.Stat(filepath.Join(dir, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(dir, "big"), fi.Size()-2<<20); err != nil {
+		t.Fatal(err)
+	}
+	g.check()
+	if err := g.Healthy(); !errors.Is(err, ErrDiskLow) || reserveHeld(path, 4<<20) {
+		t.Fatalf("Healthy = %v, with %d bytes free, want low and no reserve", err, freeBytes(t, path))
+	}
+	if err := os.Remove(filepath.Join(dir, "big")); err != nil {
+		t.Fatal(err)
+	}
+	g.check()
+	if err := g.Healthy(); err != nil || !reserveHeld(path, 4<<20) {
+		t.Fatalf("Healthy = %v, reserve held %v, with the disk free", err, reserveHeld(path, 4<<20))
+	}
+}
