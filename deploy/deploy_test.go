@@ -54,6 +54,19 @@ func natsVersion(t *testing.T) string {
 	return string(m[1])
 }
 
+// validNATS fails t when nats-server would refuse opts (as nats-server -t
+// does): NewServer checks them all, lame_duck_duration's minimum among
+// them. The server is never started.
+func validNATS(t *testing.T, what string, opts *server.Options) {
+	t.Helper()
+	s, err := server.NewServer(opts.Clone())
+	if err != nil {
+		t.Errorf("%s: nats-server refuses it: %v", what, err)
+		return
+	}
+	s.Shutdown()
+}
+
 func duration(t *testing.T, what, s string) time.Duration {
 	t.Helper()
 	d, err := time.ParseDuration(s)
@@ -140,6 +153,10 @@ func TestDeployCompose(t *testing.T) {
 	if err != nil {
 		t.Fatalf("nats/cluster.conf: %v", err)
 	}
+	// Each service names its server on the command line.
+	named := natsOpts.Clone()
+	named.ServerName = "nats-1"
+	validNATS(t, "nats/cluster.conf", named)
 	if !natsOpts.JetStream || natsOpts.StoreDir != "/data" {
 		t.Errorf("nats/cluster.conf: JetStream %v in %q, want it on in /data", natsOpts.JetStream, natsOpts.StoreDir)
 	}
@@ -438,6 +455,7 @@ func TestDeployKubernetes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("nats.conf: %v", err)
 	}
+	validNATS(t, "nats.conf", opts)
 	if opts.ServerName != "nats-1" || !opts.JetStream || len(opts.Routes) != 3 {
 		t.Errorf("nats.conf: server_name %q, JetStream %v, %d routes; want nats-1 (the pod name), on, 3",
 			opts.ServerName, opts.JetStream, len(opts.Routes))
