@@ -27,6 +27,10 @@ const (
 	// capDivisor caps the reserve and the low-water mark each to a 16th of
 	// their filesystem, so that a small disk is not taken by its guard.
 	capDivisor = 16
+	// minSettle is how long the free space must have stopped falling
+	// before the reserve goes: longer than a filler is plausibly paused
+	// on a busy machine.
+	minSettle = time.Second
 	// minBackoff and maxBackoff bound the wait between two restarts of
 	// the store's JetStream that did not make it healthy.
 	minBackoff = time.Second
@@ -80,13 +84,16 @@ type Options struct {
 
 // fsys is one watched filesystem.
 type fsys struct {
-	dev   uint64
-	dirs  []string // the watched directories on it; dirs[0] is statted
-	size  int64
-	low   int64 // the low-water mark, capped
-	free  int64 // at this look
-	prev  int64 // at the look before; -1 before the second look
-	store bool  // holds StoreDir
+	dev  uint64
+	dirs []string // the watched directories on it; dirs[0] is statted
+	size int64
+	low  int64 // the low-water mark, capped
+	free int64 // at this look
+	prev int64 // at the look before; -1 before the second look
+	// fell is when a look last saw the free space fall by more than the
+	// store's own writes explain.
+	fell  time.Time
+	store bool // holds StoreDir
 }
 
 // Guard watches free space and the store's health. Its methods are safe
@@ -97,6 +104,7 @@ type Guard struct {
 	reservePath string
 	reserve     int64 // capped; 0 when none is kept
 	interval    time.Duration
+	settle      time.Duration // see minSettle
 	log         *zap.Logger
 
 	// Owned by the checking goroutine (New, then Run).
@@ -137,6 +145,7 @@ func New(opts Options) (*Guard, error) {
 	if g.interval == 0 {
 		g.interval = DefaultInterval
 	}
+	g.settle = max(minSettle, 2*g.interval)
 	if g.log == nil {
 		g.log = zap.NewNop()
 	}
@@ -324,11 +333,17 @@ func (g *Guard) statfs(f *fsys) {
 // Released while something still fills the disk, the reserve would only
 // feed it: an agent writing a file takes the freed blocks in microseconds,
 // and the store is left with none. So the reserve goes only once the free
-// space has stopped falling between two looks (by more than a 64th of the
-// mark, for the store's own small writes), which is at once when the
-// filler met ENOSPC and gave up, and otherwise when its run is stopped.
+// space has stopped falling (by more than a 64th of the mark between two
+// looks, for the store's own small writes) for a while (settle): soon
+// after a filler met ENOSPC and gave up, or after its run was stopped. A
+// filler that pauses longer than that and goes on still takes the reserve;
+// then the store fails, and is restarted once space is back.
 func (g *Guard) keepReserve(f *fsys) {
-	settled := f.prev >= 0 && f.prev-f.free <= f.low/64
+	now := time.Now()
+	if f.prev < 0 || f.prev-f.free > f.low/64 {
+		f.fell = now
+	}
+	settled := f.prev >= 0 && f.fell.Before(now) && now.Sub(f.fell) >= g.settle
 	switch {
 	case g.held && f.free < f.low && !settled:
 		g.log.Debug("disk guard: store filesystem low and still filling, reserve kept",
