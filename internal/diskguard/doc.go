@@ -6,10 +6,12 @@
 // reserve: a file of Options.Reserve bytes whose blocks are really
 // allocated (fallocate), ".agentgate-reserve" in the store's directory.
 // When that filesystem's free space falls below the low-water mark, most
-// often because an agent filled a workspace on the same disk, the guard
-// deletes the reserve, so that the store has room for what it must still
-// write: the last events and final records of the runs being stopped. It
-// makes the reserve again once there is room for it above the mark.
+// often because an agent filled a workspace on the same disk, and has
+// stopped falling for a second (a writer still going would take the freed
+// blocks first), the guard deletes the reserve, so that the store has room
+// for what it must still write: the last events and final records of the
+// runs being stopped. It makes the reserve again once there is room for it
+// above the mark.
 //
 // The guard also asks the embedded store whether it can write (Store). The
 // embedded NATS server marks a stream that met a failed write, and stores
