@@ -253,6 +253,7 @@ func TestDeployNginxSendsSubmitsPastDrainingReplicas(t *testing.T) {
 		replica(t, "healthy", "healthy", seen, nil),
 	})
 	const n = 12
+	began := time.Now()
 	for i := range n {
 		key := ""
 		if i%2 == 0 {
@@ -303,7 +304,9 @@ func TestDeployNginxSendsSubmitsPastDrainingReplicas(t *testing.T) {
 		}
 	}
 	// Each of the two bad replicas got at least the first request sent to
-	// it, and then sat out its fail_timeout.
+	// it, and then sat out its fail_timeout (10 s) after each failure:
+	// round robin alone would have sent it a third of them.
+	most := 1 + int(time.Since(began)/(10*time.Second))
 	for _, bad := range []string{"draining", "dropping"} {
 		got := 0
 		for _, a := range seen.list() {
@@ -311,8 +314,8 @@ func TestDeployNginxSendsSubmitsPastDrainingReplicas(t *testing.T) {
 				got++
 			}
 		}
-		if got == 0 || got > 2 {
-			t.Errorf("the %s replica got %d submits, want 1 or 2 (max_fails=1)", bad, got)
+		if got == 0 || got > most {
+			t.Errorf("the %s replica got %d submits, want 1 to %d (max_fails=1, fail_timeout=10s)", bad, got, most)
 		}
 	}
 	if passedOn == 0 {
