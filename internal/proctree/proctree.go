@@ -1,20 +1,46 @@
 // Package proctree finds and kills every process that belongs to one run,
-// including the ones that left the run's process group and session.
+// including the ones that left the run's process group and session, and
+// those that outlive the gateway itself.
 //
 // Agent CLIs start tool shells in a session of their own (setsid), so a
 // signal to the CLI's process group does not reach them, and when the CLI
-// dies they are re-parented away from it. The supervisor therefore marks
-// each run's process with an environment cookie, which every descendant
-// inherits, and finds the run's processes by scanning /proc for it, the way
-// Jenkins' ProcessTreeKiller does. Descendants of a marked process are
-// included too, so a child that cleared its environment is still found as
-// long as its parent lives.
+// dies they are re-parented away from it. Three means, used together,
+// keep a run's processes within reach.
 //
-// A process that both clears its environment and detaches from a marked
-// parent escapes the scan. Reap closes that gap: run as the agent's parent,
-// it is the run's child subreaper, so such a process is re-parented to it
-// and killed when the agent exits. Neither needs privileges or a delegated
-// cgroup.
+// The cookie. The supervisor marks each run's process with an environment
+// variable, which every descendant inherits, and finds the run's processes
+// by scanning /proc for it, the way Jenkins' ProcessTreeKiller does.
+// Descendants of a marked process are included too, so a child that
+// cleared its environment is still found as long as its parent lives. A
+// process that both clears its environment and detaches escapes it.
+//
+// The reaper (Reap). The agent runs below the gateway's own binary, which
+// is its child subreaper: whatever dies above a process of the run, the
+// process is re-parented to the reaper, not to init. The agent has a
+// process group of its own, so that a group signal, the agent's or the
+// supervisor's, does not take the reaper down first. The reaper kills
+// everything below it when the agent exits; the supervisor's last step of
+// a stop kills everything below the reaper before the reaper itself; and
+// when the gateway dies, even by SIGKILL, the reaper is told by its
+// parent-death signal and kills everything below it. It needs no
+// privileges. What escapes it: a process of the run that kills the
+// reaper (its orphans then go to init and are reached only by the cookie,
+// if they kept it), and a process stopped in the kernel past a minute.
+//
+// The cgroup (Cgroups), where the machine allows it: cgroup v2 writable by
+// the gateway, as root or in a delegated subtree, and a kernel with clone3
+// CLONE_INTO_CGROUP (Linux 5.7) and cgroup.kill (5.14) or cgroup.freeze.
+// Each run's first process is created inside a cgroup of the run's own,
+// so every process of the run is in it from its first instruction,
+// whatever it does to its session, group, parent or environment, and the
+// run ends with the cgroup killed whole (at exit, cancel, timeout and
+// shutdown alike) and removed once empty. A gateway that died leaves its
+// runs' cgroups behind; the reaper kills their contents at once, and the
+// next start of the same replica kills whatever is left (a run that also
+// killed its reaper) and removes them. What escapes it: a privileged
+// process of the run that moves itself to another cgroup (it is still
+// found by the cookie unless it also cleared its environment), and, after
+// a gateway's death, anything left until the replica starts again.
 package proctree
 
 import (

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,6 +18,23 @@ import (
 // a run's reaper (see Reap) instead of the gateway.
 const ReaperArg = "__agentgate_reaper"
 
+// DeathSignal is the signal a reaper is to be started with as its
+// Pdeathsig: it tells the reaper that the gateway died, and the reaper
+// then kills the run's every process before it exits. It is caught, never
+// forwarded; one that comes while the gateway lives (the thread that
+// started the reaper ended, or someone else sent it) is ignored.
+const DeathSignal = syscall.SIGUSR1
+
+// ReaperArgs returns the arguments that make the gateway's binary run
+// argv under a reaper whose gateway is this process: ReaperArg, the
+// gateway's pid, then argv. The pid lets the reaper tell that the gateway
+// died even before it could watch for DeathSignal.
+func ReaperArgs(argv []string) []string {
+	return append([]string{ReaperArg, parentFlag + strconv.Itoa(os.Getpid())}, argv...)
+}
+
+const parentFlag = "-gateway="
+
 // Reap runs argv as a child of a process that is its subreaper, and
 // returns the exit status to exit with. It is what the gateway binary does
 // when started with ReaperArg.
@@ -24,14 +43,34 @@ const ReaperArg = "__agentgate_reaper"
 // rather than to init, whatever they did to their session and
 // environment. When the agent exits, the reaper kills and reaps every
 // process left below it, so nothing outlives the run even if it escaped
-// the cookie scan. Signals the reaper gets are passed on to the agent;
-// its exit, code or signal, is the agent's.
+// the cookie scan. The agent runs in a process group of its own, so a
+// signal the agent sends to its group, or the supervisor to the reaper's,
+// does not take the reaper down before what is below it. SIGTERM is passed
+// on to the agent's process group, as the supervisor meant it for the
+// whole group; SIGINT, SIGHUP and SIGQUIT to the agent alone. Its exit,
+// code or signal, is the agent's.
+//
+// When the gateway dies (DeathSignal, with the reaper's parent changed),
+// the reaper kills the agent and everything below it, and exits.
 func Reap(argv []string) int {
+	gateway := os.Getppid()
+	if v, ok := strings.CutPrefix(firstOf(argv), parentFlag); ok {
+		gateway, _ = strconv.Atoi(v)
+		argv = argv[1:]
+	}
 	if len(argv) == 0 {
 		return 125
 	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		os.Stderr.WriteString("agentgate reaper: PR_SET_CHILD_SUBREAPER: " + err.Error() + "\n")
+		return 125
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, DeathSignal)
+	if os.Getppid() != gateway {
+		// The gateway died before the signal was watched (the Go runtime
+		// drops a DeathSignal nobody asked for): start nothing.
+		os.Stderr.WriteString("agentgate reaper: the gateway is gone\n")
 		return 125
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -40,9 +79,7 @@ func Reap(argv []string) int {
 	// death signal follows the thread that started the child, so that
 	// thread stays.
 	runtime.LockOSThread()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		os.Stderr.WriteString("agentgate reaper: " + err.Error() + "\n")
 		var ee *exec.Error
@@ -51,12 +88,26 @@ func Reap(argv []string) int {
 		}
 		return 126
 	}
+	agent := cmd.Process.Pid
 	done := make(chan struct{})
 	go func() {
 		for {
 			select {
 			case s := <-sigs:
-				_ = cmd.Process.Signal(s)
+				switch {
+				case s == DeathSignal:
+					if os.Getppid() != gateway {
+						// Everything below goes once the agent's wait
+						// returns (killTree); the agent first, so that
+						// it stops starting more.
+						_ = syscall.Kill(-agent, syscall.SIGKILL)
+						_ = syscall.Kill(agent, syscall.SIGKILL)
+					}
+				case s == syscall.SIGTERM:
+					_ = syscall.Kill(-agent, syscall.SIGTERM)
+				default:
+					_ = cmd.Process.Signal(s)
+				}
 			case <-done:
 				return
 			}
@@ -64,7 +115,7 @@ func Reap(argv []string) int {
 	}()
 	_ = cmd.Wait()
 	close(done)
-	killChildren()
+	killTree()
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
 		// Die of the same signal, so the supervisor sees what the agent
@@ -76,31 +127,67 @@ func Reap(argv []string) int {
 	return cmd.ProcessState.ExitCode()
 }
 
-// killChildren kills and reaps every child of this process, again and
-// again, until none is left alive: orphans of the run keep arriving as their
-// parents die. A run that left nothing behind costs one scan.
-func killChildren() {
+// reaperGiveUp bounds how long a reaper keeps killing: a process stuck in
+// the kernel (state D) does not die of SIGKILL until it leaves, and the
+// run must end some time.
+const reaperGiveUp = time.Minute
+
+// killTree kills every descendant of this process, again and again, and
+// reaps the children among them, until none is left alive: orphans of the
+// run keep arriving as their parents die, and a process may fork between
+// a scan and the kill. A run that left nothing behind costs one scan.
+func killTree() {
 	self := os.Getpid()
 	tr := New()
-	for range 500 {
+	delay := time.Millisecond
+	deadline := time.Now().Add(reaperGiveUp)
+	for {
 		reapZombies()
 		procs, err := tr.list()
 		if err != nil {
 			return
 		}
-		alive := 0
-		for _, p := range procs {
-			if p.ppid == self && !p.zombie {
-				alive++
-				_ = syscall.Kill(p.pid, syscall.SIGKILL)
-			}
-		}
-		if alive == 0 {
+		victims := descendants(procs, self)
+		if len(victims) == 0 {
 			reapZombies()
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
+		for _, pid := range victims {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, 20*time.Millisecond)
 	}
+}
+
+// descendants returns the live processes below pid in procs.
+func descendants(procs []proc, pid int) []int {
+	children := map[int][]int{}
+	for _, p := range procs {
+		if !p.zombie {
+			children[p.ppid] = append(children[p.ppid], p.pid)
+		}
+	}
+	var out []int
+	var walk func(int)
+	walk = func(p int) {
+		for _, c := range children[p] {
+			out = append(out, c)
+			walk(c)
+		}
+	}
+	walk(pid)
+	return out
+}
+
+func firstOf(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
 }
 
 // reapZombies waits for every child that has exited, without blocking.

@@ -1,0 +1,144 @@
+// Package proctreetest builds and watches the evil agent of
+// internal/proctree/testdata/evil for the tests of the packages that
+// contain a run's processes: the agent that ignores SIGTERM, clears its
+// environment, detaches and respawns.
+package proctreetest
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Evil is one evil agent tree of a test.
+type Evil struct {
+	// Bin is the evil binary.
+	Bin string
+	// Marker is in the command line of every process of the tree.
+	Marker string
+	// Dir receives a file per role of the tree once it runs.
+	Dir string
+
+	lifetime time.Duration
+}
+
+// Build compiles the evil agent into a temporary directory and returns it
+// with a fresh marker. Every process it starts exits by itself within
+// lifetime, and the test's cleanup kills whatever of it is left.
+func Build(t testing.TB, lifetime time.Duration) *Evil {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	src := filepath.Join(filepath.Dir(file), "..", "testdata", "evil")
+	bin := filepath.Join(t.TempDir(), "evil")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = src
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the evil agent: %v\n%s", err, out)
+	}
+	e := &Evil{Bin: bin, Marker: "evil-" + uuid.NewString(), Dir: t.TempDir()}
+	e.lifetime = lifetime
+	t.Cleanup(func() {
+		for _, pid := range e.Alive() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return e
+}
+
+// Args returns the evil agent's arguments for mode: "exit", "hang" or
+// "killreaper" (see the program's doc).
+func (e *Evil) Args(mode string) []string {
+	exp := time.Now().Add(e.lifetime).Unix()
+	return []string{"agent", e.Marker, e.Dir, mode, strconv.FormatInt(exp, 10)}
+}
+
+// Command returns a shell command line that runs the evil agent in mode,
+// for a tool call.
+func (e *Evil) Command(mode string) string {
+	return e.Bin + " " + strings.Join(e.Args(mode), " ")
+}
+
+// Alive returns the pids of live processes whose command line holds the
+// marker. A zombie has no command line left, so it is not counted: it is
+// dead, only not yet reaped.
+func (e *Evil) Alive() []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, d := range entries {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil && bytes.Contains(b, []byte(e.Marker)) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// WaitUp waits until the tree is whole: its detached grandchild, its
+// respawner and a respawned child have all run, and at least four of its
+// processes are alive.
+func (e *Evil) WaitUp(t testing.TB, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		up := true
+		for _, role := range []string{"grandchild", "respawner", "child"} {
+			if _, err := os.Stat(filepath.Join(e.Dir, role)); err != nil {
+				up = false
+			}
+		}
+		if up && len(e.Alive()) >= 4 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the evil tree did not come up within %s: %d processes", within, len(e.Alive()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// AssertGone waits until no process of the tree is alive, and fails the
+// test with what is left once within has passed. The processes were
+// killed already; within only covers the kernel's and the reaper's last
+// steps on a busy machine.
+func (e *Evil) AssertGone(t testing.TB, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		left := e.Alive()
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes of the evil tree outlived it: %s", len(left), describe(left))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// describe says what each pid is, for a failure message.
+func describe(pids []int) string {
+	var b strings.Builder
+	for _, pid := range pids {
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if f := strings.Fields(string(stat)); len(f) > 4 {
+			stat = []byte("state " + f[2] + " ppid " + f[3] + " pgid " + f[4])
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		fmt.Fprintf(&b, "\n  %d (%s): %s", pid, stat, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
+	}
+	return b.String()
+}
