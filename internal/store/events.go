@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -24,12 +26,50 @@ var errCursorClosed = errors.New("cursor closed")
 
 func eventsSubject(runID string) string { return eventsPrefix + runID }
 
-// AppendEvents publishes the events to the run's subject, in order, each
-// with its seq and type in headers and Nats-Msg-Id "<run_id>.<seq>". It
-// sends them all before waiting for the acks, so a batch costs one round
-// trip. A batch that failed part way may be appended again as a whole: the
-// server drops the events it already has, if the retry comes within two
-// minutes (the dedupe window), and cursors skip repeated seqs in any case.
+// maxAtomicBatch is the most events one atomic batch holds: the server's
+// default limit (1000).
+const maxAtomicBatch = 1000
+
+// Headers of JetStream's atomic batch publish and optimistic concurrency.
+const (
+	headerBatchID      = "Nats-Batch-Id"
+	headerBatchSeq     = "Nats-Batch-Sequence"
+	headerBatchCommit  = "Nats-Batch-Commit"
+	headerExpectSubSeq = "Nats-Expected-Last-Subject-Sequence"
+)
+
+// lastEvent is a run's last stored event: its seq and its sequence in the
+// stream.
+type lastEvent struct{ seq, streamSeq uint64 }
+
+// maxCachedRuns bounds the runs whose last event the store remembers.
+const maxCachedRuns = 4096
+
+// errStale marks an append that found the run's log other than this store
+// thought: it is retried after reading the log's end again.
+var errStale = errors.New("stale view of the run's log")
+
+// AppendEvents stores the events at the end of the run's log, each with its
+// seq and type in headers and Nats-Msg-Id "<run_id>.<seq>". Its contract:
+//
+//   - What is stored of a run is always a dense prefix 1..k in seq order.
+//     A batch is stored whole or not at all (one atomic batch publish,
+//     or a single publish for one event), and only right after the run's
+//     last stored event: the first event of each publish carries the
+//     stream sequence of that event as Nats-Expected-Last-Subject-Sequence,
+//     so a publish racing an election, or another writer, cannot land out
+//     of order.
+//   - A nil error means every event of the batch is stored, once.
+//   - It is safe to call again with the same batch, or one overlapping what
+//     is stored: events already stored (seq ≤ the run's last) are dropped.
+//   - A batch whose first event would leave a gap after the run's last
+//     stored event fails with runs.ErrInvalid, and so does a malformed one;
+//     those are never retried.
+//   - Transient failures (no leader, no responders, timeouts, a reconnect)
+//     are retried with backoff within ctx's deadline, or Options.RetryFor
+//     (30 s) when ctx has none: longer than an election. Its error after
+//     that wraps the last failure; part of the batch may be stored then,
+//     always as a prefix, and calling again completes it.
 func (s *Store) AppendEvents(ctx context.Context, runID string, events []runs.StoredEvent) error {
 	if err := checkID(runID); err != nil {
 		return fmt.Errorf("append events: %w", err)
@@ -46,32 +86,164 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, events []runs.St
 		}
 		prev = ev.Seq
 	}
-
-	subject := eventsSubject(runID)
-	acks := make([]jetstream.PubAckFuture, 0, len(events))
-	for _, ev := range events {
-		seq := strconv.FormatUint(ev.Seq, 10)
-		msg := &nats.Msg{
-			Subject: subject,
-			Data:    ev.JSON,
-			Header:  nats.Header{headerSeq: {seq}, headerType: {string(ev.Type)}},
-		}
-		ack, err := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(runID+"."+seq))
-		if err != nil {
-			return fmt.Errorf("append event %d to %s: %w", ev.Seq, runID, err)
-		}
-		acks = append(acks, ack)
+	if len(events) == 0 {
+		return nil
 	}
-	for i, ack := range acks {
-		select {
-		case <-ack.Ok():
-		case err := <-ack.Err():
-			return fmt.Errorf("append event %d to %s: %w", events[i].Seq, runID, err)
-		case <-ctx.Done():
-			return fmt.Errorf("append events to %s: %w", runID, ctx.Err())
-		}
+	ctx, cancel := s.retryCtx(ctx)
+	defer cancel()
+	err := s.ensure(ctx, "append events", func(ctx context.Context) error {
+		return s.appendOnce(ctx, runID, events)
+	})
+	if err != nil {
+		return fmt.Errorf("append events %d..%d to %s: %w", events[0].Seq, events[len(events)-1].Seq, runID, err)
 	}
 	return nil
+}
+
+// appendOnce makes one attempt at storing what of events is not stored.
+func (s *Store) appendOnce(ctx context.Context, runID string, events []runs.StoredEvent) error {
+	last, ok := s.cachedLast(runID)
+	if !ok {
+		seq, streamSeq, err := s.lastStored(ctx, runID)
+		if err != nil {
+			return err
+		}
+		last = lastEvent{seq, streamSeq}
+	}
+	for len(events) > 0 && events[0].Seq <= last.seq {
+		events = events[1:]
+	}
+	if len(events) == 0 {
+		s.setLast(runID, last)
+		return nil
+	}
+	if events[0].Seq != last.seq+1 {
+		s.forgetLast(runID)
+		return runs.Invalid("seq", fmt.Sprintf("event %d would follow event %d: a run's log has no gaps", events[0].Seq, last.seq))
+	}
+	for len(events) > 0 {
+		n := min(len(events), maxAtomicBatch)
+		streamSeq, err := s.publish(ctx, runID, events[:n], last.streamSeq)
+		if err != nil {
+			// What landed is unknown: the next attempt reads it.
+			s.forgetLast(runID)
+			return err
+		}
+		last = lastEvent{events[n-1].Seq, streamSeq}
+		s.setLast(runID, last)
+		events = events[n:]
+	}
+	return nil
+}
+
+func eventMsg(subject, runID string, ev runs.StoredEvent) *nats.Msg {
+	seq := strconv.FormatUint(ev.Seq, 10)
+	return &nats.Msg{
+		Subject: subject,
+		Data:    ev.JSON,
+		Header: nats.Header{
+			headerSeq:             {seq},
+			headerType:            {string(ev.Type)},
+			jetstream.MsgIDHeader: {runID + "." + seq},
+		},
+	}
+}
+
+// publish stores events, all or none, right after the run's event at
+// stream sequence after (0: the run has none), and returns the stream
+// sequence of the last.
+func (s *Store) publish(ctx context.Context, runID string, events []runs.StoredEvent, after uint64) (uint64, error) {
+	subject := eventsSubject(runID)
+	expect := strconv.FormatUint(after, 10)
+	if len(events) == 1 {
+		msg := eventMsg(subject, runID, events[0])
+		msg.Header.Set(headerExpectSubSeq, expect)
+		ack, err := s.js.PublishMsg(ctx, msg)
+		if err != nil {
+			return 0, classifyPublish(err)
+		}
+		if ack.Duplicate {
+			// Stored before, by an attempt whose ack was lost; where
+			// it ends is read again.
+			return 0, fmt.Errorf("%w: event %d stored before", errStale, events[0].Seq)
+		}
+		return ack.Sequence, nil
+	}
+	// One atomic batch: the messages before the commit are not answered;
+	// the server stages them and stores them with the commit, or drops
+	// them all (a leader change, a gap, a failed check).
+	batchID := uuid.NewString()
+	for i, ev := range events {
+		msg := eventMsg(subject, runID, ev)
+		msg.Header.Set(headerBatchID, batchID)
+		msg.Header.Set(headerBatchSeq, strconv.Itoa(i+1))
+		if i == 0 {
+			msg.Header.Set(headerExpectSubSeq, expect)
+		}
+		if i < len(events)-1 {
+			if err := s.nc.PublishMsg(msg); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		msg.Header.Set(headerBatchCommit, "1")
+		reply, err := s.nc.RequestMsgWithContext(ctx, msg)
+		if err != nil {
+			return 0, err
+		}
+		var resp struct {
+			Error *jetstream.APIError `json:"error"`
+			Seq   uint64              `json:"seq"`
+			Count int                 `json:"count"`
+		}
+		if err := json.Unmarshal(reply.Data, &resp); err != nil {
+			return 0, fmt.Errorf("atomic batch: malformed reply %q: %w", reply.Data, err)
+		}
+		if resp.Error != nil {
+			return 0, classifyPublish(resp.Error)
+		}
+		if resp.Count != len(events) {
+			return 0, fmt.Errorf("atomic batch: %d of %d events stored", resp.Count, len(events))
+		}
+		return resp.Seq, nil
+	}
+	panic("unreachable")
+}
+
+// classifyPublish marks the answers that mean the store's view of the
+// run's end was stale: retried after reading it again.
+func classifyPublish(err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant,
+			10201: // atomic batch contains a duplicate message id: stored before
+			return fmt.Errorf("%w: %w", errStale, err)
+		}
+	}
+	return err
+}
+
+func (s *Store) cachedLast(runID string) (lastEvent, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.last[runID]
+	return l, ok
+}
+
+func (s *Store) setLast(runID string, l lastEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.last) >= maxCachedRuns {
+		clear(s.last)
+	}
+	s.last[runID] = l
+}
+
+func (s *Store) forgetLast(runID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.last, runID)
 }
 
 // LastEvent returns the seq and type of the run's last stored event, read
@@ -96,7 +268,7 @@ func (s *Store) LastEvent(ctx context.Context, runID string) (runs.StoredEvent, 
 
 // last returns the run's last event's seq and its stream sequence, zeros
 // when the run has no events.
-func (s *Store) last(ctx context.Context, runID string) (seq, streamSeq uint64, err error) {
+func (s *Store) lastStored(ctx context.Context, runID string) (seq, streamSeq uint64, err error) {
 	m, err := s.events.GetLastMsgForSubject(ctx, eventsSubject(runID))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, 0, nil
@@ -131,7 +303,7 @@ func (s *Store) OpenCursor(ctx context.Context, runID string, after uint64) (run
 	}
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{eventsSubject(runID)}}
 	if after > 0 {
-		seq, streamSeq, err := s.last(ctx, runID)
+		seq, streamSeq, err := s.lastStored(ctx, runID)
 		if err != nil {
 			return nil, fmt.Errorf("open cursor on %s: %w", runID, err)
 		}
@@ -140,18 +312,26 @@ func (s *Store) OpenCursor(ctx context.Context, runID string, after uint64) (run
 			cfg.OptStartSeq = streamSeq + 1
 		}
 	}
-	cons, err := s.events.OrderedConsumer(ctx, cfg)
+	rd, err := s.readers.acquire()
 	if err != nil {
 		return nil, fmt.Errorf("open cursor on %s: %w", runID, err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(cursorBuffer))
+	cons, err := rd.js.OrderedConsumer(ctx, eventsStream, cfg)
+	if err != nil {
+		s.readers.release(rd)
+		return nil, fmt.Errorf("open cursor on %s: %w", runID, err)
+	}
+	// Bounded in bytes too: see readers.
+	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(cursorBuffer, s.readers.pullBytes()))
 	if err != nil {
 		s.deleteConsumer(cons)
+		s.readers.release(rd)
 		return nil, fmt.Errorf("open cursor on %s: %w", runID, err)
 	}
 	pumpCtx, cancel := context.WithCancel(context.Background())
 	c := &cursor{
 		s:      s,
+		rd:     rd,
 		cons:   cons,
 		it:     it,
 		cancel: cancel,
@@ -186,6 +366,7 @@ func (s *Store) deleteConsumer(cons jetstream.Consumer) {
 // does not call Next stops the pump, and then the pulls.
 type cursor struct {
 	s      *Store
+	rd     *reader // the connection it reads on
 	cons   jetstream.Consumer
 	it     jetstream.MessagesContext
 	cancel context.CancelFunc
@@ -213,10 +394,20 @@ func (c *cursor) pump(ctx context.Context, after uint64) {
 			c.log.Warn("event skipped", zap.String("subject", msg.Subject()), zap.Error(err))
 			continue
 		}
-		// Skips what the reader has seen, and any event stored twice (a
-		// retry after the dedupe window).
-		if seq <= last {
+		switch {
+		case seq <= after:
+			// Seen by the reader: a cursor that does not start at the
+			// end replays the run from its start.
 			continue
+		case seq <= last:
+			// AppendEvents never stores this; a log written by an
+			// earlier version may hold it. Skipped, never silently.
+			c.log.Warn("event out of order skipped", zap.Uint64("seq", seq), zap.Uint64("after_seq", last),
+				zap.Uint64("stream_seq", streamSeq(msg)))
+			continue
+		case seq > last+1:
+			c.log.Warn("gap in the run's log", zap.Uint64("seq", seq), zap.Uint64("after_seq", last),
+				zap.Uint64("stream_seq", streamSeq(msg)))
 		}
 		last = seq
 		ev := runs.StoredEvent{
@@ -231,6 +422,15 @@ func (c *cursor) pump(ctx context.Context, after uint64) {
 			return
 		}
 	}
+}
+
+// streamSeq is the message's sequence in the stream, for logs.
+func streamSeq(msg jetstream.Msg) uint64 {
+	md, err := msg.Metadata()
+	if err != nil {
+		return 0
+	}
+	return md.Sequence.Stream
 }
 
 // Next returns the events that have arrived, at most max, waiting for the
@@ -275,6 +475,7 @@ func (c *cursor) Close() error {
 			// Wait for the pump to end.
 		}
 		c.s.deleteConsumer(c.cons)
+		c.s.readers.release(c.rd)
 	})
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
@@ -56,30 +57,43 @@ type Options struct {
 	// QueueSize bounds the runs waiting in the queue all replicas share;
 	// 0 means 64. Every replica of a deployment must use the same.
 	QueueSize int
+	// RetryFor is how long a write whose ctx has no deadline is retried
+	// through transient failures (an election, a node restarting); 0
+	// means 30s.
+	RetryFor time.Duration
 }
 
 // Store is the runs.Store on NATS JetStream. It is safe for concurrent use
 // and does not own the connection it was opened on.
 type Store struct {
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	kv      jetstream.KeyValue
-	costs   jetstream.KeyValue // agent session → runs.SessionRecord (directory, cumulative cost)
-	alive   jetstream.KeyValue // replica → heartbeat, expiring
-	events  jetstream.Stream
-	queue   jetstream.Stream   // runs waiting for a slot on any replica
-	idem    jetstream.KeyValue // Idempotency-Key → the run it made
-	timeout time.Duration
-	log     *zap.Logger
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	kv       jetstream.KeyValue
+	costs    jetstream.KeyValue // agent session → runs.SessionRecord (directory, cumulative cost)
+	alive    jetstream.KeyValue // replica → heartbeat, expiring
+	events   jetstream.Stream
+	queue    jetstream.Stream   // runs waiting for a slot on any replica
+	workers  jetstream.Consumer // the replicas' pulls from queue
+	idem     jetstream.KeyValue // Idempotency-Key → the run it made
+	timeout  time.Duration
+	retryFor time.Duration
+	log      *zap.Logger
+	readers  *readers // the connections cursors read on, apart from nc
+
+	mu   sync.Mutex
+	last map[string]lastEvent // run → its last stored event, as this store last appended or read it
 }
 
 var _ runs.Store = (*Store)(nil)
 
 // Open returns a Store on nc, creating the runs bucket and the events stream
 // if they are missing and bringing their settings up to opts. Replicas that
-// start at once may all call Open.
+// start at once on an empty cluster may all call Open: it retries what a
+// cluster still forming answers (no meta leader, peers not yet known, a
+// create racing another) until ctx ends, and fails at once on a
+// configuration the server rejects.
 func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
-	if opts.Replicas < 0 || opts.MaxAge < 0 || opts.Timeout < 0 || opts.ReplicaTTL < 0 {
+	if opts.Replicas < 0 || opts.MaxAge < 0 || opts.Timeout < 0 || opts.ReplicaTTL < 0 || opts.RetryFor < 0 {
 		return nil, fmt.Errorf("open store: negative option: %+v", opts)
 	}
 	if opts.Replicas == 0 {
@@ -91,13 +105,17 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
+	if opts.RetryFor == 0 {
+		opts.RetryFor = defaultRetryFor
+	}
 	js, err := jetstream.New(nc,
 		jetstream.WithDefaultTimeout(opts.Timeout),
 		jetstream.WithPublishAsyncTimeout(opts.Timeout))
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{nc: nc, js: js, timeout: opts.Timeout, log: opts.Log}
+	s := &Store{nc: nc, js: js, timeout: opts.Timeout, retryFor: opts.RetryFor, log: opts.Log, last: map[string]lastEvent{}}
+	s.readers = newReaders(nc, opts.Timeout, opts.Log)
 
 	dedupe := dedupeWindow
 	if opts.MaxAge > 0 && opts.MaxAge < dedupe {
@@ -114,14 +132,22 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		Duplicates:  dedupe,
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
+		// A batch of events is stored whole or not at all, so that a
+		// batch cut by a leader election leaves no gap for a later one
+		// to land after (AppendEvents).
+		AllowAtomicPublish: true,
 		// AllowDirect stays off: a direct get may be answered by a lagging
 		// follower, and LastSeq must see the newest event.
 	}
-	err = retryCreate(func() error {
+	// Replicas started at once on an empty cluster all get here before
+	// it has a meta leader, and race each other's creates: every step is
+	// retried until ctx ends (see transient for what is not).
+	err = s.ensure(ctx, "create stream", func(ctx context.Context) error {
 		s.events, err = js.CreateOrUpdateStream(ctx, streamCfg)
 		return err
 	})
 	if err != nil {
+		s.readers.close()
 		return nil, fmt.Errorf("open store: stream %s: %w", eventsStream, err)
 	}
 
@@ -133,51 +159,51 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		Storage:     jetstream.FileStorage,
 		Replicas:    opts.Replicas,
 	}
-	err = retryCreate(func() error {
-		s.kv, err = js.CreateOrUpdateKeyValue(ctx, kvCfg)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open store: bucket %s: %w", runsBucket, err)
-	}
 	costCfg := kvCfg
 	costCfg.Bucket, costCfg.Description = sessionsBucket, "agentgate agent sessions: directory and cumulative cost"
-	err = retryCreate(func() error {
-		s.costs, err = js.CreateOrUpdateKeyValue(ctx, costCfg)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open store: bucket %s: %w", sessionsBucket, err)
-	}
 	aliveCfg := kvCfg
 	aliveCfg.Bucket, aliveCfg.Description, aliveCfg.TTL = replicasBucket, "agentgate replica heartbeats", opts.ReplicaTTL
 	if aliveCfg.TTL == 0 {
 		aliveCfg.TTL = 45 * time.Second
 	}
-	err = retryCreate(func() error {
-		s.alive, err = js.CreateOrUpdateKeyValue(ctx, aliveCfg)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open store: bucket %s: %w", replicasBucket, err)
+	for _, b := range []struct {
+		cfg jetstream.KeyValueConfig
+		kv  *jetstream.KeyValue
+	}{{kvCfg, &s.kv}, {costCfg, &s.costs}, {aliveCfg, &s.alive}} {
+		err = s.ensure(ctx, "create bucket", func(ctx context.Context) error {
+			*b.kv, err = js.CreateOrUpdateKeyValue(ctx, b.cfg)
+			return err
+		})
+		if err != nil {
+			s.readers.close()
+			return nil, fmt.Errorf("open store: bucket %s: %w", b.cfg.Bucket, err)
+		}
 	}
 	if err := s.openQueue(ctx, opts); err != nil {
+		s.readers.close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	if err := s.openIdempotency(ctx, opts); err != nil {
+		s.readers.close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	// The connections the store dialed for its cursors end with the one
+	// it was opened on, which its owner closes.
+	prev := nc.Opts.ClosedCB
+	nc.SetClosedHandler(func(c *nats.Conn) {
+		s.readers.close()
+		if prev != nil {
+			prev(c)
+		}
+	})
 	return s, nil
 }
 
-// retryCreate runs create a second time when it lost a race with another
-// replica creating the same stream: the second try takes the update path.
-func retryCreate(create func() error) error {
-	err := create()
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		err = create()
-	}
-	return err
+// Close closes the connections the store dialed for its cursors, which
+// also happens when the connection it was opened on closes. It does not
+// close that one.
+func (s *Store) Close() {
+	s.readers.close()
 }
 
 // Ping reports whether JetStream answers, for readiness checks.

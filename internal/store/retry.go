@@ -1,0 +1,149 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// Backoff between attempts of a retried operation: it doubles from
+// retryMin up to retryMax, with jitter so that replicas started together
+// do not retry in step.
+const (
+	retryMin = 50 * time.Millisecond
+	retryMax = 2 * time.Second
+	// defaultRetryFor is how long a write whose ctx has no deadline is
+	// retried: longer than a JetStream leader election (seconds) and a
+	// node's restart.
+	defaultRetryFor = 30 * time.Second
+)
+
+// JetStream error codes (server/errors.json) that a retry can outlive.
+var transientCodes = map[jetstream.ErrorCode]bool{
+	10004: true, // cluster: incomplete results
+	10005: true, // no suitable peers for placement: on a cold start the peers are not all known yet
+	10007: true, // cluster not assigned to this server
+	10008: true, // JetStream system temporarily unavailable (no meta leader yet)
+	10009: true, // not leader
+	10023: true, // insufficient resources: peers not yet known
+	10039: true, // JetStream not enabled for account: not yet, on a starting server
+	10058: true, // stream name already in use: another replica's create won the race
+	10059: true, // stream not found: its create is racing this update
+	10075: true, // peer remap failed
+	10076: true, // JetStream not enabled: not yet
+	10118: true, // stream is offline
+	10158: true, // duplicate message id is in process
+	10163: true, // expected last sequence per subject temporarily unavailable
+	10167: true, // too many requests
+	10176: true, // atomic batch incomplete: the leader changed under it
+	10194: true, // stream is offline
+	10202: true, // cluster member change is in progress
+	10210: true, // atomic publish: too many in flight
+}
+
+// transient reports whether err may go away by itself, so that the
+// operation that returned it is worth trying again. Timeouts, missing
+// responders, a connection that is reconnecting, elections and create
+// races are transient. Configuration errors are not: any other error the
+// server answers with (an invalid config, replicas > 1 on a server that is
+// not clustered, subjects overlapping another stream, …), a name the client
+// rejects, and a closed connection, which never comes back.
+func transient(err error) bool {
+	if errors.Is(err, errStale) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return transientCodes[apiErr.ErrorCode]
+	}
+	switch {
+	case errors.Is(err, context.Canceled),
+		errors.Is(err, nats.ErrConnectionClosed),
+		errors.Is(err, nats.ErrBadSubject),
+		errors.Is(err, nats.ErrMaxPayload),
+		errors.Is(err, jetstream.ErrInvalidBucketName),
+		errors.Is(err, jetstream.ErrInvalidStreamName),
+		errors.Is(err, jetstream.ErrStreamNameRequired),
+		errors.Is(err, jetstream.ErrHistoryTooLarge):
+		return false
+	}
+	return true
+}
+
+// ensure runs op until it succeeds, returns an error that is not transient,
+// or ctx ends, backing off between attempts. Each attempt gets the store's
+// timeout, so that one lost request costs one timeout, not the whole ctx.
+// A ctx without a deadline is retried for as long as it lasts: Open uses
+// that to wait for a cluster that is still forming. The error returned is
+// op's last, wrapped with ctx's when ctx ended.
+func (s *Store) ensure(ctx context.Context, what string, op func(ctx context.Context) error) error {
+	wait := retryMin
+	start := time.Now()
+	warned := false
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, s.timeout)
+		err := op(actx)
+		cancel()
+		if err == nil {
+			if warned {
+				s.log.Info("store ready after retries", zap.String("op", what), zap.Int("attempts", attempt),
+					zap.Duration("waited", time.Since(start)))
+			}
+			return nil
+		}
+		if !transient(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (gave up after %d attempts: %w)", err, attempt, ctx.Err())
+		}
+		// A warning once it is more than a blip; the attempts before are
+		// the routine of a cluster starting or electing.
+		if !warned && time.Since(start) > 5*time.Second {
+			warned = true
+			s.log.Warn("store not ready, retrying", zap.String("op", what), zap.Int("attempts", attempt), zap.Error(err))
+		} else {
+			s.log.Debug("store op retried", zap.String("op", what), zap.Int("attempt", attempt), zap.Error(err))
+		}
+		t := time.NewTimer(wait/2 + rand.N(wait/2+1))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (gave up after %d attempts: %w)", err, attempt, ctx.Err())
+		}
+		wait = min(2*wait, retryMax)
+	}
+}
+
+// retryCtx bounds how long a write is retried: ctx's own deadline, or the
+// store's RetryFor when it has none.
+func (s *Store) retryCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.retryFor)
+}
+
+// retryCreate runs create until it succeeds or fails with an error that is
+// not transient, for up to defaultRetryFor. It takes no ctx: create carries
+// its own. New code should use ensure, which is bounded by ctx and gives
+// each attempt its own timeout.
+func retryCreate(create func() error) error {
+	deadline := time.Now().Add(defaultRetryFor)
+	wait := retryMin
+	for {
+		err := create()
+		if err == nil || !transient(err) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(wait/2 + rand.N(wait/2+1))
+		wait = min(2*wait, retryMax)
+	}
+}
