@@ -712,8 +712,59 @@ func (s *countingStore) take() (appends, events int, inAppend time.Duration) {
 // discardStore keeps runs in memory and drops events: the supervisor with
 // a store that costs nothing.
 type discardStore struct {
-	mu   sync.Mutex
-	runs map[string]runs.Run
+	mu    sync.Mutex
+	runs  map[string]runs.Run
+	queue chan string // made on first use
+}
+
+func (s *discardStore) q() chan string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.queue == nil {
+		s.queue = make(chan string, 4096)
+	}
+	return s.queue
+}
+
+func (s *discardStore) Enqueue(_ context.Context, id string, _ runs.Spec) error {
+	select {
+	case s.q() <- id:
+		return nil
+	default:
+		return runs.ErrCapacity
+	}
+}
+func (s *discardStore) Requeue(ctx context.Context, id string, spec runs.Spec) error {
+	return s.Enqueue(ctx, id, spec)
+}
+func (s *discardStore) Unqueue(context.Context, string) error        { return nil }
+func (s *discardStore) Dequeue(ctx context.Context) (runs.QueuedRun, error) {
+	select {
+	case id := <-s.q():
+		nop := func() error { return nil }
+		return runs.QueuedRun{RunID: id, Ack: nop, Nak: nop}, nil
+	case <-ctx.Done():
+		return runs.QueuedRun{}, ctx.Err()
+	}
+}
+func (s *discardStore) QueueLength(context.Context) (int, error) { return len(s.q()), nil }
+func (s *discardStore) QueuePosition(context.Context, string) (int, error) {
+	return 0, nil
+}
+func (s *discardStore) ClaimRun(_ context.Context, id, replica string) (runs.Run, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.runs[id]
+	if !ok || r.Owner != "" {
+		return r, runs.ErrClaimed
+	}
+	r.Owner = replica
+	s.runs[id] = r
+	return r, nil
+}
+func (s *discardStore) DeleteRun(context.Context, string) error { return nil }
+func (s *discardStore) ClaimIdempotencyKey(_ context.Context, _ string, rec runs.IdempotencyRecord) (runs.IdempotencyRecord, bool, error) {
+	return rec, true, nil
 }
 
 func (s *discardStore) CreateRun(_ context.Context, r runs.Run) error {

@@ -579,3 +579,41 @@ func TestConfigDefaults(t *testing.T) {
 		t.Errorf("withDefaults = %+v, want %+v", got, want)
 	}
 }
+
+// The Idempotency-Key header reaches the service with the spec; a
+// malformed one is a 400 invalid_header, and a key reused with another body
+// a 422 idempotency_mismatch.
+func TestCreateRunIdempotencyKey(t *testing.T) {
+	var got []string
+	svc := &fakeService{submit: func(_ context.Context, spec runs.Spec) (runs.Run, error) {
+		got = append(got, spec.IdempotencyKey)
+		if spec.Prompt == "other" {
+			return runs.Run{}, fmt.Errorf("submit: %w", runs.ErrIdempotencyMismatch)
+		}
+		return sampleRun(runA, runs.Queued), nil
+	}}
+	h := newHarness(t, Config{}, svc)
+	resp, b := h.do(t, "POST", "/v1/runs", `{"agent":"claude","prompt":"hi"}`,
+		"Content-Type", "application/json", "Idempotency-Key", "order-42:attempt")
+	if resp.StatusCode != http.StatusCreated || len(got) != 1 || got[0] != "order-42:attempt" {
+		t.Fatalf("status %d keys %q: %s", resp.StatusCode, got, b)
+	}
+	resp, b = h.do(t, "POST", "/v1/runs", `{"agent":"claude","prompt":"other"}`,
+		"Content-Type", "application/json", "Idempotency-Key", "order-42:attempt")
+	e := decodeError(t, b)
+	if resp.StatusCode != http.StatusUnprocessableEntity || e.Code != CodeIdempotencyMismatch {
+		t.Fatalf("reused key: %d %+v", resp.StatusCode, e)
+	}
+	validateOpenAPI(t, "Error", b)
+	for _, bad := range []string{strings.Repeat("k", 256), "has space", "tab\there", "ключ"} {
+		resp, b := h.do(t, "POST", "/v1/runs", `{"agent":"claude","prompt":"hi"}`,
+			"Content-Type", "application/json", "Idempotency-Key", bad)
+		e := decodeError(t, b)
+		if resp.StatusCode != http.StatusBadRequest || e.Code != CodeInvalidHeader || !strings.Contains(e.Message, "Idempotency-Key") {
+			t.Errorf("key %q: %d %+v", bad, resp.StatusCode, e)
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("the service saw %d submissions, want 2: bad keys must not reach it", len(got))
+	}
+}

@@ -46,6 +46,11 @@ const (
 	CodeQueueFull = "queue_full"
 	// CodeShuttingDown: the gateway is draining (503, with Retry-After).
 	CodeShuttingDown = "shutting_down"
+	// CodeIdempotencyMismatch: the Idempotency-Key was used before with
+	// another request body.
+	CodeIdempotencyMismatch = "idempotency_mismatch"
+	// CodeInvalidHeader: a request header is malformed.
+	CodeInvalidHeader = "invalid_header"
 	// CodeNotReady: GET /readyz found the gateway not ready.
 	CodeNotReady = "not_ready"
 	// CodeOwnerUnavailable: input for a run cannot reach the replica that
@@ -96,6 +101,11 @@ func (e *edgeError) Unwrap() error { return e.cause }
 
 func edgeErr(status int, code, field, msg string) *edgeError {
 	return &edgeError{status: status, code: code, field: field, msg: msg}
+}
+
+// invalidHeader is a 400 invalid_header naming the header.
+func invalidHeader(name, reason string) *edgeError {
+	return edgeErr(http.StatusBadRequest, CodeInvalidHeader, "", "header "+name+": "+reason)
 }
 
 // invalidField is a 400 invalid_field naming field.
@@ -163,6 +173,10 @@ func (s *server) problem(err error) problem {
 		detail.Code = CodeOwnerUnavailable
 		detail.Message = "the replica running this run cannot be reached; it may have stopped, and the run will end interrupted"
 		return problem{status: http.StatusServiceUnavailable, detail: detail, retryAfter: true}
+	case errors.Is(err, runs.ErrIdempotencyMismatch):
+		detail.Code = CodeIdempotencyMismatch
+		detail.Message = "this Idempotency-Key was used with another request body in the last 24 hours; use a new key for a new run"
+		return problem{status: http.StatusUnprocessableEntity, detail: detail}
 	case errors.Is(err, runs.ErrCapacity):
 		detail.Code = CodeQueueFull
 		return problem{status: http.StatusTooManyRequests, detail: detail, retryAfter: true}

@@ -326,7 +326,7 @@ func storedEvent(t testing.TB, runID string, seq uint64, typ runs.EventType, dat
 // run.completed.
 func runLog(t testing.TB, runID string, n int) []runs.StoredEvent {
 	t.Helper()
-	evs := []runs.StoredEvent{storedEvent(t, runID, 1, runs.EventRunQueued, runs.RunQueuedData{Agent: "claude"})}
+	evs := []runs.StoredEvent{storedEvent(t, runID, 1, runs.EventRunQueued, runs.RunQueuedData{Agent: "claude", Position: 1})}
 	for i := 2; i < n; i++ {
 		evs = append(evs, storedEvent(t, runID, uint64(i), runs.EventMessageDelta,
 			runs.MessageData{MessageID: "m1", Text: fmt.Sprintf("part %d: <b>&\"quoted\"</b>", i)}))

@@ -39,6 +39,10 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if spec.IdempotencyKey, err = idempotencyKey(r.Header); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	run, err := s.svc.Submit(r.Context(), spec)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("submit run: %w", err))
@@ -172,4 +176,29 @@ func isDigits(s string) bool {
 		}
 	}
 	return true
+}
+
+// maxIdempotencyKey bounds the Idempotency-Key header.
+const maxIdempotencyKey = 255
+
+// idempotencyKey reads the request's Idempotency-Key: at most 255
+// printable ASCII characters; absent is fine.
+func idempotencyKey(h http.Header) (string, error) {
+	vals := h.Values("Idempotency-Key")
+	switch {
+	case len(vals) == 0:
+		return "", nil
+	case len(vals) > 1:
+		return "", invalidHeader("Idempotency-Key", "given more than once")
+	}
+	k := vals[0]
+	if k == "" || len(k) > maxIdempotencyKey {
+		return "", invalidHeader("Idempotency-Key", fmt.Sprintf("must be 1 to %d characters", maxIdempotencyKey))
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return "", invalidHeader("Idempotency-Key", "must be printable ASCII without spaces")
+		}
+	}
+	return k, nil
 }

@@ -292,7 +292,7 @@ var allCodes = []string{
 	CodeAgentNotInstalled, CodeNotFound, CodeMethodNotAllowed, CodeBodyTooLarge,
 	CodeUnsupportedMediaType, CodeQueueFull, CodeShuttingDown, CodeNotReady, CodeInternal,
 	CodeOwnerUnavailable, CodeApprovalResolved, CodeNotInteractive, CodeRunEnded, CodeNoTurnRunning,
-	CodeMessageQueueFull, CodeSessionClosing, CodeRunNotStarted,
+	CodeMessageQueueFull, CodeSessionClosing, CodeRunNotStarted, CodeIdempotencyMismatch, CodeInvalidHeader,
 }
 
 // TestOpenAPIRejects shows the response schemas are not vacuous: they

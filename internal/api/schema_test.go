@@ -76,8 +76,8 @@ func samplePayloads() map[runs.EventType][]any {
 	cost := 0.0123
 	return map[runs.EventType][]any{
 		runs.EventRunQueued: {
-			runs.RunQueuedData{Agent: "claude", Metadata: map[string]string{"ticket": "ENG-1"}},
-			runs.RunQueuedData{Agent: "claude"},
+			runs.RunQueuedData{Agent: "claude", Metadata: map[string]string{"ticket": "ENG-1"}, Position: 3},
+			runs.RunQueuedData{Agent: "claude", Position: 1},
 		},
 		runs.EventRunStarted: {
 			runs.RunStartedData{Prompt: "fix it", SystemPrompt: "be brief", Model: "sonnet", Effort: "high",

@@ -2,11 +2,13 @@ package runs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,10 +16,18 @@ import (
 	"go.uber.org/zap"
 )
 
-// Submit validates spec, records a queued run and puts it in the queue.
+// Submit validates spec, records a queued run and puts it in the queue all
+// replicas share, where the first replica with a free slot takes it.
 // Errors: ErrShuttingDown, ErrUnknownAgent, ErrAgentUnavailable, a
-// *FieldError (ErrInvalid, ErrUnsupported), ErrCapacity, or the store's.
+// *FieldError (ErrInvalid, ErrUnsupported), ErrCapacity,
+// ErrIdempotencyMismatch, ctx's error when the client left before the run
+// was recorded (nothing is created then), or the store's.
+//
+// A spec with an IdempotencyKey makes one run however often it is
+// submitted: a later submission with the same key and the same spec
+// returns that run, as it is now.
 func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
+	requestHash := hashSpec(spec)
 	if name, ok := s.aliases[spec.Agent]; ok {
 		spec.Agent = name
 	}
@@ -37,117 +47,163 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	if spec.Permission == "" {
 		spec.Permission = WorkspaceWrite
 	}
-	timeout := s.cfg.DefaultTimeout
-	if spec.TimeoutSeconds > 0 {
-		timeout = time.Duration(spec.TimeoutSeconds) * time.Second
-		if timeout > s.cfg.MaxTimeout {
-			return Run{}, Invalid(FieldTimeoutSeconds, fmt.Sprintf("must be at most %d", int(s.cfg.MaxTimeout/time.Second)))
-		}
-	}
-	id, err := uuid.NewV7()
+	timeout, err := s.runTimeout(spec)
 	if err != nil {
-		return Run{}, fmt.Errorf("new run id: %w", err)
+		return Run{}, err
 	}
-	inv := Invocation{
-		RunID: id.String(), Spec: spec, Bin: a.info.Path, Home: a.Home,
-		Timeout: timeout, CLIVersion: a.info.Version,
-	}
-	cwd := spec.Cwd
-	if cwd == "" && spec.ResumeSessionID != "" {
+	if spec.Cwd == "" && spec.ResumeSessionID != "" {
 		// A resumed conversation continues where it began by default:
 		// some CLIs find a session by its directory as well as its id,
 		// and its files are there.
 		if rec, ok, err := s.store.Session(ctx, spec.Agent, spec.ResumeSessionID); err == nil && ok && rec.Cwd != "" {
-			cwd = rec.Cwd
+			spec.Cwd = rec.Cwd
 		} else if prev, err := s.store.GetRun(ctx, spec.ResumeSessionID); err == nil && prev.Spec.Cwd != "" {
-			cwd = prev.Spec.Cwd // a session the gateway began before it kept sessions' directories
+			spec.Cwd = prev.Spec.Cwd // a session the gateway began before it kept sessions' directories
 		}
 	}
-	// Check the agent's own constraints before touching the disk.
-	inv.Dir = s.cfg.WorkspaceRoot
+	// Check the agent's own constraints, and a named directory, on this
+	// replica; the replica that takes the run resolves them again.
+	inv := Invocation{Spec: spec, Bin: a.info.Path, Home: a.Home, Timeout: timeout, CLIVersion: a.info.Version, Dir: s.cfg.WorkspaceRoot}
+	if spec.Cwd != "" {
+		if inv.Dir, _, err = ResolveCwd(s.cfg.WorkspaceRoot, spec.Cwd, ""); err != nil {
+			return Run{}, err
+		}
+	}
 	if _, err := a.Adapter.Command(inv); err != nil {
 		return Run{}, err
 	}
-
-	s.mu.Lock()
-	switch {
-	case s.closing:
-		s.mu.Unlock()
+	if s.isClosing() {
 		return Run{}, ErrShuttingDown
-	case s.queued >= s.cfg.QueueSize:
-		s.mu.Unlock()
-		return Run{}, ErrCapacity
-	}
-	s.queued++ // reserve a place in the queue
-	s.mu.Unlock()
-	release := func() {
-		s.mu.Lock()
-		s.queued--
-		s.signalIdleLocked()
-		s.mu.Unlock()
 	}
 
-	dir, created, err := ResolveCwd(s.cfg.WorkspaceRoot, cwd, id.String())
+	id, err := uuid.NewV7()
 	if err != nil {
-		release()
-		return Run{}, err
+		return Run{}, fmt.Errorf("new run id: %w", err)
 	}
-	inv.Dir = dir
-	cmd, err := a.Adapter.Command(inv)
-	if err != nil {
-		release()
-		if created {
-			os.Remove(dir)
+	runID := id.String()
+	key := spec.IdempotencyKey
+	if key != "" {
+		rec, fresh, err := s.store.ClaimIdempotencyKey(ctx, key, IdempotencyRecord{
+			RunID: runID, RequestHash: requestHash, CreatedAt: s.cfg.Now().UTC(),
+		})
+		if err != nil {
+			return Run{}, fmt.Errorf("idempotency key: %w", err)
 		}
-		return Run{}, err
+		if !fresh {
+			if rec.RequestHash != requestHash {
+				return Run{}, ErrIdempotencyMismatch
+			}
+			runID = rec.RunID
+			if r, err := s.replay(ctx, runID); !errors.Is(err, ErrNotFound) {
+				return r, err
+			}
+			// The first request with the key is still recording its
+			// run, or left before it did: make the run under the id
+			// the key names; of the two, one records it.
+		}
 	}
-	rel := strings.TrimPrefix(strings.TrimPrefix(dir, realPath(s.cfg.WorkspaceRoot)), "/")
-	if rel == "" {
-		rel = "." // the root itself; empty would mean "a fresh directory"
+	// A client that has gone before the run is recorded gets nothing
+	// made: it saw no answer and may not retry.
+	if err := ctx.Err(); err != nil {
+		return Run{}, fmt.Errorf("submission abandoned: %w", err)
 	}
-	spec.Cwd = rel
-	inv.Spec = spec
 	r := Run{
-		ID: id.String(), Agent: spec.Agent, Model: spec.Model, Status: Queued,
+		ID: runID, Agent: spec.Agent, Model: spec.Model, Status: Queued,
 		CreatedAt: s.cfg.Now().UTC(), AgentVersion: a.info.Version, Metadata: spec.Metadata,
-		Spec: spec, Owner: s.cfg.Replica, Interactive: spec.Interactive, Approvals: spec.Approvals,
+		Spec: spec, Interactive: spec.Interactive, Approvals: spec.Approvals,
 	}
-	// The record must not depend on the client staying: a write cut off
-	// half way could store a run that no task executes.
+	// Once the record is being written, the run no longer depends on the
+	// client: a write cut off half way could record a run that nobody
+	// queues.
 	storeCtx, cancelStore := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancelStore()
 	if err := s.store.CreateRun(storeCtx, s.cfg.Limits.record(r)); err != nil {
-		release()
-		if created {
-			os.Remove(dir)
+		if key != "" {
+			// The other request with this key recorded it first.
+			if got, err2 := s.replay(storeCtx, runID); err2 == nil {
+				return got, nil
+			}
 		}
 		return Run{}, fmt.Errorf("create run: %w", err)
 	}
-	t := &task{run: r, agent: a, inv: inv, cmd: cmd}
-	s.emit(t, NewEvent(EventRunQueued, RunQueuedData{Agent: r.Agent, Metadata: r.Metadata}))
-	s.obs.RunQueued(r.Agent)
-	s.log.Info("run queued", zap.String("run_id", r.ID), zap.String("agent", r.Agent))
-	// The task becomes visible to Cancel and Shutdown and to the workers
-	// at once, so that exactly one of them finishes it.
-	s.mu.Lock()
-	if s.closing {
-		// Shutdown began while the run was being recorded, and has
-		// already finished the queued runs it saw: finish this one too.
-		s.queued--
-		t.mu.Lock()
-		t.done, t.stopErr = true, errShutdown
-		t.mu.Unlock()
-		s.signalIdleLocked()
-		s.mu.Unlock()
-		s.finish(context.Background(), t, Outcome{}, stopError(errShutdown, r.Agent), nil)
-		return t.run, nil
+	// run.queued is stored before the run is in the queue, so that the
+	// replica that takes it continues the log after it.
+	position := 1
+	if n, err := s.store.QueueLength(storeCtx); err == nil {
+		position = n + 1
 	}
-	s.tasks[r.ID] = t
-	s.pending = append(s.pending, t) // the place reserved above
-	s.obs.QueueDepth(s.queued, s.active)
-	s.wake.Signal()
-	s.mu.Unlock()
+	t := &task{run: r}
+	s.emit(t, NewEvent(EventRunQueued, RunQueuedData{Agent: r.Agent, Metadata: r.Metadata, Position: position}))
+	if err := s.store.Enqueue(storeCtx, runID, spec); err != nil {
+		// Nothing takes the run: take back what was recorded of it, so
+		// that a retry finds nothing (and, with its key, makes it).
+		if derr := s.store.DeleteRun(storeCtx, runID); derr != nil {
+			s.log.Error("remove a run that could not be queued", zap.String("run_id", runID), zap.Error(derr))
+		}
+		if errors.Is(err, ErrCapacity) {
+			return Run{}, ErrCapacity
+		}
+		return Run{}, fmt.Errorf("queue run: %w", err)
+	}
+	s.obs.RunQueued(r.Agent)
+	s.observeQueue(storeCtx)
+	s.log.Info("run queued", zap.String("run_id", r.ID), zap.String("agent", r.Agent), zap.Int("position", position))
+	t.run.QueuePosition = position
+	return t.run, nil
+}
+
+// replay returns the run an idempotency key made, as it is now. A queued
+// run nobody owns is queued again, in case the request that recorded it
+// stopped before queueing it; the queue keeps one copy of a run it has.
+func (s *Supervisor) replay(ctx context.Context, id string) (Run, error) {
+	r, err := s.Get(ctx, id)
+	if err != nil {
+		return Run{}, err
+	}
+	if r.Status == Queued && r.Owner == "" && r.QueuePosition == 0 {
+		if err := s.store.Enqueue(ctx, id, r.Spec); err != nil && !errors.Is(err, ErrCapacity) {
+			return Run{}, fmt.Errorf("queue run: %w", err)
+		}
+	}
 	return r, nil
+}
+
+// hashSpec identifies a request for its idempotency key: the spec as the
+// client sent it, encoded.
+func hashSpec(spec Spec) string {
+	b, _ := json.Marshal(spec)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func (s *Supervisor) runTimeout(spec Spec) (time.Duration, error) {
+	timeout := s.cfg.DefaultTimeout
+	if spec.TimeoutSeconds > 0 {
+		timeout = time.Duration(spec.TimeoutSeconds) * time.Second
+		if timeout > s.cfg.MaxTimeout {
+			return 0, Invalid(FieldTimeoutSeconds, fmt.Sprintf("must be at most %d", int(s.cfg.MaxTimeout/time.Second)))
+		}
+	}
+	return timeout, nil
+}
+
+func (s *Supervisor) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// observeQueue reports the shared queue's length and this replica's
+// running runs.
+func (s *Supervisor) observeQueue(ctx context.Context) {
+	n, err := s.store.QueueLength(ctx)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	active := s.active
+	s.mu.Unlock()
+	s.obs.QueueDepth(n, active)
 }
 
 func realPath(p string) string {
@@ -157,15 +213,53 @@ func realPath(p string) string {
 	return p
 }
 
+// prepare makes what executing t's run needs on this replica: the agent,
+// the run's directory (a fresh one is made here) and the CLI's command.
+func (s *Supervisor) prepare(t *task) *RunError {
+	spec := t.run.Spec
+	a, ok := s.agents[t.run.Agent]
+	if !ok || !a.info.Installed {
+		return NewRunError(NotInstalled, fmt.Sprintf("the agent %q is not available on the gateway replica %s", t.run.Agent, s.cfg.Replica),
+			"install the agent on every replica, or submit the run again")
+	}
+	timeout, err := s.runTimeout(spec)
+	if err != nil {
+		timeout = s.cfg.MaxTimeout
+	}
+	dir, _, err := ResolveCwd(s.cfg.WorkspaceRoot, spec.Cwd, t.run.ID)
+	if err != nil {
+		return NewRunError(Internal, "the run's directory is not available on the replica that took it: "+err.Error(),
+			"give every replica the same workspace, or submit the run again")
+	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(dir, realPath(s.cfg.WorkspaceRoot)), "/")
+	if rel == "" {
+		rel = "." // the root itself; empty would mean "a fresh directory"
+	}
+	created := spec.Cwd == ""
+	spec.Cwd = rel
+	inv := Invocation{
+		RunID: t.run.ID, Spec: spec, Bin: a.info.Path, Home: a.Home, Dir: dir,
+		Timeout: timeout, CLIVersion: a.info.Version,
+	}
+	cmd, err := a.Adapter.Command(inv)
+	if err != nil {
+		if created {
+			os.Remove(dir)
+		}
+		return NewRunError(Internal, "the agent's command could not be built: "+err.Error(), "")
+	}
+	t.agent, t.inv, t.cmd = a, inv, cmd
+	t.run.Spec, t.run.AgentVersion = spec, a.info.Version
+	return nil
+}
+
 // Cancel stops the run wherever it executes. It is idempotent: cancelling
-// a finished run returns it unchanged. A queued run is cancelled at once;
-// a running one is stopped, so the run returned may still say running for
-// the moment its process takes to end.
+// a finished run returns it unchanged. A queued run is cancelled at once,
+// by whichever replica is asked; a running one is stopped by its replica,
+// so the run returned may still say running for the moment its process
+// takes to end.
 func (s *Supervisor) Cancel(ctx context.Context, id string) (Run, error) {
-	s.mu.Lock()
-	t := s.tasks[id]
-	s.mu.Unlock()
-	if t != nil {
+	if t := s.task(id); t != nil && t.isStarted() {
 		s.stopTask(t, errCancelled)
 		return s.store.GetRun(ctx, id)
 	}
@@ -173,45 +267,60 @@ func (s *Supervisor) Cancel(ctx context.Context, id string) (Run, error) {
 	if err != nil {
 		return Run{}, err
 	}
-	if !r.Status.Terminal() {
-		if err := s.store.RequestCancel(ctx, id); err != nil {
-			return Run{}, fmt.Errorf("request cancel of run %s: %w", id, err)
+	if r.Status.Terminal() {
+		return r, nil
+	}
+	if r.Status == Queued && r.Owner == "" {
+		// Claim it, as a replica taking it would: then no replica
+		// starts it, and this one finishes it.
+		claimed, err := s.store.ClaimRun(ctx, id, s.cfg.Replica)
+		switch {
+		case err == nil:
+			if err := s.store.Unqueue(ctx, id); err != nil {
+				s.log.Warn("remove a cancelled run from the queue", zap.String("run_id", id), zap.Error(err))
+			}
+			last, err := s.store.LastEvent(ctx, id)
+			if err != nil {
+				return Run{}, err
+			}
+			t := &task{run: claimed, seq: last.Seq}
+			s.finish(context.WithoutCancel(ctx), t, Outcome{}, stopError(errCancelled, r.Agent), nil)
+			return t.run, nil
+		case !errors.Is(err, ErrClaimed):
+			return Run{}, err
 		}
+		// A replica took it meanwhile: it stops it on request.
+		if r = claimed; r.Status.Terminal() {
+			return r, nil
+		}
+	}
+	if err := s.store.RequestCancel(ctx, id); err != nil {
+		return Run{}, fmt.Errorf("request cancel of run %s: %w", id, err)
 	}
 	return r, nil
 }
 
-// stopTask ends t for cause: a queued task is finished on the spot, a
-// running one has its context cancelled.
+// stopTask ends t for cause: a running task has its context cancelled; one
+// being taken from the queue is finished as it starts.
 func (s *Supervisor) stopTask(t *task, cause error) {
-	s.mu.Lock() // s.mu before t.mu, as in worker
 	t.mu.Lock()
 	if t.done || t.stopErr != nil {
 		t.mu.Unlock()
-		s.mu.Unlock()
 		return
 	}
 	t.stopErr = cause
-	if t.started {
-		// execute cancels with stopErr itself if it has not yet set
-		// cancel.
-		cancel := t.cancel
-		t.mu.Unlock()
-		s.mu.Unlock()
-		if cancel != nil {
-			cancel(cause)
-		}
-		return
-	}
-	t.done = true
+	// execute cancels with stopErr itself if it has not yet set cancel.
+	cancel := t.cancel
 	t.mu.Unlock()
-	if i := slices.Index(s.pending, t); i >= 0 {
-		s.pending = slices.Delete(s.pending, i, i+1)
-		s.queued--
+	if cancel != nil {
+		cancel(cause)
 	}
-	s.mu.Unlock()
-	s.finish(context.Background(), t, Outcome{}, stopError(cause, t.run.Agent), nil)
-	s.untrack(t)
+}
+
+func (t *task) isStarted() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.started
 }
 
 func stopError(cause error, agent string) *RunError {
@@ -228,16 +337,17 @@ func stopError(cause error, agent string) *RunError {
 
 func (s *Supervisor) untrack(t *task) {
 	s.mu.Lock()
-	delete(s.tasks, t.run.ID)
-	s.obs.QueueDepth(s.queued, s.active)
+	if s.tasks[t.run.ID] == t {
+		delete(s.tasks, t.run.ID)
+	}
 	s.signalIdleLocked()
 	s.mu.Unlock()
 }
 
-// signalIdleLocked tells a waiting Shutdown that nothing is queued or
-// running any more. s.mu must be held.
+// signalIdleLocked tells a waiting Shutdown that nothing runs any more.
+// s.mu must be held.
 func (s *Supervisor) signalIdleLocked() {
-	if s.closing && s.queued == 0 && s.active == 0 {
+	if s.closing && s.active == 0 {
 		select {
 		case <-s.idle:
 		default:
@@ -246,33 +356,126 @@ func (s *Supervisor) signalIdleLocked() {
 	}
 }
 
-// worker executes queued runs, oldest first, until the supervisor stops.
+// worker is one slot of this replica: it takes a run from the shared queue
+// only while it has none, and executes it, until the supervisor stops
+// taking runs.
 func (s *Supervisor) worker() {
 	defer s.workers.Done()
 	for {
-		s.mu.Lock()
-		for len(s.pending) == 0 && !s.stopping {
-			s.wake.Wait()
+		q, err := s.store.Dequeue(s.takeCtx)
+		if err != nil {
+			if s.takeCtx.Err() != nil {
+				return
+			}
+			s.log.Warn("take a queued run", zap.Error(err))
+			select {
+			case <-s.takeCtx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
 		}
-		if s.stopping {
-			s.mu.Unlock()
-			return
-		}
-		t := s.pending[0]
-		s.pending = slices.Delete(s.pending, 0, 1)
-		s.queued--
-		s.active++
-		t.mu.Lock()
-		t.started = true
-		t.mu.Unlock()
-		s.obs.QueueDepth(s.queued, s.active)
+		s.take(q)
+	}
+}
+
+// take claims a run taken from the queue and executes it. The task is
+// visible to Cancel and to cancel requests before the claim, so that a
+// cancel that comes while the run is being claimed is not lost.
+func (s *Supervisor) take(q QueuedRun) {
+	bg := context.Background()
+	log := s.log.With(zap.String("run_id", q.RunID))
+	t := &task{run: Run{ID: q.RunID}}
+	s.mu.Lock()
+	if s.closing {
 		s.mu.Unlock()
-
-		s.execute(t)
-
+		_ = q.Nak()
+		return
+	}
+	if _, dup := s.tasks[q.RunID]; dup {
+		// Delivered again while this replica has it.
+		s.mu.Unlock()
+		_ = q.Ack()
+		return
+	}
+	s.tasks[q.RunID] = t
+	s.active++
+	s.mu.Unlock()
+	defer func() {
 		s.mu.Lock()
 		s.active--
 		s.mu.Unlock()
 		s.untrack(t)
+		s.observeQueue(bg)
+	}()
+
+	// A replica without the run's agent leaves it to one that has it:
+	// the replica that took the submission had it.
+	if cur, err := s.store.GetRun(bg, q.RunID); err == nil && cur.Status == Queued && !s.canRun(cur.Agent) {
+		_ = q.Nak()
+		return
 	}
+	r, err := s.store.ClaimRun(bg, q.RunID, s.cfg.Replica)
+	switch {
+	case errors.Is(err, ErrClaimed), errors.Is(err, ErrNotFound):
+		// Another replica has it, or it ended (cancelled while queued).
+		_ = q.Ack()
+		return
+	case err != nil:
+		log.Warn("claim a queued run", zap.Error(err))
+		_ = q.Nak()
+		return
+	}
+	if err := q.Ack(); err != nil {
+		// The claim holds: if the queue gives the run again, the
+		// claim of whoever gets it fails.
+		log.Warn("acknowledge a queued run", zap.Error(err))
+	}
+	last, err := s.store.LastEvent(bg, r.ID)
+	if err != nil {
+		log.Warn("read the last event of a queued run", zap.Error(err))
+	}
+	if q.Spec != nil {
+		r.Spec = *q.Spec // whole; the record's prompt is bounded
+	}
+	t.mu.Lock()
+	t.run, t.seq, t.started = r, last.Seq, true
+	stopped := t.stopErr
+	t.mu.Unlock()
+	if errors.Is(stopped, errShutdown) || s.isClosing() {
+		s.giveBack(t)
+		return
+	}
+	if stopped != nil {
+		s.finish(bg, t, Outcome{}, stopError(stopped, r.Agent), nil)
+		return
+	}
+	if runErr := s.prepare(t); runErr != nil {
+		log.Warn("run not started", zap.String("class", string(runErr.Class)), zap.String("message", runErr.Message))
+		s.finish(bg, t, Outcome{Status: Failed, Error: runErr}, nil, nil)
+		return
+	}
+	s.execute(t)
+}
+
+func (s *Supervisor) canRun(agent string) bool {
+	a, ok := s.agents[agent]
+	return ok && a.info.Installed
+}
+
+// giveBack returns a run this replica claimed and did not start to the
+// queue, for another replica (or this one, restarted) to take.
+func (s *Supervisor) giveBack(t *task) {
+	bg := context.Background()
+	r := t.run
+	r.Owner = ""
+	if err := s.store.UpdateRun(bg, s.cfg.Limits.record(r)); err != nil {
+		s.log.Error("give back a queued run", zap.String("run_id", r.ID), zap.Error(err))
+		return
+	}
+	if err := s.store.Requeue(bg, r.ID, t.run.Spec); err != nil {
+		s.log.Error("give back a queued run", zap.String("run_id", r.ID), zap.Error(err))
+		return
+	}
+	s.log.Info("queued run given back", zap.String("run_id", r.ID))
 }

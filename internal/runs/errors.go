@@ -20,6 +20,12 @@ var (
 	ErrAgentUnavailable = errors.New("agent not installed")
 	// ErrCapacity: the run queue is full.
 	ErrCapacity = errors.New("run queue is full")
+	// ErrClaimed: a queued run was taken by another replica, or ended,
+	// before this one could claim it.
+	ErrClaimed = errors.New("run already claimed")
+	// ErrIdempotencyMismatch: an Idempotency-Key was used before with
+	// another request.
+	ErrIdempotencyMismatch = errors.New("idempotency key reused with another request")
 	// ErrShuttingDown: the gateway is draining and accepts no new runs.
 	ErrShuttingDown = errors.New("gateway is shutting down")
 )

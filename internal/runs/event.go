@@ -76,6 +76,10 @@ type StoredEvent struct {
 type RunQueuedData struct {
 	Agent    string            `json:"agent"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Position is the run's place in the shared queue when it was queued:
+	// 1 means it is the next to start. GET /v1/runs/{id} has the place
+	// now.
+	Position int `json:"position"`
 }
 
 // RunStartedData is the payload of run.started. It repeats what the run was

@@ -67,9 +67,11 @@ func (s *Supervisor) task(id string) *task {
 // localInput delivers in to a run of this replica.
 func (s *Supervisor) localInput(t *task, in Input) (InputResult, error) {
 	t.mu.Lock()
-	sess, done := t.sess, t.done
+	sess, done, started := t.sess, t.done, t.started
 	t.mu.Unlock()
 	switch {
+	case !started:
+		return InputResult{}, Conflict(ConflictNotStarted, "the run has not started yet")
 	case done:
 		return InputResult{}, Conflict(ConflictRunEnded, "the run has ended")
 	case !t.inv.Spec.Session():

@@ -55,30 +55,38 @@ func (s *Supervisor) liveness(ctx context.Context) {
 	}
 }
 
-// sweepOrphans marks interrupted the queued and running runs whose replica
-// has no live heartbeat: it died and has not come back, so nothing will
-// ever finish them. Several replicas may sweep at once; the store keeps one
-// run.completed per run and seq.
+// orphanQueuedAfter is how old a queued run that nobody owns must be,
+// and still not in the queue, before a sweep queues it again: its
+// submission stopped between recording it and queueing it.
+const orphanQueuedAfter = time.Minute
+
+// sweepOrphans finishes, as interrupted, the runs whose replica died while
+// running them: it has not come back, so nothing will ever finish them.
+// Queued runs a dead replica had taken go back to the queue, and a queued
+// run missing from the queue is queued again. Several replicas may sweep
+// at once: the store keeps one run.completed per run and seq, and the
+// queue one message per run; a run queued twice is claimed once.
 func (s *Supervisor) sweepOrphans(ctx context.Context, live map[string]bool) error {
-	for _, st := range []State{Queued, Running} {
-		cursor := ""
-		for {
-			page, err := s.store.ListRuns(ctx, Filter{Status: st, Limit: 500, Cursor: cursor})
-			if err != nil {
-				return err
-			}
-			for _, r := range page.Runs {
-				if r.Owner != s.cfg.Replica && r.Owner != "" && !live[r.Owner] {
-					s.interruptOrphan(ctx, r.ID)
+	return s.eachRun(ctx, []State{Queued, Running}, func(r Run) {
+		switch {
+		case r.Owner == s.cfg.Replica:
+		case r.Owner != "" && live[r.Owner]:
+		case r.Owner != "" && r.Status == Queued:
+			s.log.Warn("queued run given back: its replica stopped answering", zap.String("run_id", r.ID), zap.String("owner", r.Owner))
+			s.giveBack(&task{run: r})
+		case r.Owner != "":
+			s.interruptOrphan(ctx, r.ID)
+		case s.cfg.Now().Sub(r.CreatedAt) > orphanQueuedAfter:
+			if pos, err := s.store.QueuePosition(ctx, r.ID); err == nil && pos == 0 {
+				if cur, err := s.store.GetRun(ctx, r.ID); err == nil && cur.Status == Queued && cur.Owner == "" {
+					s.log.Warn("queued run missing from the queue: queued again", zap.String("run_id", r.ID))
+					if err := s.store.Enqueue(ctx, r.ID, cur.Spec); err != nil {
+						s.log.Warn("queue run again", zap.String("run_id", r.ID), zap.Error(err))
+					}
 				}
 			}
-			if page.NextCursor == "" {
-				break
-			}
-			cursor = page.NextCursor
 		}
-	}
-	return nil
+	})
 }
 
 // interruptOrphan finishes a run whose replica died, unless it finished

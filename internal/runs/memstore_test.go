@@ -20,6 +20,7 @@ type memStore struct {
 	inputs  map[string]chan InputRequest // by replica, while it listens
 	// failAppend, when set, decides whether an append fails.
 	failAppend func(id string, evs []StoredEvent) bool
+	queue      *memQueue // made on first use; see memqueue_test.go
 }
 
 func newMemStore() *memStore {

@@ -7,27 +7,22 @@ import (
 	"go.uber.org/zap"
 )
 
-// recover marks the runs this replica owned and did not finish as failed
-// with class interrupted, and kills any process they left behind.
+// recover marks the runs this replica was running when it stopped as
+// failed with class interrupted, and kills any process they left behind.
+// Runs it had taken from the queue and not started go back to the queue.
 func (s *Supervisor) recover(ctx context.Context) error {
 	left := map[string]bool{}
-	for _, st := range []State{Queued, Running} {
-		cursor := ""
-		for {
-			page, err := s.store.ListRuns(ctx, Filter{Status: st, Limit: 500, Cursor: cursor})
-			if err != nil {
-				return err
-			}
-			for _, r := range page.Runs {
-				if r.Owner == s.cfg.Replica {
-					left[r.ID] = true
-				}
-			}
-			if page.NextCursor == "" {
-				break
-			}
-			cursor = page.NextCursor
+	err := s.eachRun(ctx, []State{Queued, Running}, func(r Run) {
+		switch {
+		case r.Owner != s.cfg.Replica:
+		case r.Status == Queued:
+			s.giveBack(&task{run: r})
+		default:
+			left[r.ID] = true
 		}
+	})
+	if err != nil {
+		return err
 	}
 	if len(left) == 0 {
 		return nil
@@ -86,4 +81,25 @@ func (s *Supervisor) repairCompleted(r Run, lastSeq uint64) {
 		Status: r.Status, Result: r.Result, StructuredOutput: r.StructuredOutput, Usage: r.Usage,
 		CostUSD: r.CostUSD, NumTurns: r.NumTurns, DurationMS: dur.Milliseconds(), Exit: r.Exit, Error: r.Error,
 	}))
+}
+
+// eachRun calls fn for every stored run in one of states.
+func (s *Supervisor) eachRun(ctx context.Context, states []State, fn func(Run)) error {
+	for _, st := range states {
+		cursor := ""
+		for {
+			page, err := s.store.ListRuns(ctx, Filter{Status: st, Limit: 500, Cursor: cursor})
+			if err != nil {
+				return err
+			}
+			for _, r := range page.Runs {
+				fn(r)
+			}
+			if page.NextCursor == "" {
+				break
+			}
+			cursor = page.NextCursor
+		}
+	}
+	return nil
 }

@@ -85,6 +85,10 @@ type Spec struct {
 	// IdleTimeoutSeconds ends an interactive run that waited this long
 	// for a message (default 600).
 	IdleTimeoutSeconds int `json:"idle_timeout_seconds,omitempty"`
+
+	// IdempotencyKey is the request's Idempotency-Key header, not part of
+	// its body: submissions with one key make one run.
+	IdempotencyKey string `json:"-"`
 }
 
 // Asks reports whether the run's tool calls wait for approvals.
@@ -138,6 +142,10 @@ type Run struct {
 	Exit         *Exit             `json:"exit,omitempty"`
 	AgentVersion string            `json:"agent_version,omitempty"`
 	Metadata     map[string]string `json:"metadata,omitempty"`
+	// QueuePosition is, while the run is queued, its place in the queue
+	// all replicas share: 1 is the next run to start. It is read when
+	// the run is, not stored.
+	QueuePosition int `json:"queue_position,omitempty"`
 
 	// Interactive and Approvals repeat the run's spec; the fields after
 	// them are kept for a run that has a Session.

@@ -1,6 +1,9 @@
 package runs
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Store keeps runs and their event logs durably, shared by every replica.
 // internal/store implements it on NATS JetStream.
@@ -43,6 +46,57 @@ type Store interface {
 	// Inputs delivers the input requests addressed to replica, until ctx
 	// ends; each must be answered once.
 	Inputs(ctx context.Context, replica string) (<-chan InputRequest, error)
+
+	// Enqueue puts a recorded run in the queue every replica shares, with
+	// its whole spec (the run's record keeps it bounded). It fails with
+	// an error wrapping ErrCapacity when the queue is full; the same run
+	// enqueued twice is queued once.
+	Enqueue(ctx context.Context, runID string, spec Spec) error
+	// Requeue puts back a run taken from the queue and never started.
+	Requeue(ctx context.Context, runID string, spec Spec) error
+	// Unqueue removes a run from the queue, if it is there.
+	Unqueue(ctx context.Context, runID string) error
+	// Dequeue waits for a queued run and takes it for this replica until
+	// its Ack or Nak (or until the store gives it to another replica
+	// after a while without either). It returns ctx's error when ctx
+	// ends.
+	Dequeue(ctx context.Context) (QueuedRun, error)
+	// QueueLength is how many runs are in the queue.
+	QueueLength(ctx context.Context) (int, error)
+	// QueuePosition is the run's place in the queue (1 = next), 0 when it
+	// is not in it.
+	QueuePosition(ctx context.Context, runID string) (int, error)
+	// ClaimRun makes replica the owner of a queued run that has none,
+	// atomically. It fails with an error wrapping ErrClaimed when the run
+	// has an owner or is no longer queued (returning the run as stored),
+	// or ErrNotFound.
+	ClaimRun(ctx context.Context, runID, replica string) (Run, error)
+	// DeleteRun removes a run and its events: a submission recorded but
+	// never queued.
+	DeleteRun(ctx context.Context, runID string) error
+	// ClaimIdempotencyKey records rec for key unless the key is recorded
+	// already; then it returns the record and false.
+	ClaimIdempotencyKey(ctx context.Context, key string, rec IdempotencyRecord) (IdempotencyRecord, bool, error)
+}
+
+// QueuedRun is a run taken from the shared queue.
+type QueuedRun struct {
+	RunID string
+	// Spec is the run's whole spec, as queued; nil when the queue did not
+	// carry it (then the record's, bounded, is used).
+	Spec *Spec
+	// Ack removes the run from the queue for good; Nak gives it back at
+	// once, for any replica to take.
+	Ack, Nak func() error
+}
+
+// IdempotencyRecord is what an Idempotency-Key made: the run, and the hash
+// of the request that made it, so that a retry with another body is told
+// apart from a retry.
+type IdempotencyRecord struct {
+	RunID       string    `json:"run_id"`
+	RequestHash string    `json:"request_hash"`
+	CreatedAt   time.Time `json:"created_at"`
 }
 
 // InputRequest is an input for one of a replica's runs, sent by any

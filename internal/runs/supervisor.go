@@ -75,6 +75,10 @@ type Config struct {
 	// gateway's own executable (see proctree.Reap). Processes that escape
 	// the cookie scan are then still killed when the agent exits.
 	Reaper string
+	// Cgroups, when set, gives each run a cgroup of its own, killed whole
+	// when the run ends (see proctree.Cgroups); without it a run's
+	// processes are contained by the reaper and the cookie alone.
+	Cgroups *proctree.Cgroups
 	// WorkspaceRetention, when positive, is how long the run directories
 	// the supervisor creates are kept; older ones are removed.
 	WorkspaceRetention time.Duration
@@ -151,19 +155,18 @@ type Supervisor struct {
 	// aliases maps another name of an agent to its adapter's Name.
 	aliases map[string]string
 
-	mu       sync.Mutex
-	wake     *sync.Cond       // on mu: pending grew, or stopping
-	pending  []*task          // queued here, oldest first
-	tasks    map[string]*task // queued or running here
-	queued   int              // pending plus places reserved by Submit
-	active   int
-	closing  bool            // no new runs
-	stopping bool            // workers exit
-	runCtx   context.Context // parent of every run; cancelled to force shutdown
-	stopRuns context.CancelCauseFunc
-	workers  sync.WaitGroup
-	loops    sync.WaitGroup
-	idle     chan struct{} // closed when active and queued reach 0 while closing
+	mu      sync.Mutex
+	tasks   map[string]*task // being taken from the queue, or running, here
+	active  int              // slots busy
+	closing bool             // no new runs
+	// takeCtx ends when the workers stop taking runs from the queue.
+	takeCtx    context.Context
+	stopTaking context.CancelFunc
+	runCtx     context.Context // parent of every run; cancelled to force shutdown
+	stopRuns   context.CancelCauseFunc
+	workers    sync.WaitGroup
+	loops      sync.WaitGroup
+	idle       chan struct{} // closed when no slot is busy while closing
 }
 
 // task is a run queued or running on this supervisor.
@@ -175,7 +178,7 @@ type task struct {
 
 	mu      sync.Mutex
 	seq     uint64
-	started bool
+	started bool // claimed by this replica: run and seq are the stored ones
 	done    bool
 	stopErr error                   // why it was stopped, first wins
 	cancel  context.CancelCauseFunc // set while running
@@ -211,7 +214,7 @@ func NewSupervisor(cfg Config, store Store, agents []*Agent, obs Observer, log *
 		}
 	}
 	sort.Strings(s.names)
-	s.wake = sync.NewCond(&s.mu)
+	s.takeCtx, s.stopTaking = context.WithCancel(context.Background())
 	s.runCtx, s.stopRuns = context.WithCancelCause(context.Background())
 	return s
 }
@@ -300,7 +303,12 @@ func (s *Supervisor) Agents() []AgentInfo {
 
 // Get returns the stored run.
 func (s *Supervisor) Get(ctx context.Context, id string) (Run, error) {
-	return s.store.GetRun(ctx, id)
+	r, err := s.store.GetRun(ctx, id)
+	if err == nil && r.Status == Queued {
+		// Best effort: a queue that does not answer leaves it unknown.
+		r.QueuePosition, _ = s.store.QueuePosition(ctx, id)
+	}
+	return r, err
 }
 
 // List returns stored runs, newest first.
@@ -358,18 +366,15 @@ type Pinger interface {
 }
 
 // Shutdown stops taking runs, lets running ones finish until ctx ends,
-// then stops them; queued runs are finished as interrupted at once. It
-// returns when every process of every run is gone.
+// then stops them. Queued runs stay in the shared queue, for another
+// replica, or this one once it is back. It returns when every process of
+// every run is gone.
 func (s *Supervisor) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
-	var queued []*task
 	var sessions []*session
 	for _, t := range s.tasks {
 		t.mu.Lock()
-		if !t.started {
-			queued = append(queued, t)
-		}
 		if t.sess != nil {
 			sessions = append(sessions, t.sess)
 		}
@@ -377,9 +382,7 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 	}
 	s.signalIdleLocked()
 	s.mu.Unlock()
-	for _, t := range queued {
-		s.stopTask(t, errShutdown)
-	}
+	s.stopTaking()
 	// A session waiting for a person (a message, an approval) has nothing
 	// to finish in the grace period; one in a turn finishes the turn.
 	for _, ss := range sessions {
@@ -392,10 +395,6 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 		err = fmt.Errorf("grace period over: stopping the runs left: %w", ctx.Err())
 	}
 	s.stopRuns(errShutdown)
-	s.mu.Lock()
-	s.stopping = true
-	s.wake.Broadcast()
-	s.mu.Unlock()
 	s.workers.Wait()
 	return err
 }

@@ -216,6 +216,9 @@ type harness struct {
 func newHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
 	store := newMemStore()
+	if cfg.QueueSize > 0 {
+		store.setQueueSize(cfg.QueueSize)
+	}
 	root := t.TempDir()
 	cfg.WorkspaceRoot = root
 	cfg.Path = os.Getenv("PATH")
@@ -662,12 +665,16 @@ func TestShutdownInterruptsRunsAfterGrace(t *testing.T) {
 	if err := h.sup.Shutdown(ctx); err == nil {
 		t.Fatal("shutdown with a run still going after the grace period returned no error")
 	}
-	for _, id := range []string{running.ID, queued.ID} {
-		r, _ := h.store.GetRun(context.Background(), id)
-		if r.Status != Failed || r.Error == nil || r.Error.Class != Interrupted {
-			t.Fatalf("run %s after shutdown: %s %+v", id, r.Status, r.Error)
-		}
-		assertNoProcesses(t, id)
+	r, _ := h.store.GetRun(context.Background(), running.ID)
+	if r.Status != Failed || r.Error == nil || r.Error.Class != Interrupted {
+		t.Fatalf("running run after shutdown: %s %+v", r.Status, r.Error)
+	}
+	assertNoProcesses(t, running.ID)
+	// The queued run stays in the shared queue, for another replica or
+	// this one restarted.
+	r, _ = h.store.GetRun(context.Background(), queued.ID)
+	if pos, _ := h.store.QueuePosition(context.Background(), queued.ID); r.Status != Queued || r.Owner != "" || pos != 1 {
+		t.Fatalf("queued run after shutdown: %s owner %q position %d", r.Status, r.Owner, pos)
 	}
 	if _, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "x"}); !errors.Is(err, ErrShuttingDown) {
 		t.Fatalf("submit after shutdown = %v", err)
@@ -961,7 +968,8 @@ func TestRunCostAndUsageFromSessionTotals(t *testing.T) {
 	}
 }
 
-// Runs of a replica with no live heartbeat are interrupted by another;
+// Running runs of a replica with no live heartbeat are interrupted by
+// another, its queued ones go back to the queue;
 // runs of live replicas are left alone.
 func TestSweepOrphans(t *testing.T) {
 	store := newMemStore()
@@ -972,6 +980,7 @@ func TestSweepOrphans(t *testing.T) {
 		{ID: "dead-queued", Agent: "fake", Status: Queued, Owner: "dead"},
 		{ID: "live-running", Agent: "fake", Status: Running, Owner: "alive"},
 		{ID: "dead-done", Agent: "fake", Status: Succeeded, Owner: "dead"},
+		{ID: "lost-queued", Agent: "fake", Status: Queued, CreatedAt: now.Add(-2 * orphanQueuedAfter)},
 	} {
 		store.CreateRun(ctx, r)
 		store.AppendEvents(ctx, r.ID, []StoredEvent{{Seq: 1, Type: EventRunQueued}})
@@ -990,7 +999,18 @@ func TestSweepOrphans(t *testing.T) {
 	if err := sup.sweepOrphans(ctx, live); err != nil {
 		t.Fatal(err)
 	}
-	for id, want := range map[string]State{"dead-running": Failed, "dead-queued": Failed, "live-running": Running, "dead-done": Succeeded} {
+	// A queued run a dead replica had taken goes back to the queue, as
+	// does a queued run that never reached it; this supervisor, which has
+	// no agents, leaves them there.
+	for _, id := range []string{"dead-queued", "lost-queued"} {
+		if r, _ := store.GetRun(ctx, id); r.Status != Queued || r.Owner != "" {
+			t.Errorf("%s: %s owner %q, want queued with no owner", id, r.Status, r.Owner)
+		}
+	}
+	if n, _ := store.QueueLength(ctx); n != 2 {
+		t.Errorf("queue holds %d runs, want the 2 given back", n)
+	}
+	for id, want := range map[string]State{"dead-running": Failed, "live-running": Running, "dead-done": Succeeded} {
 		r, _ := store.GetRun(ctx, id)
 		if r.Status != want {
 			t.Errorf("%s: %s, want %s", id, r.Status, want)
