@@ -737,7 +737,7 @@ func (s *discardStore) Enqueue(_ context.Context, id string, _ runs.Spec) error 
 func (s *discardStore) Requeue(ctx context.Context, id string, spec runs.Spec) error {
 	return s.Enqueue(ctx, id, spec)
 }
-func (s *discardStore) Unqueue(context.Context, string) error        { return nil }
+func (s *discardStore) Unqueue(context.Context, string) error { return nil }
 func (s *discardStore) Dequeue(ctx context.Context) (runs.QueuedRun, error) {
 	select {
 	case id := <-s.q():
