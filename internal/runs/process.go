@@ -9,10 +9,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/agentgate/agentgate/internal/proctree"
 )
@@ -44,6 +47,16 @@ type process struct {
 	MaxLine int
 	// StderrTail is how many trailing bytes of stderr are kept.
 	StderrTail int
+	// Reaped says that Path is a reaper (proctree.Reap) running the
+	// agent: it is then told of the gateway's death by
+	// proctree.DeathSignal, and kills the run's processes itself.
+	Reaped bool
+	// Cgroups, when set, puts the run's processes in a cgroup of their
+	// own from the first one's first instruction, and the run ends by
+	// killing that cgroup whole.
+	Cgroups *proctree.Cgroups
+	// Log is the run's logger (default: none).
+	Log *zap.Logger
 }
 
 // line is one stdout line handed to the run. Dropped counts the bytes cut
@@ -61,14 +74,54 @@ const drainTimeout = 2 * time.Second
 // stopCause returns why ctx ended, or nil.
 func stopCause(ctx context.Context) error { return context.Cause(ctx) }
 
+// killTimeout bounds each wait for a run's processes to die of SIGKILL.
+const killTimeout = 10 * time.Second
+
 // runProcess starts p and calls onLine for each stdout line, in order, from
 // one goroutine. When ctx ends it stops the process: p.Interrupt to the
-// CLI, then SIGTERM and finally SIGKILL to its process group, a grace
-// period apart. However the CLI ends, every process carrying the run's
-// cookie is then killed, so nothing of the run outlives it. It returns once
-// that is done and output is drained. Only a failure to start is an error;
-// how the process ended is data, in Exit.
+// CLI, then SIGTERM to its process group, and finally SIGKILL to the run's
+// every process, a grace period apart. However the CLI ends, every process
+// of the run is then killed: the run's cgroup whole when it has one, and
+// every process carrying the run's cookie; without a cgroup the reaper
+// kills what escaped the cookie. So nothing of the run outlives it. It
+// returns once that is done and output is drained. Only a failure to start
+// is an error; how the process ended is data, in Exit.
 func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func(line)) (Exit, []byte, error) {
+	log := p.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	// Pdeathsig is sent when the thread that started the process ends,
+	// not the gateway: this thread is kept until the process is gone, so
+	// that it means the gateway's death.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var cg *proctree.Cgroup
+	if p.Cgroups != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), killTimeout)
+		var cerr error
+		cg, cerr = p.Cgroups.New(cctx, p.RunID)
+		cancel()
+		if cerr != nil {
+			// The probe at startup passed, so this is the machine's limit
+			// (cgroup.max.descendants, no file descriptors): the run goes
+			// on with what the reaper and the cookie guarantee.
+			log.Warn("run without a cgroup of its own", zap.Error(cerr))
+		}
+	}
+	// removeCgroup kills what is left in the run's cgroup and removes it.
+	removeCgroup := func() {
+		if cg == nil {
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.Background(), killTimeout)
+		defer cancel()
+		if err := cg.Remove(rctx); err != nil {
+			log.Error("kill the run's cgroup", zap.Error(err))
+		}
+		cg = nil
+	}
+	defer removeCgroup()
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return Exit{Code: -1}, nil, err
@@ -102,8 +155,17 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 		cmd.Stdin = bytes.NewReader(p.Stdin)
 	}
 	// Setpgid lets one signal reach the CLI and the children that stay in
-	// its group; Pdeathsig takes the CLI down with a gateway that dies.
+	// its group; Pdeathsig takes the CLI down with a gateway that dies, or
+	// tells its reaper to take the run down.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if p.Reaped {
+		cmd.SysProcAttr.Pdeathsig = proctree.DeathSignal
+	}
+	if cg != nil {
+		// clone3 puts the child in the cgroup as it is created: nothing
+		// it starts runs outside, even for an instant.
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cg.FD()
+	}
 	// The stdin copier is exec's goroutine; WaitDelay keeps a child that
 	// never reads stdin from holding Wait.
 	cmd.WaitDelay = p.Grace
@@ -168,12 +230,18 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 	case <-waited:
 	case <-ctx.Done():
 		reason = stopReason(stopCause(ctx))
-		stop(cmd.Process.Pid, p, talk, waited)
+		stop(cmd.Process.Pid, p, tree, cg, talk, waited)
 	}
-	// The CLI is gone. Take everything it started with it, in any session.
+	// The CLI is gone. Take everything it started with it, in any session:
+	// the cgroup whole, and whatever carries the cookie (a privileged
+	// process can leave a cgroup, but keeps its environment unless it
+	// clears it).
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	killCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	_ = tree.Kill(killCtx, p.RunID)
+	removeCgroup()
+	killCtx, cancel := context.WithTimeout(context.Background(), killTimeout)
+	if err := tree.Kill(killCtx, p.RunID); err != nil {
+		log.Error("kill the run's processes", zap.Error(err))
+	}
 	cancel()
 	// A process outside the run may still hold the pipes (it inherited
 	// them and cleared its cookie); read what is there, then stop.
@@ -190,12 +258,12 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 
 // stop ends the CLI gracefully first and forcibly after: the protocol's
 // interrupt message or the interrupt signal to the CLI alone, SIGTERM to
-// its group and the run's tree, then SIGKILL, each step given p.Grace to
-// work.
-func stop(pid int, p process, talk *stdinWriter, waited <-chan struct{}) {
+// its group, then SIGKILL to every process of the run, each step given
+// p.Grace to work.
+func stop(pid int, p process, tree *proctree.Tree, cg *proctree.Cgroup, talk *stdinWriter, waited <-chan struct{}) {
 	steps := []func(){
 		func() { _ = syscall.Kill(-pid, syscall.SIGTERM) },
-		func() { _ = syscall.Kill(-pid, syscall.SIGKILL) },
+		func() { killAll(pid, tree, cg, p.Log) },
 	}
 	if p.Interrupt != 0 {
 		steps = append([]func(){func() { _ = syscall.Kill(pid, p.Interrupt) }}, steps...)
@@ -221,6 +289,30 @@ func stop(pid int, p process, talk *stdinWriter, waited <-chan struct{}) {
 		}
 	}
 	<-waited
+}
+
+// killAll sends SIGKILL to every process of the run. With a cgroup the
+// kernel kills them all at once. Without one, the processes below pid die
+// first and pid last: pid may be the reaper, which must outlive them, or
+// the processes that escaped the cookie scan are re-parented to init,
+// out of reach.
+func killAll(pid int, tree *proctree.Tree, cg *proctree.Cgroup, log *zap.Logger) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
+	defer cancel()
+	if cg != nil {
+		err := cg.Kill(ctx)
+		if err == nil {
+			return
+		}
+		log.Error("kill the run's cgroup", zap.Error(err))
+	}
+	if err := tree.KillDescendants(ctx, pid, false); err != nil {
+		log.Error("kill the run's processes", zap.Error(err))
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
 }
 
 func exitOf(state *os.ProcessState) Exit {
