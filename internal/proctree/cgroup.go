@@ -24,6 +24,11 @@ import (
 // supervisor then falls back to the reaper.
 var ErrNoCgroups = errors.New("cgroups unavailable")
 
+// ErrSweep is returned by OpenCgroups, with usable Cgroups, when some
+// process a dead gateway left could not be killed or its cgroup removed:
+// one stuck in the kernel, which the next start tries again.
+var ErrSweep = errors.New("sweep the cgroups a dead gateway left")
+
 // CgroupOptions configure OpenCgroups.
 type CgroupOptions struct {
 	// Root is the directory under which this package creates its cgroups;
@@ -73,7 +78,8 @@ const cgroupProbe = "probe"
 // cgroups, and removes them: a replica that restarts takes down what its
 // previous life left, whatever became of the runs in the store. Gateways
 // of the replica that are still alive (their pid lives with the same start
-// time) are left alone.
+// time) are left alone. A sweep that fails returns the Cgroups with an
+// error wrapping ErrSweep.
 func OpenCgroups(ctx context.Context, opt CgroupOptions) (*Cgroups, error) {
 	if opt.Replica == "" {
 		return nil, fmt.Errorf("%w: no replica name", ErrNoCgroups)
@@ -104,8 +110,7 @@ func OpenCgroups(ctx context.Context, opt CgroupOptions) (*Cgroups, error) {
 		return nil, err
 	}
 	if err := c.sweep(ctx); err != nil {
-		_ = os.Remove(c.dir)
-		return nil, fmt.Errorf("sweep the cgroups a dead gateway of replica %s left: %w", opt.Replica, err)
+		return c, fmt.Errorf("%w of replica %s: %w", ErrSweep, opt.Replica, err)
 	}
 	return c, nil
 }

@@ -113,12 +113,18 @@ func (t *Tree) find(marked func(env []byte) bool) ([]int, error) {
 		return nil, err
 	}
 	children := map[int][]int{}
+	zombie := map[int]bool{}
 	var roots []int
 	for _, p := range procs {
-		if p.zombie || p.pid == t.self {
+		if p.pid == t.self {
 			continue
 		}
+		// A zombie is walked through, not counted: see descendants.
 		children[p.ppid] = append(children[p.ppid], p.pid)
+		if p.zombie {
+			zombie[p.pid] = true
+			continue
+		}
 		env, err := os.ReadFile(fmt.Sprintf("%s/%d/environ", t.procDir, p.pid))
 		if err != nil {
 			continue // exited meanwhile, or not ours to read
@@ -135,7 +141,9 @@ func (t *Tree) find(marked func(env []byte) bool) ([]int, error) {
 			return
 		}
 		seen[pid] = true
-		out = append(out, pid)
+		if !zombie[pid] {
+			out = append(out, pid)
+		}
 		for _, c := range children[pid] {
 			walk(c)
 		}
@@ -266,29 +274,29 @@ func (t *Tree) KillDescendants(ctx context.Context, pid int, spareFirstChild boo
 		if err != nil {
 			return err
 		}
-		children := map[int][]int{}
+		var live []proc
+		var firstGen []int
 		for _, p := range procs {
-			if !p.zombie && p.pid != t.self {
-				children[p.ppid] = append(children[p.ppid], p.pid)
+			if p.pid == t.self {
+				continue
+			}
+			live = append(live, p)
+			if p.ppid == pid && !p.zombie {
+				firstGen = append(firstGen, p.pid)
 			}
 		}
-		spare := map[int]bool{pid: true}
+		spare := map[int]bool{}
 		if spareFirstChild {
-			if first, ok := oldest(t.procDir, children[pid]); ok {
+			if first, ok := oldest(t.procDir, firstGen); ok {
 				spare[first] = true
 			}
 		}
 		var victims []int
-		var walk func(int)
-		walk = func(p int) {
-			for _, c := range children[p] {
-				if !spare[c] {
-					victims = append(victims, c)
-				}
-				walk(c)
+		for _, v := range descendants(live, pid) {
+			if !spare[v] {
+				victims = append(victims, v)
 			}
 		}
-		walk(pid)
 		if len(victims) == 0 {
 			return nil
 		}

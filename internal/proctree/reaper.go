@@ -163,20 +163,29 @@ func killTree() {
 	}
 }
 
-// descendants returns the live processes below pid in procs.
+// descendants returns the live processes below pid in procs. A zombie is
+// not one, but what is below it is: a multi-threaded process being killed
+// shows as a zombie once its main thread is gone, while its children are
+// still its own until its last thread exits, and only then go to the
+// reaper.
 func descendants(procs []proc, pid int) []int {
-	children := map[int][]int{}
+	children := map[int][]proc{}
 	for _, p := range procs {
-		if !p.zombie {
-			children[p.ppid] = append(children[p.ppid], p.pid)
-		}
+		children[p.ppid] = append(children[p.ppid], p)
 	}
 	var out []int
+	seen := map[int]bool{}
 	var walk func(int)
 	walk = func(p int) {
 		for _, c := range children[p] {
-			out = append(out, c)
-			walk(c)
+			if seen[c.pid] {
+				continue
+			}
+			seen[c.pid] = true
+			if !c.zombie {
+				out = append(out, c.pid)
+			}
+			walk(c.pid)
 		}
 	}
 	walk(pid)
