@@ -42,6 +42,14 @@ type config struct {
 	ShutdownGrace     time.Duration `envconfig:"SHUTDOWN_GRACE" default:"30s"`
 	MaxEventText      int           `envconfig:"MAX_EVENT_TEXT" default:"262144"`
 
+	// ProcessIsolation is how a run's processes are contained: "cgroup"
+	// (a cgroup per run, or fail to start), "reaper" (the reaper and the
+	// cookie alone), or "auto" (cgroup where the machine allows it).
+	ProcessIsolation string `envconfig:"PROCESS_ISOLATION" default:"auto"`
+	// CgroupRoot is where run cgroups are made (default: agentgate under
+	// the cgroup v2 mount).
+	CgroupRoot string `envconfig:"CGROUP_ROOT"`
+
 	// The HTTP edge's settings (AGENTGATE_SSE_*, MAX_BODY_BYTES, …) are
 	// api.Config, read by the same envconfig call.
 	HTTP api.Config `ignored:"true"`
@@ -142,6 +150,9 @@ func (c *config) validate() error {
 	}
 	if c.KillGrace <= 0 || c.KillGrace > time.Minute {
 		bad("KILL_GRACE", "must be between 0 and 1m, got %s", c.KillGrace)
+	}
+	if !slices.Contains([]string{"auto", "cgroup", "reaper"}, c.ProcessIsolation) {
+		bad("PROCESS_ISOLATION", "%q is not one of auto, cgroup, reaper", c.ProcessIsolation)
 	}
 	if c.ShutdownGrace < 0 {
 		bad("SHUTDOWN_GRACE", "must not be negative, got %s", c.ShutdownGrace)

@@ -126,6 +126,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("find own executable for the agent reaper: %w", err)
 	}
+	cgroups, err := openCgroups(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	if cgroups != nil {
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := cgroups.Close(cctx); err != nil {
+				log.Warn("remove the runs' cgroups", zap.Error(err))
+			}
+		}()
+	}
 	var agents []*runs.Agent
 	for _, a := range roster {
 		s := agentCfg[a.Name()]
@@ -137,7 +150,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	sup := runs.NewSupervisor(runs.Config{
 		Replica: cfg.ReplicaID, ReplicaTTL: cfg.ReplicaTTL, MaxConcurrent: cfg.MaxConcurrentRuns, QueueSize: cfg.QueueSize,
 		DefaultTimeout: cfg.RunTimeout, MaxTimeout: cfg.MaxRunTimeout, KillGrace: cfg.KillGrace,
-		Reaper:        self,
+		Reaper: self, Cgroups: cgroups,
 		WorkspaceRoot: cfg.WorkspaceRoot, WorkspaceRetention: cfg.Retention, Path: cfg.AgentPath, Getenv: getenv,
 		Limits: runs.Limits{MaxText: cfg.MaxEventText, MaxToolInput: runs.DefaultLimits.MaxToolInput},
 	}, st, agents, rec, log)
@@ -193,6 +206,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	stopLoops()
 	log.Info("gateway stopped")
 	return nil
+}
+
+// openCgroups gives runs a cgroup each as AGENTGATE_PROCESS_ISOLATION
+// says: nil for "reaper", and for "auto" on a machine that does not allow
+// it. Opening them kills what a dead gateway of this replica left.
+func openCgroups(ctx context.Context, cfg config, log *zap.Logger) (*proctree.Cgroups, error) {
+	if cfg.ProcessIsolation == "reaper" {
+		return nil, nil
+	}
+	cgs, err := proctree.OpenCgroups(ctx, proctree.CgroupOptions{Root: cfg.CgroupRoot, Replica: cfg.ReplicaID})
+	if errors.Is(err, proctree.ErrSweep) {
+		// Stuck processes must not keep the replica from starting.
+		log.Error("processes a dead gateway of this replica left survive", zap.Error(err))
+		err = nil
+	}
+	switch {
+	case err == nil:
+		log.Info("each run gets a cgroup", zap.String("cgroup_dir", cgs.Dir()))
+		return cgs, nil
+	case cfg.ProcessIsolation == "auto" && errors.Is(err, proctree.ErrNoCgroups):
+		log.Warn("runs are contained by their reaper alone", zap.Error(err))
+		return nil, nil
+	}
+	return nil, fmt.Errorf("AGENTGATE_PROCESS_ISOLATION=%s: %w", cfg.ProcessIsolation, err)
 }
 
 // connectNATS dials AGENTGATE_NATS_URL, or starts the embedded server under

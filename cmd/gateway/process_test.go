@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/mock/anthropic"
+	"github.com/agentgate/agentgate/internal/proctree"
+	"github.com/agentgate/agentgate/internal/proctree/proctreetest"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// TestGatewayKilledLeavesNoProcess kills a gateway with SIGKILL while the
+// real claude CLI runs the evil agent as its tool: a tree that ignores
+// SIGTERM, clears its environment, detaches and respawns. Under the reaper
+// alone the tree dies with the gateway. With a cgroup per run it dies with
+// the gateway too; and when its reaper is killed as well, so that nothing
+// of the run is left to act, the gateway's next start on the same data
+// kills it.
+func TestGatewayKilledLeavesNoProcess(t *testing.T) {
+	t.Run("reaper", func(t *testing.T) {
+		evil := proctreetest.Build(t, 3*time.Minute)
+		mock := startMock(t, anthropic.ToolTurn(evil.Command("hang"), "The command finished."))
+		settings := gatewayEnv(t, t.TempDir())
+		settings["AGENTGATE_PROCESS_ISOLATION"] = "reaper"
+		g, cmd := startGatewayProcess(t, settings, mockCreds(mock))
+		r := g.post(t, `{"agent":"claude","prompt":"run the long command"}`)
+		evil.WaitUp(t, 60*time.Second)
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Wait()
+		evil.AssertGone(t, 10*time.Second)
+		assertNoProcessesWithin(t, r.ID, 10*time.Second)
+	})
+	t.Run("cgroup", func(t *testing.T) {
+		evil := proctreetest.Build(t, 3*time.Minute)
+		mock := startMock(t, anthropic.ToolTurn(evil.Command("hang"), "The command finished."))
+		settings := gatewayEnv(t, t.TempDir())
+		settings["AGENTGATE_PROCESS_ISOLATION"] = "cgroup"
+		g, cmd := startGatewayProcess(t, settings, mockCreds(mock))
+		r := g.post(t, `{"agent":"claude","prompt":"run the long command"}`)
+		evil.WaitUp(t, 60*time.Second)
+		// Stop the reaper before the gateway dies, so that it cannot act
+		// on the gateway's death, and kill it after.
+		reaper := reaperOf(t, r.ID)
+		if err := syscall.Kill(reaper, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Wait()
+		if err := syscall.Kill(reaper, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		if len(evil.Alive()) == 0 {
+			t.Fatal("the evil tree died with its gateway and reaper; this test no longer shows the restart's sweep")
+		}
+		again := startGateway(t, settings, mockCreds(mock))
+		evil.AssertGone(t, 10*time.Second)
+		assertNoProcessesWithin(t, r.ID, 10*time.Second)
+		if done := again.get(t, r.ID); done.Status != runs.Failed || done.Error == nil || done.Error.Class != runs.Interrupted {
+			t.Fatalf("run after restart: %s %+v", done.Status, done.Error)
+		}
+	})
+}
+
+// reaperOf returns the pid of the run's reaper: the process of the run
+// whose command line starts with the reaper argument.
+func reaperOf(t *testing.T, id string) int {
+	t.Helper()
+	pids, err := proctree.New().Find(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if args := bytes.Split(cmdline, []byte{0}); len(args) > 1 && string(args[1]) == proctree.ReaperArg {
+			return pid
+		}
+	}
+	t.Fatalf("no reaper among the run's processes %v", pids)
+	return 0
+}
+
+// assertNoProcessesWithin waits until no process carries the run's cookie:
+// the processes were killed already, and within only covers their last
+// steps on a busy machine.
+func assertNoProcessesWithin(t *testing.T, id string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		pids, err := proctree.New().Find(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes of run %s left: %v", len(pids), id, pids)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
