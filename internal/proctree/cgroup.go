@@ -183,7 +183,13 @@ func (c *Cgroups) New(ctx context.Context, id string) (*Cgroup, error) {
 // them and the gateway's directory. The supervisor has stopped every run
 // by then; anything found was not stopped in time.
 func (c *Cgroups) Close(ctx context.Context) error {
-	return removeTree(ctx, c.dir, c.useKill)
+	if err := removeTree(ctx, c.dir, c.useKill); err != nil {
+		return err
+	}
+	// The replica's directory goes with its last gateway; another one's
+	// instance keeps it (ENOTEMPTY, EBUSY), as it should.
+	_ = os.Remove(c.replicaDir)
+	return nil
 }
 
 // sweep kills and removes the cgroups of every instance of this replica
