@@ -39,10 +39,17 @@
 #   RIG_START              parallel (default: the 3 gateways at once, as an
 #                          orchestrator starts them) or serial (each after
 #                          the one before is ready)
+#   RIG_START_RETRIES      in serial, how many times to start again a gateway
+#                          that exits before it is ready (0), as a restart
+#                          policy would; for tests of other faults than the
+#                          cold start
 #   RIG_TIMEOUT            seconds to wait for each part to be ready (60)
 #   RIG_NGINX              nginx binary (default: nginx on PATH, /usr/sbin/nginx)
 #   RIG_NGINX_CONF         the site config to serve (default: the shipped
 #                          deploy/nginx/agentgate.conf)
+#   RIG_WATCH_PID          a pid (a test's): when it is gone, the rig stops
+#                          itself, so that a test killed by its timeout
+#                          leaves nothing behind
 #
 # Of the site config only the `server ...;` lines of `upstream agentgate`
 # (replaced by one line per gateway, keeping the first line's parameters)
@@ -120,7 +127,12 @@ signal() {
   local role=$1 pid
   pid=$(getvar "$2")
   if owned "$pid" "$role"; then
-    kill "-$3" "$pid" 2>/dev/null || true
+    if [ "$role" = watch ]; then
+      # The watchdog leads its own process group: take its sleep too.
+      kill "-$3" -- "-$pid" 2>/dev/null || true
+    else
+      kill "-$3" "$pid" 2>/dev/null || true
+    fi
     return 0
   fi
   return 1
@@ -218,7 +230,7 @@ waitnats() {
   local i=$1 pid port deadline=$((SECONDS + ${RIG_TIMEOUT:-60}))
   pid=$(getvar "NATS${i}_PID")
   port=$(getvar "NATS${i}_MONITOR_PORT")
-  until curl -fsS -o /dev/null "http://127.0.0.1:$port/healthz"; do
+  until curl -fs -o /dev/null "http://127.0.0.1:$port/healthz"; do
     owned "$pid" "nats$i" || { tail -n 20 "$dir/nats$i/log" >&2; die "nats node $i exited"; }
     [ $SECONDS -lt $deadline ] || { tail -n 20 "$dir/nats$i/log" >&2; die "nats node $i not healthy within ${RIG_TIMEOUT:-60}s"; }
     sleep 0.1
@@ -378,6 +390,10 @@ cmd_start() {
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   touch "$dir/rig.env"
+  if [ -n "${RIG_WATCH_PID:-}" ]; then
+    mkdir -p "$dir/watch"
+    setvar WATCH_PID "$(spawn watch "$dir/watch/log" bash "$0" __watch "$RIG_WATCH_PID" "$dir")"
+  fi
   bins
   local i url=""
   for i in $(seq $nodes); do
@@ -396,9 +412,18 @@ cmd_start() {
   for i in $(seq $nodes); do waitnats "$i"; done
   local failed=0
   if [ "${RIG_START:-parallel}" = serial ]; then
+    local try
     for i in $(seq $nodes); do
-      startgateway "$i"
-      waitgateway "$i" || failed=$((failed + 1))
+      for try in $(seq 0 "${RIG_START_RETRIES:-0}"); do
+        if [ "$try" -gt 0 ]; then
+          echo "rig: starting gateway $i again (retry $try of ${RIG_START_RETRIES:-0})" >&2
+        fi
+        startgateway "$i"
+        if waitgateway "$i"; then
+          continue 2
+        fi
+      done
+      failed=$((failed + 1))
     done
   else
     for i in $(seq $nodes); do startgateway "$i"; done
@@ -423,6 +448,8 @@ stopone() {
 cmd_stop() {
   load
   local i pids=()
+  # The watchdog goes first, unless it is the one stopping the rig.
+  [ "$(getvar WATCH_PID)" = $$ ] || stopone watch WATCH_PID 10
   stopone nginx NGINX_PID 10
   # The gateways drain together: at most their SHUTDOWN_GRACE each.
   for i in $(seq $nodes); do stopone "gateway$i" "GATEWAY${i}_PID" 60 & pids+=($!); done
@@ -437,7 +464,7 @@ cmd_stop() {
 cmd_status() {
   load
   local role var pid
-  for role in nats1 nats2 nats3 gateway1 gateway2 gateway3 nginx mock; do
+  for role in nats1 nats2 nats3 gateway1 gateway2 gateway3 nginx mock watch; do
     var=$(echo "$role" | tr a-z A-Z | sed -E 's/([0-9])$/\1/')_PID
     pid=$(getvar "$var")
     [ -n "$pid" ] || continue
@@ -449,7 +476,7 @@ cmd_status() {
 # directory, and nginx processes under its prefix (a master's workers are
 # its children).
 cmd_leftovers() {
-  local found=0 p pid state cmdline
+  local found=0 p pid state cmdline parent
   for p in /proc/[0-9]*; do
     pid=${p#/proc/}
     [ "$pid" != $$ ] || continue
@@ -459,12 +486,22 @@ cmd_leftovers() {
       [ "$state" != Z ] || continue
       # This script's own subshells carry the marker too.
       cmdline=$( { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) || continue
-      case "$cmdline" in *rig.sh*) continue ;; esac
+      # This script's own subshells share its marker, when the watchdog
+      # runs this.
+      parent=$(sed -E 's/^[0-9]+ \(.*\) [A-Za-z] ([0-9]+).*/\1/' "$p/stat" 2>/dev/null) || continue
+      [ "$parent" != $$ ] || continue
       echo "left: pid $pid $cmdline"
       found=1
     fi
   done
   [ $found -eq 0 ]
+}
+
+# cmd_watch PID: wait for PID to be gone, then stop the rig.
+cmd_watch() {
+  while kill -0 "$1" 2>/dev/null; do sleep 1; done
+  echo "rig: pid $1 is gone; stopping the rig" >&2
+  cmd_stop
 }
 
 node() {
@@ -476,6 +513,11 @@ case "$verb" in
 start | stop | status | leftovers)
   [ $# -eq 2 ] || usage
   dir=$2
+  ;;
+__watch)
+  [ $# -eq 3 ] || usage
+  watched=$2
+  dir=$3
   ;;
 kill-nats | start-nats | restart-nats | kill-gateway | term-gateway | start-gateway | restart-gateway)
   [ $# -eq 3 ] || usage
@@ -492,6 +534,7 @@ start) cmd_start ;;
 stop) cmd_stop ;;
 status) cmd_status ;;
 leftovers) cmd_leftovers ;;
+__watch) cmd_watch "$watched" ;;
 kill-nats)
   load
   signal "nats$n" "NATS${n}_PID" KILL || die "nats node $n is not running"

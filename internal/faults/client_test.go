@@ -89,7 +89,7 @@ func post(base, body, key string) (submitted, error) {
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	s := submitted{Status: resp.StatusCode, Raw: b}
+	s := submitted{Status: resp.StatusCode, Raw: bytes.TrimSpace(b)}
 	if err != nil {
 		return s, err
 	}
@@ -272,6 +272,8 @@ type followed struct {
 	// Problems are the stream's faults: a gap, a repeat, an event out of
 	// order, a stream that would not end.
 	Problems []string
+	// First is how long the first event took to arrive.
+	First time.Duration
 }
 
 // follow reads the run's whole stream from base, resuming after the last
@@ -282,8 +284,14 @@ func follow(base, id string, within time.Duration) followed {
 	defer cancel()
 	var f followed
 	var last uint64
+	start := time.Now()
 	for ctx.Err() == nil {
-		seg := readSSE(ctx, base, id, last)
+		seg := readSSEUntil(ctx, base, id, last, func(event) bool {
+			if f.First == 0 {
+				f.First = time.Since(start)
+			}
+			return false
+		})
 		f.Segments = append(f.Segments, seg)
 		for _, e := range seg.Events {
 			switch {
@@ -351,6 +359,14 @@ func (r *rig) verify(t *testing.T, id string, w want, within time.Duration) []st
 	}
 	f := follow(r.Nginx, id, within)
 	problems = append(problems, f.Problems...)
+	stalled := func(where string, f followed) {
+		// The run is over: its stored log is there to be read at once. A
+		// busy machine may take a second; ten is a stall.
+		if f.First > stallLimit {
+			bad("%s: the first event of the finished run took %s", where, f.First.Round(time.Millisecond))
+		}
+	}
+	stalled("nginx", f)
 	if len(f.Events) == 0 {
 		return append(problems, "no events")
 	}
@@ -417,6 +433,7 @@ func (r *rig) verify(t *testing.T, id string, w want, within time.Duration) []st
 			continue
 		}
 		again := follow(g, id, 30*time.Second)
+		stalled(fmt.Sprintf("gateway %d", i+1), again)
 		if len(again.Events) != len(f.Events) {
 			bad("gateway %d serves %d events, nginx served %d (%v)", i+1, len(again.Events), len(f.Events), again.Problems)
 			continue
@@ -437,6 +454,10 @@ func (r *rig) verify(t *testing.T, id string, w want, within time.Duration) []st
 	}
 	return problems
 }
+
+// stallLimit is how long the first event of a finished run may take
+// before its stream open counts as stalled.
+const stallLimit = 5 * time.Second
 
 // waitNoProcesses waits until no process carries the run's id; the
 // processes still there at the deadline are returned.
@@ -529,7 +550,9 @@ func waitEvent(base, id string, typ runs.EventType, within time.Duration) bool {
 	defer cancel()
 	var last uint64
 	for ctx.Err() == nil {
-		seg := readSSE(ctx, base, id, last)
+		seg := readSSEUntil(ctx, base, id, last, func(e event) bool {
+			return e.Type == string(typ) || e.Type == string(runs.EventRunCompleted)
+		})
 		for _, e := range seg.Events {
 			if e.Type == string(typ) {
 				return true

@@ -38,5 +38,7 @@
 // claude CLI (scripts/install-agents.sh), bash, curl and the go command,
 // which builds the gateway and nats-server once per run of the package;
 // each test fails, never skips, when one is missing. Set FAULTS_KEEP=1 to
-// keep a failed case's rig directory (logs, nginx access log, rig.env).
+// keep a failed case's rig directory (logs, nginx access log, rig.env),
+// and FAULTS_BIN to run prebuilt agentgate, nats-server and mockmodel
+// binaries (of another commit, say) instead of building them.
 package faults

@@ -32,6 +32,17 @@ var binDir string
 var buildErr error
 
 func TestMain(m *testing.M) {
+	// FAULTS_BIN names binaries built elsewhere, from another commit, to
+	// run the same faults against it.
+	if dir := os.Getenv("FAULTS_BIN"); dir != "" {
+		binDir = dir
+		for _, name := range []string{"agentgate", "nats-server", "mockmodel"} {
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				buildErr = fmt.Errorf("FAULTS_BIN: %w", err)
+			}
+		}
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "faults-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -130,9 +141,14 @@ func newRig(t *testing.T, mock *anthropic.Server, o rigOptions) *rig {
 		"RIG_ANTHROPIC_BASE_URL="+mock.URL,
 		"AGENTGATE_CLAUDE_BIN="+agenttest.ClaudeBin(t),
 		"RIG_TIMEOUT=90",
+		// Should this test binary die (its -timeout), the rig stops itself.
+		"RIG_WATCH_PID="+strconv.Itoa(os.Getpid()),
 	)
 	if !o.Parallel {
-		r.env = append(r.env, "RIG_START=serial")
+		// The cold start has a case of its own; the others start the
+		// gateways one by one and again, as a restart policy would, when
+		// one fails to open the store on the new cluster.
+		r.env = append(r.env, "RIG_START=serial", "RIG_START_RETRIES=3")
 	}
 	for k, v := range o.Env {
 		r.env = append(r.env, k+"="+v)
@@ -158,6 +174,9 @@ func (r *rig) start() error {
 	if err != nil {
 		return fmt.Errorf("rig.sh start: %v\n%s", err, out)
 	}
+	if strings.Contains(out, "again") {
+		r.t.Logf("rig.sh start:\n%s", out)
+	}
 	return nil
 }
 
@@ -174,6 +193,7 @@ func (r *rig) sh(within time.Duration, args ...string) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", append([]string{r.script}, args...)...)
 	cmd.Env = r.env
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
