@@ -163,6 +163,20 @@ func (c *Cluster) StreamLeader(stream string) int {
 	return -1
 }
 
+// StreamCurrent reports whether every node runs and has a current copy of
+// the stream in the global account, so that killing any one of them
+// leaves a quorum that has every stored message.
+func (c *Cluster) StreamCurrent(stream string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, nd := range c.nodes {
+		if nd.srv == nil || !nd.srv.JetStreamIsStreamCurrent(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+			return false
+		}
+	}
+	return true
+}
+
 // MetaLeader returns the index of the running node that leads the
 // JetStream meta group, or -1 when none does.
 func (c *Cluster) MetaLeader() int {

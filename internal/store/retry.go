@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -64,6 +65,10 @@ func transient(err error) bool {
 	}
 	switch {
 	case errors.Is(err, context.Canceled),
+		errors.Is(err, runs.ErrNotFound),
+		errors.Is(err, runs.ErrInvalid),
+		errors.Is(err, ErrExists),
+		errors.Is(err, errConflict),
 		errors.Is(err, nats.ErrConnectionClosed),
 		errors.Is(err, nats.ErrBadSubject),
 		errors.Is(err, nats.ErrMaxPayload),

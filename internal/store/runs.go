@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,7 +45,9 @@ func decodeRun(data []byte) (runs.Run, error) {
 }
 
 // CreateRun stores a new run. It fails with ErrExists if the id is stored,
-// and with runs.ErrInvalid if the id is malformed (see checkID).
+// and with runs.ErrInvalid if the id is malformed (see checkID). Transient
+// failures are retried as AppendEvents does; a create whose ack was lost
+// and that finds its own record on the retry succeeds.
 func (s *Store) CreateRun(ctx context.Context, r runs.Run) error {
 	if err := checkID(r.ID); err != nil {
 		return fmt.Errorf("create run: %w", err)
@@ -53,17 +56,38 @@ func (s *Store) CreateRun(ctx context.Context, r runs.Run) error {
 	if err != nil {
 		return fmt.Errorf("create run %s: %w", r.ID, err)
 	}
-	if _, err := s.kv.Create(ctx, r.ID, data); err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			return fmt.Errorf("create run %s: %w", r.ID, ErrExists)
+	ctx, cancel := s.retryCtx(ctx)
+	defer cancel()
+	err = s.ensure(ctx, "create run", func(ctx context.Context) error {
+		_, err := s.kv.Create(ctx, r.ID, data)
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return err
 		}
+		e, gerr := s.kv.Get(ctx, r.ID)
+		switch {
+		case gerr != nil:
+			return gerr
+		case bytes.Equal(e.Value(), data):
+			return nil // this create, its ack lost
+		}
+		return ErrExists
+	})
+	if err != nil {
 		return fmt.Errorf("create run %s: %w", r.ID, err)
 	}
 	return nil
 }
 
+// errConflict is an update that found the record changed by someone else.
+var errConflict = errors.New("run record changed by another writer")
+
 // UpdateRun replaces a stored run. It fails with runs.ErrNotFound if the run
 // is not stored (never created, or expired), rather than bringing it back.
+// Transient failures are retried as AppendEvents does, and the retry is
+// safe: an update whose ack was lost is found stored on the next attempt
+// (the record read back equals this one) and succeeds. The revision check
+// still turns a second writer, which only a bug would make, into an error
+// instead of a lost update.
 func (s *Store) UpdateRun(ctx context.Context, r runs.Run) error {
 	if err := checkID(r.ID); err != nil {
 		return fmt.Errorf("update run: %w", err)
@@ -72,13 +96,33 @@ func (s *Store) UpdateRun(ctx context.Context, r runs.Run) error {
 	if err != nil {
 		return fmt.Errorf("update run %s: %w", r.ID, err)
 	}
-	e, err := s.kv.Get(ctx, r.ID)
+	ctx, cancel := s.retryCtx(ctx)
+	defer cancel()
+	var base uint64 // the revision this update replaces, once read
+	err = s.ensure(ctx, "update run", func(ctx context.Context) error {
+		e, err := s.kv.Get(ctx, r.ID)
+		if err != nil {
+			return kvErr(err)
+		}
+		switch {
+		case bytes.Equal(e.Value(), data):
+			return nil // stored already: by an attempt whose ack was lost, or the same update twice
+		case base == 0:
+			base = e.Revision()
+		case e.Revision() != base:
+			return errConflict
+		}
+		_, err = s.kv.Update(ctx, r.ID, data, base)
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			// Either this update landed and its ack was lost, or
+			// another writer's did: the next attempt reads which.
+			return fmt.Errorf("%w: %w", errStale, err)
+		}
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("update run %s: %w", r.ID, kvErr(err))
-	}
-	// The revision check turns a second writer, which only a bug would
-	// make, into an error instead of a lost update.
-	if _, err := s.kv.Update(ctx, r.ID, data, e.Revision()); err != nil {
 		return fmt.Errorf("update run %s: %w", r.ID, err)
 	}
 	return nil
@@ -89,11 +133,11 @@ func (s *Store) GetRun(ctx context.Context, id string) (runs.Run, error) {
 	if err := checkID(id); err != nil {
 		return runs.Run{}, fmt.Errorf("get run: %w", err)
 	}
-	e, err := s.kv.Get(ctx, id)
+	data, err := s.getRecord(ctx, id)
 	if err != nil {
-		return runs.Run{}, fmt.Errorf("get run %s: %w", id, kvErr(err))
+		return runs.Run{}, fmt.Errorf("get run %s: %w", id, err)
 	}
-	r, err := decodeRun(e.Value())
+	r, err := decodeRun(data)
 	if err != nil {
 		return runs.Run{}, fmt.Errorf("get run %s: decode: %w", id, err)
 	}
@@ -204,4 +248,42 @@ func (s *Store) fetchRuns(ctx context.Context, ids []string) ([]*runs.Run, error
 		}
 	}
 	return out, nil
+}
+
+// getRecord reads a run's record from the runs bucket's leader. The KV
+// client reads with direct gets, which any copy answers, so a replica
+// reading a run that another replica has just created could be told it
+// does not exist; the stream's message API is answered by the leader only.
+func (s *Store) getRecord(ctx context.Context, id string) ([]byte, error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + runsBucket + "." + id})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	reply, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+runsBucket, req)
+	if err != nil {
+		return nil, err
+	}
+	var resp struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message struct {
+			Header []byte `json:"hdrs"`
+			Data   []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return nil, fmt.Errorf("malformed reply %q: %w", reply.Data, err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return nil, runs.ErrNotFound
+		}
+		return nil, resp.Error
+	}
+	// A deleted or purged key leaves a marker with an empty body.
+	if bytes.Contains(resp.Message.Header, []byte("KV-Operation")) {
+		return nil, runs.ErrNotFound
+	}
+	return resp.Message.Data, nil
 }
