@@ -96,7 +96,18 @@ type Config struct {
 	// ReconnectDelay is the SSE "retry:" a browser waits before it
 	// reconnects.
 	ReconnectDelay time.Duration `envconfig:"SSE_RECONNECT_DELAY" default:"2s"`
+
+	// Draining, when set, is closed as the gateway begins to shut down:
+	// open streams then end at once with a hint to reconnect, so that
+	// their clients resume by Last-Event-ID on another replica, and new
+	// streams are refused with 503 shutting_down (a load balancer sends
+	// them elsewhere).
+	Draining <-chan struct{} `ignored:"true"`
 }
+
+// drainReconnectDelay is the SSE "retry:" of a stream ended by a drain:
+// the client should come back at once, to another replica.
+const drainReconnectDelay = 250 * time.Millisecond
 
 // withDefaults returns c with every unset field at its default.
 func (c Config) withDefaults() Config {

@@ -224,6 +224,8 @@ func TestServiceErrors(t *testing.T) {
 		{"not found", fmt.Errorf("x: %w", runs.ErrNotFound), 404, CodeNotFound, "", "", "not found", ""},
 		{"queue full", fmt.Errorf("x: %w", runs.ErrCapacity), 429, CodeQueueFull, "", "", "queue is full", "2"},
 		{"shutting down", fmt.Errorf("x: %w", runs.ErrShuttingDown), 503, CodeShuttingDown, "", "", "shutting down", "2"},
+		{"disk full", fmt.Errorf("x: %w", runs.ErrStorageFull), 503, CodeDiskFull, "", "", "disk is full", "2"},
+		{"idempotency mismatch", fmt.Errorf("x: %w", runs.ErrIdempotencyMismatch), 422, CodeIdempotencyMismatch, "", "", "another request body", ""},
 		{"other", errors.New(secret), 500, CodeInternal, "", "", "internal error", ""},
 	}
 	for _, c := range cases {

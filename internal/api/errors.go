@@ -49,6 +49,8 @@ const (
 	// CodeIdempotencyMismatch: the Idempotency-Key was used before with
 	// another request body.
 	CodeIdempotencyMismatch = "idempotency_mismatch"
+	// CodeDiskFull: the replica's disk is too full to take runs.
+	CodeDiskFull = "disk_full"
 	// CodeInvalidHeader: a request header is malformed.
 	CodeInvalidHeader = "invalid_header"
 	// CodeNotReady: GET /readyz found the gateway not ready.
@@ -180,6 +182,9 @@ func (s *server) problem(err error) problem {
 	case errors.Is(err, runs.ErrCapacity):
 		detail.Code = CodeQueueFull
 		return problem{status: http.StatusTooManyRequests, detail: detail, retryAfter: true}
+	case errors.Is(err, runs.ErrStorageFull):
+		detail.Code = CodeDiskFull
+		return problem{status: http.StatusServiceUnavailable, detail: detail, retryAfter: true}
 	case errors.Is(err, runs.ErrShuttingDown):
 		detail.Code = CodeShuttingDown
 		return problem{status: http.StatusServiceUnavailable, detail: detail, retryAfter: true}

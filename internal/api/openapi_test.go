@@ -292,7 +292,7 @@ var allCodes = []string{
 	CodeAgentNotInstalled, CodeNotFound, CodeMethodNotAllowed, CodeBodyTooLarge,
 	CodeUnsupportedMediaType, CodeQueueFull, CodeShuttingDown, CodeNotReady, CodeInternal,
 	CodeOwnerUnavailable, CodeApprovalResolved, CodeNotInteractive, CodeRunEnded, CodeNoTurnRunning,
-	CodeMessageQueueFull, CodeSessionClosing, CodeRunNotStarted, CodeIdempotencyMismatch, CodeInvalidHeader,
+	CodeMessageQueueFull, CodeSessionClosing, CodeRunNotStarted, CodeIdempotencyMismatch, CodeInvalidHeader, CodeDiskFull,
 }
 
 // TestOpenAPIRejects shows the response schemas are not vacuous: they

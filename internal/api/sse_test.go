@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -617,5 +618,87 @@ func TestEventsErrors(t *testing.T) {
 	warned := h.logs.FilterMessage("event stream ended early").All()
 	if len(warned) != 1 || !strings.Contains(fmt.Sprint(warned[0].ContextMap()["error"]), "consumer deleted") {
 		t.Errorf("warn lines %+v", warned)
+	}
+}
+
+// A client resumed past the end of a running run's log (a Last-Event-ID
+// beyond any event) waits for the run, gets only the events after its
+// resume point, and its stream ends with the run, even when run.completed
+// comes at or before that point.
+func TestEventsResumePastEndOfRunningRun(t *testing.T) {
+	all := runLog(t, runA, 10)
+	for _, c := range []struct {
+		name   string
+		resume string
+		want   []string // the ids written
+	}{
+		{"completed after the resume point", "8", []string{"9", "10"}},
+		{"completed before the resume point", "50", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := newMemLog(all[:5]...)
+			var status atomic.Value
+			status.Store(runs.Running)
+			h := newHarness(t, Config{}, streamService(l, func() runs.State { return status.Load().(runs.State) }))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			resp := connectES(ctx, t, h.srv.Client(), h.srv.URL+"/v1/runs/"+runA+"/events", c.resume)
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			waitFor(t, "the cursor to open", func() bool { return l.opened.Load() == 1 })
+			if got := l.cursorAfters(); got[0] != 5 {
+				t.Errorf("cursor opened after %d, want the log's end (5)", got[0])
+			}
+			l.append(all[5:]...)
+			status.Store(runs.Succeeded)
+			b, err := io.ReadAll(resp.Body) // ends only if the stream does
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := newEventSource()
+			p.feed(b)
+			var ids []string
+			for _, ev := range p.events {
+				ids = append(ids, ev.lastEventID)
+			}
+			if fmt.Sprint(ids) != fmt.Sprint(c.want) {
+				t.Fatalf("events %v, want %v", ids, c.want)
+			}
+		})
+	}
+}
+
+// When the gateway drains, an open stream ends at once with a hint to
+// reconnect (a comment and a short retry), and a new stream is refused
+// with 503 shutting_down, so that a load balancer sends it to another
+// replica.
+func TestEventsEndOnDrain(t *testing.T) {
+	l := newMemLog(runLog(t, runA, 10)[:3]...)
+	draining := make(chan struct{})
+	h := newHarness(t, Config{Draining: draining}, streamService(l, fixed(runs.Running)))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp := connectES(ctx, t, h.srv.Client(), h.srv.URL+"/v1/runs/"+runA+"/events", "")
+	defer resp.Body.Close()
+	waitFor(t, "the cursor to open", func() bool { return l.opened.Load() == 1 })
+	close(draining)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newEventSource()
+	p.feed(b)
+	if len(p.events) != 3 || p.retry != 250 {
+		t.Fatalf("events %d retry %d, want 3 events then retry 250: %q", len(p.events), p.retry, b)
+	}
+	if last := p.comments[len(p.comments)-1]; !strings.Contains(last, "reconnect with Last-Event-ID") {
+		t.Errorf("last comment %q", last)
+	}
+	resp2, b2 := h.do(t, "GET", "/v1/runs/"+runA+"/events", "", "Last-Event-ID", "3")
+	e := decodeError(t, b2)
+	if resp2.StatusCode != http.StatusServiceUnavailable || e.Code != CodeShuttingDown || resp2.Header.Get("Retry-After") == "" {
+		t.Fatalf("stream opened while draining: %d %+v", resp2.StatusCode, e)
 	}
 }

@@ -41,28 +41,39 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	ndjson := prefersNDJSON(r.Header.Values("Accept"))
 
+	if s.draining() {
+		s.fail(w, r, fmt.Errorf("open events of run %s: %w", id, runs.ErrShuttingDown))
+		return
+	}
+
 	ctx := r.Context()
 	run, err := s.svc.Get(ctx, id)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("get run %s: %w", id, err))
 		return
 	}
-	if run.Status.Terminal() {
+	// The cursor starts at most at the log's end: a client resumed past
+	// the end of a running run (a Last-Event-ID from a log that was
+	// lost, or made up) still sees run.completed, and its stream ends
+	// with the run; only events after its resume point are written.
+	from := after
+	if after > 0 || run.Status.Terminal() {
 		last, err := s.svc.LastEventSeq(ctx, id)
 		if err != nil {
 			s.fail(w, r, fmt.Errorf("last event of run %s: %w", id, err))
 			return
 		}
-		if last <= after {
+		if run.Status.Terminal() && last <= after {
 			w.Header().Set("Cache-Control", "no-cache")
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
+		from = min(after, last)
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cur, err := s.svc.Events(ctx, id, after)
+	cur, err := s.svc.Events(ctx, id, from)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("open events of run %s: %w", id, err))
 		return
@@ -79,6 +90,10 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	log := s.log.With(zap.String("run_id", id))
 	err = st.serve(ctx, cancel, cur, s.cfg)
+	if errors.Is(err, errDrained) {
+		log.Debug("event stream ended by the drain", zap.Uint64("last_seq", st.last))
+		err = nil
+	}
 	var dropped *clientError
 	switch {
 	case errors.As(err, &dropped):
@@ -169,6 +184,17 @@ func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-cfg.Draining:
+			// The replica is going away: tell the client to come back
+			// at once, and it resumes on another one.
+			if !st.ndjson {
+				hint := fmt.Appendf(nil, ": the gateway is shutting down; reconnect with Last-Event-ID\nretry: %d\n\n",
+					drainReconnectDelay.Milliseconds())
+				if err := st.write(hint); err != nil {
+					return err
+				}
+			}
+			return errDrained
 		case <-ping:
 			if err := st.write([]byte(": ping\n\n")); err != nil {
 				return err
@@ -196,12 +222,20 @@ func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs
 	}
 }
 
+// errDrained ends a stream because the gateway is shutting down.
+var errDrained = errors.New("stream ended: the gateway is shutting down")
+
 // encode puts the events newer than st.last into st.buf and reports whether
-// run.completed was among them; nothing after it is written.
+// run.completed was among them; nothing after it is written. A
+// run.completed at or before st.last (the client resumed past it) is not
+// written, and still ends the stream.
 func (st *stream) encode(evs []runs.StoredEvent) (done bool) {
 	st.buf = st.buf[:0]
 	for _, ev := range evs {
 		if ev.Seq <= st.last {
+			if ev.Type == runs.EventRunCompleted {
+				return true
+			}
 			continue
 		}
 		if st.ndjson {
@@ -345,4 +379,14 @@ func prefersNDJSON(accept []string) bool {
 		}
 	}
 	return nd > 0 && nd > sse
+}
+
+// draining reports whether the gateway has begun to shut down.
+func (s *server) draining() bool {
+	select {
+	case <-s.cfg.Draining:
+		return true
+	default:
+		return false
+	}
 }

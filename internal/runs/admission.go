@@ -61,9 +61,14 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 			spec.Cwd = prev.Spec.Cwd // a session the gateway began before it kept sessions' directories
 		}
 	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Run{}, fmt.Errorf("new run id: %w", err)
+	}
+	runID := id.String()
 	// Check the agent's own constraints, and a named directory, on this
 	// replica; the replica that takes the run resolves them again.
-	inv := Invocation{Spec: spec, Bin: a.info.Path, Home: a.Home, Timeout: timeout, CLIVersion: a.info.Version, Dir: s.cfg.WorkspaceRoot}
+	inv := Invocation{RunID: runID, Spec: spec, Bin: a.info.Path, Home: a.Home, Timeout: timeout, CLIVersion: a.info.Version, Dir: s.cfg.WorkspaceRoot}
 	if spec.Cwd != "" {
 		if inv.Dir, _, err = ResolveCwd(s.cfg.WorkspaceRoot, spec.Cwd, ""); err != nil {
 			return Run{}, err
@@ -75,12 +80,10 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	if s.isClosing() {
 		return Run{}, ErrShuttingDown
 	}
-
-	id, err := uuid.NewV7()
-	if err != nil {
-		return Run{}, fmt.Errorf("new run id: %w", err)
+	if err := s.degradedErr(); err != nil {
+		return Run{}, err
 	}
-	runID := id.String()
+
 	key := spec.IdempotencyKey
 	if key != "" {
 		rec, fresh, err := s.store.ClaimIdempotencyKey(ctx, key, IdempotencyRecord{
@@ -331,6 +334,9 @@ func stopError(cause error, agent string) *RunError {
 		return NewRunError(Timeout, "the run exceeded its timeout", "raise timeout_seconds, or check that the model server answers")
 	case errors.Is(cause, errShutdown):
 		return NewRunError(Interrupted, "the gateway shut down before the run finished", "submit the run again")
+	case errors.Is(cause, errDiskFull):
+		return NewRunError(DiskFull, "the gateway's disk ran low, and the run was stopped so that it could still be recorded",
+			"free space under the gateway's data and workspace directories (put workspaces on their own filesystem), then submit the run again")
 	}
 	return nil
 }
@@ -362,6 +368,7 @@ func (s *Supervisor) signalIdleLocked() {
 func (s *Supervisor) worker() {
 	defer s.workers.Done()
 	for {
+		s.waitHealthy(s.takeCtx)
 		q, err := s.store.Dequeue(s.takeCtx)
 		if err != nil {
 			if s.takeCtx.Err() != nil {
@@ -442,7 +449,7 @@ func (s *Supervisor) take(q QueuedRun) {
 	t.run, t.seq, t.started = r, last.Seq, true
 	stopped := t.stopErr
 	t.mu.Unlock()
-	if errors.Is(stopped, errShutdown) || s.isClosing() {
+	if errors.Is(stopped, errShutdown) || errors.Is(stopped, errDiskFull) || s.isClosing() || s.degradedErr() != nil {
 		s.giveBack(t)
 		return
 	}

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ type appender struct {
 	runID string
 	log   *zap.Logger
 	max   int
+	retry time.Duration // how long one failing batch is tried
 
 	mu      sync.Mutex
 	changed *sync.Cond // on mu: queue grew, shrank, or closing
@@ -33,12 +35,8 @@ type appender struct {
 // past a few thousand publishes in flight, shared by every run.
 const maxAppendBatch = 512
 
-// appendAttempts bounds how often one batch is tried before it is logged
-// and given up.
-const appendAttempts = 4
-
-func newAppender(store Store, runID string, max int, log *zap.Logger) *appender {
-	a := &appender{store: store, runID: runID, log: log, max: max, done: make(chan struct{})}
+func newAppender(store Store, runID string, max int, retry time.Duration, log *zap.Logger) *appender {
+	a := &appender{store: store, runID: runID, log: log, max: max, retry: retry, done: make(chan struct{})}
 	a.changed = sync.NewCond(&a.mu)
 	go a.loop()
 	return a
@@ -84,7 +82,7 @@ func (a *appender) loop() {
 		a.queue = append([]StoredEvent(nil), a.queue[n:]...)
 		a.changed.Broadcast() // room again for add
 		a.mu.Unlock()
-		if err := appendWithRetry(a.store, a.runID, batch, a.log); err != nil {
+		if err := appendWithRetry(a.store, a.runID, batch, a.retry, a.log); err != nil {
 			a.mu.Lock()
 			a.lost += len(batch)
 			a.mu.Unlock()
@@ -92,18 +90,40 @@ func (a *appender) loop() {
 	}
 }
 
-// appendWithRetry appends batch, retrying a failing store briefly. A batch
-// that still fails is logged and its error returned, never silently
-// dropped: the run it belongs to cannot succeed.
-func appendWithRetry(store Store, runID string, batch []StoredEvent, log *zap.Logger) error {
-	var err error
-	for attempt := range appendAttempts {
-		if err = store.AppendEvents(context.Background(), runID, batch); err == nil {
+// appendWithRetry appends batch, retrying a failing store for up to retry:
+// long enough to outlast a leader election of the store's cluster. The
+// store makes a retried append safe (it keeps one copy of each event, in
+// order). A batch that still fails is logged and its error returned, never
+// silently dropped: the run it belongs to cannot succeed.
+func appendWithRetry(store Store, runID string, batch []StoredEvent, retry time.Duration, log *zap.Logger) error {
+	err := retryStore(retry, func(ctx context.Context) error { return store.AppendEvents(ctx, runID, batch) })
+	if err != nil {
+		log.Error("append events: given up", zap.String("run_id", runID), zap.Uint64("first_seq", batch[0].Seq),
+			zap.Int("events", len(batch)), zap.Duration("tried_for", retry), zap.Error(err))
+	}
+	return err
+}
+
+// storeAttemptTimeout bounds one attempt of a retried store write, so that
+// a request lost in a leader election is tried again rather than waited on.
+const storeAttemptTimeout = 10 * time.Second
+
+// retryStore calls write until it succeeds or retry has passed, backing
+// off from 50 ms to 2 s between attempts. It returns the last error.
+func retryStore(retry time.Duration, write func(context.Context) error) error {
+	deadline := time.Now().Add(retry)
+	backoff := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), min(storeAttemptTimeout, max(time.Until(deadline), time.Second)))
+		err := write(ctx)
+		cancel()
+		if err == nil {
 			return nil
 		}
-		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
+		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrNotFound) || time.Now().Add(backoff).After(deadline) {
+			return err // will not get better, or no time left
+		}
+		time.Sleep(backoff)
+		backoff = min(backoff*2, 2*time.Second)
 	}
-	log.Error("append events", zap.String("run_id", runID), zap.Uint64("first_seq", batch[0].Seq),
-		zap.Int("events", len(batch)), zap.Error(err))
-	return err
 }

@@ -38,7 +38,7 @@ func seqs(from, to uint64) []StoredEvent {
 // one batch, and close returns only when everything is stored.
 func TestAppenderBatchesInOrder(t *testing.T) {
 	st := &gatedStore{memStore: newMemStore(), gate: make(chan struct{})}
-	a := newAppender(st, "r", 1000, zap.NewNop())
+	a := newAppender(st, "r", 1000, time.Second, zap.NewNop())
 	a.add(seqs(1, 1)) // taken by the loop, which waits at the gate
 	for s := uint64(2); s <= 100; s++ {
 		a.add(seqs(s, s))
@@ -63,7 +63,7 @@ func TestAppenderBatchesInOrder(t *testing.T) {
 // queue grow without bound.
 func TestAppenderFullQueueBlocks(t *testing.T) {
 	st := &gatedStore{memStore: newMemStore(), gate: make(chan struct{})}
-	a := newAppender(st, "r", 10, zap.NewNop())
+	a := newAppender(st, "r", 10, time.Second, zap.NewNop())
 	a.add(seqs(1, 1))
 	waitTaken(a) // in flight, waiting at the gate
 	a.add(seqs(2, 11))
@@ -101,7 +101,7 @@ func waitTaken(a *appender) {
 // A long queue is stored in batches of at most maxAppendBatch, in order.
 func TestAppenderBoundsBatches(t *testing.T) {
 	st := &gatedStore{memStore: newMemStore(), gate: make(chan struct{})}
-	a := newAppender(st, "r", 10000, zap.NewNop())
+	a := newAppender(st, "r", 10000, time.Second, zap.NewNop())
 	a.add(seqs(1, 1))
 	waitTaken(a)
 	a.add(seqs(2, 2*maxAppendBatch+10))

@@ -20,6 +20,8 @@ var (
 	ErrAgentUnavailable = errors.New("agent not installed")
 	// ErrCapacity: the run queue is full.
 	ErrCapacity = errors.New("run queue is full")
+	// ErrStorageFull: the gateway's disk is too full to take runs.
+	ErrStorageFull = errors.New("the gateway's disk is full")
 	// ErrClaimed: a queued run was taken by another replica, or ended,
 	// before this one could claim it.
 	ErrClaimed = errors.New("run already claimed")
@@ -84,14 +86,17 @@ const (
 	// StoreFailed: some of the run's events could not be stored, so its
 	// log is not whole.
 	StoreFailed Class = "store_failed"
-	Internal    Class = "internal"
+	// DiskFull: the gateway's disk ran low, and the run was stopped so
+	// that the store could still record it.
+	DiskFull Class = "disk_full"
+	Internal Class = "internal"
 )
 
 // Classes lists every class.
 var Classes = []Class{
 	NotAuthenticated, RateLimited, TransientAPIError, APIError, FlagRejected,
 	MaxTurns, ContextExceeded, BudgetExceeded, Refused, Timeout, ClassCancelled, ProcessKilled,
-	NotInstalled, AgentCrashed, Interrupted, StoreFailed, Internal,
+	NotInstalled, AgentCrashed, Interrupted, StoreFailed, DiskFull, Internal,
 }
 
 // Retryable reports whether the same request may succeed if sent again
@@ -99,7 +104,7 @@ var Classes = []Class{
 // the agent killed it, and retrying would meet the same fate.
 func (c Class) Retryable() bool {
 	switch c {
-	case RateLimited, TransientAPIError, Timeout, Interrupted, StoreFailed:
+	case RateLimited, TransientAPIError, Timeout, Interrupted, StoreFailed, DiskFull:
 		return true
 	}
 	return false

@@ -29,7 +29,7 @@ func (s *Supervisor) execute(t *task) {
 	bg := context.Background() // store writes outlive the run's context
 	now := s.cfg.Now().UTC()
 	t.run.Status, t.run.StartedAt = Running, &now
-	if err := s.store.UpdateRun(bg, s.cfg.Limits.record(t.run)); err != nil {
+	if err := s.storeRun(t.run); err != nil {
 		log.Error("store run", zap.Error(err))
 	}
 	s.obs.RunStarted(t.run.Agent, now.Sub(t.run.CreatedAt).Seconds())
@@ -45,7 +45,7 @@ func (s *Supervisor) execute(t *task) {
 	// Output is appended behind the reader while the agent runs; close
 	// drains it before the outcome is recorded, so run.completed stays
 	// last.
-	app := newAppender(s.store, t.run.ID, s.cfg.AppendQueue, log)
+	app := newAppender(s.store, t.run.ID, s.cfg.AppendQueue, s.cfg.StoreRetry, log)
 	t.mu.Lock()
 	t.app = app
 	t.mu.Unlock()
@@ -90,13 +90,14 @@ func (s *Supervisor) execute(t *task) {
 	first := true
 	path, args := t.inv.Bin, t.cmd.Args
 	if s.cfg.Reaper != "" {
-		path, args = s.cfg.Reaper, append([]string{proctree.ReaperArg, t.inv.Bin}, t.cmd.Args...)
+		path, args = s.cfg.Reaper, proctree.ReaperArgs(append([]string{t.inv.Bin}, t.cmd.Args...))
 	}
 	p := process{
 		RunID: t.run.ID, Path: path, Args: args, Dir: t.inv.Dir,
 		Env: s.childEnv(t.agent, t.cmd), Stdin: t.cmd.Stdin,
 		Interrupt: syscall.Signal(t.cmd.InterruptSignal), Grace: s.cfg.KillGrace,
 		MaxLine: s.cfg.MaxLine, StderrTail: s.cfg.StderrTail,
+		Reaped: s.cfg.Reaper != "", Cgroups: s.cfg.Cgroups, Log: log,
 	}
 	if conv, ok := dec.(Conversation); ok {
 		p.Conversation = conv

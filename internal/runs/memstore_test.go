@@ -21,6 +21,8 @@ type memStore struct {
 	// failAppend, when set, decides whether an append fails.
 	failAppend func(id string, evs []StoredEvent) bool
 	queue      *memQueue // made on first use; see memqueue_test.go
+	// failUpdate, when set, decides whether an update of a run fails.
+	failUpdate func(r Run) bool
 }
 
 func newMemStore() *memStore {
@@ -40,6 +42,9 @@ func (m *memStore) CreateRun(_ context.Context, r Run) error {
 func (m *memStore) UpdateRun(_ context.Context, r Run) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.failUpdate != nil && m.failUpdate(r) {
+		return fmt.Errorf("update %s: the test's store refuses it", r.ID)
+	}
 	m.runs[r.ID] = r
 	return nil
 }
@@ -254,4 +259,15 @@ func (m *memStore) Inputs(ctx context.Context, replica string) (<-chan InputRequ
 		}
 	}()
 	return out, nil
+}
+
+// hasCompleted reports whether the run's log holds run.completed. It is
+// safe to call from a fail hook, which runs with m.mu held.
+func (m *memStore) hasCompleted(id string) bool {
+	for _, e := range m.events[id] {
+		if e.Type == EventRunCompleted {
+			return true
+		}
+	}
+	return false
 }

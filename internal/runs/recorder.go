@@ -44,11 +44,16 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	t.mu.Lock()
 	lost := t.lost
 	t.mu.Unlock()
-	if lost > 0 && (status == Succeeded || runErr == nil) {
+	if lost > 0 && status != Cancelled {
 		// A run whose log is not whole must not say it succeeded: a
-		// client that trusts run.completed would miss what was lost.
-		status, runErr = Failed, NewRunError(StoreFailed,
-			fmt.Sprintf("%d of the run's events could not be stored", lost),
+		// client that trusts run.completed would miss what was lost. A
+		// run that also timed out (its writes were waiting on the store)
+		// or failed says so, but the store is the cause to fix first.
+		msg := fmt.Sprintf("%d of the run's events could not be stored", lost)
+		if runErr != nil {
+			msg += fmt.Sprintf(" (the run also ended %s: %s)", runErr.Class, runErr.Message)
+		}
+		status, runErr = Failed, NewRunError(StoreFailed, msg,
 			"the event store was unavailable or overloaded; see the gateway's log, then submit the run again")
 	}
 	if status == Succeeded {
@@ -80,16 +85,29 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 		dur = now.Sub(*r.StartedAt)
 	}
 	// The record first, then the event: whoever reads run.completed and
-	// then the run finds it finished. LastEventSeq covers the moment in
+	// then the run finds it finished, and a run is never left running
+	// once its run.completed is stored. LastEventSeq covers the moment in
 	// between, so that a stream does not end before run.completed.
-	if err := s.store.UpdateRun(ctx, s.cfg.Limits.record(*r)); err != nil {
-		s.log.Error("store finished run", zap.String("run_id", r.ID), zap.Error(err))
-	}
-	s.emit(t, NewEvent(EventRunCompleted, RunCompletedData{
+	completed := NewEvent(EventRunCompleted, RunCompletedData{
 		Status: status, StopReason: out.StopReason, Result: out.Result,
 		StructuredOutput: json.RawMessage(out.StructuredOutput), Usage: out.Usage, CostUSD: out.CostUSD,
 		NumTurns: out.NumTurns, Diff: out.Diff, DurationMS: dur.Milliseconds(), Exit: exit, Error: runErr,
-	}))
+	})
+	if err := s.storeRun(*r); err != nil {
+		// The store has been unreachable for the whole retry time.
+		// Keep trying in the background; run.completed waits for the
+		// record, and a restart of this replica interrupts the run if
+		// the record never lands.
+		s.log.Error("store finished run: still failing; retrying in the background", zap.String("run_id", r.ID), zap.Error(err))
+		rec := *r
+		s.loops.Add(1)
+		go func() {
+			defer s.loops.Done()
+			s.finishLater(t, rec, completed)
+		}()
+	} else {
+		s.emit(t, completed)
+	}
 	class := Class("")
 	if runErr != nil {
 		class = runErr.Class
@@ -97,6 +115,33 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	s.obs.RunFinished(r.Agent, r.Model, status, class, dur.Seconds(), r.Usage, r.CostUSD)
 	s.log.Info("run finished", zap.String("run_id", r.ID), zap.String("agent", r.Agent),
 		zap.String("status", string(status)), zap.String("class", string(class)), zap.Duration("duration", dur))
+}
+
+// storeRun writes the run's record, retrying a failing store for
+// Config.StoreRetry.
+func (s *Supervisor) storeRun(r Run) error {
+	rec := s.cfg.Limits.record(r)
+	return retryStore(s.cfg.StoreRetry, func(ctx context.Context) error { return s.store.UpdateRun(ctx, rec) })
+}
+
+// finishLater stores a finished run's record once the store takes it, then
+// its run.completed, trying every few seconds until the supervisor is
+// forced to stop.
+func (s *Supervisor) finishLater(t *task, r Run, completed Event) {
+	for {
+		select {
+		case <-s.runCtx.Done():
+			s.log.Error("store finished run: given up at shutdown; the run is interrupted when this replica restarts",
+				zap.String("run_id", r.ID))
+			return
+		case <-time.After(5 * time.Second):
+		}
+		if err := s.storeRun(r); err == nil {
+			s.log.Info("finished run stored after the store came back", zap.String("run_id", r.ID))
+			s.emit(t, completed)
+			return
+		}
+	}
 }
 
 // recordSession records the run's session for the runs that resume it:
@@ -173,7 +218,7 @@ func (s *Supervisor) emit(t *task, evs ...Event) {
 		app.add(batch)
 		return
 	}
-	if err := appendWithRetry(s.store, t.run.ID, batch, s.log); err != nil {
+	if err := appendWithRetry(s.store, t.run.ID, batch, s.cfg.StoreRetry, s.log); err != nil {
 		t.mu.Lock()
 		t.lost += len(batch)
 		t.mu.Unlock()

@@ -18,6 +18,7 @@ var (
 	errCancelled = errors.New("cancelled by request")
 	errTimeout   = errors.New("run timeout")
 	errShutdown  = errors.New("gateway shutdown")
+	errDiskFull  = errors.New("disk full")
 )
 
 func stopReason(cause error) string {
@@ -28,6 +29,8 @@ func stopReason(cause error) string {
 		return "timeout"
 	case errors.Is(cause, errShutdown):
 		return "shutdown"
+	case errors.Is(cause, errDiskFull):
+		return "disk_full"
 	}
 	return ""
 }
@@ -61,6 +64,14 @@ type Config struct {
 	MaxLine int
 	// StderrTail is how much of stderr is kept (default 64 KiB).
 	StderrTail int
+	// Health, when set, is asked by Ready besides the store: a check of
+	// what else the gateway needs, such as its disks.
+	Health func(context.Context) error
+	// StoreRetry is how long a failing store write (an append of events,
+	// a run's record) is retried before it is given up (default 2 min):
+	// longer than a leader election of a NATS cluster. A run whose events
+	// were given up fails with class store_failed.
+	StoreRetry time.Duration
 	// AppendQueue bounds the events of one run waiting to be stored
 	// (default 4096); beyond it, reading the agent's output waits.
 	AppendQueue int
@@ -115,6 +126,9 @@ func (c *Config) setDefaults() {
 	if c.StderrTail <= 0 {
 		c.StderrTail = 64 << 10
 	}
+	if c.StoreRetry <= 0 {
+		c.StoreRetry = 2 * time.Minute
+	}
 	if c.AppendQueue <= 0 {
 		c.AppendQueue = 4096
 	}
@@ -167,6 +181,10 @@ type Supervisor struct {
 	workers    sync.WaitGroup
 	loops      sync.WaitGroup
 	idle       chan struct{} // closed when no slot is busy while closing
+	// degraded, when set, is why this replica takes no runs for now (its
+	// disk is full); resume is closed when that ends.
+	degraded error
+	resume   chan struct{}
 }
 
 // task is a run queued or running on this supervisor.
@@ -353,10 +371,73 @@ func (s *Supervisor) Ready(ctx context.Context) error {
 	if closing {
 		return ErrShuttingDown
 	}
+	if err := s.degradedErr(); err != nil {
+		return err
+	}
+	if s.cfg.Health != nil {
+		if err := s.cfg.Health(ctx); err != nil {
+			return err
+		}
+	}
 	if p, ok := s.store.(Pinger); ok {
 		return p.Ping(ctx)
 	}
 	return nil
+}
+
+// Degrade stops this replica taking runs while why holds (nil ends it):
+// new submissions fail with an error wrapping ErrStorageFull, the workers
+// leave queued runs to other replicas, and running runs are stopped with
+// class disk_full, so that the store can still record them before the
+// disk is full. It is what a disk watcher calls.
+func (s *Supervisor) Degrade(why error) {
+	s.mu.Lock()
+	was := s.degraded
+	switch {
+	case why != nil && was == nil:
+		s.degraded = fmt.Errorf("%w: %w", ErrStorageFull, why)
+		s.resume = make(chan struct{})
+	case why == nil && was != nil:
+		s.degraded = nil
+		close(s.resume)
+	}
+	var running []*task
+	if why != nil && was == nil {
+		for _, t := range s.tasks {
+			running = append(running, t)
+		}
+	}
+	s.mu.Unlock()
+	switch {
+	case why != nil && was == nil:
+		s.log.Error("taking no runs: the disk is low; stopping the running ones", zap.Error(why), zap.Int("running", len(running)))
+	case why == nil && was != nil:
+		s.log.Info("taking runs again: the disk has room")
+	}
+	for _, t := range running {
+		s.stopTask(t, errDiskFull)
+	}
+}
+
+func (s *Supervisor) degradedErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.degraded
+}
+
+// waitHealthy returns once the replica is not degraded, or ctx ended.
+func (s *Supervisor) waitHealthy(ctx context.Context) {
+	s.mu.Lock()
+	resume := s.resume
+	degraded := s.degraded != nil
+	s.mu.Unlock()
+	if !degraded {
+		return
+	}
+	select {
+	case <-resume:
+	case <-ctx.Done():
+	}
 }
 
 // Pinger is a Store that can say whether it is reachable; Ready asks it

@@ -233,6 +233,9 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	if cfg.KillGrace == 0 {
 		cfg.KillGrace = 300 * time.Millisecond
 	}
+	if cfg.StoreRetry == 0 {
+		cfg.StoreRetry = 500 * time.Millisecond // a store that fails in a test fails for good
+	}
 	agent := &Agent{Adapter: fakeAdapter{mode: "hello"}, Bin: os.Args[0], Home: t.TempDir()}
 	sup := NewSupervisor(cfg, store, []*Agent{agent}, nopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ctx, cancel := context.WithCancel(context.Background())

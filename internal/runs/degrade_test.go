@@ -1,0 +1,71 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// A replica whose disk runs low stops its running runs with class
+// disk_full, refuses new ones, is not ready, and leaves queued runs in the
+// queue; once the disk has room it takes them again.
+func TestDegradeStopsRunsAndResumes(t *testing.T) {
+	h := newHarness(t, Config{MaxConcurrent: 1})
+	running := h.submit(t, "mode:tool")
+	h.waitFor(t, running.ID, EventMessageCompleted, "tool started")
+	h.sup.Degrade(errors.New("the store's disk has 1 MiB free"))
+
+	done := h.wait(t, running.ID, 30*time.Second)
+	if done.Status != Failed || done.Error == nil || done.Error.Class != DiskFull || !done.Error.Retryable {
+		t.Fatalf("running run after the disk ran low: %s %+v", done.Status, done.Error)
+	}
+	assertNoProcesses(t, running.ID)
+	if _, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "mode:hello"}); !errors.Is(err, ErrStorageFull) {
+		t.Fatalf("submit while degraded = %v, want ErrStorageFull", err)
+	}
+	if err := h.sup.Ready(context.Background()); !errors.Is(err, ErrStorageFull) {
+		t.Fatalf("ready while degraded = %v", err)
+	}
+
+	// A run queued meanwhile (by another replica) waits.
+	r := Run{ID: "01a23161-0000-7000-8000-0000000000d1", Agent: "fake", Status: Queued, CreatedAt: time.Now(),
+		Spec: Spec{Agent: "fake", Prompt: "mode:hello"}}
+	h.store.CreateRun(context.Background(), r)
+	h.store.AppendEvents(context.Background(), r.ID, []StoredEvent{{Seq: 1, Type: EventRunQueued, JSON: []byte(`{}`)}})
+	if err := h.store.Enqueue(context.Background(), r.ID, r.Spec); err != nil {
+		t.Fatal(err)
+	}
+	h.sup.Degrade(nil)
+	if err := h.sup.Ready(context.Background()); err != nil {
+		t.Fatalf("ready after the disk has room = %v", err)
+	}
+	if got := h.wait(t, r.ID, 30*time.Second); got.Status != Succeeded {
+		t.Fatalf("queued run after recovery: %s %+v", got.Status, got.Error)
+	}
+}
+
+// While degraded, the workers take nothing from the queue.
+func TestDegradedReplicaTakesNothing(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.sup.Degrade(errors.New("low"))
+	r := Run{ID: "01a23161-0000-7000-8000-0000000000d2", Agent: "fake", Status: Queued, CreatedAt: time.Now(),
+		Spec: Spec{Agent: "fake", Prompt: "mode:hello"}}
+	h.store.CreateRun(context.Background(), r)
+	h.store.Enqueue(context.Background(), r.ID, r.Spec)
+	// The workers wait for the disk before they pull: the run stays in the
+	// queue, unclaimed, for as long as the replica is degraded.
+	for range 20 {
+		if pos, _ := h.store.QueuePosition(context.Background(), r.ID); pos != 1 {
+			t.Fatalf("the queued run left the queue (position %d) while the replica was degraded", pos)
+		}
+		if got, _ := h.store.GetRun(context.Background(), r.ID); got.Owner != "" {
+			t.Fatalf("claimed by %q while degraded", got.Owner)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.sup.Degrade(nil)
+	if got := h.wait(t, r.ID, 30*time.Second); got.Status != Succeeded {
+		t.Fatalf("run after recovery: %s", got.Status)
+	}
+}

@@ -1,0 +1,154 @@
+package runs
+
+import (
+	"context"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/agentgate/agentgate/internal/proctree"
+	"github.com/agentgate/agentgate/internal/proctree/proctreetest"
+)
+
+// evilAdapter runs the evil agent of proctreetest in the mode the prompt
+// names ("mode:hang"), decoded as the fake agent is.
+type evilAdapter struct {
+	fakeAdapter
+	evil *proctreetest.Evil
+}
+
+func (a evilAdapter) Command(inv Invocation) (Command, error) {
+	mode, _ := strings.CutPrefix(inv.Spec.Prompt, "mode:")
+	return Command{Args: a.evil.Args(mode), InterruptSignal: int(syscall.SIGINT)}, nil
+}
+
+// newEvilHarness runs a supervisor whose one agent is the evil one, under
+// the reaper, and in a cgroup per run when withCgroups.
+func newEvilHarness(t *testing.T, withCgroups bool) (*harness, *proctreetest.Evil) {
+	t.Helper()
+	evil := proctreetest.Build(t, 2*time.Minute)
+	cfg := Config{
+		WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), Reaper: os.Args[0], KillGrace: 300 * time.Millisecond,
+	}
+	if withCgroups {
+		cgs, err := proctree.OpenCgroups(context.Background(), proctree.CgroupOptions{Replica: "test-" + uuid.NewString()[:8]})
+		if err != nil {
+			t.Fatalf("cgroups are needed for this test (cgroup v2, as root): %v", err)
+		}
+		// Registered first, so run last: after the supervisor stopped.
+		t.Cleanup(func() {
+			if err := cgs.Close(context.Background()); err != nil {
+				t.Errorf("close cgroups: %v", err)
+			}
+		})
+		cfg.Cgroups = cgs
+	}
+	store := newMemStore()
+	agent := &Agent{Adapter: evilAdapter{fakeAdapter{}, evil}, Bin: evil.Bin, Home: t.TempDir()}
+	sup := NewSupervisor(cfg, store, []*Agent{agent}, nopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := sup.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = sup.Shutdown(sctx)
+		cancel()
+		sup.loops.Wait()
+	})
+	return &harness{sup: sup, store: store, root: cfg.WorkspaceRoot}, evil
+}
+
+// TestEvilAgentLeavesNothing runs an agent that ignores SIGTERM and
+// SIGINT, starts children that clear their environment and detach, and
+// keeps respawning one: at every end of its run, with a cgroup per run
+// and with the reaper alone, no process of it is left.
+func TestEvilAgentLeavesNothing(t *testing.T) {
+	for _, mode := range []string{"cgroup", "reaper"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Run("exit", func(t *testing.T) {
+				h, evil := newEvilHarness(t, mode == "cgroup")
+				r := h.submit(t, "mode:exit")
+				done := h.wait(t, r.ID, 30*time.Second)
+				if done.Status != Succeeded {
+					t.Fatalf("run %s %+v", done.Status, done.Error)
+				}
+				h.waitFor(t, r.ID, EventMessageCompleted, "ready")
+				evil.AssertGone(t, 5*time.Second)
+			})
+			t.Run("cancel", func(t *testing.T) {
+				h, evil := newEvilHarness(t, mode == "cgroup")
+				r := h.submit(t, "mode:hang")
+				h.waitFor(t, r.ID, EventMessageCompleted, "ready")
+				evil.WaitUp(t, 10*time.Second)
+				if _, err := h.sup.Cancel(context.Background(), r.ID); err != nil {
+					t.Fatal(err)
+				}
+				done := h.wait(t, r.ID, 30*time.Second)
+				if done.Status != Cancelled || done.Exit == nil || done.Exit.Signal != "SIGKILL" {
+					t.Fatalf("run %s %+v, exit %+v", done.Status, done.Error, done.Exit)
+				}
+				evil.AssertGone(t, 5*time.Second)
+			})
+			t.Run("timeout", func(t *testing.T) {
+				h, evil := newEvilHarness(t, mode == "cgroup")
+				r, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "mode:hang", TimeoutSeconds: 3})
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.waitFor(t, r.ID, EventMessageCompleted, "ready")
+				done := h.wait(t, r.ID, 30*time.Second)
+				if done.Status != TimedOut {
+					t.Fatalf("run %s %+v", done.Status, done.Error)
+				}
+				evil.AssertGone(t, 5*time.Second)
+			})
+			t.Run("shutdown", func(t *testing.T) {
+				h, evil := newEvilHarness(t, mode == "cgroup")
+				r := h.submit(t, "mode:hang")
+				h.waitFor(t, r.ID, EventMessageCompleted, "ready")
+				evil.WaitUp(t, 10*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				defer cancel()
+				_ = h.sup.Shutdown(ctx) // the run outlasts the grace: an error, and the point
+				evil.AssertGone(t, 5*time.Second)
+				if done, _ := h.store.GetRun(context.Background(), r.ID); done.Status != Failed || done.Error == nil || done.Error.Class != Interrupted {
+					t.Fatalf("run after shutdown: %s %+v", done.Status, done.Error)
+				}
+			})
+		})
+	}
+}
+
+// TestEvilAgentThatKillsItsReaper kills its reaper with SIGKILL once its
+// tree is up: the reaper's one escape. The run's cgroup still takes every
+// process at the run's end; with the reaper alone, what cleared its
+// environment and detached is out of reach, as the package says.
+func TestEvilAgentThatKillsItsReaper(t *testing.T) {
+	t.Run("cgroup", func(t *testing.T) {
+		h, evil := newEvilHarness(t, true)
+		r := h.submit(t, "mode:killreaper")
+		done := h.wait(t, r.ID, 30*time.Second)
+		if done.Status != Failed || done.Exit == nil || done.Exit.Signal != "SIGKILL" {
+			t.Fatalf("run %s %+v, exit %+v", done.Status, done.Error, done.Exit)
+		}
+		h.waitFor(t, r.ID, EventMessageCompleted, "ready")
+		evil.AssertGone(t, 5*time.Second)
+	})
+	t.Run("reaper", func(t *testing.T) {
+		h, evil := newEvilHarness(t, false)
+		r := h.submit(t, "mode:killreaper")
+		h.wait(t, r.ID, 30*time.Second)
+		h.waitFor(t, r.ID, EventMessageCompleted, "ready")
+		if len(evil.Alive()) == 0 {
+			t.Fatal("nothing survived the reaper's death without a cgroup; the package doc overstates what escapes")
+		}
+	})
+}
