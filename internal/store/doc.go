@@ -9,9 +9,9 @@
 //   - The stream "AGENTGATE_EVENTS" on subjects "agentgate.events.<run_id>":
 //     one message per event, its body the event's JSON envelope as
 //     appended, its headers "Agentgate-Seq" (the run's own sequence,
-//     1, 2, …) and "Agentgate-Type", and Nats-Msg-Id "<run_id>.<seq>" so a
-//     retried append is not stored twice. Cursors are ordered consumers on
-//     one run's subject, deleted when the cursor is closed.
+//     1, 2, …) and "Agentgate-Type", and Nats-Msg-Id "<run_id>.<seq>".
+//     The stream allows atomic batch publish. Cursors are ordered
+//     consumers on one run's subject, deleted when the cursor is closed.
 //   - The KV bucket "agentgate_sessions": "<agent>.<session id>" → a JSON
 //     runs.SessionRecord: the session's directory, so that a resumed run
 //     continues there on any replica, and its cumulative cost, so that a
@@ -25,6 +25,35 @@
 // missing. Runs, sessions and events expire after Options.MaxAge, if it is
 // set.
 //
+// What is retried: Open retries every transient answer (timeouts, no
+// responders, no meta leader yet, peers not yet known, JetStream not yet
+// enabled, a create racing another replica's) with backoff until its ctx
+// ends, each request bounded by Options.Timeout; a configuration the server
+// rejects (an invalid config, replicas > 1 on a server that is not
+// clustered, overlapping subjects) fails at once. AppendEvents, CreateRun
+// and UpdateRun retry transient failures within their ctx's deadline, or
+// Options.RetryFor (30 s) without one, which outlasts a leader election.
+// Reads are not retried.
+//
+// Guarantees: the stored events of a run are always a dense prefix 1..k in
+// seq order. A batch is stored whole or not at all (one atomic batch
+// publish), right after the run's last stored event (its first message
+// expects that event's stream sequence), so an election can neither leave
+// a gap nor store an earlier event after a later one; calling AppendEvents
+// again with the same batch stores nothing twice. A cursor that meets an
+// event out of order (a log written by an earlier version) skips it and
+// logs it. An UpdateRun or CreateRun whose ack was lost finds its record
+// stored on the retry and succeeds. GetRun reads from the runs bucket's
+// leader, so a run created on one replica is found on any other at once.
+//
+// Connections: the store writes on the connection it was opened on, and
+// reads cursors on connections it dials with the same options, at most 32
+// cursors each, every pull bounded to one maximal message (1 MiB) in
+// bytes: the server cuts a client whose pending bytes pass its max_pending
+// (64 MiB by default), and pulls in bulk on the writer's connection once
+// took the writes down with them. Close, or closing the store's
+// connection, closes those.
+//
 // Run ids are UUIDv7 strings made by the gateway; the store accepts any id
 // of 1 to 64 ASCII letters, digits, '-' and '_', which keeps ids safe as
 // subject tokens and keys, and rejects the rest with runs.ErrInvalid.
@@ -34,10 +63,14 @@
 // or a MaxAge that keeps the bucket small. A cursor that does not start at
 // the end of its run's log replays the run from its first event, which is
 // cheap for runs of thousands of events. Each open cursor costs the server
-// one in-memory consumer and the client a few goroutines and at most 128
-// buffered events (64 pulled, 64 ready for Next): a replica serves a few
-// thousand concurrent cursors; past that, cursors should share one
-// subscription per run. The embedded server syncs its files to disk every two
+// one in-memory consumer and the client a few goroutines and at most 64
+// events pulled (and at most 1 MiB of them) plus 64 ready for Next: a
+// replica serves a few thousand concurrent cursors, on one connection per
+// 32; past that, cursors should share one subscription per run. At most 50
+// runs per stream append a multi-event batch at the same instant (the
+// server's limit on atomic batches in flight); more are answered "too
+// many" and retried. An external server needs atomic batch publish
+// (nats-server 2.12 or later) and the default max_pending or more. The embedded server syncs its files to disk every two
 // minutes (the NATS default): a clean shutdown or a crash of the process
 // loses nothing, a crash of the machine may lose the last two minutes.
 package store

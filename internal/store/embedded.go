@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,12 +86,19 @@ func (e *Embedded) Shutdown() {
 type serverLog struct{ l *zap.SugaredLogger }
 
 // Noticef logs at debug: the server's notices are its start-up banner and
-// routine state, noise in the gateway's log.
-func (s serverLog) Noticef(format string, v ...any) { s.l.Debugf(format, v...) }
-func (s serverLog) Warnf(format string, v ...any)   { s.l.Warnf(format, v...) }
-func (s serverLog) Errorf(format string, v ...any)  { s.l.Errorf(format, v...) }
-func (s serverLog) Debugf(format string, v ...any)  { s.l.Debugf(format, v...) }
-func (s serverLog) Tracef(format string, v ...any)  { s.l.Debugf(format, v...) }
+// routine state, noise in the gateway's log. A slow consumer is the
+// exception: the server has cut a client, which is logged at warn.
+func (s serverLog) Noticef(format string, v ...any) {
+	if strings.Contains(format, "Slow Consumer") {
+		s.l.Warnf(format, v...)
+		return
+	}
+	s.l.Debugf(format, v...)
+}
+func (s serverLog) Warnf(format string, v ...any)  { s.l.Warnf(format, v...) }
+func (s serverLog) Errorf(format string, v ...any) { s.l.Errorf(format, v...) }
+func (s serverLog) Debugf(format string, v ...any) { s.l.Debugf(format, v...) }
+func (s serverLog) Tracef(format string, v ...any) { s.l.Debugf(format, v...) }
 
 // Fatalf logs at error level and does not exit: the process decides how to
 // end, and a server that cannot go on fails its readiness check.

@@ -32,7 +32,7 @@ func bigEvents(runID string, from, to uint64, size int) []runs.StoredEvent {
 // Before cursors read on their own connections, with pulls bounded in
 // bytes, the server cut the store's connection within 40 events.
 func TestFanOutOfBigEventsKeepsTheConnection(t *testing.T) {
-	core, logs := observer.New(zap.DebugLevel)
+	core, logs := observer.New(zap.WarnLevel)
 	e := &env{t: t, dir: t.TempDir()}
 	srv, err := StartEmbedded(e.dir, zap.New(core))
 	if err != nil {
