@@ -190,6 +190,8 @@ type segment struct {
 	Retry string
 	// Err is how the connection ended: nil for a clean end of the body.
 	Err error
+	// End is when it ended.
+	End time.Time
 }
 
 // readSSE opens base's stream of the run after lastID and reads it until
@@ -207,7 +209,7 @@ func readSSEFirst(base, id string) segment {
 
 // readSSEUntil is readSSE that also stops after an event for which stop
 // is true.
-func readSSEUntil(ctx context.Context, base, id string, lastID uint64, stop func(event) bool) segment {
+func readSSEUntil(ctx context.Context, base, id string, lastID uint64, stop func(event) bool) (seg segment) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/runs/"+url.PathEscape(id)+"/events", nil)
 	req.Header.Set("Accept", "text/event-stream")
 	if lastID > 0 {
@@ -216,10 +218,11 @@ func readSSEUntil(ctx context.Context, base, id string, lastID uint64, stop func
 	// The stream's own client: no overall timeout, the context bounds it.
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return segment{Err: err}
+		return segment{Err: err, End: time.Now()}
 	}
 	defer resp.Body.Close()
-	seg := segment{Status: resp.StatusCode}
+	seg = segment{Status: resp.StatusCode}
+	defer func() { seg.End = time.Now() }()
 	if resp.StatusCode != http.StatusOK {
 		io.Copy(io.Discard, resp.Body)
 		return seg
@@ -280,12 +283,22 @@ type followed struct {
 // event it has whenever a connection ends before run.completed, as an
 // EventSource would, until run.completed or within.
 func follow(base, id string, within time.Duration) followed {
+	return followVia(base, base, id, within)
+}
+
+// followVia is follow that opens the stream on first and resumes it on
+// then.
+func followVia(first, then, id string, within time.Duration) followed {
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	var f followed
 	var last uint64
 	start := time.Now()
+	base := first
 	for ctx.Err() == nil {
+		if len(f.Segments) > 0 {
+			base = then
+		}
 		seg := readSSEUntil(ctx, base, id, last, func(event) bool {
 			if f.First == 0 {
 				f.First = time.Since(start)

@@ -250,27 +250,37 @@ func TestReplicaKilledMidRun(t *testing.T) {
 
 // TestRollingRestartThroughNginx restarts the 3 gateways one after the
 // other with SIGTERM, as a rolling deploy does, while a client keeps
-// POSTing runs through nginx and follows long runs' streams there: no POST
-// fails, every run finishes, and every stream that a drain ends resumes on
-// another replica by Last-Event-ID with nothing lost or repeated.
+// POSTing runs through nginx and follows long runs' streams: no POST
+// fails, every run finishes within its SHUTDOWN_GRACE, and the streams
+// open on the first gateway to drain end at once, cleanly, and resume
+// through nginx by Last-Event-ID with nothing lost or repeated.
 func TestRollingRestartThroughNginx(t *testing.T) {
-	r := newRig(t, startMock(t), rigOptions{Env: map[string]string{"AGENTGATE_SHUTDOWN_GRACE": "20s"}})
+	r := newRig(t, startMock(t), rigOptions{Env: map[string]string{"AGENTGATE_SHUTDOWN_GRACE": "30s"}})
 	r.mustStart()
 
-	// Long runs, streamed through nginx from before the first restart to
-	// after the last drain that could end them.
+	// Long runs, running on any replica while gateway 1 drains. Each is
+	// followed through nginx, and directly on gateway 1 and then, once
+	// that stream ends, through nginx.
 	var streamed []string
 	for i := range 3 {
-		s, err := post(r.Nginx, runBody(8, fmt.Sprintf("tool-rolling-stream-%d", i)), "")
+		s, err := post(r.Nginx, runBody(15, fmt.Sprintf("tool-rolling-stream-%d", i)), "")
 		if err != nil || s.Status != http.StatusCreated {
 			t.Fatalf("POST = %d %s %v", s.Status, s.Raw, err)
 		}
 		streamed = append(streamed, s.Run.ID)
+		r.track(s.Run.ID)
 	}
 	var wg sync.WaitGroup
-	live := make([]followed, len(streamed))
+	viaNginx := make([]followed, len(streamed))
+	onDrained := make([]followed, len(streamed))
 	for i, id := range streamed {
-		wg.Go(func() { live[i] = follow(r.Nginx, id, 3*time.Minute) })
+		wg.Go(func() { viaNginx[i] = follow(r.Nginx, id, 3*time.Minute) })
+		wg.Go(func() { onDrained[i] = followVia(r.Gateways[0], r.Nginx, id, 3*time.Minute) })
+	}
+	for _, id := range streamed {
+		if !waitEvent(r.Nginx, id, runs.EventToolCallStarted, 90*time.Second) {
+			t.Fatalf("run %s: its tool never started", id)
+		}
 	}
 
 	// The steady client: one POST every 700 ms, each tried once.
@@ -296,7 +306,11 @@ func TestRollingRestartThroughNginx(t *testing.T) {
 			mu.Unlock()
 		}
 	})
+	var drained time.Time
 	for n := 1; n <= 3; n++ {
+		if n == 1 {
+			drained = time.Now()
+		}
 		r.do("term-gateway", n)
 		r.do("start-gateway", n)
 	}
@@ -316,16 +330,29 @@ func TestRollingRestartThroughNginx(t *testing.T) {
 	}
 	t.Logf("%d POSTs during the rolling restart: %v", len(steady)+len(steadyErrs), codes)
 	for i, id := range streamed {
-		f := live[i]
-		t.Logf("stream of %s: %d connections: %s", id, len(f.Segments), f.endings())
-		for _, p := range f.Problems {
-			problems = append(problems, fmt.Sprintf("run %s, followed live: %s", id, p))
-		}
-		for j, seg := range f.Segments[:max(len(f.Segments)-1, 0)] {
-			// A connection a drain ended must end cleanly, not be cut.
-			if seg.Status == http.StatusOK && seg.Err != nil {
-				problems = append(problems, fmt.Sprintf("run %s: connection %d was cut (%v), not ended with a reconnect hint", id, j+1, seg.Err))
+		for _, f := range []followed{viaNginx[i], onDrained[i]} {
+			for _, p := range f.Problems {
+				problems = append(problems, fmt.Sprintf("run %s, followed live: %s", id, p))
 			}
+		}
+		f := onDrained[i]
+		t.Logf("stream of %s opened on gateway 1: %d connections: %s", id, len(f.Segments), f.endings())
+		if len(f.Segments) == 0 {
+			continue
+		}
+		first := f.Segments[0]
+		var completed bool
+		for _, e := range first.Events {
+			completed = completed || e.Type == string(runs.EventRunCompleted)
+		}
+		switch {
+		case completed:
+			problems = append(problems, fmt.Sprintf("run %s: its stream on gateway 1 stayed open %s after the SIGTERM, to the run's end, instead of ending with a reconnect hint",
+				id, first.End.Sub(drained).Round(100*time.Millisecond)))
+		case first.Err != nil:
+			problems = append(problems, fmt.Sprintf("run %s: its stream on gateway 1 was cut by the drain (%v), not ended", id, first.Err))
+		case first.End.Sub(drained) > 5*time.Second:
+			problems = append(problems, fmt.Sprintf("run %s: its stream on gateway 1 ended %s after the SIGTERM", id, first.End.Sub(drained).Round(100*time.Millisecond)))
 		}
 	}
 	for _, id := range made {
