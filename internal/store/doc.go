@@ -36,10 +36,12 @@
 // Reads are not retried.
 //
 // Guarantees: the stored events of a run are always a dense prefix 1..k in
-// seq order. A batch is stored whole or not at all (one atomic batch
-// publish), right after the run's last stored event (its first message
-// expects that event's stream sequence), so an election can neither leave
-// a gap nor store an earlier event after a later one; calling AppendEvents
+// seq order. On a cluster a batch is one atomic batch publish, stored whole
+// or not at all; on one server, which stages an atomic batch in files
+// synced at its commit, the events go one by one. Each publish lands only
+// right after the run's last stored event (its first message expects that
+// event's stream sequence), so an election can neither leave a gap nor
+// store an earlier event after a later one; calling AppendEvents
 // again with the same batch stores nothing twice. A cursor that meets an
 // event out of order (a log written by an earlier version) skips it and
 // logs it. An UpdateRun or CreateRun whose ack was lost finds its record

@@ -53,8 +53,9 @@ var errStale = errors.New("stale view of the run's log")
 // seq and type in headers and Nats-Msg-Id "<run_id>.<seq>". Its contract:
 //
 //   - What is stored of a run is always a dense prefix 1..k in seq order.
-//     A batch is stored whole or not at all (one atomic batch publish,
-//     or a single publish for one event), and only right after the run's
+//     On a cluster (Replicas > 1) a batch is stored whole or not at all
+//     (one atomic batch publish); on one server its events are published
+//     one by one. Either way a publish lands only right after the run's
 //     last stored event: the first event of each publish carries the
 //     stream sequence of that event as Nats-Expected-Last-Subject-Sequence,
 //     so a publish racing an election, or another writer, cannot land out
@@ -123,6 +124,15 @@ func (s *Store) appendOnce(ctx context.Context, runID string, events []runs.Stor
 	}
 	for len(events) > 0 {
 		n := min(len(events), maxAtomicBatch)
+		if s.replicas == 1 {
+			// One server stages an atomic batch of a file stream in
+			// files of its own, synced at the commit: ten times the
+			// cost of the events one by one, each expecting the one
+			// before, which keeps the same guarantee (what fails
+			// leaves a prefix stored) at twice the cost of unchecked
+			// pipelined publishes.
+			n = 1
+		}
 		streamSeq, err := s.publish(ctx, runID, events[:n], last.streamSeq)
 		if err != nil {
 			// What landed is unknown: the next attempt reads it.

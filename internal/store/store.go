@@ -77,6 +77,7 @@ type Store struct {
 	idem     jetstream.KeyValue // Idempotency-Key → the run it made
 	timeout  time.Duration
 	retryFor time.Duration
+	replicas int
 	log      *zap.Logger
 	readers  *readers // the connections cursors read on, apart from nc
 
@@ -114,7 +115,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{nc: nc, js: js, timeout: opts.Timeout, retryFor: opts.RetryFor, log: opts.Log, last: map[string]lastEvent{}}
+	s := &Store{nc: nc, js: js, timeout: opts.Timeout, retryFor: opts.RetryFor, replicas: opts.Replicas, log: opts.Log, last: map[string]lastEvent{}}
 	s.readers = newReaders(nc, opts.Timeout, opts.Log)
 
 	dedupe := dedupeWindow
