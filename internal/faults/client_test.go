@@ -333,7 +333,8 @@ func followVia(first, then, id string, within time.Duration) followed {
 			return f
 		}
 		if seg.Status != http.StatusOK && seg.Status != 0 {
-			f.Problems = append(f.Problems, fmt.Sprintf("stream answered %d after event %d", seg.Status, last))
+			// A browser's EventSource gives up on any status but 200.
+			f.Problems = append(f.Problems, fmt.Sprintf("stream answered %d after event %d, where an EventSource stops for good", seg.Status, last))
 		}
 		if len(f.Segments) > 200 {
 			break
