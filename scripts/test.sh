@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of agentgate on a fresh machine: installs the pinned agent
-# CLIs (npm), headless Chromium (apt, for the browser test) and the Go
-# modules, checks formatting and vet, then runs
+# CLIs (npm), headless Chromium, nginx and promtool (apt, for the browser
+# test, the deployment checks and the fault suite) and the Go modules,
+# checks the deployment files, formatting and vet, then runs
 # `go test -race ./...` inside a loopback-only network namespace, so no test
 # can reach a real model API even on a machine that holds real credentials.
 #
@@ -13,6 +14,10 @@ scripts/install-agents.sh
 scripts/install-browser.sh # headless Chromium, for the EventSource test
 go mod download
 go build ./...
+# promtool, nginx -t and nats-server -t on the deployment files; it
+# installs Debian's nginx and prometheus, which ./deploy and the fault
+# suite (internal/faults) need too. Their Go tests run below with the rest.
+CHECK_DEPLOY_SKIP_GO_TESTS=1 scripts/check-deploy.sh
 
 unformatted=$(gofmt -l cmd internal)
 if [ -n "$unformatted" ]; then

@@ -40,6 +40,14 @@ type config struct {
 	MaxRunTimeout     time.Duration `envconfig:"MAX_RUN_TIMEOUT" default:"24h"`
 	KillGrace         time.Duration `envconfig:"KILL_GRACE" default:"5s"`
 	ShutdownGrace     time.Duration `envconfig:"SHUTDOWN_GRACE" default:"30s"`
+	// StoreRetry is how long a failing write to the store is retried;
+	// StoreOpenTimeout how long the start waits for the store.
+	StoreRetry       time.Duration `envconfig:"STORE_RETRY" default:"2m"`
+	StoreOpenTimeout time.Duration `envconfig:"STORE_OPEN_TIMEOUT" default:"2m"`
+	// StoreReserve and DiskLowWater are the disk guard's reserve and mark,
+	// in bytes (see diskguard.Options).
+	StoreReserve int64 `envconfig:"STORE_RESERVE" default:"67108864"`
+	DiskLowWater int64 `envconfig:"DISK_LOW_WATER" default:"0"`
 	MaxEventText      int           `envconfig:"MAX_EVENT_TEXT" default:"262144"`
 
 	// ProcessIsolation is how a run's processes are contained: "cgroup"
@@ -153,6 +161,15 @@ func (c *config) validate() error {
 	}
 	if !slices.Contains([]string{"auto", "cgroup", "reaper"}, c.ProcessIsolation) {
 		bad("PROCESS_ISOLATION", "%q is not one of auto, cgroup, reaper", c.ProcessIsolation)
+	}
+	if c.StoreRetry < time.Second {
+		bad("STORE_RETRY", "must be at least 1s, got %s", c.StoreRetry)
+	}
+	if c.StoreOpenTimeout < time.Second {
+		bad("STORE_OPEN_TIMEOUT", "must be at least 1s, got %s", c.StoreOpenTimeout)
+	}
+	if c.DiskLowWater < 0 {
+		bad("DISK_LOW_WATER", "must not be negative, got %d", c.DiskLowWater)
 	}
 	if c.ShutdownGrace < 0 {
 		bad("SHUTDOWN_GRACE", "must not be negative, got %s", c.ShutdownGrace)

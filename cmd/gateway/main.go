@@ -31,6 +31,7 @@ import (
 	"github.com/agentgate/agentgate/internal/adapters/gemini"
 	"github.com/agentgate/agentgate/internal/adapters/opencode"
 	"github.com/agentgate/agentgate/internal/api"
+	"github.com/agentgate/agentgate/internal/diskguard"
 	"github.com/agentgate/agentgate/internal/metrics"
 	"github.com/agentgate/agentgate/internal/proctree"
 	"github.com/agentgate/agentgate/internal/runs"
@@ -104,14 +105,34 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer ln.Close()
 
-	nc, closeNATS, err := connectNATS(cfg, log)
+	nc, emb, closeNATS, err := connectNATS(cfg, log)
 	if err != nil {
 		return err
 	}
 	defer closeNATS()
-	st, err := store.Open(ctx, nc, store.Options{Replicas: cfg.NATSReplicas, MaxAge: cfg.Retention, ReplicaTTL: cfg.ReplicaTTL})
+	// Replicas that start at once on an empty cluster all wait for it;
+	// one that cannot reach it in StoreOpenTimeout says so and exits.
+	openCtx, cancelOpen := context.WithTimeout(ctx, cfg.StoreOpenTimeout)
+	st, err := store.Open(openCtx, nc, store.Options{
+		Replicas: cfg.NATSReplicas, MaxAge: cfg.Retention, ReplicaTTL: cfg.ReplicaTTL,
+		QueueSize: cfg.QueueSize, Log: log.Named("store"),
+	})
+	cancelOpen()
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
+	}
+
+	// The disks: a full one must not break the store. See diskguard.
+	guardOpts := diskguard.Options{
+		Dirs: []string{cfg.WorkspaceRoot}, Reserve: cfg.StoreReserve, LowWater: cfg.DiskLowWater,
+		Log: log.Named("disk"),
+	}
+	if emb != nil {
+		guardOpts.StoreDir, guardOpts.Store = filepath.Join(cfg.DataDir, "nats"), emb
+	}
+	guard, err := diskguard.New(guardOpts)
+	if err != nil {
+		return err
 	}
 
 	reg := metrics.NewRegistry()
@@ -148,8 +169,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		agents = append(agents, &runs.Agent{Adapter: a, Bin: s.Bin, Home: s.Home})
 	}
 	sup := runs.NewSupervisor(runs.Config{
-		Replica: cfg.ReplicaID, ReplicaTTL: cfg.ReplicaTTL, MaxConcurrent: cfg.MaxConcurrentRuns, QueueSize: cfg.QueueSize,
-		DefaultTimeout: cfg.RunTimeout, MaxTimeout: cfg.MaxRunTimeout, KillGrace: cfg.KillGrace,
+		Replica: cfg.ReplicaID, ReplicaTTL: cfg.ReplicaTTL, MaxConcurrent: cfg.MaxConcurrentRuns,
+		DefaultTimeout: cfg.RunTimeout, MaxTimeout: cfg.MaxRunTimeout, KillGrace: cfg.KillGrace, StoreRetry: cfg.StoreRetry,
 		Reaper: self, Cgroups: cgroups,
 		WorkspaceRoot: cfg.WorkspaceRoot, WorkspaceRetention: cfg.Retention, Path: cfg.AgentPath, Getenv: getenv,
 		Limits: runs.Limits{MaxText: cfg.MaxEventText, MaxToolInput: runs.DefaultLimits.MaxToolInput},
@@ -160,8 +181,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	rec.SetAgents(sup.Agents())
+	// A low disk stops this replica's runs and keeps it from taking more
+	// until there is room again.
+	guard.OnChange(sup.Degrade)
+	sup.Degrade(guard.Healthy())
+	go func() { _ = guard.Run(loopCtx) }()
 
-	handler := api.New(cfg.HTTP, sup, rec, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), log)
+	// draining is closed at SIGTERM: streams end at once with a hint to
+	// reconnect elsewhere, and new ones are refused.
+	draining := make(chan struct{})
+	httpCfg := cfg.HTTP
+	httpCfg.Draining = draining
+	handler := api.New(httpCfg, sup, rec, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), log)
 	// Requests hang off their own base context, not ctx: runs belong to
 	// the supervisor, and open streams are ended only after the runs
 	// they follow have had their grace period.
@@ -187,16 +218,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("shutting down", zap.Duration("grace", cfg.ShutdownGrace))
-	// Stop taking runs and let running ones finish within the grace
-	// period; then stop them. Only then close HTTP, so that streams see
-	// every run's last event.
+	// Stop taking runs at once (/readyz and POST answer 503, and a load
+	// balancer sends new runs elsewhere), end the streams with a hint to
+	// resume on another replica, which reads the same log, and let
+	// running runs finish within the grace period; then stop them.
 	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
-	if err := sup.Shutdown(graceCtx); err != nil {
+	shutdown := make(chan error, 1)
+	go func() { shutdown <- sup.Shutdown(graceCtx) }()
+	close(draining)
+	if err := <-shutdown; err != nil {
 		log.Warn("runs stopped at the end of the grace period", zap.Error(err))
 	}
-	// Streams still open follow runs of other replicas, or idle: end
-	// them, and their clients reconnect with Last-Event-ID elsewhere.
 	endStreams()
 	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelHTTP()
@@ -234,24 +267,29 @@ func openCgroups(ctx context.Context, cfg config, log *zap.Logger) (*proctree.Cg
 
 // connectNATS dials AGENTGATE_NATS_URL, or starts the embedded server under
 // the data directory when it is unset.
-func connectNATS(cfg config, log *zap.Logger) (*nats.Conn, func(), error) {
+// The embedded server is returned too, for the disk guard; nil with
+// NATS_URL.
+func connectNATS(cfg config, log *zap.Logger) (*nats.Conn, *store.Embedded, func(), error) {
 	if cfg.NATSURL != "" {
-		nc, err := nats.Connect(cfg.NATSURL, nats.Name("agentgate "+cfg.ReplicaID), nats.MaxReconnects(-1))
+		// RetryOnFailedConnect: a replica started with the cluster, or
+		// while one node is down, keeps trying instead of exiting.
+		nc, err := nats.Connect(cfg.NATSURL, nats.Name("agentgate "+cfg.ReplicaID), nats.MaxReconnects(-1),
+			nats.RetryOnFailedConnect(true), nats.ReconnectWait(250*time.Millisecond))
 		if err != nil {
-			return nil, nil, fmt.Errorf("connect to %s: %w", cfg.NATSURL, err)
+			return nil, nil, nil, fmt.Errorf("connect to %s: %w", cfg.NATSURL, err)
 		}
-		return nc, func() { nc.Drain() }, nil
+		return nc, nil, func() { nc.Drain() }, nil
 	}
 	emb, err := store.StartEmbedded(filepath.Join(cfg.DataDir, "nats"), log)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	nc, err := emb.Connect()
 	if err != nil {
 		emb.Shutdown()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return nc, func() { nc.Close(); emb.Shutdown() }, nil
+	return nc, emb, func() { nc.Close(); emb.Shutdown() }, nil
 }
 
 // newLogger returns a JSON logger at level, writing to w.

@@ -11,14 +11,28 @@
 //	api → runs ← adapters
 //	      runs ← store, metrics
 //
+// # The queue
+//
+// Submit records a queued run that no replica owns and puts it, with its
+// whole spec, in the queue every replica shares (Store.Enqueue). Each
+// replica runs Config.MaxConcurrent workers; a worker takes a run from the
+// queue only while it is free, claims the run's record (Store.ClaimRun:
+// of replicas claiming one run, one wins) and executes it. A cancel of a
+// queued run claims it the same way and finishes it. A replica that stops
+// leaves queued runs where they are; runs it had claimed and not started
+// go back to the queue, at its restart or by another replica's sweep. A
+// replica whose disk is low (Degrade) takes nothing and stops its runs.
+//
 // # Process ownership
 //
 // One goroutine owns each run's process from start to reap. The agent runs
-// in its own process group, under a reaper (the gateway's binary as child
-// subreaper, see proctree.Reap), with a minimal environment that carries the
-// run's cookie. Cancel, timeout and shutdown send the adapter's interrupt
-// signal, then SIGTERM, then SIGKILL, a grace period apart; after the agent
-// exits, however it exits, every process with the cookie or below one is
+// in its own process group, in a cgroup of its own where the machine
+// allows it (Config.Cgroups, see proctree.Cgroups), under a reaper (the
+// gateway's binary as child subreaper, see proctree.Reap), with a minimal
+// environment that carries the run's cookie. Cancel, timeout and shutdown
+// send the adapter's interrupt signal, then SIGTERM, then SIGKILL, a grace
+// period apart; after the agent exits, however it exits, the run's cgroup
+// is killed whole and every process with the cookie or below one is
 // killed, and stdout is drained with a deadline so that nothing the run
 // started can hold it open.
 //
@@ -28,10 +42,13 @@
 // stamped (run id, seq, time, session), bounded (Limits) and encoded, then
 // queued to the run's appender, which stores them in order, in batches. The
 // stored log is the source of truth that every reader follows with its own
-// cursor. A run is recorded finished before its run.completed event is
-// stored, and run.completed is always the last event. A run some of whose
-// events the store never took fails with class store_failed: it never
-// reports succeeded over a log that is not whole.
+// cursor. A failing store write is retried for Config.StoreRetry, through
+// a NATS leader election; the store makes a retried append safe. A run is
+// recorded finished before its run.completed event is stored (the record
+// is retried in the background if need be, and the event waits for it),
+// and run.completed is always the last event. A run some of whose events
+// the store never took fails with class store_failed: it never reports
+// succeeded over a log that is not whole.
 //
 // # Where things live
 //

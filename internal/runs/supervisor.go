@@ -41,9 +41,6 @@ type Config struct {
 	Replica string
 	// MaxConcurrent bounds the runs executing at once (default 4).
 	MaxConcurrent int
-	// QueueSize bounds the runs waiting for a slot (default 64); beyond
-	// it Submit fails with ErrCapacity.
-	QueueSize int
 	// DefaultTimeout applies when a spec sets none (default 30 min);
 	// MaxTimeout caps what a spec may ask for (default 24 h).
 	DefaultTimeout time.Duration
@@ -98,9 +95,6 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.MaxConcurrent <= 0 {
 		c.MaxConcurrent = 4
-	}
-	if c.QueueSize <= 0 {
-		c.QueueSize = 64
 	}
 	if c.DefaultTimeout <= 0 {
 		c.DefaultTimeout = 30 * time.Minute

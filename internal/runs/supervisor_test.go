@@ -216,9 +216,6 @@ type harness struct {
 func newHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
 	store := newMemStore()
-	if cfg.QueueSize > 0 {
-		store.setQueueSize(cfg.QueueSize)
-	}
 	root := t.TempDir()
 	cfg.WorkspaceRoot = root
 	cfg.Path = os.Getenv("PATH")
@@ -594,7 +591,8 @@ func TestExitCodeAndStderrTail(t *testing.T) {
 }
 
 func TestQueueFullAndCancelQueued(t *testing.T) {
-	h := newHarness(t, Config{MaxConcurrent: 1, QueueSize: 1})
+	h := newHarness(t, Config{MaxConcurrent: 1})
+	h.store.setQueueSize(1)
 	running := h.submit(t, "mode:tool")
 	h.waitFor(t, running.ID, EventMessageCompleted, "tool started")
 	queued := h.submit(t, "mode:hello")
