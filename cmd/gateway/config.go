@@ -48,7 +48,7 @@ type config struct {
 	// in bytes (see diskguard.Options).
 	StoreReserve int64 `envconfig:"STORE_RESERVE" default:"67108864"`
 	DiskLowWater int64 `envconfig:"DISK_LOW_WATER" default:"0"`
-	MaxEventText      int           `envconfig:"MAX_EVENT_TEXT" default:"262144"`
+	MaxEventText int   `envconfig:"MAX_EVENT_TEXT" default:"262144"`
 
 	// ProcessIsolation is how a run's processes are contained: "cgroup"
 	// (a cgroup per run, or fail to start), "reaper" (the reaper and the
