@@ -102,7 +102,7 @@ func New(reg prometheus.Registerer, opts Options) (*Recorder, error) {
 			[]float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600},
 			"agent"),
 		runsActive: gauge("runs_active", "Runs executing now on this replica."),
-		runsQueued: gauge("runs_queued", "Runs waiting in this replica's queue."),
+		runsQueued: gauge("runs_queued", "Runs waiting in the queue all replicas share, as this replica last saw it."),
 		inputTokens: counterVec("input_tokens_total",
 			"Input tokens of finished runs, split by prompt cache use into disjoint parts.",
 			"agent", "model", "cache"),

@@ -33,6 +33,8 @@ func (s *Supervisor) liveness(ctx context.Context) {
 			s.log.Warn("heartbeat", zap.Error(err))
 			continue
 		}
+		// Every replica reports the shared queue, taking runs or not.
+		s.observeQueue(ctx)
 		live, err := s.store.LiveReplicas(ctx)
 		if err != nil {
 			s.log.Warn("read live replicas", zap.Error(err))
