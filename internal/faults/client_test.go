@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -472,6 +473,23 @@ func (r *rig) verify(t *testing.T, id string, w want, within time.Duration) []st
 // stallLimit is how long the first event of a finished run may take
 // before its stream open counts as stalled.
 const stallLimit = 5 * time.Second
+
+// verifyAll verifies the runs at the same time, so that runs that never
+// end cost one wait, not one each.
+func (r *rig) verifyAll(t *testing.T, ids []string, w want, within time.Duration) []string {
+	t.Helper()
+	out := make([][]string, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() { out[i] = r.verify(t, id, w, within) })
+	}
+	wg.Wait()
+	var problems []string
+	for _, p := range out {
+		problems = append(problems, p...)
+	}
+	return problems
+}
 
 // waitNoProcesses waits until no process carries the run's id; the
 // processes still there at the deadline are returned.

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -340,4 +341,42 @@ func (r *rig) logTails() {
 			r.t.Logf("%s log (warnings and errors, last %d):\n%s", name, len(keep), strings.Join(keep, "\n"))
 		}
 	}
+}
+
+// leader returns the nats node (1-3) that leads stream, as the nodes'
+// monitoring endpoint tells, 0 when no live node knows.
+func (r *rig) leader(stream string) int {
+	env := r.readEnv()
+	for i := 1; i <= 3; i++ {
+		resp, err := client.Get("http://127.0.0.1:" + env[fmt.Sprintf("NATS%d_MONITOR_PORT", i)] + "/jsz?accounts=true&streams=true")
+		if err != nil {
+			continue
+		}
+		var jsz struct {
+			AccountDetails []struct {
+				Streams []struct {
+					Name    string `json:"name"`
+					Cluster *struct {
+						Leader string `json:"leader"`
+					} `json:"cluster"`
+				} `json:"stream_detail"`
+			} `json:"account_details"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&jsz)
+		resp.Body.Close()
+		if err != nil {
+			continue
+		}
+		for _, a := range jsz.AccountDetails {
+			for _, st := range a.Streams {
+				// The rig names its nodes n1, n2 and n3.
+				if st.Name == stream && st.Cluster != nil && len(st.Cluster.Leader) == 2 && st.Cluster.Leader[0] == 'n' {
+					if n := int(st.Cluster.Leader[1] - '0'); n >= 1 && n <= 3 {
+						return n
+					}
+				}
+			}
+		}
+	}
+	return 0
 }
