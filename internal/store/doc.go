@@ -54,7 +54,12 @@
 // bytes: the server cuts a client whose pending bytes pass its max_pending
 // (64 MiB by default), and pulls in bulk on the writer's connection once
 // took the writes down with them. Close, or closing the store's
-// connection, closes those.
+// connection, closes those. On a cluster a new consumer's first pull is
+// sometimes lost (it reaches the client's node before the consumer's
+// interest does), which the ordered consumer would notice only after two
+// missed heartbeats, 10 s: a cursor without a first event after 300 ms
+// whose consumer has events pending and no pull waiting is given a new
+// consumer.
 //
 // Run ids are UUIDv7 strings made by the gateway; the store accepts any id
 // of 1 to 64 ASCII letters, digits, '-' and '_', which keeps ids safe as

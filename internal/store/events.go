@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/google/uuid"
@@ -341,6 +342,7 @@ func (s *Store) OpenCursor(ctx context.Context, runID string, after uint64) (run
 	pumpCtx, cancel := context.WithCancel(context.Background())
 	c := &cursor{
 		s:      s,
+		cfg:    cfg,
 		rd:     rd,
 		cons:   cons,
 		it:     it,
@@ -376,6 +378,7 @@ func (s *Store) deleteConsumer(cons jetstream.Consumer) {
 // does not call Next stops the pump, and then the pulls.
 type cursor struct {
 	s      *Store
+	cfg    jetstream.OrderedConsumerConfig
 	rd     *reader // the connection it reads on
 	cons   jetstream.Consumer
 	it     jetstream.MessagesContext
@@ -390,8 +393,16 @@ type cursor struct {
 func (c *cursor) pump(ctx context.Context, after uint64) {
 	defer close(c.events)
 	last := after
+	first := true
 	for {
-		msg, err := c.it.Next(jetstream.NextContext(ctx))
+		var msg jetstream.Msg
+		var err error
+		if first {
+			msg, err = c.firstMsg(ctx)
+			first = false
+		} else {
+			msg, err = c.it.Next(jetstream.NextContext(ctx))
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				err = errCursorClosed
@@ -476,14 +487,64 @@ func (c *cursor) Next(ctx context.Context, max int) ([]runs.StoredEvent, error) 
 	return batch, nil
 }
 
+// firstWait is how long a cursor waits for its first event before it asks
+// the server whether its pull was lost.
+const firstWait = 300 * time.Millisecond
+
+// firstMsg waits for the cursor's first message. On a cluster the first pull
+// of a new consumer is sometimes lost: the consumer's node has not yet told
+// the client's node of its interest when the pull arrives there, and the
+// ordered consumer only notices after two missed heartbeats (10 s). So a
+// cursor that has waited firstWait asks for its consumer's state, and one
+// that has events pending and no pull waiting is replaced by a new
+// consumer from the same start, until its first message comes.
+func (c *cursor) firstMsg(ctx context.Context) (jetstream.Msg, error) {
+	for wait := firstWait; ; wait = min(2*wait, 5*time.Second) {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		msg, err := c.it.Next(jetstream.NextContext(wctx))
+		cancel()
+		if err == nil || ctx.Err() != nil || wctx.Err() == nil {
+			return msg, err
+		}
+		if c.rd.nc.IsClosed() {
+			// The iterator may not have seen it yet.
+			return nil, nats.ErrConnectionClosed
+		}
+		ictx, cancel := context.WithTimeout(ctx, c.s.timeout)
+		info, err := c.cons.Info(ictx)
+		cancel()
+		if err != nil || info.NumPending == 0 || info.NumWaiting > 0 {
+			// Nothing stored yet to deliver, or the pull is there: the
+			// consumer is fine, or its own heartbeat check will tell.
+			continue
+		}
+		c.log.Info("cursor pull lost, consumer replaced", zap.String("consumer", info.Name),
+			zap.Uint64("pending", info.NumPending))
+		cctx, cancel := context.WithTimeout(ctx, c.s.timeout)
+		cons, err := c.rd.js.OrderedConsumer(cctx, eventsStream, c.cfg)
+		cancel()
+		if err != nil {
+			continue
+		}
+		it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(cursorBuffer, c.s.readers.pullBytes()))
+		if err != nil {
+			c.s.deleteConsumer(cons)
+			continue
+		}
+		c.it.Stop()
+		c.s.deleteConsumer(c.cons)
+		c.cons, c.it = cons, it
+	}
+}
+
 // Close stops the pump, waits for it to end and deletes the consumer.
 func (c *cursor) Close() error {
 	c.closeOnce.Do(func() {
 		c.cancel()
-		c.it.Stop()
 		for range c.events {
-			// Wait for the pump to end.
+			// Wait for the pump to end: it owns it and cons until then.
 		}
+		c.it.Stop()
 		c.s.deleteConsumer(c.cons)
 		c.s.readers.release(c.rd)
 	})
