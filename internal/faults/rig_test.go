@@ -234,8 +234,19 @@ func (r *rig) stop() {
 	}
 }
 
-// readEnv loads rig.env: one KEY='VALUE' a line.
-func (r *rig) readEnv() map[string]string {
+// readEnv loads rig.env and sets the rig's URLs from it; only start calls
+// it, before anything else reads them.
+func (r *rig) readEnv() {
+	env := r.loadEnv()
+	r.Gateways = nil
+	for i := 1; i <= 3; i++ {
+		r.Gateways = append(r.Gateways, env[fmt.Sprintf("GATEWAY%d_URL", i)])
+	}
+	r.Nginx = env["NGINX_URL"]
+}
+
+// loadEnv reads rig.env: one KEY='VALUE' a line.
+func (r *rig) loadEnv() map[string]string {
 	env := map[string]string{}
 	b, err := os.ReadFile(filepath.Join(r.dir, "rig.env"))
 	if err != nil {
@@ -248,17 +259,12 @@ func (r *rig) readEnv() map[string]string {
 			env[k] = strings.Trim(v, "'")
 		}
 	}
-	r.Gateways = nil
-	for i := 1; i <= 3; i++ {
-		r.Gateways = append(r.Gateways, env[fmt.Sprintf("GATEWAY%d_URL", i)])
-	}
-	r.Nginx = env["NGINX_URL"]
 	return env
 }
 
 // pid is the recorded pid of role ("GATEWAY2", "NATS1"), 0 when none.
 func (r *rig) pid(role string) int {
-	n, _ := strconv.Atoi(r.readEnv()[role+"_PID"])
+	n, _ := strconv.Atoi(r.loadEnv()[role+"_PID"])
 	return n
 }
 
@@ -346,7 +352,7 @@ func (r *rig) logTails() {
 // leader returns the nats node (1-3) that leads stream, as the nodes'
 // monitoring endpoint tells, 0 when no live node knows.
 func (r *rig) leader(stream string) int {
-	env := r.readEnv()
+	env := r.loadEnv()
 	for i := 1; i <= 3; i++ {
 		resp, err := client.Get("http://127.0.0.1:" + env[fmt.Sprintf("NATS%d_MONITOR_PORT", i)] + "/jsz?accounts=true&streams=true")
 		if err != nil {
