@@ -368,11 +368,14 @@ func (r *rig) verify(t *testing.T, id string, w want, within time.Duration) []st
 	r.track(id)
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	// One deadline for the whole check: a run whose stream never ends
+	// costs within, not within for every replica too.
+	deadline := time.Now().Add(within)
 	rec, err := waitTerminal(t, r.Nginx, id, within)
 	if err != nil {
 		bad("%v", err)
 	}
-	f := follow(r.Nginx, id, within)
+	f := follow(r.Nginx, id, max(time.Until(deadline), 10*time.Second))
 	problems = append(problems, f.Problems...)
 	stalled := func(where string, f followed) {
 		// The run is over: its stored log is there to be read at once. A
@@ -447,7 +450,7 @@ func (r *rig) verify(t *testing.T, id string, w want, within time.Duration) []st
 		if !r.alive(fmt.Sprintf("GATEWAY%d", i+1)) {
 			continue
 		}
-		again := follow(g, id, 30*time.Second)
+		again := follow(g, id, min(max(time.Until(deadline), 5*time.Second), 30*time.Second))
 		stalled(fmt.Sprintf("gateway %d", i+1), again)
 		if len(again.Events) != len(f.Events) {
 			bad("gateway %d serves %d events, nginx served %d (%v)", i+1, len(again.Events), len(f.Events), again.Problems)
