@@ -19,10 +19,14 @@
 // process is re-parented to the reaper, not to init. The agent has a
 // process group of its own, so that a group signal, the agent's or the
 // supervisor's, does not take the reaper down first. The reaper kills
-// everything below it when the agent exits; the supervisor's last step of
-// a stop kills everything below the reaper before the reaper itself; and
-// when the gateway dies, even by SIGKILL, the reaper is told by its
-// parent-death signal and kills everything below it. It needs no
+// everything below it when the agent exits, and exits only once it has no
+// child left, which, unlike a scan of /proc, proves nothing is below it;
+// the supervisor's last step of a stop kills everything below the reaper
+// and then waits for the reaper rather than killing it; and when the
+// gateway dies, even by SIGKILL, the reaper is told by its parent-death
+// signal and kills everything below it. Every kill of a tree stops each
+// process (SIGSTOP) before it kills it, so that a tree that forks as fast
+// as it is killed cannot outrun the kill. It needs no
 // privileges. What escapes it: a process of the run that kills the
 // reaper (its orphans then go to init and are reached only by the cookie,
 // if they kept it), and a process stopped in the kernel past a minute.
@@ -74,6 +78,10 @@ func New() *Tree { return &Tree{procDir: "/proc", self: os.Getpid()} }
 type proc struct {
 	pid, ppid int
 	zombie    bool
+	// stopped is a process in a stop (SIGSTOP, or a tracer's): it runs
+	// no instruction, so it neither forks nor exits, until continued or
+	// killed.
+	stopped bool
 }
 
 // Find returns the pids of live processes marked with run id's cookie and
@@ -194,7 +202,8 @@ func parseStat(pid int, stat []byte) (proc, bool) {
 	if err != nil {
 		return proc{}, false
 	}
-	return proc{pid: pid, ppid: ppid, zombie: fields[0] == "Z" || fields[0] == "X"}, true
+	st := fields[0]
+	return proc{pid: pid, ppid: ppid, zombie: st == "Z" || st == "X", stopped: st == "T" || st == "t"}, true
 }
 
 func hasCookie(env []byte, cookie string) bool {
@@ -261,14 +270,21 @@ func (t *Tree) Kill(ctx context.Context, id string) error {
 	}
 }
 
-// KillDescendants sends SIGKILL to every live descendant of pid, again
-// and again, until none is left or ctx ends; pid itself is spared. With
-// spareFirstChild, pid's oldest child is spared too, with its own
-// descendants killed: pid is then a reaper (see Reap) whose first child
-// is the agent. It ends a turn's tools while the agent lives on, for a
-// CLI that does not stop them itself when a turn is interrupted.
+// KillDescendants kills every live descendant of pid, again and again,
+// until none is left or ctx ends; pid itself is spared. Each process is
+// stopped before it is killed (see freezer). With spareFirstChild, pid's
+// oldest child is spared too, with its own descendants killed: pid is then
+// a reaper (see Reap) whose first child is the agent. It ends a turn's
+// tools while the agent lives on, for a CLI that does not stop them itself
+// when a turn is interrupted.
+//
+// A scan of /proc is no snapshot: a process re-parented while it is read
+// can be missed, so "none left" here is a strong hint, not proof. Below a
+// reaper the proof is the reaper's own: it exits only once it has no
+// child left (killTree).
 func (t *Tree) KillDescendants(ctx context.Context, pid int, spareFirstChild bool) error {
 	delay := 5 * time.Millisecond
+	f := newFreezer()
 	for {
 		procs, err := t.list()
 		if err != nil {
@@ -291,18 +307,16 @@ func (t *Tree) KillDescendants(ctx context.Context, pid int, spareFirstChild boo
 				spare[first] = true
 			}
 		}
-		var victims []int
+		var victims []proc
 		for _, v := range descendants(live, pid) {
-			if !spare[v] {
+			if !spare[v.pid] && !v.zombie {
 				victims = append(victims, v)
 			}
 		}
 		if len(victims) == 0 {
 			return nil
 		}
-		for _, v := range victims {
-			_ = syscall.Kill(v, syscall.SIGKILL)
-		}
+		f.round(victims)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %d left below %d", ErrSurvivors, len(victims), pid)
@@ -311,6 +325,42 @@ func (t *Tree) KillDescendants(ctx context.Context, pid int, spareFirstChild boo
 		if delay < 100*time.Millisecond {
 			delay *= 2
 		}
+	}
+}
+
+// stopTries is how many rounds a freezer sends SIGSTOP to a process that
+// does not stop before it kills it running: a process waiting in the
+// kernel for a vfork child that was stopped before its exec, or one in
+// state D, stops only once that wait ends, while SIGKILL ends it now.
+const stopTries = 5
+
+// freezer kills a tree of processes that forks while it is being killed,
+// the way a cgroup is frozen and then killed. Killing a process at once
+// leaves the children it forked between the scan and the kill alive, and
+// re-parents them; a child that takes over forking when its parent dies
+// then multiplies with each round, and under load the rounds never catch
+// up (81 of an evil tree were left after 10 s of rounds). A stopped
+// process neither forks nor dies, so its children stay its children, and
+// the round that kills it finds them and stops them too. So a round stops
+// what runs, and kills what is stopped. SIGSTOP and SIGKILL can be neither
+// caught nor ignored.
+type freezer struct {
+	tries map[int]int
+}
+
+func newFreezer() *freezer { return &freezer{tries: map[int]int{}} }
+
+// round sends each victim SIGKILL when it is stopped (or is a zombie,
+// whose other threads may still run) or has been sent SIGSTOP stopTries
+// times already, and SIGSTOP otherwise.
+func (f *freezer) round(victims []proc) {
+	for _, v := range victims {
+		if v.stopped || v.zombie || f.tries[v.pid] >= stopTries {
+			_ = syscall.Kill(v.pid, syscall.SIGKILL)
+			continue
+		}
+		f.tries[v.pid]++
+		_ = syscall.Kill(v.pid, syscall.SIGSTOP)
 	}
 }
 

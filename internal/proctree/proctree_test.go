@@ -86,18 +86,20 @@ func TestFindIgnoresOtherRuns(t *testing.T) {
 
 func TestParseStat(t *testing.T) {
 	for _, tc := range []struct {
-		in     string
-		ppid   int
-		zombie bool
-		ok     bool
+		in              string
+		ppid            int
+		zombie, stopped bool
+		ok              bool
 	}{
-		{"12 (bash) S 7 12 12 0", 7, false, true},
-		{"12 (a) b) (c) Z 1 12 12", 1, true, true},
-		{"12 (x", 0, false, false},
-		{"12 (x) R", 0, false, false},
+		{"12 (bash) S 7 12 12 0", 7, false, false, true},
+		{"12 (a) b) (c) Z 1 12 12", 1, true, false, true},
+		{"12 (evil) T 3 12 12", 3, false, true, true},
+		{"12 (traced) t 3 12 12", 3, false, true, true},
+		{"12 (x", 0, false, false, false},
+		{"12 (x) R", 0, false, false, false},
 	} {
 		p, ok := parseStat(12, []byte(tc.in))
-		if ok != tc.ok || (ok && (p.ppid != tc.ppid || p.zombie != tc.zombie)) {
+		if ok != tc.ok || (ok && (p.ppid != tc.ppid || p.zombie != tc.zombie || p.stopped != tc.stopped)) {
 			t.Errorf("parseStat(%q) = %+v, %v", tc.in, p, ok)
 		}
 	}

@@ -133,28 +133,31 @@ func Reap(argv []string) int {
 const reaperGiveUp = time.Minute
 
 // killTree kills every descendant of this process, again and again, and
-// reaps the children among them, until none is left alive: orphans of the
-// run keep arriving as their parents die, and a process may fork between
-// a scan and the kill. A run that left nothing behind costs one scan.
+// reaps the children among them, until this process has no child left:
+// orphans of the run keep arriving as their parents die, and a process may
+// fork between a scan and the kill, so a scan that finds nothing alive is
+// no proof (a process re-parented while /proc is read is missed, and a
+// reaper that exited on it handed that process to init). Having no child
+// is proof: everything below a process descends from one of its children.
+// Each process is stopped before it is killed (see freezer), so that a
+// tree that keeps forking cannot outrun the rounds. A run that left
+// nothing behind costs no scan.
 func killTree() {
 	self := os.Getpid()
 	tr := New()
+	f := newFreezer()
 	delay := time.Millisecond
 	deadline := time.Now().Add(reaperGiveUp)
 	for {
-		reapZombies()
+		if reapChildren() {
+			return
+		}
 		procs, err := tr.list()
 		if err != nil {
 			return
 		}
-		victims := descendants(procs, self)
-		if len(victims) == 0 {
-			reapZombies()
-			return
-		}
-		for _, pid := range victims {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+		// Zombies too: a zombie leader may have threads still running.
+		f.round(descendants(procs, self))
 		if time.Now().After(deadline) {
 			return
 		}
@@ -163,17 +166,16 @@ func killTree() {
 	}
 }
 
-// descendants returns the live processes below pid in procs. A zombie is
-// not one, but what is below it is: a multi-threaded process being killed
-// shows as a zombie once its main thread is gone, while its children are
-// still its own until its last thread exits, and only then go to the
-// reaper.
-func descendants(procs []proc, pid int) []int {
+// descendants returns the processes below pid in procs, zombies included.
+// A zombie is walked through: a multi-threaded process being killed shows
+// as a zombie once its main thread is gone, while its children are still
+// its own until its last thread exits, and only then go to the reaper.
+func descendants(procs []proc, pid int) []proc {
 	children := map[int][]proc{}
 	for _, p := range procs {
 		children[p.ppid] = append(children[p.ppid], p)
 	}
-	var out []int
+	var out []proc
 	seen := map[int]bool{}
 	var walk func(int)
 	walk = func(p int) {
@@ -182,9 +184,7 @@ func descendants(procs []proc, pid int) []int {
 				continue
 			}
 			seen[c.pid] = true
-			if !c.zombie {
-				out = append(out, c.pid)
-			}
+			out = append(out, c)
 			walk(c.pid)
 		}
 	}
@@ -199,12 +199,19 @@ func firstOf(s []string) string {
 	return s[0]
 }
 
-// reapZombies waits for every child that has exited, without blocking.
-func reapZombies() {
+// reapChildren waits for every child that has exited, without blocking,
+// and reports whether this process has no child left at all, live or
+// zombie. __WALL counts a child whatever signal it is to send its parent
+// at its exit.
+func reapChildren() (none bool) {
 	for {
-		pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
-		if pid <= 0 || err != nil {
-			return
+		pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG|syscall.WALL, nil)
+		switch {
+		case errors.Is(err, syscall.ECHILD):
+			return true
+		case errors.Is(err, syscall.EINTR):
+		case err != nil || pid <= 0:
+			return false
 		}
 	}
 }

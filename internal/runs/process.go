@@ -263,7 +263,7 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 func stop(pid int, p process, tree *proctree.Tree, cg *proctree.Cgroup, talk *stdinWriter, waited <-chan struct{}) {
 	steps := []func(){
 		func() { _ = syscall.Kill(-pid, syscall.SIGTERM) },
-		func() { killAll(pid, tree, cg, p.Log) },
+		func() { killAll(pid, p, tree, cg, waited) },
 	}
 	if p.Interrupt != 0 {
 		steps = append([]func(){func() { _ = syscall.Kill(pid, p.Interrupt) }}, steps...)
@@ -293,10 +293,14 @@ func stop(pid int, p process, tree *proctree.Tree, cg *proctree.Cgroup, talk *st
 
 // killAll sends SIGKILL to every process of the run. With a cgroup the
 // kernel kills them all at once. Without one, the processes below pid die
-// first and pid last: pid may be the reaper, which must outlive them, or
-// the processes that escaped the cookie scan are re-parented to init,
-// out of reach.
-func killAll(pid int, tree *proctree.Tree, cg *proctree.Cgroup, log *zap.Logger) {
+// first, and pid last. When pid is the reaper it is not killed but waited
+// for: it kills and reaps whatever the gateway's scan of /proc missed (a
+// process re-parented to it while /proc was read, or forked meanwhile),
+// and exits only once it has no child left; killed first, it would hand
+// those to init, out of reach. Only a reaper that has not exited by
+// killTimeout is killed.
+func killAll(pid int, p process, tree *proctree.Tree, cg *proctree.Cgroup, waited <-chan struct{}) {
+	log := p.Log
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -311,6 +315,14 @@ func killAll(pid int, tree *proctree.Tree, cg *proctree.Cgroup, log *zap.Logger)
 	}
 	if err := tree.KillDescendants(ctx, pid, false); err != nil {
 		log.Error("kill the run's processes", zap.Error(err))
+	}
+	if p.Reaped {
+		select {
+		case <-waited:
+			return
+		case <-time.After(killTimeout):
+			log.Error("the run's reaper did not exit once its agent was killed; killing it", zap.Duration("after", killTimeout))
+		}
 	}
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 }
