@@ -138,10 +138,10 @@ signal() {
   return 1
 }
 
-# inuse PORT: something listens on 127.0.0.1:PORT.
+# inuse PORT: a socket, listening or connected, holds PORT on this side.
 inuse() {
   if command -v ss >/dev/null; then
-    [ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]
+    [ -n "$(ss -Htan "sport = :$1" 2>/dev/null)" ]
   else
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
   fi
@@ -154,9 +154,13 @@ taken=" "
 # race with another program is possible; whatever then fails to listen
 # fails start, loudly.
 freeport() {
-  local p
+  local p low=32768
+  # Below the kernel's ephemeral range, where no outgoing connection can
+  # take the port between this choice and the listen.
+  read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  [ "$low" -gt 12000 ] || die "the ephemeral port range starts at $low; the rig needs ports below it"
   for _ in $(seq 200); do
-    p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+    p=$((10000 + (RANDOM * 32768 + RANDOM) % (low - 10000)))
     case "$taken" in *" $p "*) continue ;; esac
     if ! inuse "$p"; then
       taken="$taken$p "
