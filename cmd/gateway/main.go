@@ -121,6 +121,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
+	defer st.Close()
 
 	// The disks: a full one must not break the store. See diskguard.
 	guardOpts := diskguard.Options{

@@ -155,6 +155,12 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	return t.run, nil
 }
 
+// replayRequeueAfter is how old a queued run nobody owns and not in the
+// queue must be before a retry with its idempotency key queues it again:
+// younger, the request that recorded it may still be queueing it, and must
+// store its run.queued first.
+const replayRequeueAfter = 10 * time.Second
+
 // replay returns the run an idempotency key made, as it is now. A queued
 // run nobody owns is queued again, in case the request that recorded it
 // stopped before queueing it; the queue keeps one copy of a run it has.
@@ -163,7 +169,7 @@ func (s *Supervisor) replay(ctx context.Context, id string) (Run, error) {
 	if err != nil {
 		return Run{}, err
 	}
-	if r.Status == Queued && r.Owner == "" && r.QueuePosition == 0 {
+	if r.Status == Queued && r.Owner == "" && r.QueuePosition == 0 && s.cfg.Now().Sub(r.CreatedAt) > replayRequeueAfter {
 		if err := s.store.Enqueue(ctx, id, r.Spec); err != nil && !errors.Is(err, ErrCapacity) {
 			return Run{}, fmt.Errorf("queue run: %w", err)
 		}

@@ -263,7 +263,12 @@ func (s *Store) LastEvent(ctx context.Context, runID string) (runs.StoredEvent, 
 	if err := checkID(runID); err != nil {
 		return runs.StoredEvent{}, fmt.Errorf("last event: %w", err)
 	}
-	m, err := s.events.GetLastMsgForSubject(ctx, eventsSubject(runID))
+	var m *jetstream.RawStreamMsg
+	err := s.retry(ctx, "last event", func(ctx context.Context) error {
+		var err error
+		m, err = s.events.GetLastMsgForSubject(ctx, eventsSubject(runID))
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return runs.StoredEvent{}, nil
 	}
@@ -280,7 +285,12 @@ func (s *Store) LastEvent(ctx context.Context, runID string) (runs.StoredEvent, 
 // last returns the run's last event's seq and its stream sequence, zeros
 // when the run has no events.
 func (s *Store) lastStored(ctx context.Context, runID string) (seq, streamSeq uint64, err error) {
-	m, err := s.events.GetLastMsgForSubject(ctx, eventsSubject(runID))
+	var m *jetstream.RawStreamMsg
+	err = s.retry(ctx, "last event", func(ctx context.Context) error {
+		var err error
+		m, err = s.events.GetLastMsgForSubject(ctx, eventsSubject(runID))
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, 0, nil
 	}
@@ -327,7 +337,12 @@ func (s *Store) OpenCursor(ctx context.Context, runID string, after uint64) (run
 	if err != nil {
 		return nil, fmt.Errorf("open cursor on %s: %w", runID, err)
 	}
-	cons, err := rd.js.OrderedConsumer(ctx, eventsStream, cfg)
+	var cons jetstream.Consumer
+	err = s.retry(ctx, "open cursor", func(ctx context.Context) error {
+		var err error
+		cons, err = rd.js.OrderedConsumer(ctx, eventsStream, cfg)
+		return err
+	})
 	if err != nil {
 		s.readers.release(rd)
 		return nil, fmt.Errorf("open cursor on %s: %w", runID, err)

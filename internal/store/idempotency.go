@@ -31,7 +31,7 @@ func (s *Store) openIdempotency(ctx context.Context, opts Options) error {
 		Storage:     jetstream.FileStorage,
 		Replicas:    opts.Replicas,
 	}
-	err := retryCreate(func() error {
+	err := s.ensure(ctx, "create bucket "+idempotencyBucket, func(ctx context.Context) error {
 		var err error
 		s.idem, err = s.js.CreateOrUpdateKeyValue(ctx, cfg)
 		return err
@@ -60,14 +60,24 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, key string, rec runs.Id
 		return runs.IdempotencyRecord{}, false, fmt.Errorf("idempotency key: %w", err)
 	}
 	for {
-		_, err := s.idem.Create(ctx, k, data)
+		// A create retried after a lost ack finds the key taken by
+		// itself: the record read back then names this request's run.
+		err := s.retry(ctx, "claim idempotency key", func(ctx context.Context) error {
+			_, err := s.idem.Create(ctx, k, data)
+			return err
+		})
 		if err == nil {
 			return rec, true, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return runs.IdempotencyRecord{}, false, fmt.Errorf("idempotency key: %w", err)
 		}
-		e, err := s.idem.Get(ctx, k)
+		var e jetstream.KeyValueEntry
+		err = s.retry(ctx, "read idempotency key", func(ctx context.Context) error {
+			var err error
+			e, err = s.idem.Get(ctx, k)
+			return err
+		})
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue // expired between the two calls
 		}

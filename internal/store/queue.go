@@ -57,7 +57,7 @@ func (s *Store) openQueue(ctx context.Context, opts Options) error {
 		Discard:    jetstream.DiscardNew,
 		Duplicates: dedupeWindow,
 	}
-	err := retryCreate(func() error {
+	err := s.ensure(ctx, "create stream "+queueStream, func(ctx context.Context) error {
 		var err error
 		s.queue, err = s.js.CreateOrUpdateStream(ctx, cfg)
 		return err
@@ -78,7 +78,7 @@ func (s *Store) openQueue(ctx context.Context, opts Options) error {
 		MaxAckPending: -1,
 		Replicas:      opts.Replicas,
 	}
-	err = retryCreate(func() error {
+	err = s.ensure(ctx, "create consumer "+queueConsumer, func(ctx context.Context) error {
 		var err error
 		s.workers, err = s.queue.CreateOrUpdateConsumer(ctx, consCfg)
 		return err
@@ -117,9 +117,15 @@ func (s *Store) enqueue(ctx context.Context, runID, msgID string, spec runs.Spec
 		return fmt.Errorf("enqueue run %s: %w", runID, runs.Invalid("prompt",
 			fmt.Sprintf("the run's spec is %d bytes, more than the event store's message limit (%d bytes) allows", len(data), max)))
 	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
-	_, err = s.js.PublishMsg(ctx, &nats.Msg{Subject: queueSubject(runID), Data: data}, jetstream.WithMsgID(msgID))
+	// A retry after a lost ack is a duplicate the stream drops; 10158 (the
+	// same id still in process, from a concurrent retry) is retried.
+	err = s.retry(ctx, "enqueue run", func(ctx context.Context) error {
+		_, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: queueSubject(runID), Data: data}, jetstream.WithMsgID(msgID))
+		if err != nil && queueFull(err) {
+			return fmt.Errorf("%w: %w", runs.ErrCapacity, err) // final
+		}
+		return err
+	})
 	if err != nil {
 		if queueFull(err) {
 			return fmt.Errorf("enqueue run %s: %w", runID, runs.ErrCapacity)
@@ -144,9 +150,9 @@ func (s *Store) Unqueue(ctx context.Context, runID string) error {
 	if err := checkID(runID); err != nil {
 		return fmt.Errorf("unqueue: %w", err)
 	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
-	err := s.queue.Purge(ctx, jetstream.WithPurgeSubject(queueSubject(runID)))
+	err := s.retry(ctx, "unqueue run", func(ctx context.Context) error {
+		return s.queue.Purge(ctx, jetstream.WithPurgeSubject(queueSubject(runID)))
+	})
 	if err != nil {
 		return fmt.Errorf("unqueue run %s: %w", runID, err)
 	}
@@ -156,9 +162,12 @@ func (s *Store) Unqueue(ctx context.Context, runID string) error {
 // QueueLength returns how many runs wait in the shared queue, counting
 // those a replica has taken and not yet acknowledged.
 func (s *Store) QueueLength(ctx context.Context) (int, error) {
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
-	info, err := s.queue.Info(ctx)
+	var info *jetstream.StreamInfo
+	err := s.retry(ctx, "queue length", func(ctx context.Context) error {
+		var err error
+		info, err = s.queue.Info(ctx)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("queue length: %w", err)
 	}
@@ -171,16 +180,19 @@ func (s *Store) QueuePosition(ctx context.Context, runID string) (int, error) {
 	if err := checkID(runID); err != nil {
 		return 0, fmt.Errorf("queue position: %w", err)
 	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
-	m, err := s.queue.GetLastMsgForSubject(ctx, queueSubject(runID))
+	var m *jetstream.RawStreamMsg
+	var info *jetstream.StreamInfo
+	err := s.retry(ctx, "queue position", func(ctx context.Context) error {
+		var err error
+		if m, err = s.queue.GetLastMsgForSubject(ctx, queueSubject(runID)); err != nil {
+			return err
+		}
+		info, err = s.queue.Info(ctx, jetstream.WithDeletedDetails(true))
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}
-	if err != nil {
-		return 0, fmt.Errorf("queue position of %s: %w", runID, err)
-	}
-	info, err := s.queue.Info(ctx, jetstream.WithDeletedDetails(true))
 	if err != nil {
 		return 0, fmt.Errorf("queue position of %s: %w", runID, err)
 	}
@@ -263,9 +275,14 @@ func (s *Store) ClaimRun(ctx context.Context, runID, replica string) (runs.Run, 
 		return runs.Run{}, fmt.Errorf("claim run: %w", err)
 	}
 	for {
-		e, err := s.kv.Get(ctx, runID)
+		var e jetstream.KeyValueEntry
+		err := s.retry(ctx, "claim run", func(ctx context.Context) error {
+			var err error
+			e, err = s.kv.Get(ctx, runID)
+			return kvErr(err)
+		})
 		if err != nil {
-			return runs.Run{}, fmt.Errorf("claim run %s: %w", runID, kvErr(err))
+			return runs.Run{}, fmt.Errorf("claim run %s: %w", runID, err)
 		}
 		r, err := decodeRun(e.Value())
 		if err != nil {
@@ -279,9 +296,17 @@ func (s *Store) ClaimRun(ctx context.Context, runID, replica string) (runs.Run, 
 		if err != nil {
 			return runs.Run{}, fmt.Errorf("claim run %s: %w", runID, err)
 		}
-		_, err = s.kv.Update(ctx, runID, data, e.Revision())
+		err = s.retry(ctx, "claim run", func(ctx context.Context) error {
+			_, err := s.kv.Update(ctx, runID, data, e.Revision())
+			return err
+		})
 		if err == nil {
 			return r, nil
+		}
+		// A retry after a lost ack meets its own write: the record says
+		// this replica owns it.
+		if cur, gerr := s.GetRun(ctx, runID); gerr == nil && cur.Owner == replica && cur.Status == runs.Queued {
+			return cur, nil
 		}
 		if !wrongRevision(err) {
 			return runs.Run{}, fmt.Errorf("claim run %s: %w", runID, err)
@@ -305,12 +330,15 @@ func (s *Store) DeleteRun(ctx context.Context, runID string) error {
 	if err := checkID(runID); err != nil {
 		return fmt.Errorf("delete run: %w", err)
 	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
-	if err := s.events.Purge(ctx, jetstream.WithPurgeSubject(eventsSubject(runID))); err != nil {
+	if err := s.retry(ctx, "delete events", func(ctx context.Context) error {
+		return s.events.Purge(ctx, jetstream.WithPurgeSubject(eventsSubject(runID)))
+	}); err != nil {
 		return fmt.Errorf("delete events of %s: %w", runID, err)
 	}
-	if err := s.kv.Purge(ctx, runID); err != nil {
+	s.forgetLast(runID)
+	if err := s.retry(ctx, "delete run", func(ctx context.Context) error {
+		return s.kv.Purge(ctx, runID)
+	}); err != nil {
 		return fmt.Errorf("delete run %s: %w", runID, err)
 	}
 	return nil

@@ -127,6 +127,23 @@ func (s *Store) ensure(ctx context.Context, what string, op func(ctx context.Con
 	}
 }
 
+// readRetryFor is how long a read whose ctx has no deadline is retried:
+// long enough for a leader election, short enough for a client waiting on
+// a request.
+const readRetryFor = 15 * time.Second
+
+// retry runs op as ensure does, through an election, for ctx's deadline
+// or readRetryFor when it has none. Reads, and the small writes of the
+// queue and of idempotency keys, go through it.
+func (s *Store) retry(ctx context.Context, what string, op func(ctx context.Context) error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, readRetryFor)
+		defer cancel()
+	}
+	return s.ensure(ctx, what, op)
+}
+
 // retryCtx bounds how long a write is retried: ctx's own deadline, or the
 // store's RetryFor when it has none.
 func (s *Store) retryCtx(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -134,21 +151,4 @@ func (s *Store) retryCtx(ctx context.Context) (context.Context, context.CancelFu
 		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, s.retryFor)
-}
-
-// retryCreate runs create until it succeeds or fails with an error that is
-// not transient, for up to defaultRetryFor. It takes no ctx: create carries
-// its own. New code should use ensure, which is bounded by ctx and gives
-// each attempt its own timeout.
-func retryCreate(create func() error) error {
-	deadline := time.Now().Add(defaultRetryFor)
-	wait := retryMin
-	for {
-		err := create()
-		if err == nil || !transient(err) || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(wait/2 + rand.N(wait/2+1))
-		wait = min(2*wait, retryMax)
-	}
 }

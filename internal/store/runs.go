@@ -133,7 +133,12 @@ func (s *Store) GetRun(ctx context.Context, id string) (runs.Run, error) {
 	if err := checkID(id); err != nil {
 		return runs.Run{}, fmt.Errorf("get run: %w", err)
 	}
-	data, err := s.getRecord(ctx, id)
+	var data []byte
+	err := s.retry(ctx, "get run", func(ctx context.Context) error {
+		var err error
+		data, err = s.getRecord(ctx, id)
+		return err
+	})
 	if err != nil {
 		return runs.Run{}, fmt.Errorf("get run %s: %w", id, err)
 	}
@@ -176,7 +181,18 @@ func (s *Store) ListRuns(ctx context.Context, f runs.Filter) (runs.Page, error) 
 		return runs.Page{}, runs.Invalid("cursor", "malformed cursor")
 	}
 
-	keys, err := s.kv.Keys(ctx)
+	var keys []string
+	err := s.retry(ctx, "list runs", func(ctx context.Context) error {
+		var err error
+		keys, err = s.kv.Keys(ctx)
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil
+		}
+		return err
+	})
+	if err == nil && len(keys) == 0 {
+		err = jetstream.ErrNoKeysFound
+	}
 	if errors.Is(err, jetstream.ErrNoKeysFound) {
 		return runs.Page{Runs: []runs.Run{}}, nil
 	}

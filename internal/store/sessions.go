@@ -19,9 +19,12 @@ func (s *Store) Session(ctx context.Context, agent, sessionID string) (runs.Sess
 	if err != nil {
 		return runs.SessionRecord{}, false, err
 	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
-	e, err := s.costs.Get(ctx, key)
+	var e jetstream.KeyValueEntry
+	err = s.retry(ctx, "get session", func(ctx context.Context) error {
+		var err error
+		e, err = s.costs.Get(ctx, key)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return runs.SessionRecord{}, false, nil
 	}
@@ -60,9 +63,11 @@ func (s *Store) SetSession(ctx context.Context, agent, sessionID string, rec run
 	if err != nil {
 		return fmt.Errorf("set session %s: %w", key, err)
 	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
-	if _, err := s.costs.Put(ctx, key, b); err != nil {
+	err = s.retry(ctx, "set session", func(ctx context.Context) error {
+		_, err := s.costs.Put(ctx, key, b)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("set session %s: %w", key, err)
 	}
 	return nil

@@ -180,18 +180,11 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open store: bucket %s: %w", b.cfg.Bucket, err)
 		}
 	}
-	// These retry with retryCreate, which cannot bound each attempt: a
-	// ctx that ends with Open's but has no deadline gives each request
-	// the store's timeout, so that one lost request is not the end.
-	lctx, cancelL := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelL()
-	stop := context.AfterFunc(ctx, cancelL)
-	defer stop()
-	if err := s.openQueue(lctx, opts); err != nil {
+	if err := s.openQueue(ctx, opts); err != nil {
 		s.readers.close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	if err := s.openIdempotency(lctx, opts); err != nil {
+	if err := s.openIdempotency(ctx, opts); err != nil {
 		s.readers.close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
