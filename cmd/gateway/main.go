@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -99,11 +100,33 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 
 	// Listen first: a port in use fails the start before anything runs.
+	// Serve at once too, answering 503 until the gateway is ready: a
+	// connection to a port that is listening but not served would wait
+	// (a load balancer's request hangs there), while a 503 sends it to
+	// another replica at once.
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	defer ln.Close()
+	var handler swapHandler
+	handler.set(startingHandler())
+	// Requests hang off their own base context, not ctx: runs belong to
+	// the supervisor, and open streams are ended only after the runs
+	// they follow have had their grace period.
+	baseCtx, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
+	srv := &http.Server{
+		Handler:           &handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		// No WriteTimeout: event streams are long. The SSE writer sets a
+		// deadline per batch instead.
+		IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return baseCtx },
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	defer srv.Close() // on a failed start; a clean stop shuts it down first
 
 	nc, emb, closeNATS, err := connectNATS(cfg, log)
 	if err != nil {
@@ -193,22 +216,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	draining := make(chan struct{})
 	httpCfg := cfg.HTTP
 	httpCfg.Draining = draining
-	handler := api.New(httpCfg, sup, rec, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), log)
-	// Requests hang off their own base context, not ctx: runs belong to
-	// the supervisor, and open streams are ended only after the runs
-	// they follow have had their grace period.
-	baseCtx, endStreams := context.WithCancel(context.Background())
-	defer endStreams()
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		// No WriteTimeout: event streams are long. The SSE writer sets a
-		// deadline per batch instead.
-		IdleTimeout: 2 * time.Minute,
-		BaseContext: func(net.Listener) context.Context { return baseCtx },
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	handler.set(api.New(httpCfg, sup, rec, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), log))
 	fmt.Fprintf(stdout, "agentgate listening on http://%s\n", ln.Addr())
 	log.Info("gateway started", zap.String("addr", ln.Addr().String()), zap.String("data_dir", cfg.DataDir),
 		zap.Bool("embedded_nats", cfg.NATSURL == ""))
@@ -303,4 +311,31 @@ func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 	enc.TimeKey, enc.EncodeTime = "time", zapcore.ISO8601TimeEncoder
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(w), lvl)
 	return zap.New(core), nil
+}
+
+// swapHandler serves whichever handler was set last: the starting one,
+// then the API.
+type swapHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (s *swapHandler) set(h http.Handler) { s.h.Store(&h) }
+
+func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.h.Load()).ServeHTTP(w, r)
+}
+
+// startingHandler answers while the gateway starts: /healthz 200 (the
+// process is alive), everything else 503 not_ready with Retry-After, in the
+// API's error shape.
+func startingHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"status":"ok"}`+"\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error":{"code":"not_ready","message":"the gateway is starting; retry in a moment"}}`+"\n")
+	})
 }
