@@ -133,17 +133,7 @@ func newTalkHarness(t *testing.T, cfg Config) *harness {
 		return ""
 	}
 	sup := NewSupervisor(cfg, h.store, []*Agent{{Adapter: talkAdapter{}, Bin: launcher, Home: t.TempDir()}}, nopObserver{}, h.sup.log)
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := sup.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		_ = sup.Shutdown(sctx)
-		cancel()
-		sup.loops.Wait()
-	})
+	startSupervisor(t, sup)
 	return &harness{sup: sup, store: h.store, root: h.root}
 }
 

@@ -52,17 +52,7 @@ func newEvilHarness(t *testing.T, withCgroups bool) (*harness, *proctreetest.Evi
 	store := newMemStore()
 	agent := &Agent{Adapter: evilAdapter{fakeAdapter{}, evil}, Bin: evil.Bin, Home: t.TempDir()}
 	sup := NewSupervisor(cfg, store, []*Agent{agent}, nopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := sup.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		_ = sup.Shutdown(sctx)
-		cancel()
-		sup.loops.Wait()
-	})
+	startSupervisor(t, sup)
 	return &harness{sup: sup, store: store, root: cfg.WorkspaceRoot}, evil
 }
 

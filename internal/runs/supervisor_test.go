@@ -235,6 +235,14 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	}
 	agent := &Agent{Adapter: fakeAdapter{mode: "hello"}, Bin: os.Args[0], Home: t.TempDir()}
 	sup := NewSupervisor(cfg, store, []*Agent{agent}, nopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	startSupervisor(t, sup)
+	return &harness{sup: sup, store: store, root: root}
+}
+
+// startSupervisor starts sup and, when the test ends, shuts it down and
+// waits for its loops.
+func startSupervisor(t *testing.T, sup *Supervisor) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sup.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -246,7 +254,6 @@ func newHarness(t *testing.T, cfg Config) *harness {
 		cancel()
 		sup.loops.Wait()
 	})
-	return &harness{sup: sup, store: store, root: root}
 }
 
 func (h *harness) submit(t *testing.T, prompt string) Run {
