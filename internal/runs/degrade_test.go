@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -26,6 +27,11 @@ func TestDegradeStopsRunsAndResumes(t *testing.T) {
 	}
 	if err := h.sup.Ready(context.Background()); !errors.Is(err, ErrStorageFull) {
 		t.Fatalf("ready while degraded = %v", err)
+	}
+	// A new reason replaces the old one in what readiness says.
+	h.sup.Degrade(errors.New("4 MiB free, too little for the reserve"))
+	if err := h.sup.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "4 MiB free") {
+		t.Fatalf("ready after a new reason = %v", err)
 	}
 
 	// A run queued meanwhile (by another replica) waits.

@@ -391,6 +391,9 @@ func (s *Supervisor) Degrade(why error) {
 	case why != nil && was == nil:
 		s.degraded = fmt.Errorf("%w: %w", ErrStorageFull, why)
 		s.resume = make(chan struct{})
+	case why != nil:
+		// Still degraded, for a reason that changed: say the new one.
+		s.degraded = fmt.Errorf("%w: %w", ErrStorageFull, why)
 	case why == nil && was != nil:
 		s.degraded = nil
 		close(s.resume)
