@@ -39,8 +39,7 @@ const (
 func Run(t *testing.T, kit Kit) {
 	a := kit.Adapter()
 	bin := kit.Bin(t)
-	st := startStore(t)
-	s := &suite{kit: kit, adapter: a, bin: bin, store: st}
+	s := &suite{kit: kit, adapter: a, bin: bin}
 
 	t.Run("version", s.version)
 	t.Run("unsupported_fields", s.unsupportedFields)
@@ -74,7 +73,6 @@ type suite struct {
 	kit     Kit
 	adapter runs.Adapter
 	bin     string
-	store   runs.Store
 }
 
 func startStore(t *testing.T) runs.Store {
@@ -96,8 +94,10 @@ func startStore(t *testing.T) runs.Store {
 	return st
 }
 
-// gateway is one supervisor over the suite's store, with the agent
-// configured against one backend.
+// gateway is one supervisor over a store of its own, with the agent
+// configured against one backend. The store is its own because replicas
+// on one store share its queue: a case's runs must run against the case's
+// backend.
 type gateway struct {
 	sup     *runs.Supervisor
 	store   runs.Store
@@ -117,7 +117,8 @@ func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]st
 		KillGrace: 2 * time.Second, MaxTimeout: time.Hour, DefaultTimeout: 3 * time.Minute, // the suite's waits are the bounds
 		Getenv: func(k string) string { return gwEnv[k] },
 	}
-	sup := runs.NewSupervisor(cfg, s.store, []*runs.Agent{{Adapter: s.adapter, Bin: s.bin, Home: home}},
+	st := startStore(t)
+	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: s.adapter, Bin: s.bin, Home: home}},
 		nopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sup.Start(ctx); err != nil {
@@ -132,7 +133,7 @@ func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]st
 		}
 		cancel()
 	})
-	return &gateway{sup: sup, store: s.store, backend: b, home: home, root: cfg.WorkspaceRoot}
+	return &gateway{sup: sup, store: st, backend: b, home: home, root: cfg.WorkspaceRoot}
 }
 
 func credentials(b Backend) map[string]string   { return b.Env }
