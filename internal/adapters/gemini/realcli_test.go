@@ -20,8 +20,11 @@ import (
 
 var record = flag.Bool("record", false, "TestRealCLI rewrites testdata/<case>.jsonl and .meta.json from the real CLI (then run TestGolden -update)")
 
-// runDeadline bounds one real-CLI run; every case takes a few seconds.
-const runDeadline = 45 * time.Second
+// runDeadline bounds one real-CLI run, so that a CLI that hangs fails
+// the test instead of the whole suite's timeout. Every case takes a few
+// seconds, but the CLI's start alone can take most of a minute on a
+// loaded machine, so the bound is far above that.
+const runDeadline = 3 * time.Minute
 
 // TestRealCLI runs the installed gemini with the adapter's Command, in a
 // home PrepareHome prepared, against the mock Gemini API for every case,
