@@ -207,6 +207,7 @@ natsconf() {
 server_name: n$i
 listen: 127.0.0.1:$(getvar NATS${i}_PORT)
 http: 127.0.0.1:$(getvar NATS${i}_MONITOR_PORT)
+max_payload: 4MB
 jetstream {
   store_dir: "$dir/nats$i/store"
   max_memory_store: 256MB

@@ -35,6 +35,10 @@ func StartEmbedded(dir string, log *zap.Logger) (*Embedded, error) {
 	srv, err := server.NewServer(&server.Options{
 		ServerName: "agentgate",
 		DontListen: true,
+		// A queued run's message carries its whole spec, up to the
+		// API's 2 MiB body limit; the default 1 MB would refuse the
+		// largest prompts.
+		MaxPayload: 4 << 20,
 		JetStream:  true,
 		StoreDir:   dir,
 		// The gateway handles signals itself.

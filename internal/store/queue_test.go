@@ -190,3 +190,23 @@ func TestClaimIdempotencyKey(t *testing.T) {
 		t.Fatalf("empty key = %v", err)
 	}
 }
+
+// The embedded server takes a queued run whose spec is as large as the
+// API's largest body (2 MiB): the queue message carries it whole.
+func TestQueueCarriesLargestSpec(t *testing.T) {
+	e := newEnv(t)
+	r := queuedRun(t, e.s)
+	prompt := strings.Repeat("p", 2<<20-1024)
+	if err := e.s.Enqueue(ctx(t), r.ID, runs.Spec{Agent: "claude", Prompt: prompt}); err != nil {
+		t.Fatalf("enqueue a 2 MiB spec: %v", err)
+	}
+	q, err := e.s.Dequeue(ctx(t))
+	if err != nil || q.Spec == nil || q.Spec.Prompt != prompt {
+		t.Fatalf("dequeue: %v, spec carried whole: %v", err, q.Spec != nil && q.Spec.Prompt == prompt)
+	}
+	q.Ack()
+	// Past the server's limit, it is a clear invalid prompt, not a 500.
+	if err := e.s.Enqueue(ctx(t), r.ID, runs.Spec{Agent: "claude", Prompt: strings.Repeat("p", 5<<20)}); !errors.Is(err, runs.ErrInvalid) {
+		t.Fatalf("enqueue past the limit = %v, want ErrInvalid", err)
+	}
+}
