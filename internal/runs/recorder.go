@@ -93,6 +93,15 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 		StructuredOutput: json.RawMessage(out.StructuredOutput), Usage: out.Usage, CostUSD: out.CostUSD,
 		NumTurns: out.NumTurns, Diff: out.Diff, DurationMS: dur.Milliseconds(), Exit: exit, Error: runErr,
 	})
+	// Metrics count the run before anyone can read it finished, so that
+	// a client that sees it end and then scrapes finds it counted.
+	class := Class("")
+	if runErr != nil {
+		class = runErr.Class
+	}
+	s.obs.RunFinished(r.Agent, r.Model, status, class, dur.Seconds(), r.Usage, r.CostUSD)
+	s.log.Info("run finished", zap.String("run_id", r.ID), zap.String("agent", r.Agent),
+		zap.String("status", string(status)), zap.String("class", string(class)), zap.Duration("duration", dur))
 	if err := s.storeRun(*r); err != nil {
 		// The store has been unreachable for the whole retry time.
 		// Keep trying in the background; run.completed waits for the
@@ -108,13 +117,6 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	} else {
 		s.emit(t, completed)
 	}
-	class := Class("")
-	if runErr != nil {
-		class = runErr.Class
-	}
-	s.obs.RunFinished(r.Agent, r.Model, status, class, dur.Seconds(), r.Usage, r.CostUSD)
-	s.log.Info("run finished", zap.String("run_id", r.ID), zap.String("agent", r.Agent),
-		zap.String("status", string(status)), zap.String("class", string(class)), zap.Duration("duration", dur))
 }
 
 // storeRun writes the run's record, retrying a failing store for
