@@ -24,8 +24,10 @@ const hintAuth = "give the model provider its key: an apiKey of \"{env:NAME}\" i
 	"or when the configuration naming it is a file in the agent's home, ~/.config/opencode/opencode.json), " +
 	"or run `opencode auth login` once with HOME set to the agent's home"
 
-// sessionListTimeout bounds `opencode session list`.
-const sessionListTimeout = 15 * time.Second
+// sessionListTimeout bounds `opencode session list`: far above its usual
+// second or two, since the CLI's start alone can take tens of seconds on a
+// loaded machine, and a run must not fail for that.
+const sessionListTimeout = time.Minute
 
 // Preflight implements runs.Preflighter. It fails a run at once for what
 // OpenCode would report only after starting, or not at all:
