@@ -110,25 +110,7 @@ func TestCgroupsSweepDeadGateway(t *testing.T) {
 	sleeper := startIn(t, g, []string{"/bin/sh", "-c", "read x"})
 
 	evil := proctreetest.Build(t, 2*time.Minute)
-	gw := exec.Command(os.Args[0])
-	gw.Env = append(os.Environ(), "PROCTREE_TEST_GATEWAY=cgroup:"+replica+":"+evil.Bin+" "+strings.Join(evil.Args("hang"), " "))
-	gw.Stderr = os.Stderr
-	out, err := gw.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gw.Process.Kill(); gw.Wait() })
-	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "started\n" {
-		t.Fatalf("the gateway said %q", line)
-	}
-	evil.WaitUp(t, 30*time.Second)
-	if err := gw.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = gw.Wait()
+	killGatewayRunning(t, evil, "cgroup:"+replica+":")
 	// Its agent dies of Pdeathsig; what it detached does not.
 	if len(evil.Alive()) == 0 {
 		t.Fatal("the evil tree died with its gateway; this test no longer shows the sweep's work")
@@ -162,8 +144,17 @@ func TestCgroupsSweepDeadGateway(t *testing.T) {
 // learns of it and kills the whole tree at once.
 func TestReaperKillsTreeWhenGatewayDies(t *testing.T) {
 	evil := proctreetest.Build(t, 2*time.Minute)
+	killGatewayRunning(t, evil, "reaper:")
+	evil.AssertGone(t, 10*time.Second)
+}
+
+// killGatewayRunning starts a test gateway (this binary, see
+// PROCTREE_TEST_GATEWAY) in mode running evil's hanging tree, waits until
+// the tree is up, and kills the gateway with SIGKILL.
+func killGatewayRunning(t *testing.T, evil *proctreetest.Evil, mode string) {
+	t.Helper()
 	gw := exec.Command(os.Args[0])
-	gw.Env = append(os.Environ(), "PROCTREE_TEST_GATEWAY=reaper:"+evil.Bin+" "+strings.Join(evil.Args("hang"), " "))
+	gw.Env = append(os.Environ(), "PROCTREE_TEST_GATEWAY="+mode+evil.Bin+" "+strings.Join(evil.Args("hang"), " "))
 	gw.Stderr = os.Stderr
 	out, err := gw.StdoutPipe()
 	if err != nil {
@@ -181,5 +172,4 @@ func TestReaperKillsTreeWhenGatewayDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = gw.Wait()
-	evil.AssertGone(t, 10*time.Second)
 }
