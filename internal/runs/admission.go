@@ -149,7 +149,9 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 		return Run{}, fmt.Errorf("queue run: %w", err)
 	}
 	s.obs.RunQueued(r.Agent)
-	s.observeQueue(storeCtx)
+	s.mu.Lock()
+	s.obs.QueueDepth(position, s.active)
+	s.mu.Unlock()
 	s.log.Info("run queued", zap.String("run_id", r.ID), zap.String("agent", r.Agent), zap.Int("position", position))
 	t.run.QueuePosition = position
 	return t.run, nil
@@ -400,7 +402,9 @@ func (s *Supervisor) take(q QueuedRun) {
 	log := s.log.With(zap.String("run_id", q.RunID))
 	t := &task{run: Run{ID: q.RunID}}
 	s.mu.Lock()
-	if s.closing {
+	if s.closing || s.degraded != nil {
+		// A pull that was waiting when the replica began to close or
+		// degrade: leave the run to another replica, unclaimed.
 		s.mu.Unlock()
 		_ = q.Nak()
 		return

@@ -18,13 +18,15 @@ type memQueue struct {
 	wake    chan struct{} // closed and replaced when waiting grows
 	idem    map[string]IdempotencyRecord
 	specs   map[string]Spec
+	naks    map[string]int // runs given back, by id
+	pulling int            // Dequeue calls waiting for a run
 }
 
 func (m *memStore) q() *memQueue {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.queue == nil {
-		m.queue = &memQueue{taken: map[string]bool{}, wake: make(chan struct{}), idem: map[string]IdempotencyRecord{}, specs: map[string]Spec{}}
+		m.queue = &memQueue{taken: map[string]bool{}, wake: make(chan struct{}), idem: map[string]IdempotencyRecord{}, specs: map[string]Spec{}, naks: map[string]int{}}
 	}
 	return m.queue
 }
@@ -96,6 +98,7 @@ func (m *memStore) Dequeue(ctx context.Context) (QueuedRun, error) {
 						delete(q.taken, id)
 						return
 					}
+					q.naks[id]++
 					// As NakWithDelay: back in the queue a moment later,
 					// not to the replica that gave it back at once.
 					time.AfterFunc(20*time.Millisecond, func() {
@@ -111,12 +114,15 @@ func (m *memStore) Dequeue(ctx context.Context) (QueuedRun, error) {
 			return QueuedRun{RunID: id, Spec: &spec, Ack: func() error { return end(false) }, Nak: func() error { return end(true) }}, nil
 		}
 		wake := q.wake
+		q.pulling++
 		q.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return QueuedRun{}, ctx.Err()
 		case <-wake:
 		}
+		q.mu.Lock()
+		q.pulling--
+		q.mu.Unlock()
 	}
 }
 
@@ -137,6 +143,7 @@ func (m *memStore) QueuePosition(_ context.Context, id string) (int, error) {
 func (m *memStore) ClaimRun(_ context.Context, id, replica string) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.claims++
 	r, ok := m.runs[id]
 	if !ok {
 		return Run{}, fmt.Errorf("claim %s: %w", id, ErrNotFound)
@@ -166,4 +173,27 @@ func (m *memStore) ClaimIdempotencyKey(_ context.Context, key string, rec Idempo
 	}
 	q.idem[key] = rec
 	return rec, true, nil
+}
+
+// naksOf is how often the run was given back to the queue.
+func (m *memStore) naksOf(id string) int {
+	q := m.q()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.naks[id]
+}
+
+// claimsMade is how many claims of runs were tried.
+func (m *memStore) claimsMade() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.claims
+}
+
+// pullers is how many Dequeue calls wait for a run.
+func (m *memStore) pullers() int {
+	q := m.q()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.pulling
 }
