@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentgate/agentgate/internal/proctree"
+	"github.com/agentgate/agentgate/internal/redact"
 )
 
 // Why the supervisor ended a run, as the cause of the run's context.
@@ -90,6 +91,18 @@ type Config struct {
 	// WorkspaceRetention, when positive, is how long the run directories
 	// the supervisor creates are kept; older ones are removed.
 	WorkspaceRetention time.Duration
+	// Sandbox, when set, confines every agent process (see Sandbox);
+	// without it only the CLI enforces a run's Permission.
+	Sandbox Sandbox
+	// TempRoot is where each sandboxed run gets its own temporary
+	// directory (default: the system's).
+	TempRoot string
+	// Redact, when set, removes secrets from every event, record and log
+	// line of a run: its patterns and literals, and the values of the
+	// credential variables given to the run's agent.
+	Redact *redact.Redactor
+	// Quotas bound what each tenant may use (see Quotas).
+	Quotas Quotas
 }
 
 func (c *Config) setDefaults() {
