@@ -125,6 +125,11 @@ func (f *KeyFile) watch(ctx context.Context, interval time.Duration, last fileID
 			var kr *Keyring
 			var got []byte
 			got, kr, err = load(f.path)
+			if after, serr := stat(f.path); err == nil && (serr != nil || after != st) {
+				// Changed while being read (a writer still at work): the
+				// next tick reads the finished version.
+				continue
+			}
 			if err == nil {
 				last, lastErr = st, ""
 				if !bytes.Equal(got, data) {
