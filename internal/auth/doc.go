@@ -23,7 +23,9 @@
 // inode every second by default, so an atomic rename, an edit in place and
 // a Kubernetes secret's symlink swap are all seen): a revoked key stops
 // working within one interval, without a restart. A version that does not
-// parse is logged with its line and ignored; the last valid one stays.
+// parse, or is empty (an editor saving in place truncates first), is
+// logged with its line and ignored; the last valid one stays. Replace the
+// file by a rename; to revoke every key, leave only a comment.
 //
 // `agentgate keys new --tenant acme --role write` makes a secret
 // (SecretPrefix and 32 random bytes, base64url) and prints it once, with

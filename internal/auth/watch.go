@@ -38,7 +38,11 @@ type KeyFile struct {
 // is logged at error level, with its line, and the last valid keyring is
 // kept, so a bad edit locks no one out; the next change is read again.
 //
-// Watch fails if the file is missing or invalid now. It watches until ctx
+// An empty file (0 bytes) is refused like an invalid one, because an
+// editor saving in place passes through it; to revoke every key, leave a
+// comment. Replacing the file by a rename is the safest way to edit it.
+//
+// Watch fails if the file is missing, empty or invalid now. It watches until ctx
 // is done. A nil log logs nothing.
 func Watch(ctx context.Context, path string, log *zap.Logger, interval time.Duration) (*KeyFile, error) {
 	if log == nil {
@@ -61,6 +65,8 @@ func Watch(ctx context.Context, path string, log *zap.Logger, interval time.Dura
 	go f.watch(ctx, interval, st, data)
 	return f, nil
 }
+
+var errEmpty = errors.New("empty (a file of no keys needs at least a comment)")
 
 // fileID is what tells one version of the file from the next without
 // reading it.
@@ -96,6 +102,11 @@ func load(path string) ([]byte, *Keyring, error) {
 	}
 	if len(data) > maxFileLen {
 		return nil, nil, fmt.Errorf("larger than %d bytes", maxFileLen)
+	}
+	if len(data) == 0 {
+		// An editor saving in place truncates the file before writing it:
+		// taken at its word, that moment would revoke every key.
+		return nil, nil, errEmpty
 	}
 	kr, err := ParseKeys(bytes.NewReader(data))
 	if err != nil {

@@ -112,14 +112,27 @@ func TestWatchEditInPlace(t *testing.T) {
 	if err := os.WriteFile(path, []byte(lineB+lineC), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// The watcher may glimpse the file empty between the truncate and the
-	// write; what matters is where it ends.
 	waitFor(t, "the edit to take effect", func() bool {
 		_, a := f.Lookup("sa")
 		_, b := f.Lookup("sb")
 		_, c := f.Lookup("sc")
 		return !a && b && c
 	})
+}
+
+func TestWatchEmptyFileKeepsKeys(t *testing.T) {
+	f, path, logs := watched(t, lineA)
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the empty file to be refused", func() bool {
+		return logs.FilterMessage("keys file not reloaded, keeping the last valid version").Len() > 0
+	})
+	if _, ok := f.Lookup("sa"); !ok {
+		t.Error("an empty file revoked every key")
+	}
+	replace(t, path, "# every key revoked\n")
+	waitFor(t, "a file of only a comment to revoke every key", func() bool { _, ok := f.Lookup("sa"); return !ok })
 }
 
 func TestWatchSameSizeEdit(t *testing.T) {
@@ -238,6 +251,13 @@ func TestWatchFailsAtStart(t *testing.T) {
 	_, err := Watch(t.Context(), bad, nil, 0)
 	if pe, ok := errors.AsType[*ParseError](err); !ok || pe.Line != 2 || !strings.Contains(err.Error(), bad) {
 		t.Errorf("invalid file: err = %v, want the path and line 2", err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Watch(t.Context(), empty, nil, 0); !errors.Is(err, errEmpty) {
+		t.Errorf("empty file: err = %v", err)
 	}
 	if _, err := Watch(t.Context(), dir, nil, 0); err == nil {
 		t.Error("a directory was accepted as a keys file")
