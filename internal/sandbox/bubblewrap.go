@@ -1,0 +1,211 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Name is what Enforcement reports, and what /v1/agents shows.
+const Name = "bubblewrap"
+
+// Options configure a Bubblewrap.
+type Options struct {
+	// Bwrap is the bwrap binary: a path, or a name looked up on the PATH
+	// (default "bwrap").
+	Bwrap string
+	// Env is coreutils' env, which sets the signal dispositions around
+	// bwrap (see Wrap): a path or a name (default "env").
+	Env string
+	// Hide lists paths no confined process may see: the gateway's data
+	// directory, the workspace root, the API keys file, the operator's
+	// extras. A directory is covered by an empty read-only tmpfs, a file
+	// by /dev/null. A path missing when a run starts is skipped. The run's
+	// own directory, home and temporary directory are bound back on top,
+	// so a run still sees its own even when it lives under a hidden path.
+	Hide []string
+}
+
+// Bubblewrap confines each run's agent with bwrap(1). It implements
+// runs.Sandbox. Its methods are safe for concurrent use.
+type Bubblewrap struct {
+	bwrap string
+	env   string
+	hide  []string
+}
+
+// ErrUnavailable is wrapped by the errors of New and Probe when this
+// machine cannot sandbox.
+var ErrUnavailable = errors.New("bubblewrap sandbox unavailable")
+
+// New returns a Bubblewrap over opts. It fails, wrapping ErrUnavailable,
+// when bwrap or env cannot be found, and when a hidden path is not
+// absolute. It does not run bwrap: Probe does.
+func New(opts Options) (*Bubblewrap, error) {
+	if opts.Bwrap == "" {
+		opts.Bwrap = "bwrap"
+	}
+	if opts.Env == "" {
+		opts.Env = "env"
+	}
+	bw, err := exec.LookPath(opts.Bwrap)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s not found (install the bubblewrap package): %w", ErrUnavailable, opts.Bwrap, err)
+	}
+	env, err := exec.LookPath(opts.Env)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s not found (coreutils): %w", ErrUnavailable, opts.Env, err)
+	}
+	b := &Bubblewrap{bwrap: bw, env: env}
+	for _, p := range opts.Hide {
+		if p == "" {
+			continue
+		}
+		if !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("hidden path %q is not absolute", p)
+		}
+		b.hide = append(b.hide, resolve(p))
+	}
+	return b, nil
+}
+
+// Enforcement returns Name.
+func (b *Bubblewrap) Enforcement() string { return Name }
+
+// Wrap returns the argv that runs argv confined as c says. Under Full it
+// is argv itself. Otherwise it is
+//
+//	env --ignore-signal=INT,TERM bwrap <mounts> -- env --default-signal=INT,TERM argv...
+//
+// bwrap's outer process forwards no signal, and dies of the SIGTERM the
+// supervisor sends to the run's process group, taking the whole sandbox
+// down with it (--die-with-parent) before the CLI could stop gracefully.
+// Ignoring SIGINT and SIGTERM there lets the group's SIGTERM reach the CLI
+// and its tools, which share the group; inside, the CLI gets the default
+// dispositions back. An interrupt sent to the started process alone (not
+// its group) is thereby lost: the supervisor's SIGTERM follows it.
+//
+// The dirs of c must exist; a hidden path that does not exist is skipped.
+func (b *Bubblewrap) Wrap(c runs.Confinement, argv []string) ([]string, error) {
+	if c.Permission == runs.Full {
+		return argv, nil
+	}
+	if len(argv) == 0 {
+		return nil, errors.New("sandbox: empty argv")
+	}
+	if c.Permission != runs.ReadOnly && c.Permission != runs.WorkspaceWrite {
+		return nil, fmt.Errorf("sandbox: unknown permission %q", c.Permission)
+	}
+	for name, d := range map[string]string{"dir": c.Dir, "home": c.Home, "temp dir": c.TempDir} {
+		if d == "" || !filepath.IsAbs(d) {
+			return nil, fmt.Errorf("sandbox: the run's %s %q is not an absolute path", name, d)
+		}
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("sandbox: the run's %s %s is not a directory", name, d)
+		}
+	}
+	dir, home, tmp := resolve(c.Dir), resolve(c.Home), resolve(c.TempDir)
+	out := []string{b.env, "--ignore-signal=INT,TERM", b.bwrap}
+	out = append(out, baseFlags...)
+	var readOnly []string
+	for _, p := range b.hide {
+		fi, err := os.Stat(p)
+		switch {
+		case err != nil:
+			continue
+		case fi.IsDir():
+			out = append(out, "--tmpfs", p)
+			readOnly = append(readOnly, p)
+		default:
+			out = append(out, "--ro-bind", os.DevNull, p)
+		}
+	}
+	out = append(out, "--bind", home, home, "--bind", tmp, tmp)
+	if c.Permission == runs.WorkspaceWrite {
+		out = append(out, "--bind", dir, dir)
+	} else {
+		out = append(out, "--ro-bind", dir, dir)
+	}
+	// The hiding tmpfs turn read-only last: the binds above may have had
+	// to make their mount points in them.
+	for _, p := range readOnly {
+		out = append(out, "--remount-ro", p)
+	}
+	out = append(out, "--chdir", dir, "--", b.env, "--default-signal=INT,TERM")
+	return append(out, argv...), nil
+}
+
+// baseFlags are the namespaces and mounts of every confined run, before
+// the hidden paths and the run's own directories; doc.go explains each.
+var baseFlags = []string{
+	"--die-with-parent",
+	"--unshare-pid", "--unshare-ipc",
+	"--cap-drop", "ALL",
+	"--ro-bind", "/", "/",
+	"--dev", "/dev",
+	"--proc", "/proc",
+}
+
+// probeTimeout bounds Probe's bwrap run.
+const probeTimeout = 15 * time.Second
+
+// Probe runs `true` confined the way a workspace_write run is, with the
+// same flags and hidden paths, and returns why it failed, wrapping
+// ErrUnavailable: no user or mount namespaces for this user, a seccomp
+// profile in a container that refuses them, a missing /proc.
+func (b *Bubblewrap) Probe(ctx context.Context) error {
+	root, err := os.MkdirTemp("", "agentgate-sandbox-probe-")
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	defer os.RemoveAll(root)
+	c := runs.Confinement{RunID: "probe", Permission: runs.WorkspaceWrite,
+		Dir: filepath.Join(root, "dir"), Home: filepath.Join(root, "home"), TempDir: filepath.Join(root, "tmp")}
+	for _, d := range []string{c.Dir, c.Home, c.TempDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+	}
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		return fmt.Errorf("%w: no true(1) to probe with: %w", ErrUnavailable, err)
+	}
+	argv, err := b.Wrap(c, []string{truePath})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8"}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return fmt.Errorf("%w: `%s` failed: %s", ErrUnavailable, strings.Join(argv, " "), msg)
+	}
+	return nil
+}
+
+// resolve returns p cleaned, with its symlinks resolved when it exists:
+// bwrap mounts on the real path, and a hidden path reached through a
+// symlink must be hidden where it really is.
+func resolve(p string) string {
+	p = filepath.Clean(p)
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
