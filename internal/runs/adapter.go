@@ -201,4 +201,18 @@ type AgentInfo struct {
 	// Interaction is set for an agent that takes interactive runs or
 	// approvals.
 	Interaction *Interaction `json:"interaction,omitempty"`
+	// Enforcement says what enforces a run's permission:
+	// EnforcementSandbox when the gateway confines the agent's processes
+	// (Config.Sandbox) besides the CLI's own flags, EnforcementCLI when
+	// the CLI alone does.
+	Enforcement string `json:"enforcement"`
+	// Sandbox names the gateway's sandbox ("bubblewrap") when Enforcement
+	// is EnforcementSandbox.
+	Sandbox string `json:"sandbox,omitempty"`
 }
+
+// What enforces a run's permission, in AgentInfo.Enforcement.
+const (
+	EnforcementSandbox = "sandbox"
+	EnforcementCLI     = "cli"
+)

@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"fmt"
+	"os"
 	"syscall"
 	"time"
 
@@ -88,13 +89,35 @@ func (s *Supervisor) execute(t *task) {
 	}
 	start := time.Now()
 	first := true
-	path, args := t.inv.Bin, t.cmd.Args
+	argv := append([]string{t.inv.Bin}, t.cmd.Args...)
+	env := s.childEnv(t.agent, t.cmd)
+	confined := false
+	if s.cfg.Sandbox != nil {
+		var tmp string
+		var err error
+		argv, tmp, confined, err = s.confine(t, argv)
+		if tmp != "" {
+			defer func() {
+				if err := os.RemoveAll(tmp); err != nil {
+					log.Warn("remove the run's temporary directory", zap.String("dir", tmp), zap.Error(err))
+				}
+			}()
+		}
+		if err != nil {
+			drain()
+			log.Error("confine agent process", zap.Error(err))
+			s.finish(bg, t, Outcome{}, NewRunError(Internal, "could not confine the agent: "+err.Error(), ""), nil)
+			return
+		}
+		env = append(env, "TMPDIR="+tmp, "TMP="+tmp, "TEMP="+tmp)
+	}
+	path, args := argv[0], argv[1:]
 	if s.cfg.Reaper != "" {
-		path, args = s.cfg.Reaper, proctree.ReaperArgs(append([]string{t.inv.Bin}, t.cmd.Args...))
+		path, args = s.cfg.Reaper, proctree.ReaperArgs(argv)
 	}
 	p := process{
 		RunID: t.run.ID, Path: path, Args: args, Dir: t.inv.Dir,
-		Env: s.childEnv(t.agent, t.cmd), Stdin: t.cmd.Stdin,
+		Env: env, Stdin: t.cmd.Stdin,
 		Interrupt: syscall.Signal(t.cmd.InterruptSignal), Grace: s.cfg.KillGrace,
 		MaxLine: s.cfg.MaxLine, StderrTail: s.cfg.StderrTail,
 		Reaped: s.cfg.Reaper != "", Cgroups: s.cfg.Cgroups, Log: log,
@@ -104,7 +127,12 @@ func (s *Supervisor) execute(t *task) {
 	}
 	if sess != nil {
 		p.Conversation = stoppingSession{Session: sess.dec, ss: sess}
-		p.OnStart = func(w *stdinWriter, pid int) { sess.started(w, pid, s.cfg.Reaper != "") }
+		p.OnStart = func(w *stdinWriter, pid int) {
+			sess.started(w, pid, s.cfg.Reaper != "")
+			if confined {
+				go sess.confined(ctx, pid, log)
+			}
+		}
 	}
 	exit, stderrTail, err := runProcess(ctx, s.tree, p, func(l line) {
 		if first {

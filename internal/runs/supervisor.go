@@ -321,7 +321,12 @@ func (s *Supervisor) Start(ctx context.Context) error {
 func (s *Supervisor) Agents() []AgentInfo {
 	out := make([]AgentInfo, 0, len(s.names))
 	for _, n := range s.names {
-		out = append(out, s.agents[n].info)
+		info := s.agents[n].info
+		info.Enforcement = EnforcementCLI
+		if s.cfg.Sandbox != nil {
+			info.Enforcement, info.Sandbox = EnforcementSandbox, s.cfg.Sandbox.Enforcement()
+		}
+		out = append(out, info)
 	}
 	return out
 }
