@@ -791,7 +791,13 @@ func (s *discardStore) ListRuns(context.Context, runs.Filter) (runs.Page, error)
 }
 
 func (s *discardStore) AppendEvents(context.Context, string, []runs.StoredEvent) error { return nil }
-func (s *discardStore) RequestCancel(context.Context, string) error                    { return nil }
+func (s *discardStore) RequestCancel(context.Context, string, runs.Actor) error        { return nil }
+func (s *discardStore) TenantUsage(context.Context, string) (runs.TenantUsage, uint64, error) {
+	return runs.TenantUsage{}, 0, nil
+}
+func (s *discardStore) SetTenantUsage(context.Context, string, runs.TenantUsage, uint64) error {
+	return nil
+}
 
 func (s *discardStore) LastEvent(context.Context, string) (runs.StoredEvent, error) {
 	return runs.StoredEvent{}, nil
@@ -809,8 +815,8 @@ func (s *discardStore) OpenCursor(context.Context, string, uint64) (runs.Cursor,
 	return nil, errors.New("the discard store keeps no events")
 }
 
-func (s *discardStore) CancelRequests(ctx context.Context) (<-chan string, error) {
-	ch := make(chan string)
+func (s *discardStore) CancelRequests(ctx context.Context) (<-chan runs.CancelRequest, error) {
+	ch := make(chan runs.CancelRequest)
 	go func() {
 		<-ctx.Done()
 		close(ch)

@@ -3,11 +3,14 @@ package api
 import (
 	"context"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"go.uber.org/zap"
 
+	"github.com/agentgate/agentgate/internal/auth"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -43,6 +46,10 @@ type Service interface {
 	// input does not fit the run's state), runs.ErrInvalid or
 	// runs.ErrUnsupported (a *runs.FieldError), or runs.ErrOwnerUnavailable.
 	Input(ctx context.Context, id string, in runs.Input) (runs.InputResult, error)
+	// Delete removes a finished run: its record, its events and the
+	// directory the gateway made for it. Errors wrap runs.ErrNotFound or
+	// runs.ErrConflict (the run has not ended).
+	Delete(ctx context.Context, id string) error
 	// Agents describes every configured agent and what the startup probe
 	// found.
 	Agents() []runs.AgentInfo
@@ -97,6 +104,41 @@ type Config struct {
 	// reconnects.
 	ReconnectDelay time.Duration `envconfig:"SSE_RECONNECT_DELAY" default:"2s"`
 
+	// Keys, when set, authenticates every request but /healthz, /readyz
+	// and /metrics by its bearer API key, and scopes it to the key's
+	// tenant and role. Without Keys every caller is one anonymous admin
+	// of the one tenant "" (the gateway then listens on loopback only,
+	// unless its operator insists).
+	Keys Keys `ignored:"true"`
+	// Tokens issues and verifies stream tokens; without it POST
+	// /v1/runs/{id}/stream-token answers 404.
+	Tokens Tokens `ignored:"true"`
+	// StreamTokenTTL is the life of a stream token.
+	StreamTokenTTL time.Duration `envconfig:"STREAM_TOKEN_TTL" default:"5m"`
+	// CORSOrigins are the browser origins ("https://console.example.com")
+	// that may call the API from their pages; none by default.
+	CORSOrigins []string `envconfig:"CORS_ORIGINS"`
+	// AllowedHosts, when set, are the only Host names the gateway
+	// answers (but for /healthz, /readyz and /metrics).
+	AllowedHosts []string `envconfig:"ALLOWED_HOSTS"`
+	// LoopbackHostsOnly, without AllowedHosts, answers only loopback
+	// names and addresses (localhost, 127.0.0.1, [::1]): a gateway
+	// without keys, on loopback, must not be reachable from a page that
+	// rebinds its own name to 127.0.0.1.
+	LoopbackHostsOnly bool `ignored:"true"`
+	// TenantRate and TenantBurst bound each tenant's requests per second
+	// on this replica (0: no limit); TenantStreams its event streams open
+	// at once on this replica (0: no limit).
+	TenantRate    float64 `envconfig:"TENANT_RATE" default:"0"`
+	TenantBurst   int     `envconfig:"TENANT_BURST" default:"0"`
+	TenantStreams int     `envconfig:"TENANT_STREAMS" default:"200"`
+	// BodyReadTimeout bounds reading a request body, however slowly it
+	// trickles in.
+	BodyReadTimeout time.Duration `envconfig:"BODY_READ_TIMEOUT" default:"30s"`
+	// RequestTimeout bounds what a request other than an event stream
+	// waits for the service.
+	RequestTimeout time.Duration `envconfig:"REQUEST_TIMEOUT" default:"60s"`
+
 	// Draining, when set, is closed as the gateway begins to shut down:
 	// open streams then end at once with a hint to reconnect, so that
 	// their clients resume by Last-Event-ID on another replica, and new
@@ -129,6 +171,15 @@ func (c Config) withDefaults() Config {
 	if c.ReconnectDelay <= 0 {
 		c.ReconnectDelay = DefaultReconnectDelay
 	}
+	if c.StreamTokenTTL <= 0 {
+		c.StreamTokenTTL = DefaultStreamTokenTTL
+	}
+	if c.BodyReadTimeout <= 0 {
+		c.BodyReadTimeout = 30 * time.Second
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 60 * time.Second
+	}
 	return c
 }
 
@@ -140,6 +191,9 @@ type server struct {
 	log     *zap.Logger
 	router  *chi.Mux
 	metrics http.Handler
+	// audit logs each use of a key.
+	audit  *zap.Logger
+	limits *tenantLimits
 }
 
 // New returns the gateway's HTTP handler. svc is required; obs, metrics
@@ -155,25 +209,31 @@ func New(cfg Config, svc Service, obs Observer, metrics http.Handler, log *zap.L
 	if log == nil {
 		log = zap.NewNop()
 	}
-	s := &server{cfg: cfg.withDefaults(), svc: svc, obs: obs, log: log, metrics: metrics}
+	s := &server{cfg: cfg.withDefaults(), svc: svc, obs: obs, log: log, metrics: metrics, audit: log.Named("audit")}
+	s.limits = newTenantLimits(s.cfg.TenantRate, s.cfg.TenantBurst, s.cfg.TenantStreams)
 	r := chi.NewRouter()
-	r.Use(s.instrument)
+	r.Use(s.instrument, s.checkHost, s.cors, s.checkQuery, middleware.GetHead, s.authenticate)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
 
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Get("/metrics", s.serveMetrics)
-	r.Get("/v1/agents", s.listAgents)
-	r.Post("/v1/runs", s.createRun)
-	r.Get("/v1/runs", s.listRuns)
-	r.Get("/v1/runs/{id}", s.getRun)
-	r.Post("/v1/runs/{id}/cancel", s.cancelRun)
-	r.Post("/v1/runs/{id}/approvals/{approval_id}", s.answerApproval)
-	r.Post("/v1/runs/{id}/messages", s.postMessage)
-	r.Post("/v1/runs/{id}/interrupt", s.interruptTurn)
-	r.Post("/v1/runs/{id}/close", s.closeSession)
-	r.Get("/v1/runs/{id}/events", s.runEvents)
+	read, write, admin := s.need(auth.RoleRead), s.need(auth.RoleWrite), s.need(auth.RoleAdmin)
+	r.With(read).Get("/v1/agents", s.listAgents)
+	r.With(write).Post("/v1/runs", s.createRun)
+	r.With(read).Get("/v1/runs", s.listRuns)
+	// Every route of one run answers 404 for another tenant's run.
+	own := s.owned
+	r.With(read, own).Get("/v1/runs/{id}", s.getRun)
+	r.With(admin, own).Delete("/v1/runs/{id}", s.deleteRun)
+	r.With(write, own).Post("/v1/runs/{id}/cancel", s.cancelRun)
+	r.With(write, own).Post("/v1/runs/{id}/approvals/{approval_id}", s.answerApproval)
+	r.With(write, own).Post("/v1/runs/{id}/messages", s.postMessage)
+	r.With(write, own).Post("/v1/runs/{id}/interrupt", s.interruptTurn)
+	r.With(write, own).Post("/v1/runs/{id}/close", s.closeSession)
+	r.With(read, own).Post("/v1/runs/{id}/stream-token", s.streamToken)
+	r.With(read, own).Get("/v1/runs/{id}/events", s.streamGate(s.runEvents))
 	s.router = r
 	return r
 }
@@ -196,6 +256,9 @@ func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 		if s.router.Match(chi.NewRouteContext(), m, r.URL.Path) {
 			allowed = append(allowed, m)
 		}
+	}
+	if slices.Contains(allowed, http.MethodGet) {
+		allowed = append(allowed, http.MethodHead)
 	}
 	for _, m := range allowed {
 		w.Header().Add("Allow", m)

@@ -421,7 +421,7 @@ func TestAgentsHealthReadyMetrics(t *testing.T) {
 		agents: func() []runs.AgentInfo {
 			return []runs.AgentInfo{{Name: "claude", Installed: true, Path: "/usr/bin/claude", Version: "2.0.1",
 				VerifiedVersion: "2.0.1", Compatibility: runs.CompatVerified, Capabilities: []string{"model"},
-				Permissions: map[runs.Permission]string{runs.ReadOnly: "--permission-mode plan"}}}
+				Permissions: map[runs.Permission]string{runs.ReadOnly: "--permission-mode plan"}, Enforcement: runs.EnforcementSandbox, Sandbox: "bubblewrap"}}
 		},
 		ready: func(context.Context) error {
 			readyMu.Lock()
@@ -485,10 +485,10 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 		method, path string
 		allow        []string
 	}{
-		{"DELETE", "/v1/runs", []string{"GET", "POST"}},
-		{"PUT", "/v1/runs/" + runA, []string{"GET"}},
+		{"DELETE", "/v1/runs", []string{"GET", "POST", "HEAD"}},
+		{"PUT", "/v1/runs/" + runA, []string{"GET", "DELETE", "HEAD"}},
 		{"GET", "/v1/runs/" + runA + "/cancel", []string{"POST"}},
-		{"POST", "/healthz", []string{"GET"}},
+		{"POST", "/healthz", []string{"GET", "HEAD"}},
 	} {
 		resp, b := h.do(t, c.method, c.path, "")
 		if resp.StatusCode != 405 {
@@ -576,8 +576,9 @@ func TestPanicBecomes500(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	got := Config{BatchSize: 7, PingInterval: -time.Second}.withDefaults()
 	want := Config{PingInterval: DefaultPingInterval, WriteTimeout: DefaultWriteTimeout, BatchSize: 7,
-		MaxBodyBytes: DefaultMaxBodyBytes, RetryAfter: DefaultRetryAfter, ReconnectDelay: DefaultReconnectDelay}
-	if got != want {
+		MaxBodyBytes: DefaultMaxBodyBytes, RetryAfter: DefaultRetryAfter, ReconnectDelay: DefaultReconnectDelay,
+		StreamTokenTTL: DefaultStreamTokenTTL, BodyReadTimeout: 30 * time.Second, RequestTimeout: time.Minute}
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("withDefaults = %+v, want %+v", got, want)
 	}
 }

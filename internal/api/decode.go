@@ -8,11 +8,13 @@ import (
 	"io"
 	"math"
 	"mime"
+	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -70,8 +72,20 @@ func checkJSONContentType(h http.Header) error {
 }
 
 // readBody reads at most limit bytes of the request body.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
+	// The whole body must arrive within timeout, however it trickles:
+	// a stalled body must not hold a connection (and a descriptor) for
+	// ever. The deadline is lifted after, for the answer's sake.
+	rc := http.NewResponseController(w)
+	if timeout > 0 {
+		_ = rc.SetReadDeadline(time.Now().Add(timeout))
+		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return nil, &edgeError{status: http.StatusRequestTimeout, code: CodeBodyTimeout,
+			msg: fmt.Sprintf("the request body did not arrive within %s", timeout), cause: err}
+	}
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return nil, edgeErr(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "",

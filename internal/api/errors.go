@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -58,6 +59,8 @@ const (
 	// CodeOwnerUnavailable: input for a run cannot reach the replica that
 	// executes it (503, with Retry-After).
 	CodeOwnerUnavailable = "owner_unavailable"
+	// CodeBodyTimeout: the request body did not arrive in time (408).
+	CodeBodyTimeout = "body_timeout"
 	// CodeInternal: anything else; the message is always "internal error".
 	CodeInternal = "internal"
 )
@@ -96,6 +99,8 @@ type edgeError struct {
 	field  string
 	msg    string
 	cause  error
+	// retryAfter, when set, is sent as Retry-After.
+	retryAfter time.Duration
 }
 
 func (e *edgeError) Error() string { return e.msg }
@@ -120,6 +125,9 @@ type problem struct {
 	status     int
 	detail     ErrorDetail
 	retryAfter bool
+	// retryIn, when set, is the Retry-After to send instead of the
+	// configured one.
+	retryIn time.Duration
 }
 
 // problem maps err to a status and a stable code. It is the one place that
@@ -127,7 +135,18 @@ type problem struct {
 func (s *server) problem(err error) problem {
 	var edge *edgeError
 	if errors.As(err, &edge) {
-		return problem{status: edge.status, detail: ErrorDetail{Code: edge.code, Message: edge.msg, Field: edge.field}}
+		return problem{status: edge.status, detail: ErrorDetail{Code: edge.code, Message: edge.msg, Field: edge.field},
+			retryAfter: edge.retryAfter > 0, retryIn: edge.retryAfter}
+	}
+	var qe *runs.QuotaError
+	if errors.As(err, &qe) {
+		code := map[string]string{runs.LimitRunning: CodeTooManyRunning, runs.LimitQueued: CodeTooManyQueued,
+			runs.LimitDailyBudget: CodeDailyBudgetExceeded}[qe.Limit]
+		if code == "" {
+			code = CodeRateLimited
+		}
+		return problem{status: http.StatusTooManyRequests, detail: ErrorDetail{Code: code, Message: qe.Message},
+			retryAfter: true, retryIn: qe.RetryAfter}
 	}
 	var fe *runs.FieldError
 	hasField := errors.As(err, &fe)
@@ -219,7 +238,10 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	} else {
 		s.log.Error("request failed", zap.String("path", r.URL.Path), zap.Error(err))
 	}
-	if p.retryAfter {
+	switch {
+	case p.retryIn > 0:
+		retryAfterHeader(w, p.retryIn)
+	case p.retryAfter:
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(s.cfg.RetryAfter.Seconds()))))
 	}
 	s.writeJSON(w, r, p.status, ErrorResponse{Error: p.detail})

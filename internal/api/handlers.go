@@ -29,7 +29,7 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes, s.cfg.BodyReadTimeout)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -59,10 +59,13 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	run, err := s.svc.Get(r.Context(), id)
-	if err != nil {
-		s.fail(w, r, fmt.Errorf("get run %s: %w", id, err))
-		return
+	run, ok := ownedRun(r.Context())
+	if !ok {
+		var err error
+		if run, err = s.ownRun(r.Context(), id); err != nil {
+			s.fail(w, r, fmt.Errorf("get run %s: %w", id, err))
+			return
+		}
 	}
 	s.writeJSON(w, r, http.StatusOK, run)
 }
@@ -94,7 +97,7 @@ type runList struct {
 // first. An unknown or repeated parameter is a 400, like an unknown body
 // field: a typo must not silently widen the listing.
 func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
-	f, err := parseFilter(r.URL.Query())
+	f, err := parseFilter(r.URL.Query(), principalFrom(r.Context()).Tenant)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -113,8 +116,8 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 
 // parseFilter reads the query of GET /v1/runs. An empty value is the same
 // as an absent one.
-func parseFilter(q url.Values) (runs.Filter, error) {
-	f := runs.Filter{Limit: defaultPageSize}
+func parseFilter(q url.Values, tenant string) (runs.Filter, error) {
+	f := runs.Filter{Limit: defaultPageSize, Tenant: tenant}
 	for name, vs := range q {
 		switch {
 		case !slices.Contains(listParams, name):

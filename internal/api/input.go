@@ -118,7 +118,7 @@ func (s *server) control(w http.ResponseWriter, r *http.Request, kind runs.Input
 // interrupt and close but must otherwise be declared JSON.
 func (s *server) inputBody(w http.ResponseWriter, r *http.Request, decode func([]byte) (runs.Input, error)) (runs.Input, error) {
 	limit := min(s.cfg.MaxBodyBytes, maxInputBody)
-	body, err := readBody(w, r, limit)
+	body, err := readBody(w, r, limit, s.cfg.BodyReadTimeout)
 	if err != nil {
 		return runs.Input{}, err
 	}

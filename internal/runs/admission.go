@@ -27,6 +27,8 @@ import (
 // submitted: a later submission with the same key and the same spec
 // returns that run, as it is now.
 func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
+	actor := ActorFrom(ctx)
+	spec.Tenant = actor.Tenant
 	requestHash := hashSpec(spec)
 	if name, ok := s.aliases[spec.Agent]; ok {
 		spec.Agent = name
@@ -51,14 +53,20 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	if err != nil {
 		return Run{}, err
 	}
-	if spec.Cwd == "" && spec.ResumeSessionID != "" {
-		// A resumed conversation continues where it began by default:
-		// some CLIs find a session by its directory as well as its id,
-		// and its files are there.
-		if rec, ok, err := s.store.Session(ctx, spec.Agent, spec.ResumeSessionID); err == nil && ok && rec.Cwd != "" {
-			spec.Cwd = rec.Cwd
-		} else if prev, err := s.store.GetRun(ctx, spec.ResumeSessionID); err == nil && prev.Spec.Cwd != "" {
-			spec.Cwd = prev.Spec.Cwd // a session the gateway began before it kept sessions' directories
+	root, err := s.tenantRoot(spec.Tenant)
+	if err != nil {
+		return Run{}, err
+	}
+	if spec.ResumeSessionID != "" {
+		cwd, err := s.resumable(ctx, spec)
+		if err != nil {
+			return Run{}, err
+		}
+		if spec.Cwd == "" {
+			// A resumed conversation continues where it began by
+			// default: some CLIs find a session by its directory as
+			// well as its id, and its files are there.
+			spec.Cwd = cwd
 		}
 	}
 	id, err := uuid.NewV7()
@@ -68,9 +76,9 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	runID := id.String()
 	// Check the agent's own constraints, and a named directory, on this
 	// replica; the replica that takes the run resolves them again.
-	inv := Invocation{RunID: runID, Spec: spec, Bin: a.info.Path, Home: a.Home, Timeout: timeout, CLIVersion: a.info.Version, Dir: s.cfg.WorkspaceRoot}
+	inv := Invocation{RunID: runID, Spec: spec, Bin: a.info.Path, Home: a.Home, Timeout: timeout, CLIVersion: a.info.Version, Dir: root}
 	if spec.Cwd != "" {
-		if inv.Dir, _, err = ResolveCwd(s.cfg.WorkspaceRoot, spec.Cwd, ""); err != nil {
+		if inv.Dir, _, err = ResolveCwd(root, spec.Cwd, ""); err != nil {
 			return Run{}, err
 		}
 	}
@@ -85,6 +93,11 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	}
 
 	key := spec.IdempotencyKey
+	if key != "" && spec.Tenant != "" {
+		// Keys are the tenant's own: another tenant's key of the same
+		// name is another key.
+		key = "tenant:" + spec.Tenant + ":" + key
+	}
 	if key != "" {
 		rec, fresh, err := s.store.ClaimIdempotencyKey(ctx, key, IdempotencyRecord{
 			RunID: runID, RequestHash: requestHash, CreatedAt: s.cfg.Now().UTC(),
@@ -110,10 +123,14 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	if err := ctx.Err(); err != nil {
 		return Run{}, fmt.Errorf("submission abandoned: %w", err)
 	}
+	if err := s.admit(ctx, spec.Tenant, runID); err != nil {
+		return Run{}, err
+	}
 	r := Run{
 		ID: runID, Agent: spec.Agent, Model: spec.Model, Status: Queued,
 		CreatedAt: s.cfg.Now().UTC(), AgentVersion: a.info.Version, Metadata: spec.Metadata,
 		Spec: spec, Interactive: spec.Interactive, Approvals: spec.Approvals,
+		Tenant: spec.Tenant, CreatedBy: actorPtr(actor),
 	}
 	// Once the record is being written, the run no longer depends on the
 	// client: a write cut off half way could record a run that nobody
@@ -121,6 +138,7 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	storeCtx, cancelStore := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancelStore()
 	if err := s.store.CreateRun(storeCtx, s.cfg.Limits.record(r)); err != nil {
+		s.countOut(storeCtx, spec.Tenant, runID, nil)
 		if key != "" {
 			// The other request with this key recorded it first.
 			if got, err2 := s.replay(storeCtx, runID); err2 == nil {
@@ -143,6 +161,7 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 		if derr := s.store.DeleteRun(storeCtx, runID); derr != nil {
 			s.log.Error("remove a run that could not be queued", zap.String("run_id", runID), zap.Error(derr))
 		}
+		s.countOut(storeCtx, spec.Tenant, runID, nil)
 		if errors.Is(err, ErrCapacity) {
 			return Run{}, ErrCapacity
 		}
@@ -153,9 +172,14 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	s.obs.QueueDepth(position, s.active)
 	s.mu.Unlock()
 	s.log.Info("run queued", zap.String("run_id", r.ID), zap.String("agent", r.Agent), zap.Int("position", position))
+	s.audit("run.create", actor, r.ID, zap.String("agent", r.Agent), zap.String("permission", string(spec.Permission)))
 	t.run.QueuePosition = position
 	return t.run, nil
 }
+
+// tenantWait is how long a worker that found a queued run's tenant at its
+// running limit waits before it takes the next run.
+const tenantWait = 500 * time.Millisecond
 
 // replayRequeueAfter is how old a queued run nobody owns and not in the
 // queue must be before a retry with its idempotency key queues it again:
@@ -237,12 +261,16 @@ func (s *Supervisor) prepare(t *task) *RunError {
 	if err != nil {
 		timeout = s.cfg.MaxTimeout
 	}
-	dir, _, err := ResolveCwd(s.cfg.WorkspaceRoot, spec.Cwd, t.run.ID)
+	root, err := s.tenantRoot(t.run.Tenant)
+	if err != nil {
+		return NewRunError(Internal, "the tenant's workspace is not available: "+err.Error(), "")
+	}
+	dir, _, err := ResolveCwd(root, spec.Cwd, t.run.ID)
 	if err != nil {
 		return NewRunError(Internal, "the run's directory is not available on the replica that took it: "+err.Error(),
 			"give every replica the same workspace, or submit the run again")
 	}
-	rel := strings.TrimPrefix(strings.TrimPrefix(dir, realPath(s.cfg.WorkspaceRoot)), "/")
+	rel := strings.TrimPrefix(strings.TrimPrefix(dir, realPath(root)), "/")
 	if rel == "" {
 		rel = "." // the root itself; empty would mean "a fresh directory"
 	}
@@ -270,8 +298,10 @@ func (s *Supervisor) prepare(t *task) *RunError {
 // so the run returned may still say running for the moment its process
 // takes to end.
 func (s *Supervisor) Cancel(ctx context.Context, id string) (Run, error) {
+	by := ActorFrom(ctx)
+	s.audit("run.cancel", by, id)
 	if t := s.task(id); t != nil && t.isStarted() {
-		s.stopTask(t, errCancelled)
+		s.cancelTask(t, by)
 		return s.store.GetRun(ctx, id)
 	}
 	r, err := s.store.GetRun(ctx, id)
@@ -294,7 +324,7 @@ func (s *Supervisor) Cancel(ctx context.Context, id string) (Run, error) {
 			if err != nil {
 				return Run{}, err
 			}
-			t := &task{run: claimed, seq: last.Seq}
+			t := &task{run: claimed, seq: last.Seq, cancelledBy: actorPtr(by)}
 			s.finish(context.WithoutCancel(ctx), t, Outcome{}, stopError(errCancelled, r.Agent), nil)
 			return t.run, nil
 		case !errors.Is(err, ErrClaimed):
@@ -305,10 +335,20 @@ func (s *Supervisor) Cancel(ctx context.Context, id string) (Run, error) {
 			return r, nil
 		}
 	}
-	if err := s.store.RequestCancel(ctx, id); err != nil {
+	if err := s.store.RequestCancel(ctx, id, by); err != nil {
 		return Run{}, fmt.Errorf("request cancel of run %s: %w", id, err)
 	}
 	return r, nil
+}
+
+// cancelTask stops t for a cancel that by asked for.
+func (s *Supervisor) cancelTask(t *task, by Actor) {
+	t.mu.Lock()
+	if t.cancelledBy == nil && !t.done && t.stopErr == nil {
+		t.cancelledBy = actorPtr(by)
+	}
+	t.mu.Unlock()
+	s.stopTask(t, errCancelled)
 }
 
 // stopTask ends t for cause: a running task has its context cancelled; one
@@ -428,8 +468,20 @@ func (s *Supervisor) take(q QueuedRun) {
 
 	// A replica without the run's agent leaves it to one that has it:
 	// the replica that took the submission had it.
-	if cur, err := s.store.GetRun(bg, q.RunID); err == nil && cur.Status == Queued && !s.canRun(cur.Agent) {
+	cur, err := s.store.GetRun(bg, q.RunID)
+	if err == nil && cur.Status == Queued && !s.canRun(cur.Agent) {
 		_ = q.Nak()
+		return
+	}
+	if err == nil && cur.Status == Queued && cur.Owner == "" && !s.startAllowed(bg, cur.Tenant, cur.ID) {
+		// The tenant is at its running limit: the run waits in the
+		// queue, and this worker a moment, so that it does not spin
+		// on the same run.
+		_ = q.Nak()
+		select {
+		case <-s.takeCtx.Done():
+		case <-time.After(tenantWait):
+		}
 		return
 	}
 	r, err := s.store.ClaimRun(bg, q.RunID, s.cfg.Replica)

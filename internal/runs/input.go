@@ -21,6 +21,8 @@ func (s *Supervisor) Input(ctx context.Context, id string, in Input) (InputResul
 	if err := in.Validate(); err != nil {
 		return InputResult{}, err
 	}
+	in.By = actorPtr(ActorFrom(ctx))
+	s.audit("run."+string(in.Kind), ActorFrom(ctx), id, zap.String("approval_id", in.ApprovalID), zap.String("decision", string(in.Decision)))
 	if t := s.task(id); t != nil {
 		return s.localInput(t, in)
 	}

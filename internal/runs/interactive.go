@@ -184,6 +184,8 @@ type ResolvedApproval struct {
 	Reason     string    `json:"reason"`
 	Message    string    `json:"message,omitempty"`
 	ResolvedAt time.Time `json:"resolved_at"`
+	// DecidedBy is the API key that answered, for an answer by a client.
+	DecidedBy *Actor `json:"decided_by,omitempty"`
 }
 
 // Turn is one turn of a run as its record keeps it.
@@ -216,6 +218,9 @@ type Input struct {
 	// Text and Mode are an InputMessage's.
 	Text string `json:"text,omitempty"`
 	Mode string `json:"mode,omitempty"`
+	// By is who sent the input, for the audit trail; the supervisor sets
+	// it from the request's Actor.
+	By *Actor `json:"by,omitempty"`
 }
 
 // InputKind names an Input.
@@ -287,6 +292,8 @@ type ApprovalResolvedData struct {
 	// Reason is one of the Resolved* constants.
 	Reason  string `json:"reason"`
 	Message string `json:"message,omitempty"`
+	// DecidedBy is the API key that answered, for an answer by a client.
+	DecidedBy *Actor `json:"decided_by,omitempty"`
 }
 
 // TurnStartedData is the payload of turn.started.

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -20,6 +21,7 @@ type memQueue struct {
 	specs   map[string]Spec
 	naks    map[string]int // runs given back, by id
 	pulling int            // Dequeue calls waiting for a run
+	tenants map[string]tenantEntry
 }
 
 func (m *memStore) q() *memQueue {
@@ -173,6 +175,40 @@ func (m *memStore) ClaimIdempotencyKey(_ context.Context, key string, rec Idempo
 	}
 	q.idem[key] = rec
 	return rec, true, nil
+}
+
+func (m *memStore) TenantUsage(_ context.Context, tenant string) (TenantUsage, uint64, error) {
+	q := m.q()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e, ok := q.tenants[tenant]
+	if !ok {
+		return TenantUsage{}, 0, nil
+	}
+	// A copy: the caller changes its map.
+	b, _ := json.Marshal(e.u)
+	var u TenantUsage
+	_ = json.Unmarshal(b, &u)
+	return u, e.rev, nil
+}
+
+func (m *memStore) SetTenantUsage(_ context.Context, tenant string, u TenantUsage, rev uint64) error {
+	q := m.q()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.tenants == nil {
+		q.tenants = map[string]tenantEntry{}
+	}
+	if q.tenants[tenant].rev != rev {
+		return ErrStale
+	}
+	q.tenants[tenant] = tenantEntry{u: u, rev: rev + 1}
+	return nil
+}
+
+type tenantEntry struct {
+	u   TenantUsage
+	rev uint64
 }
 
 // naksOf is how often the run was given back to the queue.

@@ -14,7 +14,7 @@ type memStore struct {
 	changed chan struct{} // closed and replaced on every append
 	runs    map[string]Run
 	events  map[string][]StoredEvent
-	cancels chan string
+	cancels chan CancelRequest
 	costs   map[string]SessionRecord
 	live    map[string]bool
 	inputs  map[string]chan InputRequest // by replica, while it listens
@@ -27,7 +27,7 @@ type memStore struct {
 }
 
 func newMemStore() *memStore {
-	return &memStore{changed: make(chan struct{}), runs: map[string]Run{}, events: map[string][]StoredEvent{}, cancels: make(chan string, 16), costs: map[string]SessionRecord{}}
+	return &memStore{changed: make(chan struct{}), runs: map[string]Run{}, events: map[string][]StoredEvent{}, cancels: make(chan CancelRequest, 16), costs: map[string]SessionRecord{}}
 }
 
 func (m *memStore) CreateRun(_ context.Context, r Run) error {
@@ -133,13 +133,13 @@ func (m *memStore) LiveReplicas(context.Context) (map[string]bool, error) {
 	return out, nil
 }
 
-func (m *memStore) RequestCancel(_ context.Context, id string) error {
-	m.cancels <- id
+func (m *memStore) RequestCancel(_ context.Context, id string, by Actor) error {
+	m.cancels <- CancelRequest{RunID: id, By: by}
 	return nil
 }
 
-func (m *memStore) CancelRequests(ctx context.Context) (<-chan string, error) {
-	out := make(chan string)
+func (m *memStore) CancelRequests(ctx context.Context) (<-chan CancelRequest, error) {
+	out := make(chan CancelRequest)
 	go func() {
 		defer close(out)
 		for {

@@ -72,6 +72,11 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	now := s.cfg.Now().UTC()
 	r := &t.run
 	r.Status, r.FinishedAt, r.Error, r.Exit = status, &now, runErr, exit
+	if status == Cancelled {
+		t.mu.Lock()
+		r.CancelledBy = t.cancelledBy
+		t.mu.Unlock()
+	}
 	r.Result, r.StructuredOutput, r.Usage, r.CostUSD, r.NumTurns = out.Result, out.StructuredOutput, out.Usage, out.CostUSD, out.NumTurns
 	r.Diff = out.Diff
 	if out.SessionID != "" {
@@ -117,6 +122,7 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	} else {
 		s.emit(t, completed)
 	}
+	s.countOut(ctx, r.Tenant, r.ID, r.CostUSD)
 }
 
 // storeRun writes the run's record, retrying a failing store for
@@ -162,7 +168,7 @@ func (s *Supervisor) recordSession(ctx context.Context, t *task, session string,
 			s.log.Warn("read session", zap.String("run_id", t.run.ID), zap.Error(err))
 		}
 	}
-	rec := SessionRecord{Cwd: t.run.Spec.Cwd, CostUSD: prev.CostUSD, Usage: prev.Usage}
+	rec := SessionRecord{Cwd: t.run.Spec.Cwd, CostUSD: prev.CostUSD, Usage: prev.Usage, Tenant: t.run.Tenant}
 	if total := out.SessionCostUSD; total != nil {
 		own := *total
 		if prev.CostUSD != nil {

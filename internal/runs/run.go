@@ -89,6 +89,10 @@ type Spec struct {
 	// IdempotencyKey is the request's Idempotency-Key header, not part of
 	// its body: submissions with one key make one run.
 	IdempotencyKey string `json:"-"`
+	// Tenant is the tenant of the API key that created the run (empty on
+	// a gateway without keys). It is not part of the request body: the
+	// supervisor sets it from the request's Actor.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // Asks reports whether the run's tool calls wait for approvals.
@@ -160,6 +164,14 @@ type Run struct {
 	// PendingApprovals are the approval requests waiting for an answer.
 	PendingApprovals []Approval `json:"pending_approvals,omitempty"`
 
+	// Tenant owns the run: only its keys see, stream, cancel, answer or
+	// delete it. Empty on a gateway without keys.
+	Tenant string `json:"tenant,omitempty"`
+	// CreatedBy and CancelledBy are the audit trail: the API keys that
+	// created and cancelled the run (absent on a gateway without keys).
+	CreatedBy   *Actor `json:"created_by,omitempty"`
+	CancelledBy *Actor `json:"cancelled_by,omitempty"`
+
 	// Spec is kept so that a run can be audited and, after a restart,
 	// explained. It is not part of the public run object.
 	Spec Spec `json:"-"`
@@ -219,6 +231,9 @@ type Exit struct {
 
 // Filter selects runs for a listing. Zero fields match everything.
 type Filter struct {
+	// Tenant selects one tenant's runs. The API always sets it, to the
+	// caller's tenant.
+	Tenant string
 	Status State
 	Agent  string
 	// Limit is the page size; the store caps it.

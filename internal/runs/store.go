@@ -35,10 +35,10 @@ type Store interface {
 	// LiveReplicas returns the replicas whose last heartbeat is recent.
 	LiveReplicas(ctx context.Context) (map[string]bool, error)
 	// RequestCancel asks whichever replica owns the run to cancel it.
-	RequestCancel(ctx context.Context, runID string) error
+	RequestCancel(ctx context.Context, runID string, by Actor) error
 	// CancelRequests delivers the ids of runs whose cancel was requested on
 	// any replica, until ctx ends.
-	CancelRequests(ctx context.Context) (<-chan string, error)
+	CancelRequests(ctx context.Context) (<-chan CancelRequest, error)
 	// SendInput delivers body, an input for the run, to the replica that
 	// owns it, and returns that replica's reply. It fails with an error
 	// wrapping ErrOwnerUnavailable when the replica does not answer.
@@ -77,6 +77,13 @@ type Store interface {
 	// ClaimIdempotencyKey records rec for key unless the key is recorded
 	// already; then it returns the record and false.
 	ClaimIdempotencyKey(ctx context.Context, key string, rec IdempotencyRecord) (IdempotencyRecord, bool, error)
+	// TenantUsage returns what is kept of a tenant for its quotas, and
+	// the record's revision for SetTenantUsage (0 when there is none).
+	TenantUsage(ctx context.Context, tenant string) (TenantUsage, uint64, error)
+	// SetTenantUsage stores u if the tenant's record is still at
+	// revision rev (0: there is none), or fails with an error wrapping
+	// ErrStale.
+	SetTenantUsage(ctx context.Context, tenant string, u TenantUsage, rev uint64) error
 }
 
 // QueuedRun is a run taken from the shared queue.
@@ -88,6 +95,13 @@ type QueuedRun struct {
 	// Ack removes the run from the queue for good; Nak gives it back at
 	// once, for any replica to take.
 	Ack, Nak func() error
+}
+
+// CancelRequest asks the replica that owns a run to cancel it.
+type CancelRequest struct {
+	RunID string
+	// By is who asked, for the run's audit trail.
+	By Actor
 }
 
 // IdempotencyRecord is what an Idempotency-Key made: the run, and the hash
@@ -120,6 +134,9 @@ type SessionRecord struct {
 	// Cwd is the working directory of the session's last run, relative to
 	// the workspace root, so that a resumed run continues where it began.
 	Cwd string `json:"cwd,omitempty"`
+	// Tenant is the tenant whose run began the session: only its runs may
+	// resume it.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // Cursor reads one run's log in order. It belongs to one reader and is not

@@ -210,6 +210,8 @@ type task struct {
 	app     *appender               // set while the agent's output is read
 	lost    int                     // events the store never took
 	sess    *session                // set while a run with a Session runs
+	// cancelledBy is who asked for the cancel that stopped the run.
+	cancelledBy *Actor
 }
 
 // NewSupervisor returns a supervisor over store for agents. Call Start
@@ -275,12 +277,12 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	s.loops.Add(1)
 	go func() {
 		defer s.loops.Done()
-		for id := range cancels {
+		for req := range cancels {
 			s.mu.Lock()
-			t := s.tasks[id]
+			t := s.tasks[req.RunID]
 			s.mu.Unlock()
 			if t != nil {
-				s.stopTask(t, errCancelled)
+				s.cancelTask(t, req.By)
 			}
 		}
 	}()

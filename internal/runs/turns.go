@@ -371,8 +371,11 @@ func (ss *session) expire(id string) {
 }
 
 // resolveLocked drops a pending approval and emits approval.resolved.
-func (ss *session) resolveLocked(p *pendingApproval, d Decision, reason, msg string) ResolvedApproval {
+func (ss *session) resolveLocked(p *pendingApproval, d Decision, reason, msg string, by ...*Actor) ResolvedApproval {
 	data := ApprovalResolvedData{ID: p.a.ID, Decision: d, Reason: reason, Message: msg}
+	if len(by) > 0 {
+		data.DecidedBy = by[0]
+	}
 	r := ss.forgetLocked(p, data)
 	ss.s.emit(ss.t, NewEvent(EventApprovalResolved, data))
 	return r
@@ -383,7 +386,7 @@ func (ss *session) forgetLocked(p *pendingApproval, d ApprovalResolvedData) Reso
 	p.timer.Stop()
 	delete(ss.pending, p.a.ID)
 	now := ss.s.cfg.Now().UTC()
-	r := ResolvedApproval{Approval: p.a, Decision: d.Decision, Reason: d.Reason, Message: d.Message, ResolvedAt: now}
+	r := ResolvedApproval{Approval: p.a, Decision: d.Decision, Reason: d.Reason, Message: d.Message, ResolvedAt: now, DecidedBy: d.DecidedBy}
 	if len(ss.resolved) < maxResolvedKept {
 		ss.resolved[p.a.ID] = r
 	}
@@ -541,7 +544,7 @@ func (ss *session) decideLocked(in Input) (InputResult, error) {
 		}
 		return InputResult{}, fmt.Errorf("answer approval %s: %w", in.ApprovalID, err)
 	}
-	r := ss.resolveLocked(p, in.Decision, ResolvedByClient, in.Message)
+	r := ss.resolveLocked(p, in.Decision, ResolvedByClient, in.Message, in.By)
 	ss.recordLocked()
 	return InputResult{Approval: &r}, nil
 }

@@ -2,12 +2,15 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
+
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
 // cancelBuffer is how many cancel requests wait for their reader before
@@ -18,11 +21,15 @@ const cancelBuffer = 256
 // RequestCancel publishes a cancel request for the run to every replica, on
 // core NATS: a replica that is not listening at that moment never hears of
 // it. It returns once the server has the request.
-func (s *Store) RequestCancel(ctx context.Context, runID string) error {
+func (s *Store) RequestCancel(ctx context.Context, runID string, by runs.Actor) error {
 	if err := checkID(runID); err != nil {
 		return fmt.Errorf("request cancel: %w", err)
 	}
-	if err := s.nc.Publish(cancelPrefix+runID, nil); err != nil {
+	var body []byte
+	if !by.IsZero() {
+		body, _ = json.Marshal(by) // who asked, for the run's audit trail
+	}
+	if err := s.nc.Publish(cancelPrefix+runID, body); err != nil {
 		return fmt.Errorf("request cancel of %s: %w", runID, err)
 	}
 	ctx, cancel := s.withTimeout(ctx)
@@ -37,16 +44,21 @@ func (s *Store) RequestCancel(ctx context.Context, runID string) error {
 // replica, until ctx ends; the channel is closed then. It returns once the
 // subscription is in place on the server. The NATS callback never blocks:
 // a request that finds the channel full is dropped and logged.
-func (s *Store) CancelRequests(ctx context.Context) (<-chan string, error) {
-	ch, err := subscribe(ctx, s, cancelPrefix+"*", cancelBuffer, func(m *nats.Msg) (string, bool) {
-		id := strings.TrimPrefix(m.Subject, cancelPrefix)
-		if err := checkID(id); err != nil {
+func (s *Store) CancelRequests(ctx context.Context) (<-chan runs.CancelRequest, error) {
+	ch, err := subscribe(ctx, s, cancelPrefix+"*", cancelBuffer, func(m *nats.Msg) (runs.CancelRequest, bool) {
+		req := runs.CancelRequest{RunID: strings.TrimPrefix(m.Subject, cancelPrefix)}
+		if err := checkID(req.RunID); err != nil {
 			s.log.Warn("cancel request ignored", zap.String("subject", m.Subject), zap.Error(err))
-			return "", false
+			return req, false
 		}
-		return id, true
-	}, func(m *nats.Msg, id string) {
-		s.log.Warn("cancel request dropped: reader is behind", zap.String("run_id", id))
+		if len(m.Data) > 0 {
+			if err := json.Unmarshal(m.Data, &req.By); err != nil {
+				s.log.Warn("cancel request: who asked is unreadable", zap.String("run_id", req.RunID), zap.Error(err))
+			}
+		}
+		return req, true
+	}, func(m *nats.Msg, req runs.CancelRequest) {
+		s.log.Warn("cancel request dropped: reader is behind", zap.String("run_id", req.RunID))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to cancel requests: %w", err)

@@ -7,6 +7,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
 func TestCancelRequestReachesEveryReplica(t *testing.T) {
@@ -26,21 +28,22 @@ func TestCancelRequestReachesEveryReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := newID(t)
-	if err := other.RequestCancel(ctx(t), id); err != nil {
+	by := runs.Actor{KeyID: "k1", Tenant: "acme"}
+	if err := other.RequestCancel(ctx(t), id, by); err != nil {
 		t.Fatal(err)
 	}
-	for name, ch := range map[string]<-chan string{"same replica": theirs, "other replica": mine} {
+	for name, ch := range map[string]<-chan runs.CancelRequest{"same replica": theirs, "other replica": mine} {
 		select {
 		case got := <-ch:
-			if got != id {
-				t.Errorf("%s got %q, want %q", name, got, id)
+			if got.RunID != id || got.By != by {
+				t.Errorf("%s got %+v, want %q by %+v", name, got, id, by)
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s got no cancel request", name)
 		}
 	}
 	stop()
-	for _, ch := range []<-chan string{mine, theirs} {
+	for _, ch := range []<-chan runs.CancelRequest{mine, theirs} {
 		select {
 		case id, ok := <-ch:
 			if ok {
@@ -69,7 +72,7 @@ func TestCancelRequestsDropWhenReaderLags(t *testing.T) {
 	ids := make([]string, cancelBuffer+extra)
 	for i := range ids {
 		ids[i] = newID(t)
-		if err := e.s.RequestCancel(ctx(t), ids[i]); err != nil {
+		if err := e.s.RequestCancel(ctx(t), ids[i], runs.Actor{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +84,7 @@ func TestCancelRequestsDropWhenReaderLags(t *testing.T) {
 	}
 	// The first ones are kept, in order.
 	for i := range cancelBuffer {
-		if got := <-ch; got != ids[i] {
+		if got := <-ch; got.RunID != ids[i] {
 			t.Fatalf("request %d = %q, want %q", i, got, ids[i])
 		}
 	}

@@ -219,7 +219,7 @@ func (s *Store) ListRuns(ctx context.Context, f runs.Filter) (runs.Page, error) 
 		}
 		keys = keys[n:]
 		for _, r := range got {
-			if r == nil || (f.Status != "" && r.Status != f.Status) || (f.Agent != "" && r.Agent != f.Agent) {
+			if r == nil || r.Tenant != f.Tenant || (f.Status != "" && r.Status != f.Status) || (f.Agent != "" && r.Agent != f.Agent) {
 				continue
 			}
 			matched = append(matched, *r)

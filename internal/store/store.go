@@ -75,6 +75,7 @@ type Store struct {
 	queue    jetstream.Stream   // runs waiting for a slot on any replica
 	workers  jetstream.Consumer // the replicas' pulls from queue
 	idem     jetstream.KeyValue // Idempotency-Key → the run it made
+	tenants  jetstream.KeyValue // tenant → its quota usage
 	timeout  time.Duration
 	retryFor time.Duration
 	replicas int
@@ -181,6 +182,10 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		}
 	}
 	if err := s.openQueue(ctx, opts); err != nil {
+		s.readers.close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if err := s.openTenants(ctx, opts); err != nil {
 		s.readers.close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}

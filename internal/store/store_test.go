@@ -148,7 +148,7 @@ func TestInvalidRunIDsRejected(t *testing.T) {
 			"CreateRun":     e.s.CreateRun(c, runs.Run{ID: id}),
 			"UpdateRun":     e.s.UpdateRun(c, runs.Run{ID: id}),
 			"AppendEvents":  e.s.AppendEvents(c, id, ev),
-			"RequestCancel": e.s.RequestCancel(c, id),
+			"RequestCancel": e.s.RequestCancel(c, id, runs.Actor{}),
 		}
 		_, calls["GetRun"] = e.s.GetRun(c, id)
 		_, calls["LastEvent"] = e.s.LastEvent(c, id)

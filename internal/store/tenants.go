@@ -1,0 +1,91 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Tenants' quota usage: the KV bucket "agentgate_tenants" holds one record
+// per tenant (runs.TenantUsage), changed only by compare-and-set on its
+// revision, so that replicas counting one tenant's runs at once never lose
+// a count. The key is the tenant's name hashed, as any name must make a
+// valid key.
+const tenantsBucket = "agentgate_tenants"
+
+func (s *Store) openTenants(ctx context.Context, opts Options) error {
+	cfg := jetstream.KeyValueConfig{
+		Bucket:      tenantsBucket,
+		Description: "agentgate tenant → quota usage",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    opts.Replicas,
+	}
+	err := s.ensure(ctx, "create bucket "+tenantsBucket, func(ctx context.Context) error {
+		var err error
+		s.tenants, err = s.js.CreateOrUpdateKeyValue(ctx, cfg)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", tenantsBucket, err)
+	}
+	return nil
+}
+
+// TenantUsage returns the tenant's record and its revision (0: none).
+func (s *Store) TenantUsage(ctx context.Context, tenant string) (runs.TenantUsage, uint64, error) {
+	var e jetstream.KeyValueEntry
+	err := s.retry(ctx, "read tenant usage", func(ctx context.Context) error {
+		var err error
+		e, err = s.tenants.Get(ctx, idempotencyKey("tenant:"+tenant))
+		return err
+	})
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return runs.TenantUsage{}, 0, nil
+	}
+	if err != nil {
+		return runs.TenantUsage{}, 0, fmt.Errorf("tenant usage: %w", err)
+	}
+	var u runs.TenantUsage
+	if err := json.Unmarshal(e.Value(), &u); err != nil {
+		return runs.TenantUsage{}, 0, fmt.Errorf("tenant usage: decode: %w", err)
+	}
+	return u, e.Revision(), nil
+}
+
+// SetTenantUsage stores u if the record is still at rev.
+func (s *Store) SetTenantUsage(ctx context.Context, tenant string, u runs.TenantUsage, rev uint64) error {
+	data, err := json.Marshal(u)
+	if err != nil {
+		return fmt.Errorf("tenant usage: %w", err)
+	}
+	k := idempotencyKey("tenant:" + tenant)
+	err = s.retry(ctx, "store tenant usage", func(ctx context.Context) error {
+		if rev == 0 {
+			_, err := s.tenants.Create(ctx, k, data)
+			return err
+		}
+		_, err := s.tenants.Update(ctx, k, data, rev)
+		return err
+	})
+	if errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err) {
+		return fmt.Errorf("tenant usage: %w", runs.ErrStale)
+	}
+	if err != nil {
+		return fmt.Errorf("tenant usage: %w", err)
+	}
+	return nil
+}
+
+// isWrongSequence reports a KV update whose expected revision is not the
+// last one (JetStream error 10071).
+func isWrongSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
