@@ -20,7 +20,10 @@ import (
 // config is the gateway's whole configuration, read once from AGENTGATE_*
 // variables and validated before anything starts.
 type config struct {
-	Addr          string        `envconfig:"ADDR" default:":8080"`
+	// Addr defaults to :8080 with API keys, and to 127.0.0.1:8080
+	// without: a gateway nobody authenticates must not be reachable from
+	// the network unless its operator says so (InsecureNoAuth).
+	Addr          string        `envconfig:"ADDR"`
 	DataDir       string        `envconfig:"DATA_DIR" default:"agentgate-data"`
 	NATSURL       string        `envconfig:"NATS_URL"`
 	NATSReplicas  int           `envconfig:"NATS_REPLICAS" default:"1"`
@@ -57,6 +60,35 @@ type config struct {
 	// CgroupRoot is where run cgroups are made (default: agentgate under
 	// the cgroup v2 mount).
 	CgroupRoot string `envconfig:"CGROUP_ROOT"`
+
+	// APIKeysFile names the API keys file (see internal/auth); without it
+	// the gateway has one anonymous tenant and listens on loopback only,
+	// unless InsecureNoAuth.
+	APIKeysFile    string `envconfig:"API_KEYS_FILE"`
+	InsecureNoAuth bool   `envconfig:"INSECURE_NO_AUTH" default:"false"`
+	// StreamTokenSecret signs stream tokens; every replica must hold the
+	// same. Unset, one is made once and kept in the store, shared by the
+	// replicas. StreamTokenSecretPrevious still verifies, for rotation.
+	StreamTokenSecret         string `envconfig:"STREAM_TOKEN_SECRET"`
+	StreamTokenSecretPrevious string `envconfig:"STREAM_TOKEN_SECRET_PREVIOUS"`
+	// Sandbox is how the gateway confines agents: "auto" or "bubblewrap"
+	// (bubblewrap, or refuse to start), or "cli-only" (only each CLI's
+	// own flags enforce a run's permission). SandboxHide lists more paths
+	// the agents must not see.
+	Sandbox     string   `envconfig:"SANDBOX" default:"auto"`
+	SandboxHide []string `envconfig:"SANDBOX_HIDE"`
+	// RedactPatternsFile names a file of regular expressions, one a line,
+	// whose matches are redacted from events, records and logs.
+	RedactPatternsFile string `envconfig:"REDACT_PATTERNS_FILE"`
+	// Per-tenant quotas, on all replicas together (0: no limit).
+	TenantMaxRunning     int     `envconfig:"TENANT_MAX_RUNNING" default:"0"`
+	TenantMaxQueued      int     `envconfig:"TENANT_MAX_QUEUED" default:"0"`
+	TenantDailyBudgetUSD float64 `envconfig:"TENANT_DAILY_BUDGET_USD" default:"0"`
+	// MaxConnsPerClient and MaxConns bound open connections per client
+	// address and in all (0: the defaults; negative: no bound, behind a
+	// load balancer that bounds its clients itself).
+	MaxConnsPerClient int `envconfig:"MAX_CONNS_PER_CLIENT" default:"0"`
+	MaxConns          int `envconfig:"MAX_CONNS" default:"0"`
 
 	// The HTTP edge's settings (AGENTGATE_SSE_*, MAX_BODY_BYTES, …) are
 	// api.Config, read by the same envconfig call.
@@ -125,8 +157,28 @@ func (c *config) validate() error {
 	bad := func(name, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("AGENTGATE_%s: "+format, append([]any{name}, args...)...))
 	}
-	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:8080"
+		if c.APIKeysFile != "" || c.InsecureNoAuth {
+			c.Addr = ":8080"
+		}
+	}
+	if host, _, err := net.SplitHostPort(c.Addr); err != nil {
 		bad("ADDR", "%q is not host:port (%v)", c.Addr, err)
+	} else if c.APIKeysFile == "" && !c.InsecureNoAuth && !loopbackHost(host) {
+		bad("ADDR", "%q is not a loopback address, and no AGENTGATE_API_KEYS_FILE is set: anyone who reaches it could run commands on this machine; set a keys file (agentgate keys new), or AGENTGATE_INSECURE_NO_AUTH=true to expose it without authentication", c.Addr)
+	}
+	if !slices.Contains([]string{"auto", "bubblewrap", "cli-only"}, c.Sandbox) {
+		bad("SANDBOX", "%q is not one of auto, bubblewrap, cli-only", c.Sandbox)
+	}
+	if c.TenantMaxRunning < 0 || c.TenantMaxQueued < 0 || c.TenantDailyBudgetUSD < 0 {
+		bad("TENANT_MAX_RUNNING", "tenant quotas must not be negative")
+	}
+	if s := c.StreamTokenSecret; s != "" && len(s) < 32 {
+		bad("STREAM_TOKEN_SECRET", "must be at least 32 characters")
+	}
+	if c.HTTP.TenantRate < 0 || c.HTTP.TenantStreams < 0 {
+		bad("TENANT_RATE", "tenant limits must not be negative")
 	}
 	if c.DataDir == "" {
 		bad("DATA_DIR", "must not be empty")
@@ -206,6 +258,15 @@ func (c *config) validate() error {
 		c.AgentPath = os.Getenv("PATH")
 	}
 	return errors.Join(errs...)
+}
+
+// loopbackHost reports whether a listen host reaches only this machine.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // embeddedReplicaID returns the replica id kept in the data directory,

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -35,6 +34,7 @@ import (
 	"github.com/agentgate/agentgate/internal/diskguard"
 	"github.com/agentgate/agentgate/internal/metrics"
 	"github.com/agentgate/agentgate/internal/proctree"
+	"github.com/agentgate/agentgate/internal/redact"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/store"
 )
@@ -44,6 +44,9 @@ func main() {
 		// The supervisor runs each agent under this binary as its
 		// subreaper; see proctree.Reap.
 		os.Exit(proctree.Reap(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "keys" {
+		os.Exit(runKeysCommand(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -86,7 +89,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	for _, a := range roster {
 		names = append(names, a.Name())
 	}
-	log, err := newLogger(cfg.LogLevel, stdout)
+	// Secrets are redacted from every log line, event and record: the
+	// operator's patterns, the credentials the agents are given, and the
+	// gateway's own.
+	redactor, err := newRedactor(cfg, roster, getenv)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.LogLevel, stdout, redactor)
 	if err != nil {
 		return err
 	}
@@ -104,9 +114,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// connection to a port that is listening but not served would wait
 	// (a load balancer's request hangs there), while a 503 sends it to
 	// another replica at once.
-	ln, err := net.Listen("tcp", cfg.Addr)
+	ln, err := listenGuarded(cfg.Addr, cfg.MaxConnsPerClient, cfg.MaxConns, cfg.MaxConcurrentRuns, log)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		return err
 	}
 	defer ln.Close()
 	var handler swapHandler
@@ -116,14 +126,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// they follow have had their grace period.
 	baseCtx, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
-	srv := &http.Server{
-		Handler:           &handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		// No WriteTimeout: event streams are long. The SSE writer sets a
-		// deadline per batch instead.
-		IdleTimeout: 2 * time.Minute,
-		BaseContext: func(net.Listener) context.Context { return baseCtx },
-	}
+	srv := newHTTPServer(&handler, baseCtx, serverOptions{BodyTimeout: cfg.HTTP.BodyReadTimeout, Log: log.Named("http")})
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	defer srv.Close() // on a failed start; a clean stop shuts it down first
@@ -192,12 +195,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		agents = append(agents, &runs.Agent{Adapter: a, Bin: s.Bin, Home: s.Home})
 	}
+	keys, tokens, err := openIdentity(ctx, cfg, st, log)
+	if err != nil {
+		return err
+	}
 	sup := runs.NewSupervisor(runs.Config{
 		Replica: cfg.ReplicaID, ReplicaTTL: cfg.ReplicaTTL, MaxConcurrent: cfg.MaxConcurrentRuns,
 		DefaultTimeout: cfg.RunTimeout, MaxTimeout: cfg.MaxRunTimeout, KillGrace: cfg.KillGrace, StoreRetry: cfg.StoreRetry,
 		Reaper: self, Cgroups: cgroups,
 		WorkspaceRoot: cfg.WorkspaceRoot, WorkspaceRetention: cfg.Retention, Path: cfg.AgentPath, Getenv: getenv,
 		Limits: runs.Limits{MaxText: cfg.MaxEventText, MaxToolInput: runs.DefaultLimits.MaxToolInput},
+		Redact: redactor,
+		Quotas: runs.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
 	}, st, agents, rec, log)
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	defer stopLoops()
@@ -216,6 +225,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	draining := make(chan struct{})
 	httpCfg := cfg.HTTP
 	httpCfg.Draining = draining
+	httpCfg.Tokens = tokens
+	if keys != nil {
+		httpCfg.Keys = keys
+	} else {
+		httpCfg.LoopbackHostsOnly = !cfg.InsecureNoAuth
+	}
 	handler.set(api.New(httpCfg, sup, rec, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), log))
 	fmt.Fprintf(stdout, "agentgate listening on http://%s\n", ln.Addr())
 	log.Info("gateway started", zap.String("addr", ln.Addr().String()), zap.String("data_dir", cfg.DataDir),
@@ -285,7 +300,7 @@ func connectNATS(cfg config, log *zap.Logger) (*nats.Conn, *store.Embedded, func
 		nc, err := nats.Connect(cfg.NATSURL, nats.Name("agentgate "+cfg.ReplicaID), nats.MaxReconnects(-1),
 			nats.RetryOnFailedConnect(true), nats.ReconnectWait(250*time.Millisecond))
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("connect to %s: %w", cfg.NATSURL, err)
+			return nil, nil, nil, fmt.Errorf("connect to %s: %w", redactURL(cfg.NATSURL), err)
 		}
 		return nc, nil, func() { nc.Drain() }, nil
 	}
@@ -301,8 +316,9 @@ func connectNATS(cfg config, log *zap.Logger) (*nats.Conn, *store.Embedded, func
 	return nc, emb, func() { nc.Close(); emb.Shutdown() }, nil
 }
 
-// newLogger returns a JSON logger at level, writing to w.
-func newLogger(level string, w io.Writer) (*zap.Logger, error) {
+// newLogger returns a JSON logger at level, writing to w, that redacts
+// what r finds.
+func newLogger(level string, w io.Writer, r *redact.Redactor) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
 		return nil, errors.New("bad log level")
@@ -310,7 +326,7 @@ func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 	enc := zap.NewProductionEncoderConfig()
 	enc.TimeKey, enc.EncodeTime = "time", zapcore.ISO8601TimeEncoder
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(w), lvl)
-	return zap.New(core), nil
+	return zap.New(redact.Core(core, r)), nil
 }
 
 // swapHandler serves whichever handler was set last: the starting one,

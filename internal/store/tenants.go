@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,4 +89,39 @@ func isWrongSequence(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// streamTokenSecretKey holds the secret that signs stream tokens when the
+// operator configures none: made once by the first replica to ask, then
+// read by every other, so that a token verifies on any replica. It shares
+// the tenants' bucket; its key is no tenant's (theirs are hashes).
+const streamTokenSecretKey = "secret.stream-token"
+
+// StreamTokenSecret returns the gateway's stream token secret, making it
+// the first time.
+func (s *Store) StreamTokenSecret(ctx context.Context) ([]byte, error) {
+	fresh := make([]byte, 32)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, fmt.Errorf("stream token secret: %w", err)
+	}
+	err := s.retry(ctx, "create stream token secret", func(ctx context.Context) error {
+		_, err := s.tenants.Create(ctx, streamTokenSecretKey, fresh)
+		return err
+	})
+	if err == nil {
+		return fresh, nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return nil, fmt.Errorf("stream token secret: %w", err)
+	}
+	var e jetstream.KeyValueEntry
+	err = s.retry(ctx, "read stream token secret", func(ctx context.Context) error {
+		var err error
+		e, err = s.tenants.Get(ctx, streamTokenSecretKey)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stream token secret: %w", err)
+	}
+	return e.Value(), nil
 }
