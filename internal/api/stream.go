@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -139,8 +140,10 @@ func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs
 	batches := make(chan batch)
 	go func() {
 		defer close(batches)
+		n := cfg.BatchSize
 		for {
-			evs, err := cur.Next(ctx, cfg.BatchSize)
+			evs, err := cur.Next(ctx, n)
+			n = batchLen(evs, cfg.BatchSize)
 			select {
 			case batches <- batch{events: evs, err: err}:
 			case <-ctx.Done():
@@ -180,7 +183,16 @@ func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs
 		ping = t.C
 	}
 
+	// pending is the rest of a batch that did not fit in one write; it
+	// goes out, a write at a time, before the next batch is taken.
+	var pending []runs.StoredEvent
+	always := make(chan struct{})
+	close(always)
 	for {
+		in, more := batches, (<-chan struct{})(nil)
+		if len(pending) > 0 {
+			in, more = nil, always
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -199,7 +211,7 @@ func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs
 			if err := st.write([]byte(": ping\n\n")); err != nil {
 				return err
 			}
-		case b, ok := <-batches:
+		case b, ok := <-in:
 			if !ok {
 				return nil
 			}
@@ -209,11 +221,19 @@ func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs
 				}
 				return fmt.Errorf("read events: %w", b.err)
 			}
-			done := st.encode(b.events)
+			pending = b.events
+		case <-more:
+			var done bool
+			pending, done = st.encode(pending)
 			if len(st.buf) > 0 {
 				if err := st.write(st.buf); err != nil {
 					return err
 				}
+			}
+			if cap(st.buf) > retainBytes {
+				// A batch of big events grew it: give the memory back
+				// rather than keep it for the stream's life.
+				st.buf = nil
 			}
 			if done {
 				return nil
@@ -225,18 +245,55 @@ func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs
 // errDrained ends a stream because the gateway is shutting down.
 var errDrained = errors.New("stream ended: the gateway is shutting down")
 
-// encode puts the events newer than st.last into st.buf and reports whether
-// run.completed was among them; nothing after it is written. A
-// run.completed at or before st.last (the client resumed past it) is not
-// written, and still ends the stream.
-func (st *stream) encode(evs []runs.StoredEvent) (done bool) {
-	st.buf = st.buf[:0]
+// Bounds of one client's memory: what a stream holds is its write buffer,
+// the rest of the batch being written and the next batch, read ahead.
+const (
+	// maxBatchBytes bounds one write: events are added to it while it
+	// holds less, so a write is at most this or one event, whichever is
+	// larger. A client that reads slowly (or not at all, until its write
+	// deadline) then holds this much, not BatchSize events' worth: 64 MiB
+	// of 256 KiB events.
+	maxBatchBytes = 1 << 20
+	// retainBytes is the largest write buffer kept between writes.
+	retainBytes = 256 << 10
+	// eventOverhead is about what the SSE framing adds to an event's
+	// envelope: its id, event and data fields.
+	eventOverhead = 64
+)
+
+// batchLen is how many events to ask the cursor for after it gave evs: at
+// most limit, and no more than maxBatchBytes of events as big as the largest
+// in evs, so that a stream of big events does not read far ahead of what
+// it can write.
+func batchLen(evs []runs.StoredEvent, limit int) int {
+	largest := 0
 	for _, ev := range evs {
+		largest = max(largest, len(ev.JSON)+eventOverhead)
+	}
+	if largest == 0 {
+		return limit
+	}
+	return min(limit, max(1, maxBatchBytes/largest))
+}
+
+// encode puts the events of evs newer than st.last into st.buf, up to
+// maxBatchBytes, and returns the events that did not fit, to encode next.
+// done reports that run.completed was among those encoded; nothing after
+// it is written. A run.completed at or before st.last (the client resumed
+// past it) is not written, and still ends the stream.
+func (st *stream) encode(evs []runs.StoredEvent) (rest []runs.StoredEvent, done bool) {
+	st.buf = st.buf[:0]
+	for i, ev := range evs {
 		if ev.Seq <= st.last {
 			if ev.Type == runs.EventRunCompleted {
-				return true
+				return nil, true
 			}
 			continue
+		}
+		if len(st.buf) > 0 && len(st.buf)+len(ev.JSON)+eventOverhead > maxBatchBytes {
+			// A copy, so that the events written here are not kept
+			// alive by the rest's backing array.
+			return slices.Clone(evs[i:]), false
 		}
 		if st.ndjson {
 			st.buf = appendNDJSON(st.buf, ev)
@@ -245,10 +302,10 @@ func (st *stream) encode(evs []runs.StoredEvent) (done bool) {
 		}
 		st.last = ev.Seq
 		if ev.Type == runs.EventRunCompleted {
-			return true
+			return nil, true
 		}
 	}
-	return false
+	return nil, false
 }
 
 // write sends p (possibly nothing) and flushes, within the write timeout.
