@@ -1,9 +1,18 @@
 # agentgate with the pinned agent CLIs, on Ubuntu.
 #
 #   docker build -t agentgate .
+#   docker run --rm agentgate keys new --tenant acme --role admin >> keys.txt  # then keep only the key line in api-keys
 #   docker run -p 8080:8080 -e ANTHROPIC_API_KEY=... \
+#     -v $PWD/api-keys:/etc/agentgate/api-keys:ro -e AGENTGATE_API_KEYS_FILE=/etc/agentgate/api-keys \
+#     --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+#     --security-opt systempaths=unconfined \
 #     -v agentgate-data:/var/lib/agentgate \
 #     -v agentgate-workspaces:/var/lib/agentgate-workspaces agentgate
+#
+# The image listens on :8080, so it needs a keys file (or
+# AGENTGATE_INSECURE_NO_AUTH=true); and the security options let the
+# gateway's bubblewrap sandbox make its namespaces (or set
+# AGENTGATE_SANDBOX=cli-only). See docs/security.md.
 #
 # Workspaces live apart from the data directory (embedded store, agent
 # homes), so that an agent filling its workspace cannot fill the store's

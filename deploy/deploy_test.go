@@ -79,6 +79,9 @@ func duration(t *testing.T, what, s string) time.Duration {
 type composeFile struct {
 	Services map[string]composeService `yaml:"services"`
 	Volumes  map[string]any            `yaml:"volumes"`
+	Secrets  map[string]struct {
+		File string `yaml:"file"`
+	} `yaml:"secrets"`
 }
 
 type composeService struct {
@@ -91,6 +94,8 @@ type composeService struct {
 	Environment     map[string]string `yaml:"environment"`
 	Volumes         []string          `yaml:"volumes"`
 	Profiles        []string          `yaml:"profiles"`
+	SecurityOpt     []string          `yaml:"security_opt"`
+	Secrets         []string          `yaml:"secrets"`
 	Healthcheck     struct {
 		Test []string `yaml:"test"`
 	} `yaml:"healthcheck"`
@@ -250,6 +255,18 @@ func TestDeployCompose(t *testing.T) {
 				t.Errorf("%s: volume %q is not declared", n, v)
 			}
 		}
+		// Replicas listen on the network, so they authenticate: a keys
+		// file from a declared secret, at the path the secret is mounted.
+		if kf := env["AGENTGATE_API_KEYS_FILE"]; len(s.Secrets) != 1 || kf != "/run/secrets/"+s.Secrets[0] || c.Secrets[s.Secrets[0]].File == "" {
+			t.Errorf("%s: AGENTGATE_API_KEYS_FILE %q with secrets %q: want the file of a declared secret", n, kf, s.Secrets)
+		}
+		// The sandbox needs namespaces and a /proc of its own, which
+		// Docker's default profiles forbid; cli-only would not.
+		for _, opt := range []string{"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"} {
+			if !slices.Contains(s.SecurityOpt, opt) && env["AGENTGATE_SANDBOX"] != "cli-only" {
+				t.Errorf("%s: security_opt %q lacks %s, which the sandbox needs", n, s.SecurityOpt, opt)
+			}
+		}
 		if !slices.Contains(upstream, n+":8080") {
 			t.Errorf("nginx/agentgate.conf does not balance to %s:8080 (servers %q)", n, upstream)
 		}
@@ -338,10 +355,19 @@ type k8sPodTemplate struct {
 				Value     string         `yaml:"value"`
 				ValueFrom map[string]any `yaml:"valueFrom"`
 			} `yaml:"env"`
-			ReadinessProbe k8sProbe `yaml:"readinessProbe"`
-			LivenessProbe  k8sProbe `yaml:"livenessProbe"`
-			StartupProbe   k8sProbe `yaml:"startupProbe"`
-			VolumeMounts   []struct {
+			ReadinessProbe  k8sProbe `yaml:"readinessProbe"`
+			LivenessProbe   k8sProbe `yaml:"livenessProbe"`
+			StartupProbe    k8sProbe `yaml:"startupProbe"`
+			SecurityContext struct {
+				SeccompProfile struct {
+					Type string `yaml:"type"`
+				} `yaml:"seccompProfile"`
+				AppArmorProfile struct {
+					Type string `yaml:"type"`
+				} `yaml:"appArmorProfile"`
+				ProcMount string `yaml:"procMount"`
+			} `yaml:"securityContext"`
+			VolumeMounts []struct {
 				Name      string `yaml:"name"`
 				MountPath string `yaml:"mountPath"`
 			} `yaml:"volumeMounts"`
@@ -351,6 +377,9 @@ type k8sPodTemplate struct {
 			EmptyDir *struct {
 				SizeLimit string `yaml:"sizeLimit"`
 			} `yaml:"emptyDir"`
+			Secret *struct {
+				SecretName string `yaml:"secretName"`
+			} `yaml:"secret"`
 		} `yaml:"volumes"`
 	} `yaml:"spec"`
 }
@@ -505,6 +534,21 @@ func TestDeployKubernetes(t *testing.T) {
 	}
 	if !bounded {
 		t.Errorf("agentgate: workspaces volume %q is not an emptyDir with a sizeLimit", ws)
+	}
+	// Pods listen on the network, so they authenticate: the keys file
+	// is a mounted Secret, which the gateway re-reads when it changes.
+	keysFile := env(gw, "AGENTGATE_API_KEYS_FILE")
+	keysVol := mountOf(gw, filepath.Dir(keysFile))
+	fromSecret := false
+	for _, v := range ps.Volumes {
+		fromSecret = fromSecret || v.Name == keysVol && v.Secret != nil && v.Secret.SecretName != ""
+	}
+	if keysFile == "" || !fromSecret {
+		t.Errorf("agentgate: AGENTGATE_API_KEYS_FILE %q on volume %q: want a file of a mounted Secret", keysFile, keysVol)
+	}
+	if sc := c.SecurityContext; env(gw, "AGENTGATE_SANDBOX") != "cli-only" &&
+		(sc.SeccompProfile.Type != "Unconfined" || sc.AppArmorProfile.Type != "Unconfined" || sc.ProcMount != "Unmasked") {
+		t.Errorf("agentgate: securityContext %+v does not let the sandbox make its namespaces and /proc", sc)
 	}
 	if len(gw.Spec.VolumeClaimTemplate) == 0 || gw.Spec.VolumeClaimTemplate[0].Metadata.Name != data {
 		t.Errorf("agentgate: data volume %q is not a PersistentVolumeClaim", data)
