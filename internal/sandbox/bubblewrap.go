@@ -40,6 +40,7 @@ type Bubblewrap struct {
 	bwrap string
 	env   string
 	hide  []string
+	root  bool // the gateway runs as root: see rootFlags
 }
 
 // ErrUnavailable is wrapped by the errors of New and Probe when this
@@ -64,7 +65,7 @@ func New(opts Options) (*Bubblewrap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s not found (coreutils): %w", ErrUnavailable, opts.Env, err)
 	}
-	b := &Bubblewrap{bwrap: bw, env: env}
+	b := &Bubblewrap{bwrap: bw, env: env, root: os.Geteuid() == 0}
 	for _, p := range opts.Hide {
 		if p == "" {
 			continue
@@ -115,6 +116,9 @@ func (b *Bubblewrap) Wrap(c runs.Confinement, argv []string) ([]string, error) {
 	dir, home, tmp := resolve(c.Dir), resolve(c.Home), resolve(c.TempDir)
 	out := []string{b.env, "--ignore-signal=INT,TERM", b.bwrap}
 	out = append(out, baseFlags...)
+	if b.root {
+		out = append(out, rootFlags...)
+	}
 	var readOnly []string
 	for _, p := range b.hide {
 		fi, err := os.Stat(p)
@@ -148,11 +152,19 @@ func (b *Bubblewrap) Wrap(c runs.Confinement, argv []string) ([]string, error) {
 var baseFlags = []string{
 	"--die-with-parent",
 	"--unshare-pid", "--unshare-ipc",
-	"--cap-drop", "ALL",
 	"--ro-bind", "/", "/",
 	"--dev", "/dev",
 	"--proc", "/proc",
 }
+
+// rootFlags are added when the gateway runs as root, whose sandboxed
+// processes bwrap would otherwise leave every capability: with
+// CAP_SYS_ADMIN in the sandbox's mount namespace, a tool can unmount what
+// hides a path, or remount / read-write. CAP_SETFCAP alone is kept, for
+// a CLI that sandboxes its own tools with bwrap (Codex): mapping uid 0
+// into a new user namespace needs it (Linux 5.12 and later). doc.go says
+// what it still allows.
+var rootFlags = []string{"--cap-drop", "ALL", "--cap-add", "CAP_SETFCAP"}
 
 // probeTimeout bounds Probe's bwrap run.
 const probeTimeout = 15 * time.Second

@@ -94,7 +94,7 @@ func TestWrapArgv(t *testing.T) {
 			t.Errorf("%s: argv starts %v", perm, got[:3])
 		}
 		for _, want := range []string{
-			"--die-with-parent", "--unshare-pid --unshare-ipc", "--cap-drop ALL", "--ro-bind / / --dev /dev --proc /proc",
+			"--die-with-parent", "--unshare-pid --unshare-ipc", "--ro-bind / / --dev /dev --proc /proc",
 			"--tmpfs " + hidden, "--ro-bind /dev/null " + keys,
 			"--bind " + c.Home + " " + c.Home, "--bind " + c.TempDir + " " + c.TempDir,
 			"--remount-ro " + hidden, "--chdir " + c.Dir,
@@ -102,6 +102,9 @@ func TestWrapArgv(t *testing.T) {
 			if !strings.Contains(line, want) {
 				t.Errorf("%s: no %q in %s", perm, want, line)
 			}
+		}
+		if root := os.Geteuid() == 0; root != strings.Contains(line, "--cap-drop ALL --cap-add CAP_SETFCAP") {
+			t.Errorf("%s: running as root is %v, but the capabilities flags are: %s", perm, root, line)
 		}
 		dirBind := "--bind " + c.Dir + " " + c.Dir
 		if perm == runs.ReadOnly {
@@ -206,7 +209,9 @@ if echo x > "$D/new"; then echo WROTE-HIDDEN; fi; grep -r SECRET / --include=run
 
 // TestCannotUnhide is the escape the gateway's root user would otherwise
 // allow: a root process keeping its capabilities in the sandbox's mount
-// namespace can unmount the tmpfs that hides a path, or remount / rw.
+// namespace can unmount the tmpfs that hides a path, or remount / rw. It
+// keeps CAP_SETFCAP alone (bit 31), and a user namespace it makes with it
+// cannot undo the sandbox's mounts either: they are locked.
 func TestCannotUnhide(t *testing.T) {
 	data := t.TempDir()
 	if err := os.WriteFile(filepath.Join(data, "f"), []byte("SECRET-UNDER-TMPFS"), 0o600); err != nil {
@@ -216,26 +221,44 @@ func TestCannotUnhide(t *testing.T) {
 	c := confinement(t, runs.WorkspaceWrite)
 	probe := filepath.Join(filepath.Dir(t.TempDir()), "remount-probe-"+strconv.Itoa(os.Getpid()))
 	t.Cleanup(func() { os.Remove(probe) })
+	caps := "CapEff:\t0000000000000000"
+	if os.Geteuid() == 0 {
+		caps = "CapEff:\t0000000080000000"
+	}
 	out, _ := shell(t, b, c, `umount "$D"; umount -l "$D"; cat "$D/f"; mount -o remount,bind,rw / && echo x > "$P" && echo REMOUNTED;
+unshare -Urm sh -c 'umount "$D"; umount -l "$D"; cat "$D/f"; mount -o remount,bind,rw / && echo x > "$P" && echo REMOUNTED'
 grep CapEff /proc/self/status; exit 0`, "D="+data, "P="+probe)
-	if strings.Contains(out, "SECRET-UNDER-TMPFS") || strings.Contains(out, "REMOUNTED") || !strings.Contains(out, "CapEff:\t0000000000000000") {
+	if strings.Contains(out, "SECRET-UNDER-TMPFS") || strings.Contains(out, "REMOUNTED") || !strings.Contains(out, caps) {
 		t.Errorf("the sandbox could be undone: %s", out)
 	}
 }
 
 func TestProcIsolated(t *testing.T) {
-	const secret = "agentgate-test-secret-5f1d2c"
-	t.Setenv("AGENTGATE_TEST_GATEWAY_SECRET", secret)
+	// A process of the same user with a secret in its environment, as the
+	// gateway has its keys: outside the sandbox its environ is readable.
+	secret := "agentgate-test-secret-" + strconv.Itoa(os.Getpid())
+	gw := exec.Command("sleep", "600")
+	gw.Env = []string{"AGENTGATE_TEST_GATEWAY_SECRET=" + secret}
+	if err := gw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = gw.Process.Kill()
+		_ = gw.Wait()
+	})
+	pid := strconv.Itoa(gw.Process.Pid)
+	if env, err := os.ReadFile("/proc/" + pid + "/environ"); err != nil || !strings.Contains(string(env), secret) {
+		t.Fatalf("the stand-in gateway's environment is not readable from outside: %v", err)
+	}
 	b := newBwrap(t)
 	c := confinement(t, runs.WorkspaceWrite)
-	out, code := shell(t, b, c, `cat /proc/$G/environ && echo READ-GATEWAY; cat /proc/*/environ | tr '\0' '\n'; ls /proc | grep -c '^[0-9]'; exit 0`,
-		"G="+strconv.Itoa(os.Getpid()))
-	if code != 0 || strings.Contains(out, secret) || strings.Contains(out, "READ-GATEWAY") {
-		t.Errorf("exit %d: the gateway's environment was readable: %s", code, out)
+	out, code := shell(t, b, c, `cat /proc/$G/environ && echo READ-GATEWAY; cat /proc/$T/environ && echo READ-TEST;
+cat /proc/*/environ | tr '\0' '\n'; ls /proc | grep -c '^[0-9]'; exit 0`, "G="+pid, "T="+strconv.Itoa(os.Getpid()))
+	if code != 0 || strings.Contains(out, secret) || strings.Contains(out, "READ-") {
+		t.Errorf("exit %d: another process's environment was readable: %s", code, out)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	// sh, cat or ls, grep, bwrap's init, and whatever the pipeline forks:
-	// a handful, never the host's processes.
+	// sh, ls, grep and bwrap's init: a handful, never the host's.
 	if n, err := strconv.Atoi(lines[len(lines)-1]); err != nil || n > 8 {
 		t.Errorf("the sandbox sees %q processes: %s", lines[len(lines)-1], out)
 	}
