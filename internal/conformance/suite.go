@@ -55,6 +55,7 @@ func Run(t *testing.T, kit Kit) {
 		{"server_never_answers", s.hang},
 	}
 	cases = append(cases, s.interactiveCases()...)
+	cases = append(cases, s.sandboxCases()...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -104,12 +105,13 @@ type gateway struct {
 	backend Backend
 	home    string
 	root    string // the workspace root: a fresh run's directory is root/<run id>
+	data    string // hidden by the sandbox, as the gateway's data directory
 }
 
 // start serves sc and starts a supervisor whose environment is env(backend).
 func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]string) *gateway {
 	t.Helper()
-	home := t.TempDir()
+	home, data := t.TempDir(), t.TempDir()
 	b := s.kit.Serve(t, sc, home)
 	gwEnv := env(b)
 	cfg := runs.Config{
@@ -117,6 +119,7 @@ func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]st
 		KillGrace: 2 * time.Second, MaxTimeout: time.Hour, DefaultTimeout: 3 * time.Minute, // the suite's waits are the bounds
 		Getenv: func(k string) string { return gwEnv[k] },
 	}
+	cfg.Sandbox = confine(t, cfg.WorkspaceRoot, data)
 	st := startStore(t)
 	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: s.adapter, Bin: s.bin, Home: home}},
 		nopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
@@ -133,7 +136,7 @@ func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]st
 		}
 		cancel()
 	})
-	return &gateway{sup: sup, store: st, backend: b, home: home, root: cfg.WorkspaceRoot}
+	return &gateway{sup: sup, store: st, backend: b, home: home, root: cfg.WorkspaceRoot, data: data}
 }
 
 func credentials(b Backend) map[string]string   { return b.Env }
