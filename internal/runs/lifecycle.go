@@ -22,7 +22,9 @@ func (s *Supervisor) execute(t *task) {
 	t.mu.Lock()
 	t.cancel = cancel
 	stopped := t.stopErr
+	t.scrub = s.newScrubber(t.cmd)
 	t.mu.Unlock()
+	log = redactLog(log, t.scrub.red) // it knows the run's credentials
 	if stopped != nil {
 		cancel(stopped)
 	}
@@ -62,7 +64,9 @@ func (s *Supervisor) execute(t *task) {
 	if pf, ok := t.agent.Adapter.(Preflighter); ok {
 		if runErr := pf.Preflight(ctx, t.inv, s.childEnv(t.agent, t.cmd)); runErr != nil {
 			drain()
-			log.Info("preflight failed", zap.String("class", string(runErr.Class)), zap.String("message", runErr.Message))
+			// Its message may quote the CLI's output: the run's record
+			// has it, redacted.
+			log.Info("preflight failed", zap.String("class", string(runErr.Class)))
 			var override *RunError
 			if ctx.Err() != nil {
 				override = stopError(context.Cause(ctx), t.run.Agent)
@@ -164,6 +168,10 @@ func (s *Supervisor) execute(t *task) {
 		return
 	}
 	log.Info("process exited", zap.Int("code", exit.Code), zap.String("signal", exit.Signal), zap.String("reason", exit.Reason))
+	stderrTail = t.scrub.red.Bytes(stderrTail) // it becomes error messages
+	// The agent's own words stay out of info lines: they can quote a
+	// prompt or a tool's output.
+	log.Debug("process stderr", zap.ByteString("stderr_tail", stderrTail))
 	out := dec.Finish(exit, stderrTail)
 	if sess != nil {
 		out.Events = sess.outcomeEvents(out.Events)

@@ -79,6 +79,7 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	}
 	r.Result, r.StructuredOutput, r.Usage, r.CostUSD, r.NumTurns = out.Result, out.StructuredOutput, out.Usage, out.CostUSD, out.NumTurns
 	r.Diff = out.Diff
+	*r = redactRun(s.redactor(t), *r) // what is stored, returned and retried later
 	if out.SessionID != "" {
 		r.SessionID = out.SessionID
 	}
@@ -128,7 +129,7 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 // storeRun writes the run's record, retrying a failing store for
 // Config.StoreRetry.
 func (s *Supervisor) storeRun(r Run) error {
-	rec := s.cfg.Limits.record(r)
+	rec := s.recordOf(nil, r) // a finished run's own secrets are gone already: see finish
 	return retryStore(s.cfg.StoreRetry, func(ctx context.Context) error { return s.store.UpdateRun(ctx, rec) })
 }
 
@@ -199,6 +200,8 @@ func (s *Supervisor) emit(t *task, evs ...Event) {
 	}
 	batch := make([]StoredEvent, 0, len(evs))
 	t.mu.Lock()
+	evs = s.scrubEvents(t, evs)
+	red := s.redactor(t)
 	for _, ev := range evs {
 		t.seq++
 		ev.V, ev.RunID, ev.Seq, ev.Time, ev.Agent = EnvelopeVersion, t.run.ID, t.seq, s.cfg.Now().UTC(), t.run.Agent
@@ -217,11 +220,15 @@ func (s *Supervisor) emit(t *task, evs ...Event) {
 			ev.Type, ev.Data = EventWarning, WarningData{Code: "encode_failed", Message: err.Error()}
 			b, _ = encodeEvent(ev)
 		}
+		b = red.Bytes(b) // whatever the payload's own pass missed: ids, metadata, new types
 		batch = append(batch, StoredEvent{Seq: ev.Seq, Type: ev.Type, JSON: b})
 		s.obs.Event(t.run.Agent, ev.Type)
 	}
 	app := t.app
 	t.mu.Unlock()
+	if len(batch) == 0 {
+		return // only deltas, held back whole
+	}
 	if app != nil {
 		app.add(batch)
 		return

@@ -210,6 +210,9 @@ type task struct {
 	app     *appender               // set while the agent's output is read
 	lost    int                     // events the store never took
 	sess    *session                // set while a run with a Session runs
+	// scrub removes the run's secrets from what it stores; set before
+	// the run's process starts, never changed (read without mu).
+	scrub *scrubber
 	// cancelledBy is who asked for the cancel that stopped the run.
 	cancelledBy *Actor
 }
