@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of agentgate on a fresh machine: installs the pinned agent
-# CLIs (npm), headless Chromium, nginx and promtool (apt, for the browser
-# test, the deployment checks and the fault suite) and the Go modules,
+# CLIs (npm), headless Chromium, nginx, promtool and bubblewrap (apt, for
+# the browser test, the deployment checks, the fault suite and the
+# sandbox) and the Go modules,
 # checks the deployment files, formatting and vet, then runs
 # `go test -race ./...` inside a loopback-only network namespace, so no test
 # can reach a real model API even on a machine that holds real credentials.
@@ -12,6 +13,18 @@ cd "$(dirname "$0")/.."
 
 scripts/install-agents.sh
 scripts/install-browser.sh # headless Chromium, for the EventSource test
+# bubblewrap, the gateway's sandbox: its tests and every conformance case
+# run the agents under /usr/bin/bwrap, and fail without it.
+if ! command -v bwrap >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "test.sh: bwrap is missing; running apt-get install bubblewrap" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null
+  fi
+  command -v bwrap >/dev/null || {
+    echo "test.sh: bwrap is missing and could not be installed: run 'apt-get install bubblewrap' as root" >&2
+    exit 1
+  }
+fi
 go mod download
 go build ./...
 # promtool, nginx -t and nats-server -t on the deployment files; it
