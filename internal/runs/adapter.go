@@ -151,6 +151,11 @@ type Command struct {
 	// InterruptSignal is sent first to cancel gracefully, before SIGTERM
 	// and SIGKILL; 0 means start with SIGTERM.
 	InterruptSignal int
+	// Secrets are values the command carries that must never be stored
+	// or logged, besides its credential variables, which the supervisor
+	// finds itself: the env and header values of the run's MCP servers,
+	// written into a config file or an argument.
+	Secrets []string
 }
 
 // Description is the static facts about an agent CLI.

@@ -38,9 +38,10 @@ var credentialWords = []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL
 // credentials returns the values of the credential variables c gives its
 // agent: every variable passed through from the gateway's environment
 // (the adapters pass only what a CLI needs to reach and log in to its
-// model), and the fixed ones whose names say they are credentials.
+// model), and the fixed ones whose names say they are credentials; and
+// the command's other Secrets.
 func (s *Supervisor) credentials(c Command) []string {
-	var out []string
+	out := slices.Clone(c.Secrets)
 	for _, name := range c.PassEnv {
 		if v := s.cfg.Getenv(name); v != "" {
 			out = append(out, v)
@@ -62,11 +63,9 @@ func (s *Supervisor) credentials(c Command) []string {
 	return out
 }
 
-// newScrubber returns the scrubber of a run whose agent runs c, adding
-// extra literals (values the run's own configuration carries, such as
-// MCP env and header values).
-func (s *Supervisor) newScrubber(c Command, extra ...string) *scrubber {
-	return &scrubber{red: s.cfg.Redact.With(append(s.credentials(c), extra...)...)}
+// newScrubber returns the scrubber of a run whose agent runs c.
+func (s *Supervisor) newScrubber(c Command) *scrubber {
+	return &scrubber{red: s.cfg.Redact.With(s.credentials(c)...)}
 }
 
 // redactor returns t's redactor: the run's own once its command is known,

@@ -196,8 +196,9 @@ func TestCredentialsOfACommand(t *testing.T) {
 	sup := &Supervisor{cfg: Config{Getenv: func(name string) string { return map[string]string{"A": "pass-through", "B": ""}[name] }}}
 	got := sup.credentials(Command{PassEnv: []string{"A", "B"},
 		Env: []string{"X_API_KEY=k1", "GH_TOKEN=t1", "MY_SECRET=s1", "DB_PASSWORD=p1", "GOOGLE_APPLICATION_CREDENTIALS=c1",
-			"OAUTH_ID=o1", "HOME=/h", "EMPTY_TOKEN=", "LOG_LEVEL=debug", "malformed"}})
-	if want := "[pass-through k1 t1 s1 p1 c1 o1]"; fmt.Sprint(got) != want {
+			"OAUTH_ID=o1", "HOME=/h", "EMPTY_TOKEN=", "LOG_LEVEL=debug", "malformed"},
+		Secrets: []string{"mcp-header-value"}})
+	if want := "[mcp-header-value pass-through k1 t1 s1 p1 c1 o1]"; fmt.Sprint(got) != want {
 		t.Errorf("credentials = %v, want %s", got, want)
 	}
 }
