@@ -289,11 +289,15 @@ func TestNoAllocWithoutMatch(t *testing.T) {
 	r := mustNew(t, Options{Literals: []string{"literal-value-1"}}).With("another-secret-2")
 	b := bytes.Repeat([]byte(`{"text":"nothing to see here, sk- and gh and Bearer"} `), 100)
 	s := string(b)
+	check := t.Errorf
+	if raceEnabled {
+		check = t.Logf // see raceEnabled; the run without -race checks it
+	}
 	if n := testing.AllocsPerRun(20, func() { r.Bytes(b) }); n != 0 {
-		t.Errorf("Bytes allocates %v times without a match", n)
+		check("Bytes allocates %v times without a match", n)
 	}
 	if n := testing.AllocsPerRun(20, func() { _ = r.String(s) }); n != 0 {
-		t.Errorf("String allocates %v times without a match", n)
+		check("String allocates %v times without a match", n)
 	}
 }
 
