@@ -520,7 +520,7 @@ func (s *Supervisor) take(q QueuedRun) {
 		return
 	}
 	if runErr := s.prepare(t); runErr != nil {
-		log.Warn("run not started", zap.String("class", string(runErr.Class)), zap.String("message", runErr.Message))
+		log.Warn("run not started", zap.String("class", string(runErr.Class)))
 		s.finish(bg, t, Outcome{Status: Failed, Error: runErr}, nil, nil)
 		return
 	}
@@ -538,7 +538,7 @@ func (s *Supervisor) giveBack(t *task) {
 	bg := context.Background()
 	r := t.run
 	r.Owner = ""
-	if err := s.store.UpdateRun(bg, s.cfg.Limits.record(r)); err != nil {
+	if err := s.store.UpdateRun(bg, s.recordOf(t, r)); err != nil {
 		s.log.Error("give back a queued run", zap.String("run_id", r.ID), zap.Error(err))
 		return
 	}

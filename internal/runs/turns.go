@@ -429,7 +429,7 @@ func (ss *session) recordLocked() {
 	ss.t.mu.Lock()
 	ss.t.run.PendingApprovals = approvals
 	ss.t.run.Activity = ss.activityLocked()
-	r := ss.s.cfg.Limits.record(ss.t.run)
+	r := ss.s.recordOf(ss.t, ss.t.run)
 	ss.t.mu.Unlock()
 	// The record must not depend on the request that caused the change.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
