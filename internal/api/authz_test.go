@@ -75,7 +75,7 @@ type tenants struct {
 
 func keyID(tenant string, role auth.Role) string { return tenant + "-" + string(role) }
 
-func newTenants(t *testing.T) *tenants {
+func newTenants(t testing.TB) *tenants {
 	t.Helper()
 	ts := &tenants{secrets: map[string]string{}}
 	var lines []string
@@ -165,7 +165,7 @@ func (c *calls) recorded() ([]runs.Actor, *runs.Filter, []runs.Input) {
 // tenantService serves runA (acme's) and runB (globex's), both running;
 // their event logs are logs[id], or a finished log of three events. Every
 // call is counted in c.
-func tenantService(t *testing.T, c *calls, logs map[string]*memLog) *fakeService {
+func tenantService(t testing.TB, c *calls, logs map[string]*memLog) *fakeService {
 	log := func(id string) *memLog {
 		if l, ok := logs[id]; ok {
 			return l

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -39,8 +40,13 @@ func TestTokenStreamsWithoutKey(t *testing.T) {
 	if tok.Token == "" {
 		t.Fatal("no token")
 	}
-	if ttl := tok.ExpiresAt.Sub(before); ttl < DefaultStreamTokenTTL-2*time.Second || ttl > DefaultStreamTokenTTL {
-		t.Errorf("expires_at %s is %s from the request, want about %s", tok.ExpiresAt, ttl, DefaultStreamTokenTTL)
+	after := time.Now()
+	// Whole seconds, rounded down, of the TTL from when it was issued.
+	if earliest, latest := before.Add(DefaultStreamTokenTTL-time.Second), after.Add(DefaultStreamTokenTTL); tok.ExpiresAt.Before(earliest) || tok.ExpiresAt.After(latest) {
+		t.Errorf("expires_at %s, want from %s to %s", tok.ExpiresAt, earliest, latest)
+	}
+	if tok.ExpiresAt.Nanosecond() != 0 {
+		t.Errorf("expires_at %s is not whole seconds", tok.ExpiresAt)
 	}
 	if want := "/v1/runs/" + runA + "/events?token=" + tok.Token; tok.URL != want {
 		t.Errorf("url %q, want %q", tok.URL, want)
@@ -67,6 +73,12 @@ func TestTokenStreamsWithoutKey(t *testing.T) {
 	// HEAD, which a client may use to check the URL, takes it too.
 	if resp, b := h.do(t, "HEAD", tok.URL, ""); resp.StatusCode != http.StatusOK {
 		t.Errorf("HEAD events by token: %d %s", resp.StatusCode, b)
+	}
+	// A token in a URL must not be copied to the logs, which outlive it.
+	for _, e := range h.logs.All() {
+		if strings.Contains(fmt.Sprint(e.Message, e.ContextMap()), tok.Token) {
+			t.Errorf("log line %q holds the token: %v", e.Message, e.ContextMap())
+		}
 	}
 	// The request is the key's, for the audit trail.
 	used := h.logs.FilterLoggerName("audit").FilterMessage("key used").FilterField(
