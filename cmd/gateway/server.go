@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -99,18 +102,84 @@ func (o serverOptions) withDefaults() serverOptions {
 	return o
 }
 
+// unreadBodyGrace bounds the server's read of what a handler left of a
+// body, after it returned. That read only saves a reconnection: a client
+// whose body is still on its way after the answer loses the connection
+// instead.
+const unreadBodyGrace = 2 * time.Second
+
 // bodyDeadline sets a read deadline of timeout on a request that has a
-// body, before h runs. A request without one gets none: its connection is
-// read in the background while the handler runs, to notice a client that
-// hangs up, and a deadline there would end an event stream.
+// body, before h runs, and one of unreadBodyGrace (at most timeout) after:
+// once a handler returns, the server reads up to 256 KiB of the body it
+// left, to keep the connection, and answers only then. A handler may have
+// lifted its own deadline by then (readBody does, for its answer's sake,
+// even after the body timed out), which would leave that read, and the
+// connection, waiting for ever on a body that stalled. A request without
+// a body gets no deadline: its connection is read in the background while
+// the handler runs, to notice a client that hangs up, and a deadline there
+// would end an event stream.
 func bodyDeadline(h http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength != 0 {
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+		if r.ContentLength == 0 {
+			h.ServeHTTP(w, r)
+			return
 		}
-		h.ServeHTTP(w, r)
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(timeout))
+		body := &bodyWatch{ReadCloser: r.Body}
+		r.Body = body
+		aw := &answerWatch{ResponseWriter: w}
+		h.ServeHTTP(aw, r)
+		_ = rc.SetReadDeadline(time.Now().Add(min(timeout, unreadBodyGrace)))
+		if !aw.wrote && body.timedOut.Load() {
+			// A read that times out cancels the request's context
+			// (net/http takes any read error for a dead connection),
+			// and a handler that then takes the client for gone
+			// answers nothing, which net/http would send as a 200.
+			h := w.Header()
+			h.Set("Content-Type", "application/json")
+			h.Set("Connection", "close")
+			w.WriteHeader(http.StatusRequestTimeout)
+			_, _ = io.WriteString(w, `{"error":{"code":"body_timeout","message":"the request body did not arrive in time"}}`+"\n")
+		}
 	})
 }
+
+// bodyWatch notes whether a read of the request body timed out.
+type bodyWatch struct {
+	io.ReadCloser
+	timedOut atomic.Bool
+}
+
+func (b *bodyWatch) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	var ne net.Error
+	if err != nil && errors.As(err, &ne) && ne.Timeout() {
+		b.timedOut.Store(true)
+	}
+	return n, err
+}
+
+// answerWatch notes whether the handler began its answer. Unwrap keeps
+// http.ResponseController working through it.
+type answerWatch struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (a *answerWatch) WriteHeader(code int) {
+	if code >= 200 {
+		a.wrote = true
+	}
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *answerWatch) Write(p []byte) (int, error) {
+	a.wrote = true
+	return a.ResponseWriter.Write(p)
+}
+
+func (a *answerWatch) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // listenGuarded listens on addr behind a netguard.Listener: at most
 // perClient connections per client (0: netguard's default; negative: no

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,9 +24,21 @@ func serveTest(t *testing.T, h http.Handler, opts serverOptions) string {
 		t.Fatal(err)
 	}
 	srv := newHTTPServer(h, context.Background(), opts)
+	// Every connection's goroutine ends before the test does, including
+	// one that lingers after an error answer (the server waits a moment
+	// before it closes such a connection).
+	var conns sync.WaitGroup
+	srv.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			conns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			conns.Done()
+		}
+	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
-	t.Cleanup(func() { srv.Close(); <-done })
+	t.Cleanup(func() { srv.Close(); <-done; conns.Wait() })
 	return ln.Addr().String()
 }
 
@@ -88,6 +101,55 @@ func TestServerBoundsAnUnreadStalledBody(t *testing.T) {
 	got := closedByServer(t, c)
 	if !strings.HasPrefix(got, "HTTP/1.1 200 ") || !strings.HasSuffix(got, "ok") {
 		t.Fatalf("answer to a request whose body stalled: %q", got)
+	}
+}
+
+// A handler that reads the body with a deadline of its own and lifts it
+// when the body times out, as the API's readBody does, still gets its
+// answer out, and the connection is closed rather than left reading the
+// stalled rest of the body.
+func TestServerBoundsABodyWhoseDeadlineWasLifted(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		_, err := io.ReadAll(r.Body)
+		_ = rc.SetReadDeadline(time.Time{})
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusRequestTimeout)
+	})
+	addr := serveTest(t, h, serverOptions{BodyTimeout: time.Minute})
+	c := dialTest(t, addr)
+	if _, err := io.WriteString(c, "POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"agent\":"); err != nil {
+		t.Fatal(err)
+	}
+	got := closedByServer(t, c)
+	if !strings.HasPrefix(got, "HTTP/1.1 408 ") {
+		t.Fatalf("answer to a request whose body timed out: %q", got)
+	}
+}
+
+// A handler that takes a timed-out body for a client gone and answers
+// nothing (the read cancelled the request's context) must not have net/http
+// send its implicit 200: the edge answers 408 and closes.
+func TestServerAnswersATimedOutBodyLeftUnanswered(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(r.Body)
+		if err == nil || r.Context().Err() == nil {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	addr := serveTest(t, h, serverOptions{BodyTimeout: 200 * time.Millisecond})
+	c := dialTest(t, addr)
+	if _, err := io.WriteString(c, "POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"agent\":"); err != nil {
+		t.Fatal(err)
+	}
+	got := closedByServer(t, c)
+	if !strings.HasPrefix(got, "HTTP/1.1 408 ") || !strings.Contains(got, `"code":"body_timeout"`) {
+		t.Fatalf("answer to a request whose body timed out, left unanswered: %q", got)
 	}
 }
 
