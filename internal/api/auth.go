@@ -290,10 +290,14 @@ func (s *server) cors(next http.Handler) http.Handler {
 			return
 		}
 		allowed := slices.Contains(s.cfg.CORSOrigins, origin)
+		if len(s.cfg.CORSOrigins) > 0 {
+			// The answer depends on the origin: no cache may give
+			// one origin's answer to another.
+			w.Header().Add("Vary", "Origin")
+		}
 		if allowed {
 			h := w.Header()
 			h.Set("Access-Control-Allow-Origin", origin)
-			h.Add("Vary", "Origin")
 			h.Set("Access-Control-Expose-Headers", "Location, Retry-After, WWW-Authenticate")
 		}
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {

@@ -79,12 +79,18 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 	rc := http.NewResponseController(w)
 	if timeout > 0 {
 		_ = rc.SetReadDeadline(time.Now().Add(timeout))
-		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		// The deadline stays passed: before it answers, the server
+		// reads what is left of the body, which would otherwise wait
+		// on the client for ever. The connection closes after the 408.
+		w.Header().Set("Connection", "close")
 		return nil, &edgeError{status: http.StatusRequestTimeout, code: CodeBodyTimeout,
 			msg: fmt.Sprintf("the request body did not arrive within %s", timeout), cause: err}
+	}
+	if timeout > 0 {
+		_ = rc.SetReadDeadline(time.Time{})
 	}
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {

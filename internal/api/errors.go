@@ -75,6 +75,7 @@ const (
 	CodeMessageQueueFull = runs.ConflictQueueFull
 	CodeSessionClosing   = runs.ConflictClosing
 	CodeRunNotStarted    = runs.ConflictNotStarted
+	CodeRunNotFinished   = runs.ConflictRunNotFinished
 )
 
 // ErrorResponse is the body of every error response.
@@ -226,7 +227,11 @@ func (s *server) agentNames() []string {
 // the mapped detail. A request whose client has gone gets no answer.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	rec, _ := w.(*recorder)
-	if r.Context().Err() != nil {
+	var edge *edgeError
+	timedOut := errors.As(err, &edge) && edge.code == CodeBodyTimeout
+	// A body that timed out fails the connection's read, which cancels
+	// the request's context; the client is still there to be told.
+	if r.Context().Err() != nil && !timedOut {
 		if rec != nil {
 			rec.gone(err)
 		}

@@ -293,6 +293,12 @@ var allCodes = []string{
 	CodeUnsupportedMediaType, CodeQueueFull, CodeShuttingDown, CodeNotReady, CodeInternal,
 	CodeOwnerUnavailable, CodeApprovalResolved, CodeNotInteractive, CodeRunEnded, CodeNoTurnRunning,
 	CodeMessageQueueFull, CodeSessionClosing, CodeRunNotStarted, CodeIdempotencyMismatch, CodeInvalidHeader, CodeDiskFull,
+	CodeRunNotFinished, CodeUnauthenticated, CodeInvalidAuthorization, CodeInvalidToken, CodeForbidden,
+	CodeOriginNotAllowed, CodeHostNotAllowed, CodeInvalidQuery, CodeBodyTimeout, CodeRateLimited,
+	CodeTooManyRunning, CodeTooManyQueued, CodeDailyBudgetExceeded, CodeTooManyStreams,
+	// Written by the listener (internal/netguard) before any request is
+	// read, in the same shape.
+	"too_many_connections",
 }
 
 // TestOpenAPIRejects shows the response schemas are not vacuous: they
