@@ -191,7 +191,7 @@ func (c *config) validate() error {
 		c.WorkspaceRoot = abs
 	}
 	if c.NATSURL != "" && !strings.Contains(c.NATSURL, "://") {
-		bad("NATS_URL", "%q is not a URL such as nats://host:4222", c.NATSURL)
+		bad("NATS_URL", "%q is not a URL such as nats://host:4222", redactURL(c.NATSURL))
 	}
 	if c.NATSReplicas < 1 || c.NATSReplicas > 5 {
 		bad("NATS_REPLICAS", "must be 1 to 5, got %d", c.NATSReplicas)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
@@ -21,6 +22,11 @@ import (
 // how many it asks the server for at once. Events are bounded by
 // runs.Limits, so a cursor's memory is bounded too.
 const cursorBuffer = 64
+
+// cursorBufferBytes bounds the events a cursor holds ready by their size
+// too: a reader that does not call Next holds at most this (or one event),
+// not cursorBuffer big events (16 MiB of 256 KiB ones).
+const cursorBufferBytes = 1 << 20
 
 // errCursorClosed is what Next returns after Close.
 var errCursorClosed = errors.New("cursor closed")
@@ -363,6 +369,7 @@ func (s *Store) OpenCursor(ctx context.Context, runID string, after uint64) (run
 		it:     it,
 		cancel: cancel,
 		events: make(chan runs.StoredEvent, cursorBuffer),
+		room:   make(chan struct{}, 1),
 		log:    s.log.With(zap.String("run_id", runID)),
 	}
 	go c.pump(pumpCtx, after)
@@ -401,6 +408,10 @@ type cursor struct {
 	events chan runs.StoredEvent // closed when the pump ends
 	err    error                 // why the pump ended; read after events is closed
 	log    *zap.Logger
+	// held is the bytes of the events in events; room is poked when
+	// Next takes some, for a pump waiting for held to fall.
+	held atomic.Int64
+	room chan struct{}
 
 	closeOnce sync.Once
 }
@@ -451,12 +462,34 @@ func (c *cursor) pump(ctx context.Context, after uint64) {
 			Type: runs.EventType(msg.Headers().Get(headerType)),
 			JSON: msg.Data(),
 		}
+		for c.held.Load() > 0 && c.held.Load()+int64(len(ev.JSON)) > cursorBufferBytes {
+			select {
+			case <-c.room:
+			case <-ctx.Done():
+				c.err = errCursorClosed
+				return
+			}
+		}
+		c.held.Add(int64(len(ev.JSON)))
 		select {
 		case c.events <- ev:
 		case <-ctx.Done():
 			c.err = errCursorClosed
 			return
 		}
+	}
+}
+
+// took tells the pump that Next took evs: there is room again.
+func (c *cursor) took(evs []runs.StoredEvent) {
+	n := 0
+	for _, ev := range evs {
+		n += len(ev.JSON)
+	}
+	c.held.Add(-int64(n))
+	select {
+	case c.room <- struct{}{}:
+	default:
 	}
 }
 
@@ -488,6 +521,7 @@ func (c *cursor) Next(ctx context.Context, max int) ([]runs.StoredEvent, error) 
 	}
 	batch := make([]runs.StoredEvent, 1, min(max, cursorBuffer))
 	batch[0] = first
+	defer func() { c.took(batch) }()
 	for len(batch) < max {
 		select {
 		case ev, ok := <-c.events:
