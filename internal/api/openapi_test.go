@@ -297,8 +297,9 @@ var allCodes = []string{
 	CodeOriginNotAllowed, CodeHostNotAllowed, CodeInvalidQuery, CodeBodyTimeout, CodeRateLimited,
 	CodeTooManyRunning, CodeTooManyQueued, CodeDailyBudgetExceeded, CodeTooManyStreams,
 	// Written by the listener (internal/netguard) before any request is
-	// read, in the same shape.
-	"too_many_connections",
+	// read, or for one the HTTP server cannot parse, in the same shape.
+	"too_many_connections", "bad_request", "headers_too_large", "expectation_failed", "not_implemented",
+	"http_version_not_supported",
 }
 
 // TestOpenAPIRejects shows the response schemas are not vacuous: they

@@ -259,6 +259,19 @@ type conn struct {
 	once  sync.Once
 }
 
+// Write passes p on, with net/http's own plain-text error answers in the
+// gateway's JSON error shape (see rewritePlainError). A rewritten write
+// reports p's length: the server wrote all it meant to.
+func (c *conn) Write(p []byte) (int, error) {
+	if q, ok := rewritePlainError(p); ok {
+		if _, err := c.Conn.Write(q); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
 func (c *conn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.release(c.key, c.keyed) })
