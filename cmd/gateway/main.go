@@ -199,13 +199,36 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	// Every agent runs confined (unless the operator chose cli-only): the
+	// gateway's own files, other runs and the gateway's processes out of
+	// sight. Runs' temporary directories live under the data directory,
+	// so that they too are hidden from every other run.
+	tempRoot := filepath.Join(cfg.DataDir, "tmp")
+	if err := os.MkdirAll(tempRoot, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", tempRoot, err)
+	}
+	hide := []string{cfg.DataDir, cfg.WorkspaceRoot}
+	for _, p := range append([]string{cfg.APIKeysFile, cfg.RedactPatternsFile}, cfg.SandboxHide...) {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return fmt.Errorf("AGENTGATE_SANDBOX_HIDE: %w", err)
+		}
+		hide = append(hide, abs)
+	}
+	sandbox, err := newSandbox(ctx, cfg.Sandbox, hide, log.Named("sandbox"))
+	if err != nil {
+		return err
+	}
 	sup := runs.NewSupervisor(runs.Config{
 		Replica: cfg.ReplicaID, ReplicaTTL: cfg.ReplicaTTL, MaxConcurrent: cfg.MaxConcurrentRuns,
 		DefaultTimeout: cfg.RunTimeout, MaxTimeout: cfg.MaxRunTimeout, KillGrace: cfg.KillGrace, StoreRetry: cfg.StoreRetry,
 		Reaper: self, Cgroups: cgroups,
 		WorkspaceRoot: cfg.WorkspaceRoot, WorkspaceRetention: cfg.Retention, Path: cfg.AgentPath, Getenv: getenv,
 		Limits: runs.Limits{MaxText: cfg.MaxEventText, MaxToolInput: runs.DefaultLimits.MaxToolInput},
-		Redact: redactor,
+		Redact: redactor, Sandbox: sandbox, TempRoot: tempRoot,
 		Quotas: runs.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
 	}, st, agents, rec, log)
 	loopCtx, stopLoops := context.WithCancel(context.Background())

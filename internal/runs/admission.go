@@ -476,7 +476,9 @@ func (s *Supervisor) take(q QueuedRun) {
 	if err == nil && cur.Status == Queued && cur.Owner == "" && !s.startAllowed(bg, cur.Tenant, cur.ID) {
 		// The tenant is at its running limit: the run waits in the
 		// queue, and this worker a moment, so that it does not spin
-		// on the same run.
+		// on the same run. The task goes first: another worker given
+		// the run again must take it, not drop it as this one's.
+		s.untrack(t)
 		_ = q.Nak()
 		select {
 		case <-s.takeCtx.Done():

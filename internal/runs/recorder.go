@@ -121,7 +121,11 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 			s.finishLater(t, rec, completed)
 		}()
 	} else {
+		// Counted out before anyone can see it end: a client that
+		// submits again at run.completed finds the slot free.
+		s.countOut(ctx, r.Tenant, r.ID, r.CostUSD)
 		s.emit(t, completed)
+		return
 	}
 	s.countOut(ctx, r.Tenant, r.ID, r.CostUSD)
 }

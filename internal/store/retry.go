@@ -66,6 +66,10 @@ func transient(err error) bool {
 	switch {
 	case errors.Is(err, context.Canceled),
 		errors.Is(err, runs.ErrNotFound),
+		// A key that is not there is an answer, not a failure: a
+		// session or tenant never recorded must not wait out the retry.
+		errors.Is(err, jetstream.ErrKeyNotFound),
+		errors.Is(err, jetstream.ErrKeyExists),
 		errors.Is(err, runs.ErrInvalid),
 		errors.Is(err, ErrExists),
 		errors.Is(err, errConflict),
