@@ -30,3 +30,7 @@ printf '  codex  %s\n' "$(./node_modules/.bin/codex --version)"
 printf '  copilot %s\n' "$(./node_modules/.bin/copilot --version | head -1)"
 printf '  gemini %s\n' "$(./node_modules/.bin/gemini --version)"
 printf '  opencode %s\n' "$(./node_modules/.bin/opencode --version)"
+
+# The gateway confines every agent with bubblewrap, and will not start
+# without it unless told to (AGENTGATE_SANDBOX=cli-only).
+"$root/scripts/install-sandbox.sh"

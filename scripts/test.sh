@@ -15,16 +15,7 @@ scripts/install-agents.sh
 scripts/install-browser.sh # headless Chromium, for the EventSource test
 # bubblewrap, the gateway's sandbox: its tests and every conformance case
 # run the agents under /usr/bin/bwrap, and fail without it.
-if ! command -v bwrap >/dev/null; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "test.sh: bwrap is missing; running apt-get install bubblewrap" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null
-  fi
-  command -v bwrap >/dev/null || {
-    echo "test.sh: bwrap is missing and could not be installed: run 'apt-get install bubblewrap' as root" >&2
-    exit 1
-  }
-fi
+scripts/install-sandbox.sh
 go mod download
 go build ./...
 # promtool, nginx -t and nats-server -t on the deployment files; it
