@@ -212,7 +212,7 @@ func New(cfg Config, svc Service, obs Observer, metrics http.Handler, log *zap.L
 	s := &server{cfg: cfg.withDefaults(), svc: svc, obs: obs, log: log, metrics: metrics, audit: log.Named("audit")}
 	s.limits = newTenantLimits(s.cfg.TenantRate, s.cfg.TenantBurst, s.cfg.TenantStreams)
 	r := chi.NewRouter()
-	r.Use(s.instrument, s.checkHost, s.cors, s.checkQuery, middleware.GetHead, s.authenticate)
+	r.Use(s.instrument, s.checkHost, s.cors, s.checkQuery, s.bounded, middleware.GetHead, s.authenticate)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
 

@@ -261,6 +261,25 @@ func (s *server) hostAllowed(hostport string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// errRequestTimeout is why a request's context ended when the gateway, not
+// the client, gave up on it.
+var errRequestTimeout = errors.New("the request took longer than AGENTGATE_REQUEST_TIMEOUT")
+
+// bounded gives every request but an event stream RequestTimeout to get
+// its answer: a store that hangs must not hold requests (and their
+// connections) for ever.
+func (s *server) bounded(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, stream := eventsRoute(r); stream {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithTimeoutCause(r.Context(), s.cfg.RequestTimeout, errRequestTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
 // checkQuery refuses a query string that does not parse: Go's parser
 // drops what it cannot read (a ";" for one), and a filter silently
 // dropped widens a listing.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -59,6 +60,9 @@ const (
 	// CodeOwnerUnavailable: input for a run cannot reach the replica that
 	// executes it (503, with Retry-After).
 	CodeOwnerUnavailable = "owner_unavailable"
+	// CodeRequestTimeout: the gateway could not answer within
+	// AGENTGATE_REQUEST_TIMEOUT (503, with Retry-After).
+	CodeRequestTimeout = "request_timeout"
 	// CodeBodyTimeout: the request body did not arrive in time (408).
 	CodeBodyTimeout = "body_timeout"
 	// CodeInternal: anything else; the message is always "internal error".
@@ -199,6 +203,10 @@ func (s *server) problem(err error) problem {
 		detail.Code = CodeIdempotencyMismatch
 		detail.Message = "this Idempotency-Key was used with another request body in the last 24 hours; use a new key for a new run"
 		return problem{status: http.StatusUnprocessableEntity, detail: detail}
+	case errors.Is(err, runs.ErrStreamCapacity):
+		detail.Code = CodeTooManyStreams
+		detail.Message = runs.ErrStreamCapacity.Error() + "; retry after Retry-After seconds"
+		return problem{status: http.StatusServiceUnavailable, detail: detail, retryAfter: true}
 	case errors.Is(err, runs.ErrCapacity):
 		detail.Code = CodeQueueFull
 		return problem{status: http.StatusTooManyRequests, detail: detail, retryAfter: true}
@@ -229,6 +237,13 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	rec, _ := w.(*recorder)
 	var edge *edgeError
 	timedOut := errors.As(err, &edge) && edge.code == CodeBodyTimeout
+	if errors.Is(context.Cause(r.Context()), errRequestTimeout) && !timedOut {
+		// The gateway gave up, not the client: tell it.
+		err = &edgeError{status: http.StatusServiceUnavailable, code: CodeRequestTimeout,
+			msg:   "the gateway could not answer in time (its store may be slow); retry after Retry-After seconds",
+			cause: err, retryAfter: s.cfg.RetryAfter}
+		timedOut = true
+	}
 	// A body that timed out fails the connection's read, which cancels
 	// the request's context; the client is still there to be told.
 	if r.Context().Err() != nil && !timedOut {

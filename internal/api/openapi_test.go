@@ -294,7 +294,7 @@ var allCodes = []string{
 	CodeOwnerUnavailable, CodeApprovalResolved, CodeNotInteractive, CodeRunEnded, CodeNoTurnRunning,
 	CodeMessageQueueFull, CodeSessionClosing, CodeRunNotStarted, CodeIdempotencyMismatch, CodeInvalidHeader, CodeDiskFull,
 	CodeRunNotFinished, CodeUnauthenticated, CodeInvalidAuthorization, CodeInvalidToken, CodeForbidden,
-	CodeOriginNotAllowed, CodeHostNotAllowed, CodeInvalidQuery, CodeBodyTimeout, CodeRateLimited,
+	CodeOriginNotAllowed, CodeHostNotAllowed, CodeInvalidQuery, CodeBodyTimeout, CodeRequestTimeout, CodeRateLimited,
 	CodeTooManyRunning, CodeTooManyQueued, CodeDailyBudgetExceeded, CodeTooManyStreams,
 	// Written by the listener (internal/netguard) before any request is
 	// read, or for one the HTTP server cannot parse, in the same shape.

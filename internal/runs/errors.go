@@ -20,6 +20,9 @@ var (
 	ErrAgentUnavailable = errors.New("agent not installed")
 	// ErrCapacity: the run queue is full.
 	ErrCapacity = errors.New("run queue is full")
+	// ErrStreamCapacity: the store has as many event readers as it
+	// allows; another stream must close first.
+	ErrStreamCapacity = errors.New("the gateway has as many event streams open as its store allows")
 	// ErrStorageFull: the gateway's disk is too full to take runs.
 	ErrStorageFull = errors.New("the gateway's disk is full")
 	// ErrClaimed: a queued run was taken by another replica, or ended,

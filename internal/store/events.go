@@ -351,6 +351,13 @@ func (s *Store) OpenCursor(ctx context.Context, runID string, after uint64) (run
 	})
 	if err != nil {
 		s.readers.release(rd)
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeMaximumConsumersLimit {
+			// Every stream is a consumer, and the server has as many
+			// as it allows: the gateway is full of readers, which is
+			// not this request's fault.
+			err = fmt.Errorf("%w: %w", runs.ErrStreamCapacity, err)
+		}
 		return nil, fmt.Errorf("open cursor on %s: %w", runID, err)
 	}
 	// Bounded in bytes too: see readers.
