@@ -24,6 +24,12 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"AGENTGATE_MAX_EVENT_TEXT", "2097152", "AGENTGATE_MAX_EVENT_TEXT"},
 		{"AGENTGATE_RETENTION", "1h", "AGENTGATE_RETENTION: 1h0m0s must be longer than MAX_RUN_TIMEOUT"},
 		{"AGENTGATE_AGENTS", "claude,cladue", `AGENTGATE_AGENTS: unknown agent "cladue"`},
+		// Nobody would authenticate: not on the network unless insisted.
+		{"AGENTGATE_ADDR", ":8080", "AGENTGATE_ADDR: \":8080\" is not a loopback address, and no AGENTGATE_API_KEYS_FILE is set"},
+		{"AGENTGATE_ADDR", "0.0.0.0:9000", "AGENTGATE_INSECURE_NO_AUTH=true"},
+		{"AGENTGATE_SANDBOX", "none", `AGENTGATE_SANDBOX: "none" is not one of auto, bubblewrap, cli-only`},
+		{"AGENTGATE_STREAM_TOKEN_SECRET", "short", "AGENTGATE_STREAM_TOKEN_SECRET: must be at least 32 characters"},
+		{"AGENTGATE_NATS_URL", "user:hunter2@nats", "xxxxx"},
 	} {
 		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
 			t.Setenv("AGENTGATE_DATA_DIR", t.TempDir())
@@ -50,7 +56,8 @@ func TestConfigDefaultsAndAgentSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Addr != ":8080" || c.WorkspaceRoot != dir+"/workspaces" || c.MaxConcurrentRuns != 4 || !strings.HasPrefix(c.ReplicaID, "embedded-") {
+	// Without a keys file, loopback only.
+	if c.Addr != "127.0.0.1:8080" || c.Sandbox != "auto" || c.WorkspaceRoot != dir+"/workspaces" || c.MaxConcurrentRuns != 4 || !strings.HasPrefix(c.ReplicaID, "embedded-") {
 		t.Fatalf("defaults = %+v", c)
 	}
 	if a := agents["claude"]; a.Bin != "/opt/claude" || a.Home != dir+"/agents/claude" {
@@ -86,5 +93,32 @@ func TestRunRejectsArguments(t *testing.T) {
 	err := run(context.Background(), []string{"--port", "1"}, func(string) string { return "" }, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "AGENTGATE_") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// With a keys file, or when the operator insists, the default address is
+// every interface; insisting lets a non-loopback address through.
+func TestConfigAddrWithKeysOrInsecure(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"AGENTGATE_API_KEYS_FILE": "/etc/agentgate/keys"}, ":8080"},
+		{map[string]string{"AGENTGATE_INSECURE_NO_AUTH": "true"}, ":8080"},
+		{map[string]string{"AGENTGATE_INSECURE_NO_AUTH": "true", "AGENTGATE_ADDR": "0.0.0.0:9000"}, "0.0.0.0:9000"},
+		{map[string]string{"AGENTGATE_ADDR": "[::1]:9000"}, "[::1]:9000"},
+		{map[string]string{"AGENTGATE_ADDR": "localhost:9000"}, "localhost:9000"},
+	} {
+		t.Setenv("AGENTGATE_DATA_DIR", t.TempDir())
+		for _, k := range []string{"AGENTGATE_API_KEYS_FILE", "AGENTGATE_INSECURE_NO_AUTH", "AGENTGATE_ADDR"} {
+			t.Setenv(k, c.env[k]) // restored when the test ends
+			if c.env[k] == "" {
+				os.Unsetenv(k)
+			}
+		}
+		cfg, _, err := loadConfig(func(string) string { return "" }, []string{"claude"})
+		if err != nil || cfg.Addr != c.want {
+			t.Errorf("%v: addr %q, err %v; want %q", c.env, cfg.Addr, err, c.want)
+		}
 	}
 }

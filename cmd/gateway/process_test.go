@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -23,9 +24,9 @@ import (
 // kills it.
 func TestGatewayKilledLeavesNoProcess(t *testing.T) {
 	t.Run("reaper", func(t *testing.T) {
-		evil := proctreetest.Build(t, 3*time.Minute)
-		mock := startMock(t, anthropic.ToolTurn(evil.Command("hang"), "The command finished."))
 		settings := gatewayEnv(t, t.TempDir())
+		evil := evilInHome(t, settings)
+		mock := startMock(t, anthropic.ToolTurn(evil.Command("hang"), "The command finished."))
 		settings["AGENTGATE_PROCESS_ISOLATION"] = "reaper"
 		g, cmd := startGatewayProcess(t, settings, mockCreds(mock))
 		r := g.post(t, `{"agent":"claude","prompt":"run the long command"}`)
@@ -38,12 +39,15 @@ func TestGatewayKilledLeavesNoProcess(t *testing.T) {
 		assertNoProcessesWithin(t, r.ID, 10*time.Second)
 	})
 	t.Run("cgroup", func(t *testing.T) {
-		evil := proctreetest.Build(t, 3*time.Minute)
-		mock := startMock(t, anthropic.ToolTurn(evil.Command("hang"), "The command finished."))
 		settings := gatewayEnv(t, t.TempDir())
+		evil := evilInHome(t, settings)
+		mock := startMock(t, anthropic.ToolTurn(evil.Command("hang"), "The command finished."))
 		settings["AGENTGATE_PROCESS_ISOLATION"] = "cgroup"
 		g, cmd := startGatewayProcess(t, settings, mockCreds(mock))
-		r := g.post(t, `{"agent":"claude","prompt":"run the long command"}`)
+		// Unconfined: the sandbox's own PID namespace would die with the
+		// killed reaper (bwrap's --die-with-parent) and take the tree
+		// with it, and this test is of the cgroup's sweep at restart.
+		r := g.post(t, `{"agent":"claude","prompt":"run the long command","permission":"full"}`)
 		evil.WaitUp(t, 60*time.Second)
 		// Stop the reaper before the gateway dies, so that it cannot act
 		// on the gateway's death, and kill it after.
@@ -68,6 +72,44 @@ func TestGatewayKilledLeavesNoProcess(t *testing.T) {
 			t.Fatalf("run after restart: %s %+v", done.Status, done.Error)
 		}
 	})
+	t.Run("sandbox", func(t *testing.T) {
+		// Sandboxed, the tree lives in a PID namespace of its own whose
+		// bwrap dies with the reaper: a reaper stopped and then killed
+		// with its gateway takes the tree with it, cgroup or not.
+		settings := gatewayEnv(t, t.TempDir())
+		evil := evilInHome(t, settings)
+		mock := startMock(t, anthropic.ToolTurn(evil.Command("hang"), "The command finished."))
+		settings["AGENTGATE_PROCESS_ISOLATION"] = "reaper"
+		g, cmd := startGatewayProcess(t, settings, mockCreds(mock))
+		r := g.post(t, `{"agent":"claude","prompt":"run the long command"}`)
+		evil.WaitUp(t, 60*time.Second)
+		reaper := reaperOf(t, r.ID)
+		if err := syscall.Kill(reaper, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Wait()
+		if err := syscall.Kill(reaper, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		evil.AssertGone(t, 10*time.Second)
+		assertNoProcessesWithin(t, r.ID, 10*time.Second)
+	})
+}
+
+// evilInHome builds the evil agent and has it report its roles in the
+// claude agent's home, which the gateway's sandbox leaves writable: the
+// run's tool writes nowhere else outside its workspace.
+func evilInHome(t *testing.T, settings map[string]string) *proctreetest.Evil {
+	t.Helper()
+	evil := proctreetest.Build(t, 3*time.Minute)
+	evil.Dir = filepath.Join(settings["AGENTGATE_DATA_DIR"], "agents", "claude", "evil")
+	if err := os.MkdirAll(evil.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return evil
 }
 
 // reaperOf returns the pid of the run's reaper: the process of the run

@@ -98,13 +98,23 @@ func NoPhoneHomeEnv() []string {
 }
 
 // MinimalEnv returns the environment every agent process starts from in
-// tests: a fixed PATH (the CLIs' tools need bash and perl), home and a
-// UTF-8 locale. Nothing of the test's own environment leaks in.
+// tests: a fixed PATH (the CLIs' tools need bash and perl), home, a UTF-8
+// locale, and a TMPDIR of its own inside home (made here), as the gateway
+// gives every run. Nothing of the test's own environment leaks in.
+//
+// The TMPDIR matters: a test's home is under the system's temporary
+// directory, and Codex refuses to make its helper aliases in a home under
+// TMPDIR; under a system bubblewrap older than 0.9 (Debian 12's 0.8.0),
+// which lacks --argv0, it then cannot start its sandbox helper and every
+// tool call fails.
 func MinimalEnv(home string) []string {
+	tmp := filepath.Join(home, ".tmp")
+	_ = os.MkdirAll(tmp, 0o700) // a missing one fails the agent's own writes, visibly
 	return []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=" + home,
 		"LANG=C.UTF-8",
+		"TMPDIR=" + tmp,
 	}
 }
 
@@ -114,7 +124,7 @@ type Proc struct {
 	cmd    *exec.Cmd
 	stdout *os.File // read end of the stdout pipe
 	lines  chan []byte
-	stderr lockedBuffer
+	stderr Buffer
 	read   chan struct{} // closed when stdout reached EOF
 	once   sync.Once
 
@@ -229,24 +239,30 @@ func exitOf(ps *os.ProcessState, err error) runs.Exit {
 	return runs.Exit{Code: ps.ExitCode()}
 }
 
-// lockedBuffer is a bytes.Buffer safe for the writer goroutine exec starts
+// Buffer is a bytes.Buffer safe for the writer goroutine exec starts
 // and a reader.
-type lockedBuffer struct {
+// Buffer is a bytes.Buffer that a process may write (as its stderr) while
+// a test reads it.
+type Buffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) Bytes() []byte {
+// Bytes returns a copy of what was written so far.
+func (b *Buffer) Bytes() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return append([]byte(nil), b.buf.Bytes()...)
 }
+
+// String returns what was written so far.
+func (b *Buffer) String() string { return string(b.Bytes()) }
 
 // ProcessesMatching returns the pids of live processes whose command line
 // contains marker, for tests that check an agent left no tool process

@@ -62,9 +62,13 @@ func TestRepoRoot(t *testing.T) {
 }
 
 func TestEnv(t *testing.T) {
-	env := MinimalEnv("/h")
-	if len(env) != 3 || env[1] != "HOME=/h" || !strings.HasPrefix(env[0], "PATH=") {
+	home := t.TempDir()
+	env := MinimalEnv(home)
+	if len(env) != 4 || env[1] != "HOME="+home || !strings.HasPrefix(env[0], "PATH=") || env[3] != "TMPDIR="+home+"/.tmp" {
 		t.Errorf("MinimalEnv = %v", env)
+	}
+	if fi, err := os.Stat(home + "/.tmp"); err != nil || !fi.IsDir() {
+		t.Errorf("TMPDIR not made: %v", err)
 	}
 	if len(NoPhoneHomeEnv()) != 4 {
 		t.Errorf("NoPhoneHomeEnv = %v", NoPhoneHomeEnv())

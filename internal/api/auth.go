@@ -296,11 +296,14 @@ func (s *server) checkQuery(next http.Handler) http.Handler {
 	})
 }
 
-// cors answers browsers: an origin in AllowedOrigins may call the API
+// cors answers browsers: an origin in CORSOrigins may call the API
 // (preflights get the methods and headers the API takes); any other
 // origin gets no CORS headers, and its requests that would change
-// something are refused outright, since a simple cross-site form POST
-// needs no preflight.
+// something are refused outright: a simple cross-site form POST needs no
+// preflight, and on a gateway without keys the victim's browser is all
+// the credential it needs. The gateway's own origin (as the Host or a
+// proxy's X-Forwarded-Host names it) and pages on this machine (another
+// local port) are not cross-site.
 func (s *server) cors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
@@ -332,13 +335,28 @@ func (s *server) cors(next http.Handler) http.Handler {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		if !allowed && !safeMethod(r.Method) && !sameOrigin(origin, r) {
+		if !allowed && !safeMethod(r.Method) && !sameOrigin(origin, r) && !loopbackOrigin(origin) {
 			s.fail(w, r, edgeErr(http.StatusForbidden, CodeOriginNotAllowed, "",
 				"the origin "+quote(origin)+" may not change anything here (AGENTGATE_CORS_ORIGINS)"))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// loopbackOrigin reports whether a browser's Origin is a page on this
+// machine (another local port, as a local console or proxy serves it).
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	h := strings.ToLower(u.Hostname())
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 func safeMethod(m string) bool {
@@ -349,7 +367,15 @@ func safeMethod(m string) bool {
 // address as the request named it: a page the gateway's origin serves.
 func sameOrigin(origin string, r *http.Request) bool {
 	u, err := url.Parse(origin)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	// A proxy in front that rewrote Host says which it was.
+	fwd := r.Header.Get("X-Forwarded-Host")
+	return fwd != "" && strings.EqualFold(u.Host, strings.TrimSpace(strings.Split(fwd, ",")[0]))
 }
 
 // retryAfterHeader sets Retry-After to d, in whole seconds, at least 1.

@@ -44,3 +44,27 @@ func TestRequestTimeoutAnswers(t *testing.T) {
 		t.Error("no Retry-After")
 	}
 }
+
+// A page on this machine (another local port) and the gateway's own origin
+// behind a proxy that rewrote Host may change things; another site may not.
+func TestOriginsThatMayChangeThings(t *testing.T) {
+	svc := &fakeService{cancel: func(_ context.Context, id string) (runs.Run, error) {
+		return runs.Run{ID: id, Status: runs.Cancelled}, nil
+	}}
+	h := newHarness(t, Config{}, svc)
+	path := "/v1/runs/" + runA + "/cancel"
+	for _, c := range []struct {
+		headers []string
+		want    int
+	}{
+		{[]string{"Origin", "http://127.0.0.1:35613"}, http.StatusOK},
+		{[]string{"Origin", "http://localhost:3000"}, http.StatusOK},
+		{[]string{"Origin", "https://gw.example", "X-Forwarded-Host", "gw.example"}, http.StatusOK},
+		{[]string{"Origin", "https://evil.example", "X-Forwarded-Host", "gw.example"}, http.StatusForbidden},
+		{[]string{"Origin", "http://127.0.0.1.evil.example"}, http.StatusForbidden},
+	} {
+		if resp, b := h.do(t, "POST", path, "", c.headers...); resp.StatusCode != c.want {
+			t.Errorf("%v: %d %s, want %d", c.headers, resp.StatusCode, b, c.want)
+		}
+	}
+}

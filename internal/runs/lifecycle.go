@@ -96,24 +96,23 @@ func (s *Supervisor) execute(t *task) {
 	argv := append([]string{t.inv.Bin}, t.cmd.Args...)
 	env := s.childEnv(t.agent, t.cmd)
 	confined := false
-	if s.cfg.Sandbox != nil {
-		var tmp string
-		var err error
-		argv, tmp, confined, err = s.confine(t, argv)
-		if tmp != "" {
-			defer func() {
-				if err := os.RemoveAll(tmp); err != nil {
-					log.Warn("remove the run's temporary directory", zap.String("dir", tmp), zap.Error(err))
-				}
-			}()
-		}
-		if err != nil {
-			drain()
-			log.Error("confine agent process", zap.Error(err))
-			s.finish(bg, t, Outcome{}, NewRunError(Internal, "could not confine the agent: "+err.Error(), ""), nil)
-			return
-		}
+	tmp, err := s.runTempDir(t)
+	if err == nil {
+		defer func() {
+			if err := os.RemoveAll(tmp); err != nil {
+				log.Warn("remove the run's temporary directory", zap.String("dir", tmp), zap.Error(err))
+			}
+		}()
 		env = append(env, "TMPDIR="+tmp, "TMP="+tmp, "TEMP="+tmp)
+		if s.cfg.Sandbox != nil {
+			argv, confined, err = s.confine(t, argv, tmp)
+		}
+	}
+	if err != nil {
+		drain()
+		log.Error("confine agent process", zap.Error(err))
+		s.finish(bg, t, Outcome{}, NewRunError(Internal, "could not prepare the agent's process: "+err.Error(), ""), nil)
+		return
 	}
 	path, args := argv[0], argv[1:]
 	if s.cfg.Reaper != "" {
@@ -166,6 +165,9 @@ func (s *Supervisor) execute(t *task) {
 		s.finish(bg, t, Outcome{}, NewRunError(NotInstalled, "could not start the agent CLI: "+err.Error(),
 			t.agent.info.Advisory), &Exit{Code: -1})
 		return
+	}
+	if confined {
+		exit = sandboxExit(exit)
 	}
 	log.Info("process exited", zap.Int("code", exit.Code), zap.String("signal", exit.Signal), zap.String("reason", exit.Reason))
 	stderrTail = t.scrub.red.Bytes(stderrTail) // it becomes error messages

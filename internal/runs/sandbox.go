@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -42,35 +43,58 @@ type Confinement struct {
 	TempDir string
 }
 
-// confine makes the run's temporary directory under Config.TempRoot and
-// returns argv wrapped in the run's confinement, with that directory (to
-// be removed when the run ends, also when err is set) and whether argv was
-// wrapped at all (Full runs unconfined). Every level gets the temporary
-// directory, so that TMPDIR means the same for every run.
-func (s *Supervisor) confine(t *task, argv []string) (wrapped []string, tmp string, confined bool, err error) {
+// sandboxExit undoes what bubblewrap does to a CLI killed by a signal: it
+// exits 128+n itself, as a shell would. n from 1 to 15 (SIGHUP to
+// SIGTERM, the signals that kill: SIGKILL, SIGSEGV, SIGABRT, SIGPIPE…) is
+// read back as the signal, so that a run is classed killed_by_signal
+// sandboxed or not. Higher codes stay codes: a CLI may exit 144 and above
+// on purpose (Gemini CLI exits with the HTTP status mod 256), and the
+// rarer signals above 15 cannot be told from those.
+func sandboxExit(e Exit) Exit {
+	if e.Signal == "" && e.Code > 128 && e.Code <= 128+int(syscall.SIGTERM) {
+		return Exit{Code: -1, Signal: signalName(syscall.Signal(e.Code - 128)), Reason: e.Reason}
+	}
+	return e
+}
+
+// runTempDir makes the run's own temporary directory (its TMPDIR) under
+// Config.TempRoot, to be removed when the run ends. Every run gets one,
+// sandboxed or not, so that TMPDIR means the same for every run: a run's
+// files never meet another's, and a CLI that treats its home differently
+// when it lies under TMPDIR (Codex refuses to make its helper aliases
+// there, and then cannot run its tools under a bubblewrap older than 0.9)
+// finds its home outside it.
+func (s *Supervisor) runTempDir(t *task) (string, error) {
 	root := s.cfg.TempRoot
 	if root == "" {
 		root = os.TempDir()
 	}
-	tmp, err = os.MkdirTemp(root, "agentgate-run-"+t.run.ID+"-")
+	tmp, err := os.MkdirTemp(root, "agentgate-run-"+t.run.ID+"-")
 	if err != nil {
-		return nil, "", false, fmt.Errorf("make the run's temporary directory: %w", err)
+		return "", fmt.Errorf("make the run's temporary directory: %w", err)
 	}
+	return tmp, nil
+}
+
+// confine returns argv wrapped in the run's confinement, whose temporary
+// directory is tmp, and whether argv was wrapped at all (Full runs
+// unconfined).
+func (s *Supervisor) confine(t *task, argv []string, tmp string) (wrapped []string, confined bool, err error) {
 	c := Confinement{RunID: t.run.ID, Permission: t.inv.Spec.Permission, TempDir: tmp}
 	if c.Dir, err = filepath.Abs(t.inv.Dir); err == nil {
 		c.Home, err = filepath.Abs(t.agent.Home)
 	}
 	if err != nil {
-		return nil, tmp, false, err
+		return nil, false, err
 	}
 	if c.Permission == "" {
 		c.Permission = WorkspaceWrite
 	}
 	wrapped, err = s.cfg.Sandbox.Wrap(c, argv)
 	if err != nil {
-		return nil, tmp, false, err
+		return nil, false, err
 	}
-	return wrapped, tmp, c.Permission != Full, nil
+	return wrapped, c.Permission != Full, nil
 }
 
 // confined points the session's kill of an interrupted turn's tools

@@ -122,3 +122,21 @@ func FuzzProcParsers(f *testing.F) {
 		_ = nsInit(b)
 	})
 }
+
+// bubblewrap reports a CLI killed by signal n as its own exit 128+n; the
+// run must still say which signal, and a CLI's own high exit codes stay.
+func TestSandboxExitReadsSignalsBack(t *testing.T) {
+	for _, c := range []struct{ in, want Exit }{
+		{Exit{Code: 137}, Exit{Code: -1, Signal: "SIGKILL"}},
+		{Exit{Code: 143, Reason: "cancelled"}, Exit{Code: -1, Signal: "SIGTERM", Reason: "cancelled"}},
+		{Exit{Code: 139}, Exit{Code: -1, Signal: "SIGSEGV"}},
+		{Exit{Code: 173}, Exit{Code: 173}}, // Gemini's 429
+		{Exit{Code: 1}, Exit{Code: 1}},
+		{Exit{Code: 128}, Exit{Code: 128}},
+		{Exit{Code: -1, Signal: "SIGKILL"}, Exit{Code: -1, Signal: "SIGKILL"}},
+	} {
+		if got := sandboxExit(c.in); got != c.want {
+			t.Errorf("sandboxExit(%+v) = %+v, want %+v", c.in, got, c.want)
+		}
+	}
+}

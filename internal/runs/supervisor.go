@@ -94,7 +94,7 @@ type Config struct {
 	// Sandbox, when set, confines every agent process (see Sandbox);
 	// without it only the CLI enforces a run's Permission.
 	Sandbox Sandbox
-	// TempRoot is where each sandboxed run gets its own temporary
+	// TempRoot is where each run gets its own temporary
 	// directory (default: the system's).
 	TempRoot string
 	// Redact, when set, removes secrets from every event, record and log

@@ -42,7 +42,7 @@ type driver struct {
 	mu     sync.Mutex // guards stdin and closed
 	closed bool
 	lines  chan []byte // stdout, closed at EOF
-	stderr bytes.Buffer
+	stderr agenttest.Buffer
 	eof    bool
 
 	actions []action     // the calls made, for the recording
