@@ -117,6 +117,19 @@
 //	workspace_write  workspace-write      commands run in the sandbox and write only inside the cwd
 //	full             danger-full-access   commands run unsandboxed, each in a session of its own
 //
+// Codex's sandbox prefers a bubblewrap on PATH to the one it bundles. A
+// system bwrap older than 0.9 (Debian 12's 0.8.0, which the gateway's own
+// sandbox installs) has no --argv0, so Codex then starts its helper as
+// "codex-linux-sandbox" by name, from the aliases it makes in
+// $CODEX_HOME/tmp/arg0-linux. It refuses to make them in a home under
+// TMPDIR ("Refusing to create helper binaries under temporary dir"), and
+// then every sandboxed command fails with "bwrap: execvp
+// codex-linux-sandbox: No such file or directory" while the turn still
+// succeeds. The gateway gives every run a TMPDIR of its own, outside the
+// agents' homes, so that Codex always makes them (verified with 0.171.0
+// and bubblewrap 0.8.0). Under the gateway's sandbox Codex's bwrap nests
+// inside it; internal/sandbox says what that needs.
+//
 // # Provider, credentials and retries
 //
 // The operator configures the model provider as Codex documents it, in
