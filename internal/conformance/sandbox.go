@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -138,8 +139,18 @@ func (s *suite) evilAgent(t *testing.T) {
 		_ = gw.Process.Kill()
 		_ = gw.Wait()
 	})
-	if env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(gw.Process.Pid), "environ")); err != nil || !strings.Contains(string(env), secret) {
-		t.Fatalf("the stand-in gateway's environment is not readable from outside: %v", err)
+	// Until the child has exec'd, its environ is its parent's: wait for
+	// the exec, which a loaded machine may delay.
+	environ := filepath.Join("/proc", strconv.Itoa(gw.Process.Pid), "environ")
+	for deadline := time.Now().Add(time.Minute); ; {
+		env, err := os.ReadFile(environ)
+		if err == nil && strings.Contains(string(env), secret) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stand-in gateway's environment is not readable from outside: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	// Each gateway's data dir is one of this test's temporary
 	// directories: the tool looks in all of them.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -18,10 +19,19 @@ const readyTimeout = 30 * time.Second
 
 // Embedded is a NATS server with JetStream running inside this process. It
 // opens no port: clients reach it through in-process pipes made by Connect.
+// RestartJetStream replaces the server with a new one on the same files;
+// the connections reach whichever runs (Embedded is their
+// nats.InProcessConnProvider) and reconnect across the restart.
 type Embedded struct {
-	srv *server.Server
+	opts *server.Options
+	log  *zap.Logger
+	// limits are the JetStream limits the first server derived, kept
+	// across restarts (only RestartJetStream, never concurrently, uses
+	// them).
+	limits server.JetStreamConfig
 
 	mu    sync.Mutex
+	srv   *server.Server
 	conns []*nats.Conn
 }
 
@@ -32,7 +42,7 @@ func StartEmbedded(dir string, log *zap.Logger) (*Embedded, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
-	srv, err := server.NewServer(&server.Options{
+	opts := &server.Options{
 		ServerName: "agentgate",
 		DontListen: true,
 		// A queued run's message carries its whole spec, up to the
@@ -43,7 +53,22 @@ func StartEmbedded(dir string, log *zap.Logger) (*Embedded, error) {
 		StoreDir:   dir,
 		// The gateway handles signals itself.
 		NoSigs: true,
-	})
+	}
+	srv, err := startServer(opts, log)
+	if err != nil {
+		return nil, err
+	}
+	e := &Embedded{opts: opts, log: log, srv: srv}
+	if cfg := srv.JetStreamConfig(); cfg != nil {
+		e.limits = *cfg
+	}
+	return e, nil
+}
+
+// startServer starts a server with opts and waits until it accepts
+// connections.
+func startServer(opts *server.Options, log *zap.Logger) (*server.Server, error) {
+	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
@@ -54,13 +79,29 @@ func StartEmbedded(dir string, log *zap.Logger) (*Embedded, error) {
 		srv.WaitForShutdown()
 		return nil, fmt.Errorf("start embedded nats: not ready after %s", readyTimeout)
 	}
-	return &Embedded{srv: srv}, nil
+	return srv, nil
 }
+
+// server is the server that runs now.
+func (e *Embedded) server() *server.Server {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.srv
+}
+
+// InProcessConn makes a client connection to the server that runs now: a
+// connection that reconnects after RestartJetStream finds the new one.
+func (e *Embedded) InProcessConn() (net.Conn, error) { return e.server().InProcessConn() }
+
+// reconnectWait is how soon a connection tries again while the server
+// restarts; a restart takes a moment on a small store.
+const reconnectWait = 50 * time.Millisecond
 
 // Connect returns a new client connection to the server, over an in-process
 // pipe. Shutdown closes it if the caller has not.
 func (e *Embedded) Connect() (*nats.Conn, error) {
-	nc, err := nats.Connect("", nats.InProcessServer(e.srv), nats.Name("agentgate"))
+	nc, err := nats.Connect("", nats.InProcessServer(e), nats.Name("agentgate"),
+		nats.MaxReconnects(-1), nats.ReconnectWait(reconnectWait), nats.ReconnectJitter(0, 0))
 	if err != nil {
 		return nil, fmt.Errorf("connect to embedded nats: %w", err)
 	}
@@ -82,8 +123,9 @@ func (e *Embedded) Shutdown() {
 	for _, nc := range conns {
 		nc.Close()
 	}
-	e.srv.Shutdown()
-	e.srv.WaitForShutdown()
+	srv := e.server()
+	srv.Shutdown()
+	srv.WaitForShutdown()
 }
 
 // serverLog routes the server's log lines to zap.

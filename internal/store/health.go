@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -26,10 +25,11 @@ var ErrJetStreamDown = errors.New("embedded nats: jetstream is disabled")
 // RestartJetStream does, clears it. The server's own health check
 // (Healthz) does list marked streams, and Health reads it.
 func (e *Embedded) Health() error {
-	if !e.srv.JetStreamEnabled() {
+	srv := e.server()
+	if !srv.JetStreamEnabled() {
 		return ErrJetStreamDown
 	}
-	h := e.srv.Healthz(&server.HealthzOptions{Details: true})
+	h := srv.Healthz(&server.HealthzOptions{Details: true})
 	if len(h.Errors) == 0 && (h.Status == "ok" || h.Status == "") {
 		return nil
 	}
@@ -43,53 +43,53 @@ func (e *Embedded) Health() error {
 	return fmt.Errorf("embedded nats: %s", strings.Join(why, "; "))
 }
 
-// RestartJetStream stops the embedded server's JetStream and starts it
-// again on the same directory and limits, which reloads every stream and
-// bucket from its files and clears the write errors Health reports. Data
-// that was stored stays; a write that failed stays lost.
+// RestartJetStream replaces the embedded server with a new one on the same
+// directory and JetStream limits, which reloads every stream and bucket
+// from its files and clears the write errors Health reports. Data that was
+// stored stays; a write that failed stays lost.
 //
-// The server and its client connections stay up, and stores opened on them
-// go on working without being opened again. Requests made during the
-// restart, which takes milliseconds on a small store, fail and may be
-// retried. An open cursor's consumer is lost with JetStream; the client
-// notices by its missed heartbeats and makes a new one from where the cursor
-// was, so a cursor stalls for about 10 s and then goes on, missing nothing.
+// The connections made by Connect reconnect to the new server by
+// themselves, and stores opened on them go on working without being opened
+// again. Requests made during the restart, which takes a moment on a small
+// store, fail and may be retried; an open cursor's ordered consumer is made
+// again from where the cursor was, missing nothing.
 //
 // The restart needs room on the disk for the streams' index files: call it
 // once space is back. It must not be called concurrently with itself, and
-// it fails with ErrJetStreamDown when JetStream is already off, since the
-// server no longer says where its files are.
+// it fails with ErrJetStreamDown when the running server has JetStream
+// off.
 func (e *Embedded) RestartJetStream() error {
-	cfg := e.srv.JetStreamConfig()
-	if cfg == nil {
+	old := e.server()
+	limits := old.JetStreamConfig()
+	if limits == nil && old.Running() {
 		return fmt.Errorf("restart jetstream: %w", ErrJetStreamDown)
 	}
-	// The server keeps its files in StoreDir/jetstream and adds that last
-	// element again to the directory it is given.
-	dir := cfg.StoreDir
-	if filepath.Base(dir) == server.JetStreamStoreDir {
-		dir = filepath.Dir(dir)
+	if limits == nil {
+		// A restart that failed left no server: the last one's limits.
+		limits = &e.limits
 	}
-	next := &server.JetStreamConfig{
-		StoreDir: dir,
-		// The limit JetStream derived at start from the free space then
-		// (75% of it) is kept: deriving it again now, on a disk that was
-		// just full, would set it below what the streams already hold and
-		// refuse every write as "insufficient resources".
-		MaxStore:     cfg.MaxStore,
-		MaxMemory:    cfg.MaxMemory,
-		SyncInterval: cfg.SyncInterval,
-		SyncAlways:   cfg.SyncAlways,
-		Domain:       cfg.Domain,
-		UniqueTag:    cfg.UniqueTag,
-		Strict:       cfg.Strict,
-		CompressOK:   cfg.CompressOK,
+	// The whole server is replaced, not only its JetStream: re-enabling
+	// JetStream on a running server races with the API requests still
+	// arriving on the old one's subscriptions (nats-server 2.15.2's
+	// setJetStreamExportSubs and apiDispatch, seen by the race
+	// detector).
+	opts := e.opts.Clone()
+	// The limit JetStream derived at start from the free space then (75%
+	// of it) is kept: deriving it again now, on a disk that was just full,
+	// would set it below what the streams already hold and refuse every
+	// write as "insufficient resources".
+	opts.JetStreamMaxStore, opts.JetStreamMaxMemory = limits.MaxStore, limits.MaxMemory
+	e.limits = *limits
+	old.Shutdown()
+	old.WaitForShutdown()
+	srv, err := startServer(opts, e.log)
+	if err != nil {
+		// Nothing runs now: the connections keep trying, and a later
+		// restart may succeed.
+		return fmt.Errorf("restart jetstream: %w", err)
 	}
-	if err := e.srv.ShutdownJetStream(); err != nil {
-		return fmt.Errorf("restart jetstream: stop: %w", err)
-	}
-	if err := e.srv.EnableJetStream(next); err != nil {
-		return fmt.Errorf("restart jetstream: start: %w", err)
-	}
+	e.mu.Lock()
+	e.srv = srv
+	e.mu.Unlock()
 	return nil
 }
