@@ -207,6 +207,8 @@ func TestPreflightFailsRunWithoutProcess(t *testing.T) {
 	if done.Exit != nil {
 		t.Errorf("exit %+v: no process should have started", done.Exit)
 	}
+	// The record says it ended before run.completed is stored.
+	h.waitFor(t, r.ID, EventRunCompleted, "")
 	types := fmt.Sprint(h.types(r.ID))
 	if strings.Contains(types, string(EventMessageCompleted)) || !strings.HasSuffix(types, string(EventRunCompleted)+"]") {
 		t.Errorf("events %s", types)

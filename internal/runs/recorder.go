@@ -72,11 +72,14 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	now := s.cfg.Now().UTC()
 	r := &t.run
 	r.Status, r.FinishedAt, r.Error, r.Exit = status, &now, runErr, exit
+	t.mu.Lock()
 	if status == Cancelled {
-		t.mu.Lock()
 		r.CancelledBy = t.cancelledBy
-		t.mu.Unlock()
 	}
+	// From here the run has ended for everyone who asks this replica:
+	// input is a run_ended conflict, a cancel changes nothing.
+	t.done = true
+	t.mu.Unlock()
 	r.Result, r.StructuredOutput, r.Usage, r.CostUSD, r.NumTurns = out.Result, out.StructuredOutput, out.Usage, out.CostUSD, out.NumTurns
 	r.Diff = out.Diff
 	*r = redactRun(s.redactor(t), *r) // what is stored, returned and retried later
