@@ -275,16 +275,22 @@ func (s *Store) ClaimRun(ctx context.Context, runID, replica string) (runs.Run, 
 		return runs.Run{}, fmt.Errorf("claim run: %w", err)
 	}
 	for {
-		var e jetstream.KeyValueEntry
+		// From the leader, as GetRun reads: a direct get from a copy
+		// that has not yet seen the run's creation would say it does
+		// not exist, and the run would be dropped from the queue.
+		var (
+			data []byte
+			rev  uint64
+		)
 		err := s.retry(ctx, "claim run", func(ctx context.Context) error {
 			var err error
-			e, err = s.kv.Get(ctx, runID)
-			return kvErr(err)
+			data, rev, err = s.getRecordRev(ctx, runID)
+			return err
 		})
 		if err != nil {
 			return runs.Run{}, fmt.Errorf("claim run %s: %w", runID, err)
 		}
-		r, err := decodeRun(e.Value())
+		r, err := decodeRun(data)
 		if err != nil {
 			return runs.Run{}, fmt.Errorf("claim run %s: decode: %w", runID, err)
 		}
@@ -292,12 +298,12 @@ func (s *Store) ClaimRun(ctx context.Context, runID, replica string) (runs.Run, 
 			return r, fmt.Errorf("claim run %s (%s, owner %q): %w", runID, r.Status, r.Owner, runs.ErrClaimed)
 		}
 		r.Owner = replica
-		data, err := encodeRun(r)
+		claimed, err := encodeRun(r)
 		if err != nil {
 			return runs.Run{}, fmt.Errorf("claim run %s: %w", runID, err)
 		}
 		err = s.retry(ctx, "claim run", func(ctx context.Context) error {
-			_, err := s.kv.Update(ctx, runID, data, e.Revision())
+			_, err := s.kv.Update(ctx, runID, claimed, rev)
 			return err
 		})
 		if err == nil {

@@ -100,16 +100,17 @@ func (s *Store) UpdateRun(ctx context.Context, r runs.Run) error {
 	defer cancel()
 	var base uint64 // the revision this update replaces, once read
 	err = s.ensure(ctx, "update run", func(ctx context.Context) error {
-		e, err := s.kv.Get(ctx, r.ID)
+		// From the leader: a copy behind it could miss the record.
+		cur, rev, err := s.getRecordRev(ctx, r.ID)
 		if err != nil {
-			return kvErr(err)
+			return err
 		}
 		switch {
-		case bytes.Equal(e.Value(), data):
+		case bytes.Equal(cur, data):
 			return nil // stored already: by an attempt whose ack was lost, or the same update twice
 		case base == 0:
-			base = e.Revision()
-		case e.Revision() != base:
+			base = rev
+		case rev != base:
 			return errConflict
 		}
 		_, err = s.kv.Update(ctx, r.ID, data, base)
@@ -271,35 +272,43 @@ func (s *Store) fetchRuns(ctx context.Context, ids []string) ([]*runs.Run, error
 // reading a run that another replica has just created could be told it
 // does not exist; the stream's message API is answered by the leader only.
 func (s *Store) getRecord(ctx context.Context, id string) ([]byte, error) {
+	data, _, err := s.getRecordRev(ctx, id)
+	return data, err
+}
+
+// getRecordRev is getRecord with the record's revision (its sequence in
+// the bucket's stream), for a compare-and-set on what the leader has.
+func (s *Store) getRecordRev(ctx context.Context, id string) ([]byte, uint64, error) {
 	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + runsBucket + "." + id})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	reply, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+runsBucket, req)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var resp struct {
 		Error   *jetstream.APIError `json:"error"`
 		Message struct {
 			Header []byte `json:"hdrs"`
 			Data   []byte `json:"data"`
+			Seq    uint64 `json:"seq"`
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return nil, fmt.Errorf("malformed reply %q: %w", reply.Data, err)
+		return nil, 0, fmt.Errorf("malformed reply %q: %w", reply.Data, err)
 	}
 	if resp.Error != nil {
 		if resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
-			return nil, runs.ErrNotFound
+			return nil, 0, runs.ErrNotFound
 		}
-		return nil, resp.Error
+		return nil, 0, resp.Error
 	}
 	// A deleted or purged key leaves a marker with an empty body.
 	if bytes.Contains(resp.Message.Header, []byte("KV-Operation")) {
-		return nil, runs.ErrNotFound
+		return nil, 0, runs.ErrNotFound
 	}
-	return resp.Message.Data, nil
+	return resp.Message.Data, resp.Message.Seq, nil
 }
