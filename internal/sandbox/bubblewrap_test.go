@@ -249,8 +249,17 @@ func TestProcIsolated(t *testing.T) {
 		_ = gw.Wait()
 	})
 	pid := strconv.Itoa(gw.Process.Pid)
-	if env, err := os.ReadFile("/proc/" + pid + "/environ"); err != nil || !strings.Contains(string(env), secret) {
-		t.Fatalf("the stand-in gateway's environment is not readable from outside: %v", err)
+	// Until the child has exec'd, its environ is its parent's: wait for
+	// the exec, which a loaded machine may delay.
+	for deadline := time.Now().Add(time.Minute); ; {
+		env, err := os.ReadFile("/proc/" + pid + "/environ")
+		if err == nil && strings.Contains(string(env), secret) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stand-in gateway's environment is not readable from outside: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	b := newBwrap(t)
 	c := confinement(t, runs.WorkspaceWrite)
