@@ -35,7 +35,8 @@
 //
 // admin ⊇ write ⊇ read: Role.Allows(needed) is true when a key's role is
 // needed or above it. read sees its tenant's runs; write also creates and
-// cancels them; admin also operates the gateway.
+// cancels them; admin also deletes them. Every role is its tenant's:
+// no key sees another tenant's runs.
 //
 // # Requests
 //

@@ -7,8 +7,9 @@ type Role string
 
 // The roles, from most to least privileged.
 const (
-	// RoleAdmin may do everything write may, plus operate the gateway
-	// (every tenant's runs, agents, configuration).
+	// RoleAdmin may do everything write may, plus what removes its
+	// tenant's history (DELETE /v1/runs/{id}). It is still its tenant's:
+	// no key sees another tenant's runs.
 	RoleAdmin Role = "admin"
 	// RoleWrite may create, cancel and drive its tenant's runs, and read them.
 	RoleWrite Role = "write"
