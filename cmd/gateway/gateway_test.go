@@ -722,7 +722,16 @@ func TestClaudeResumeCountsOnlyItsOwnCost(t *testing.T) {
 // binary as the gateway), so that a test can SIGKILL it.
 func startGatewayProcess(t *testing.T, settings, passEnv map[string]string) (*gateway, *exec.Cmd) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0])
+	return startGatewayUnder(t, nil, settings, passEnv)
+}
+
+// startGatewayUnder is startGatewayProcess with the gateway started by
+// launcher (a command and its arguments, such as prlimit's), or directly
+// when launcher is empty.
+func startGatewayUnder(t *testing.T, launcher []string, settings, passEnv map[string]string) (*gateway, *exec.Cmd) {
+	t.Helper()
+	argv := append(append([]string(nil), launcher...), os.Args[0])
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = []string{asGatewayEnv + "=1", "PATH=" + os.Getenv("PATH")}
 	for k, v := range passEnv {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -740,6 +749,7 @@ func startGatewayProcess(t *testing.T, settings, passEnv map[string]string) (*ga
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	sc := bufio.NewScanner(stdout)
+	sc.Buffer(nil, 1<<20)
 	g := &gateway{DataDir: settings["AGENTGATE_DATA_DIR"]}
 	for sc.Scan() {
 		if u, ok := strings.CutPrefix(sc.Text(), "agentgate listening on "); ok {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -49,19 +50,7 @@ func TestGatewayKilledLeavesNoProcess(t *testing.T) {
 		// with it, and this test is of the cgroup's sweep at restart.
 		r := g.post(t, `{"agent":"claude","prompt":"run the long command","permission":"full"}`)
 		evil.WaitUp(t, 60*time.Second)
-		// Stop the reaper before the gateway dies, so that it cannot act
-		// on the gateway's death, and kill it after.
-		reaper := reaperOf(t, r.ID)
-		if err := syscall.Kill(reaper, syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		cmd.Wait()
-		if err := syscall.Kill(reaper, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
+		killGatewayAndReaper(t, cmd, r.ID)
 		if len(evil.Alive()) == 0 {
 			t.Fatal("the evil tree died with its gateway and reaper; this test no longer shows the restart's sweep")
 		}
@@ -83,20 +72,28 @@ func TestGatewayKilledLeavesNoProcess(t *testing.T) {
 		g, cmd := startGatewayProcess(t, settings, mockCreds(mock))
 		r := g.post(t, `{"agent":"claude","prompt":"run the long command"}`)
 		evil.WaitUp(t, 60*time.Second)
-		reaper := reaperOf(t, r.ID)
-		if err := syscall.Kill(reaper, syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		cmd.Wait()
-		if err := syscall.Kill(reaper, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
+		killGatewayAndReaper(t, cmd, r.ID)
 		evil.AssertGone(t, 10*time.Second)
 		assertNoProcessesWithin(t, r.ID, 10*time.Second)
 	})
+}
+
+// killGatewayAndReaper stops the run's reaper before the gateway dies, so
+// that it cannot act on the gateway's death, kills the gateway with
+// SIGKILL, and then kills the reaper: nothing of the run is left to act.
+func killGatewayAndReaper(t *testing.T, gateway *exec.Cmd, runID string) {
+	t.Helper()
+	reaper := reaperOf(t, runID)
+	if err := syscall.Kill(reaper, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := gateway.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	gateway.Wait()
+	if err := syscall.Kill(reaper, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // evilInHome builds the evil agent and has it report its roles in the

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -25,34 +24,7 @@ func startGatewayNoFile(t *testing.T, settings map[string]string, nofile int) (*
 	if err != nil {
 		t.Fatalf("prlimit (util-linux) is needed to start a gateway with a descriptor limit: %v", err)
 	}
-	cmd := exec.Command(prlimit, fmt.Sprintf("--nofile=%d:%d", nofile, nofile), os.Args[0])
-	cmd.Env = []string{asGatewayEnv + "=1", "PATH=" + os.Getenv("PATH")}
-	for k, v := range settings {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(nil, 1<<20)
-	g := &gateway{DataDir: settings["AGENTGATE_DATA_DIR"]}
-	for sc.Scan() {
-		if u, ok := strings.CutPrefix(sc.Text(), "agentgate listening on "); ok {
-			g.URL = u
-			break
-		}
-	}
-	if g.URL == "" {
-		t.Fatal("the gateway process did not start")
-	}
-	go io.Copy(io.Discard, stdout)
-	return g, cmd
+	return startGatewayUnder(t, []string{prlimit, fmt.Sprintf("--nofile=%d:%d", nofile, nofile)}, settings, nil)
 }
 
 // processNoFile reads a process's descriptor limits from /proc.
