@@ -2,6 +2,7 @@ package acp
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -231,7 +232,7 @@ func (d *Decoder) Answer(id string, dec runs.Decision, message string) error {
 // starts the next turn; with steer during a turn it joins the running
 // turn where the CLI merges prompts (Profile.Steering), and is refused
 // where a second prompt would cancel the running one.
-func (d *Decoder) Send(text string, steer bool) error {
+func (d *Decoder) Send(text string, images []runs.Image, steer bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {
@@ -248,7 +249,7 @@ func (d *Decoder) Send(text string, steer bool) error {
 	case d.turn.cancelled:
 		return runs.Conflict(runs.ConflictNoTurn, "the running turn is being cancelled")
 	}
-	d.prompt(text)
+	d.prompt(text, images)
 	return nil
 }
 
@@ -273,9 +274,14 @@ func (d *Decoder) Close() {
 	d.closing = true
 }
 
-// prompt sends a session/prompt of the running turn.
-func (d *Decoder) prompt(text string) {
-	id := d.request(methodPrompt, reqPrompt, promptParams{SessionID: d.sessionID, Prompt: []ContentBlock{{Type: "text", Text: text}}})
+// prompt sends a session/prompt of the running turn: the text, then an
+// image block for each image.
+func (d *Decoder) prompt(text string, images []runs.Image) {
+	blocks := []ContentBlock{{Type: "text", Text: text}}
+	for _, im := range images {
+		blocks = append(blocks, ContentBlock{Type: "image", MimeType: im.MediaType, Data: base64.StdEncoding.EncodeToString(im.Data)})
+	}
+	id := d.request(methodPrompt, reqPrompt, promptParams{SessionID: d.sessionID, Prompt: blocks})
 	d.turn.prompts = append(d.turn.prompts, id)
 }
 
@@ -402,7 +408,7 @@ func (d *Decoder) startFirstTurn() []runs.Event {
 		return nil
 	}
 	d.turn = &turnState{}
-	d.prompt(d.inv.Spec.Prompt)
+	d.prompt(d.inv.Spec.Prompt, d.inv.Images)
 	return nil
 }
 

@@ -174,14 +174,14 @@ func TestTurnsAndUsage(t *testing.T) {
 			if msgs, done := s.client(); len(msgs) != 0 || done {
 				t.Fatalf("idle session wrote %v, done %v", msgs, done)
 			}
-			if err := s.d.Send("second", false); err != nil {
+			if err := s.d.Send("second", nil, false); err != nil {
 				t.Fatal(err)
 			}
 			msgs, _ := s.client()
 			if len(msgs) != 1 || msgs[0]["method"] != "session/prompt" {
 				t.Fatalf("Send wrote %v", msgs)
 			}
-			if err := s.d.Send("third", false); !errors.Is(err, runs.ErrConflict) {
+			if err := s.d.Send("third", nil, false); !errors.Is(err, runs.ErrConflict) {
 				t.Errorf("Send during a turn: %v", err)
 			}
 			s.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Two"}}}}`)
@@ -300,7 +300,7 @@ func TestInterruptTurnWithdrawsApprovals(t *testing.T) {
 		t.Errorf("interrupt while idle: %v", err)
 	}
 	// The session goes on.
-	if err := s.d.Send("again", false); err != nil {
+	if err := s.d.Send("again", nil, false); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -349,7 +349,7 @@ func TestPromptError(t *testing.T) {
 	if turn.Status != runs.Failed || turn.Error == nil || turn.Error.Class != runs.RateLimited || !turn.Error.Retryable {
 		t.Errorf("turn %+v", turn)
 	}
-	if err := s.d.Send("again", false); err != nil {
+	if err := s.d.Send("again", nil, false); err != nil {
 		t.Fatalf("Send after a failed turn: %v", err)
 	}
 	msgs, _ := s.client()
@@ -375,7 +375,7 @@ func TestHandshakeFailure(t *testing.T) {
 	if _, done := s.client(); !done {
 		t.Error("not done after a failed handshake")
 	}
-	if err := s.d.Send("x", false); !errors.Is(err, runs.ErrConflict) {
+	if err := s.d.Send("x", nil, false); !errors.Is(err, runs.ErrConflict) {
 		t.Errorf("Send: %v", err)
 	}
 	o := s.d.Finish(runs.Exit{Code: 0}, nil)
@@ -388,7 +388,7 @@ func TestSteering(t *testing.T) {
 	t.Run("merges", func(t *testing.T) {
 		s := newScript(t, Profile{Agent: "fake", Steering: SteerMerges})
 		first := s.up()
-		if err := s.d.Send("more", true); err != nil {
+		if err := s.d.Send("more", nil, true); err != nil {
 			t.Fatal(err)
 		}
 		msgs, _ := s.client()
@@ -402,7 +402,7 @@ func TestSteering(t *testing.T) {
 	t.Run("cancels", func(t *testing.T) {
 		s := newScript(t, Profile{Agent: "fake", Steering: SteerCancels})
 		s.up()
-		if err := s.d.Send("more", true); !errors.Is(err, runs.ErrUnsupported) {
+		if err := s.d.Send("more", nil, true); !errors.Is(err, runs.ErrUnsupported) {
 			t.Errorf("steer: %v", err)
 		}
 		if msgs, _ := s.client(); len(msgs) != 0 {
@@ -494,7 +494,7 @@ func TestTurnUsageHook(t *testing.T) {
 	if turn := turnOf(t, evs); turn.Usage != (runs.Usage{InputTokens: 100, CacheReadTokens: 10}) {
 		t.Errorf("turn 1 usage %+v (a negative count must clamp to 0)", turn.Usage)
 	}
-	if err := s.d.Send("second", false); err != nil {
+	if err := s.d.Send("second", nil, false); err != nil {
 		t.Fatal(err)
 	}
 	msgs, _ := s.client()
@@ -502,7 +502,7 @@ func TestTurnUsageHook(t *testing.T) {
 	if turn := turnOf(t, evs); turn.Status != runs.Failed || turn.Usage != (runs.Usage{InputTokens: 200, CacheReadTokens: 20}) {
 		t.Errorf("turn 2 %+v", turn)
 	}
-	if err := s.d.Send("third", false); err != nil {
+	if err := s.d.Send("third", nil, false); err != nil {
 		t.Fatal(err)
 	}
 	s.client()
@@ -549,7 +549,7 @@ func TestTurnBillHook(t *testing.T) {
 		t.Errorf("usage.updated %+v", u)
 	}
 	for n := 2; n <= 3; n++ {
-		if err := s.d.Send("next", false); err != nil {
+		if err := s.d.Send("next", nil, false); err != nil {
 			t.Fatal(err)
 		}
 		msgs, _ := s.client()
@@ -562,7 +562,7 @@ func TestTurnBillHook(t *testing.T) {
 			t.Errorf("turn 3 (usage not known) %+v cost %v", turn, turn.CostUSD)
 		}
 	}
-	if err := s.d.Send("fourth", false); err != nil {
+	if err := s.d.Send("fourth", nil, false); err != nil {
 		t.Fatal(err)
 	}
 	s.client()

@@ -68,7 +68,7 @@ func FuzzDecode(f *testing.F) {
 					_ = d.Answer(r.ID, runs.DenyAndStop, "")
 				}
 			}
-			_ = d.Send("next", true)
+			_ = d.Send("next", nil, true)
 			d.Pending()
 		}
 		_ = d.InterruptTurn()

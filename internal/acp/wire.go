@@ -139,6 +139,9 @@ type cancelParams struct {
 type ContentBlock struct {
 	Type string `json:"type"`
 	Text string `json:"text,omitempty"`
+	// MimeType and Data (base64) are an image block's.
+	MimeType string `json:"mimeType,omitempty"`
+	Data     string `json:"data,omitempty"`
 }
 
 // updateParams are session/update's params.

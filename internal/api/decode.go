@@ -32,6 +32,7 @@ const (
 	maxMetadataValueBytes  = runs.MaxMetadataValBytes
 	minTurns, maxTurns     = 1, runs.MaxTurnsLimit
 	minTimeout, maxTimeout = 1, 7 * 86400 // the gateway's AGENTGATE_MAX_RUN_TIMEOUT applies within it
+	maxTotalTokens         = 1 << 40
 )
 
 // Fields of a run request as the API spells them.
@@ -48,6 +49,7 @@ var requestFields = []string{
 	runs.FieldMaxTurns, runs.FieldTimeoutSeconds, runs.FieldMaxBudgetUSD, runs.FieldOutputSchema,
 	runs.FieldResumeSessionID, runs.FieldKeepSession, fieldMetadata, runs.FieldCwd, runs.FieldPermission,
 	runs.FieldApprovals, runs.FieldApprovalTimeoutSeconds, runs.FieldInteractive, runs.FieldIdleTimeoutSeconds,
+	runs.FieldMaxTotalTokens, runs.FieldMCPServers, runs.FieldAttachments,
 }
 
 // approvalModes are the values of the approvals field.
@@ -217,6 +219,17 @@ func decodeRunRequest(body []byte) (runs.Spec, error) {
 	if spec.IdleTimeoutSeconds, err = f.integer(runs.FieldIdleTimeoutSeconds, 1, int(runs.MaxIdleTimeout.Seconds())); err != nil {
 		return runs.Spec{}, err
 	}
+	tokens, err := f.integer(runs.FieldMaxTotalTokens, 1, maxTotalTokens)
+	if err != nil {
+		return runs.Spec{}, err
+	}
+	spec.MaxTotalTokens = int64(tokens)
+	if spec.MCPServers, err = decodeMCPServers(f.get(runs.FieldMCPServers)); err != nil {
+		return runs.Spec{}, err
+	}
+	if spec.Attachments, err = decodeAttachments(runs.FieldAttachments, f.get(runs.FieldAttachments)); err != nil {
+		return runs.Spec{}, err
+	}
 	return spec, nil
 }
 
@@ -226,11 +239,12 @@ const (
 	fieldMessage  = "message"
 	fieldText     = "text"
 	fieldMode     = "mode"
+	fieldAttach   = "attachments"
 )
 
 var (
 	decisionFields = []string{fieldDecision, fieldMessage}
-	messageFields  = []string{fieldText, fieldMode}
+	messageFields  = []string{fieldText, fieldMode, fieldAttach}
 	messageModes   = []string{runs.MessageQueue, runs.MessageSteer}
 )
 
@@ -286,6 +300,9 @@ func decodeMessage(body []byte) (runs.Input, error) {
 			return runs.Input{}, invalidField(fieldMode, "must be one of queue, steer")
 		}
 		in.Mode = mode
+	}
+	if in.Attachments, err = decodeAttachments(fieldAttach, f.get(fieldAttach)); err != nil {
+		return runs.Input{}, err
 	}
 	return in, nil
 }

@@ -79,7 +79,7 @@ func TestAnswerApproval(t *testing.T) {
 	}
 	validateOpenAPI(t, "ResolvedApproval", b)
 	want := runs.Input{Kind: runs.InputDecision, ApprovalID: "ap-1", Decision: runs.Deny, Message: "not that file"}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("input = %+v, want %+v", got, want)
 	}
 	var ra runs.ResolvedApproval
@@ -135,7 +135,7 @@ func TestPostMessage(t *testing.T) {
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
 	}
 	validateOpenAPI(t, "MessageAccepted", b)
-	if got != (runs.Input{Kind: runs.InputMessage, Text: "and the tests", Mode: runs.MessageSteer}) {
+	if !reflect.DeepEqual(got, runs.Input{Kind: runs.InputMessage, Text: "and the tests", Mode: runs.MessageSteer}) {
 		t.Fatalf("input = %+v", got)
 	}
 	if !strings.Contains(string(b), `"id":"m-7"`) {

@@ -49,7 +49,8 @@ type Backend struct {
 	Requests func() int
 	// Seen reports whether a request the server received holds text,
 	// anywhere in its body: the suite checks with it that a steered
-	// message reached the model. Nil for a kit without interactive runs.
+	// message reached the model, and that an image did (its base64, as
+	// every wire carries it).
 	Seen func(text string) bool
 }
 
@@ -84,6 +85,16 @@ const (
 	// Turns answers each request with Scenario.Text, like Text, for runs
 	// of several turns; the suite reads Backend.Billed between turns.
 	Turns Kind = "turns"
+	// MCPTool asks for one call of the tool Scenario.MCPTool of the run's
+	// MCP server Scenario.MCPServer, with the JSON object Scenario.Input
+	// as its arguments, named as the CLI offers MCP tools to its model,
+	// then answers its result with Scenario.Text.
+	MCPTool Kind = "mcp_tool"
+	// ToolLoop asks for a shell tool call running Scenario.Command on
+	// every request, never ending the turn by itself, each request billed
+	// a non-zero usage: the scenario of budgets, which the gateway must
+	// stop.
+	ToolLoop Kind = "tool_loop"
 )
 
 // Scenario is what the mock model does in one test.
@@ -94,4 +105,8 @@ type Scenario struct {
 	Command2 string
 	Marker   string
 	Status   int
+	// MCPServer, MCPTool and Input are an MCPTool scenario's.
+	MCPServer string
+	MCPTool   string
+	Input     string
 }

@@ -133,6 +133,10 @@ type Invocation struct {
 	Timeout time.Duration
 	// CLIVersion is the installed version found at startup.
 	CLIVersion string
+	// Images are the prompt's attachments, written to files under the
+	// run's temporary directory before the command is built: an adapter
+	// passes the path or the bytes, whichever its CLI takes.
+	Images []Image
 }
 
 // Command is a process to start, built by an adapter.
@@ -179,6 +183,20 @@ type Description struct {
 	// Interaction is what the agent offers interactive runs; it matters
 	// only when Fields lists FieldInteractive or FieldApprovals.
 	Interaction Interaction
+	// ReportsCost says the CLI reports what a run cost, so that the
+	// gateway can enforce max_budget_usd itself where the CLI has no flag
+	// for it. The gateway never prices tokens on its own.
+	ReportsCost bool
+}
+
+// SessionPreferrer is implemented by an adapter that runs some specs over
+// its session protocol even when they are neither interactive nor ask for
+// approvals, because the CLI takes what they are given (an image, an MCP
+// server) only there. The supervisor then drives the run as a Session
+// that ends after its first turn; the adapter's NewDecoder must return a
+// Session for it.
+type SessionPreferrer interface {
+	PrefersSession(s Spec) bool
 }
 
 // Compatibility of the installed CLI with the version an adapter was

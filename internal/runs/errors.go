@@ -86,6 +86,9 @@ const (
 	NotInstalled      Class = "not_installed"
 	AgentCrashed      Class = "agent_crashed"
 	Interrupted       Class = "interrupted"
+	// SchemaMismatch: the final answer was not JSON matching the run's
+	// output_schema.
+	SchemaMismatch Class = "schema_mismatch"
 	// StoreFailed: some of the run's events could not be stored, so its
 	// log is not whole.
 	StoreFailed Class = "store_failed"
@@ -99,7 +102,7 @@ const (
 var Classes = []Class{
 	NotAuthenticated, RateLimited, TransientAPIError, APIError, FlagRejected,
 	MaxTurns, ContextExceeded, BudgetExceeded, Refused, Timeout, ClassCancelled, ProcessKilled,
-	NotInstalled, AgentCrashed, Interrupted, StoreFailed, DiskFull, Internal,
+	NotInstalled, AgentCrashed, Interrupted, SchemaMismatch, StoreFailed, DiskFull, Internal,
 }
 
 // Retryable reports whether the same request may succeed if sent again
@@ -120,6 +123,10 @@ type RunError struct {
 	Retryable bool   `json:"retryable"`
 	// Hint tells a person what to do about it.
 	Hint string `json:"hint,omitempty"`
+	// Budget names the budget that stopped the run (max_turns,
+	// max_total_tokens or max_budget_usd), for the classes max_turns and
+	// budget_exceeded.
+	Budget string `json:"budget,omitempty"`
 }
 
 // NewRunError builds a RunError whose Retryable follows its class.

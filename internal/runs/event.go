@@ -139,6 +139,11 @@ type ToolCallStartedData struct {
 	ID    string          `json:"id"`
 	Name  string          `json:"name"`
 	Input json.RawMessage `json:"input"`
+	// MCPServer names the run's MCP server whose tool this is (a key of
+	// Spec.MCPServers), and MCPTool the tool's own name on that server;
+	// both are empty for the CLI's built-in tools.
+	MCPServer string `json:"mcp_server,omitempty"`
+	MCPTool   string `json:"mcp_tool,omitempty"`
 }
 
 // ToolCallCompletedData is the payload of tool_call.completed.
@@ -238,8 +243,11 @@ type RunCompletedData struct {
 	NumTurns         int             `json:"num_turns,omitempty"`
 	// Diff is the unified diff of every file the run changed, when the
 	// agent reports one.
-	Diff       string    `json:"diff,omitempty"`
-	DurationMS int64     `json:"duration_ms"`
-	Exit       *Exit     `json:"exit,omitempty"`
-	Error      *RunError `json:"error,omitempty"`
+	Diff          string `json:"diff,omitempty"`
+	DiffTruncated bool   `json:"diff_truncated,omitempty"`
+	// Files are the files the run changed, as the run record has them.
+	Files      []ChangedFile `json:"files,omitempty"`
+	DurationMS int64         `json:"duration_ms"`
+	Exit       *Exit         `json:"exit,omitempty"`
+	Error      *RunError     `json:"error,omitempty"`
 }

@@ -150,11 +150,12 @@ type Session interface {
 	// with a deny, where the CLI passes one on. It returns an error
 	// wrapping ErrNotFound when id is not pending.
 	Answer(id string, d Decision, message string) error
-	// Send starts the next turn with text while the session is idle. With
+	// Send starts the next turn with text, and images after it, while the
+	// session is idle. With
 	// steer, and a turn running, the text is added to that turn; the
 	// supervisor calls it so only for an agent whose Interaction.Steer is
 	// set.
-	Send(text string, steer bool) error
+	Send(text string, images []Image, steer bool) error
 	// InterruptTurn ends the running turn and keeps the session for the
 	// next message; the turn still ends with EventTurnCompleted.
 	InterruptTurn() error
@@ -170,10 +171,12 @@ type Approval struct {
 	ToolCallID string          `json:"tool_call_id,omitempty"`
 	Tool       string          `json:"tool"`
 	Input      json.RawMessage `json:"input,omitempty"`
-	Options    []Decision      `json:"options"`
-	Turn       int             `json:"turn"`
-	CreatedAt  time.Time       `json:"created_at"`
-	ExpiresAt  time.Time       `json:"expires_at"`
+	// MCPServer names the run's MCP server of the tool, if it is one.
+	MCPServer string     `json:"mcp_server,omitempty"`
+	Options   []Decision `json:"options"`
+	Turn      int        `json:"turn"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt time.Time  `json:"expires_at"`
 }
 
 // ResolvedApproval is an approval once answered, as POST
@@ -218,6 +221,8 @@ type Input struct {
 	// Text and Mode are an InputMessage's.
 	Text string `json:"text,omitempty"`
 	Mode string `json:"mode,omitempty"`
+	// Attachments are images attached to a message.
+	Attachments []Attachment `json:"attachments,omitempty"`
 	// By is who sent the input, for the audit trail; the supervisor sets
 	// it from the request's Actor.
 	By *Actor `json:"by,omitempty"`
@@ -280,6 +285,8 @@ type ApprovalRequestedData struct {
 	ToolCallID string          `json:"tool_call_id,omitempty"`
 	Tool       string          `json:"tool"`
 	Input      json.RawMessage `json:"input,omitempty"`
+	// MCPServer names the run's MCP server of the tool, if it is one.
+	MCPServer string `json:"mcp_server,omitempty"`
 	// Options are the decisions the client may give.
 	Options   []Decision `json:"options"`
 	ExpiresAt time.Time  `json:"expires_at"`

@@ -77,7 +77,7 @@ func (s *Supervisor) execute(t *task) {
 	}
 	dec := t.agent.Adapter.NewDecoder(t.inv)
 	var sess *session
-	if t.inv.Spec.Session() {
+	if drivesSession(t.agent.Adapter, t.inv.Spec) {
 		sd, ok := dec.(Session)
 		if !ok {
 			drain()
@@ -194,6 +194,17 @@ func (s *Supervisor) execute(t *task) {
 		override = stopError(context.Cause(ctx), t.run.Agent)
 	}
 	s.finish(bg, t, out, override, &exit)
+}
+
+// drivesSession reports whether a run with spec s is driven as a Session:
+// it is interactive or asks for approvals, or its adapter prefers its
+// session protocol for it.
+func drivesSession(a Adapter, s Spec) bool {
+	if s.Session() {
+		return true
+	}
+	p, ok := a.(SessionPreferrer)
+	return ok && p.PrefersSession(s)
 }
 
 // childEnv is the whole environment of an agent process: a minimal base,

@@ -85,6 +85,15 @@ type Spec struct {
 	// IdleTimeoutSeconds ends an interactive run that waited this long
 	// for a message (default 600).
 	IdleTimeoutSeconds int `json:"idle_timeout_seconds,omitempty"`
+	// MaxTotalTokens stops the run once its usage (input plus output
+	// tokens) reaches it. The gateway enforces it for every agent.
+	MaxTotalTokens int64 `json:"max_total_tokens,omitempty"`
+	// MCPServers are the run's own MCP servers, by name. Their env and
+	// header values are kept sealed in the stored spec (MCPServer).
+	MCPServers map[string]MCPServer `json:"mcp_servers,omitempty"`
+	// Attachments are the images attached to the prompt, as uploaded
+	// files (inline ones are uploaded at submission).
+	Attachments []Attachment `json:"attachments,omitempty"`
 
 	// IdempotencyKey is the request's Idempotency-Key header, not part of
 	// its body: submissions with one key make one run.
@@ -121,6 +130,10 @@ const (
 	FieldApprovalTimeoutSeconds = "approval_timeout_seconds"
 	FieldInteractive            = "interactive"
 	FieldIdleTimeoutSeconds     = "idle_timeout_seconds"
+	// The fields of what a run is given.
+	FieldMaxTotalTokens = "max_total_tokens"
+	FieldMCPServers     = "mcp_servers"
+	FieldAttachments    = "attachments"
 )
 
 // Run is the stored record of one run. Only the supervisor that owns the run
@@ -141,7 +154,12 @@ type Run struct {
 	NumTurns         int             `json:"num_turns,omitempty"`
 	// Diff is the unified diff of every file the run changed, for an
 	// agent that reports one.
-	Diff         string            `json:"diff,omitempty"`
+	Diff string `json:"diff,omitempty"`
+	// DiffTruncated says Diff was cut at the gateway's bound.
+	DiffTruncated bool `json:"diff_truncated,omitempty"`
+	// Files are the files the run changed in its directory, found by
+	// comparing the directory at its start and at its end.
+	Files        []ChangedFile     `json:"files,omitempty"`
 	Error        *RunError         `json:"error,omitempty"`
 	Exit         *Exit             `json:"exit,omitempty"`
 	AgentVersion string            `json:"agent_version,omitempty"`

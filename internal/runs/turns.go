@@ -314,7 +314,7 @@ func (ss *session) startTurnLocked(messageID, text string) {
 // sendTurnLocked starts a turn with text in the CLI.
 func (ss *session) sendTurnLocked(messageID, text string) {
 	ss.startTurnLocked(messageID, text)
-	if err := ss.dec.Send(text, false); err != nil {
+	if err := ss.dec.Send(text, nil, false); err != nil {
 		ss.log.Warn("send message", zap.Error(err))
 		ss.s.emit(ss.t, NewEvent(EventWarning, WarningData{Code: "send_failed", Message: err.Error()}))
 	}
@@ -569,7 +569,7 @@ func (ss *session) messageLocked(in Input) (InputResult, error) {
 	id := uuid.NewString()
 	switch {
 	case mode == MessageSteer && ss.inTurn:
-		if err := ss.dec.Send(in.Text, true); err != nil {
+		if err := ss.dec.Send(in.Text, nil, true); err != nil {
 			return InputResult{}, fmt.Errorf("steer: %w", err)
 		}
 		ss.s.emit(ss.t, NewEvent(EventMessageQueued, MessageQueuedData{MessageID: id, Text: in.Text, Mode: mode}))

@@ -257,7 +257,7 @@ func (d *driver) send(text string, steer bool) {
 	if steer {
 		call = "steer"
 	}
-	if err := d.do(action{Call: call, Text: text}, func() error { return d.sess.Send(text, steer) }); err != nil {
+	if err := d.do(action{Call: call, Text: text}, func() error { return d.sess.Send(text, nil, steer) }); err != nil {
 		d.t.Fatalf("Send(%q, %v): %v", text, steer, err)
 	}
 }

@@ -149,7 +149,7 @@ func fuzzSession(t *testing.T, data []byte) {
 		}
 		switch i % 5 {
 		case 1:
-			_ = sess.Send("s", true)
+			_ = sess.Send("s", nil, true)
 		case 3:
 			_ = sess.InterruptTurn()
 		}
@@ -213,7 +213,7 @@ func replaySession(t *testing.T, lines [][]byte, meta sessionRecording) sessionG
 			case "answer":
 				_ = sess.Answer(a.ID, a.Decision, a.Text)
 			case "send", "steer":
-				if err := sess.Send(a.Text, a.Call == "steer"); err != nil {
+				if err := sess.Send(a.Text, nil, a.Call == "steer"); err != nil {
 					t.Errorf("replayed Send: %v", err)
 				}
 			case "interrupt_turn":

@@ -202,7 +202,7 @@ func sessionRules(suggestions []json.RawMessage) []json.RawMessage {
 }
 
 // Send implements runs.Session.
-func (s *session) Send(text string, steer bool) error {
+func (s *session) Send(text string, images []runs.Image, steer bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {

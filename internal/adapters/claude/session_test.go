@@ -376,7 +376,7 @@ func TestSessionQueuedSteerIsOneTurn(t *testing.T) {
 	var turns []runs.TurnCompletedData
 	for _, l := range lines {
 		if l == "steer" {
-			if err := sess.Send("steered", true); err != nil {
+			if err := sess.Send("steered", nil, true); err != nil {
 				t.Fatal(err)
 			}
 			continue

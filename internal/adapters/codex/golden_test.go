@@ -210,12 +210,12 @@ func fuzzSession(t *testing.T, data []byte, check func([]byte)) {
 		}
 		switch i {
 		case 1:
-			_ = s.Send("steer", true)
+			_ = s.Send("steer", nil, true)
 		case 2:
 			_ = s.InterruptTurn()
 			check(s.Interrupt())
 		case 3:
-			_ = s.Send("next", false)
+			_ = s.Send("next", nil, false)
 		case 5:
 			s.Close()
 		}

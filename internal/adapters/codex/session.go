@@ -211,7 +211,7 @@ func (s session) Answer(id string, dec runs.Decision, _ string) error {
 
 // Send implements runs.Session: turn/start on the thread while idle,
 // turn/steer of the running turn with steer.
-func (s session) Send(text string, steer bool) error {
+func (s session) Send(text string, images []runs.Image, steer bool) error {
 	d := s.decoder
 	if d.done || d.closing {
 		return runs.Conflict(runs.ConflictClosing, "the session is closing")

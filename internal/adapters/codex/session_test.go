@@ -170,7 +170,7 @@ func apply(s session, a action) ([]byte, error) {
 	case "answer":
 		err = s.Answer(a.ID, a.Decision, a.Text)
 	case "send":
-		err = s.Send(a.Text, a.Steer)
+		err = s.Send(a.Text, nil, a.Steer)
 	case "interrupt_turn":
 		err = s.InterruptTurn()
 	case "close":
@@ -584,7 +584,7 @@ func TestSessionClose(t *testing.T) {
 		if o.Status != runs.Succeeded || o.NumTurns != 1 {
 			t.Errorf("stop %v: outcome = %+v", stop, o)
 		}
-		if err := d.dec.Send("late", false); err == nil && !stop {
+		if err := d.dec.Send("late", nil, false); err == nil && !stop {
 			t.Error("Send after Close was taken")
 		}
 	}

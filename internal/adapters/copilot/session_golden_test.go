@@ -64,9 +64,9 @@ func (r *recorder) Answer(id string, d runs.Decision, msg string) error {
 	return r.Session.Answer(id, d, msg)
 }
 
-func (r *recorder) Send(text string, steer bool) error {
+func (r *recorder) Send(text string, images []runs.Image, steer bool) error {
 	r.add(step{Call: "send", Text: text, Steer: steer})
-	return r.Session.Send(text, steer)
+	return r.Session.Send(text, images, steer)
 }
 
 func (r *recorder) InterruptTurn() error {
@@ -168,7 +168,7 @@ func replaySession(steps []step, meta sessionMeta) ([]runs.Event, []string, runs
 		case "answer":
 			call(dec.Answer(s.ID, s.Decision, s.Text))
 		case "send":
-			call(dec.Send(s.Text, s.Steer))
+			call(dec.Send(s.Text, nil, s.Steer))
 		case "interrupt_turn":
 			call(dec.InterruptTurn())
 		case "close":

@@ -241,7 +241,7 @@ func TestSessionTurnsBilledApart(t *testing.T) {
 	var sum runs.Usage
 	for n := 1; n <= 3; n++ {
 		if n > 1 {
-			if err := s.Do(func(x runs.Session) error { return x.Send(fmt.Sprintf("Turn %d.", n), false) }); err != nil {
+			if err := s.Do(func(x runs.Session) error { return x.Send(fmt.Sprintf("Turn %d.", n), nil, false) }); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -271,7 +271,7 @@ func TestSessionInterruptMidTool(t *testing.T) {
 		t.Fatal("the tool's process never ran")
 	}
 	// No steer: a second prompt would cancel the running turn.
-	err := s.Do(func(x runs.Session) error { return x.Send("also this", true) })
+	err := s.Do(func(x runs.Session) error { return x.Send("also this", nil, true) })
 	if !errors.Is(err, runs.ErrUnsupported) {
 		t.Errorf("steer: %v, want unsupported", err)
 	}
@@ -285,7 +285,7 @@ func TestSessionInterruptMidTool(t *testing.T) {
 	if left := agenttest.WaitGone(marker, 10*time.Second); len(left) > 0 {
 		t.Errorf("tool processes left after the interrupt: %v", left)
 	}
-	if err := s.Do(func(x runs.Session) error { return x.Send("Go on.", false) }); err != nil {
+	if err := s.Do(func(x runs.Session) error { return x.Send("Go on.", nil, false) }); err != nil {
 		t.Fatal(err)
 	}
 	turn, _ = s.WaitTurn(2, sessionWithin)

@@ -218,7 +218,7 @@ func TestSessionTurnsBilledApart(t *testing.T) {
 	before := googleai.Usage{}
 	for n := 1; n <= 3; n++ {
 		if n > 1 {
-			if err := s.Do(func(x runs.Session) error { return x.Send("Turn "+string(rune('0'+n))+".", false) }); err != nil {
+			if err := s.Do(func(x runs.Session) error { return x.Send("Turn "+string(rune('0'+n))+".", nil, false) }); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -270,7 +270,7 @@ func TestSessionInterruptMidTool(t *testing.T) {
 	if left := agenttest.WaitGone(marker, 10*time.Second); len(left) > 0 {
 		t.Errorf("tool processes left after the interrupt: %v", left)
 	}
-	if err := s.Do(func(x runs.Session) error { return x.Send("Go on.", false) }); err != nil {
+	if err := s.Do(func(x runs.Session) error { return x.Send("Go on.", nil, false) }); err != nil {
 		t.Fatal(err)
 	}
 	turn, _ = s.WaitTurn(2, sessionWithin)

@@ -121,6 +121,7 @@ func (*Adapter) Describe() runs.Description {
 		// permission ends the turn with no further model request; a
 		// session/cancel stops the running tool.
 		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: true},
+		ReportsCost: true,
 	}
 }
 

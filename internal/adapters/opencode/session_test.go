@@ -163,7 +163,7 @@ func TestSessionToolTurnsBilledApart(t *testing.T) {
 	s.answer(t, 0, runs.AllowSession)
 	one, _ := s.WaitTurn(1, sessionWithin)
 	first := s.srv.Ledger().Completions()
-	if err := s.Do(func(x runs.Session) error { return x.Send("Once more.", false) }); err != nil {
+	if err := s.Do(func(x runs.Session) error { return x.Send("Once more.", nil, false) }); err != nil {
 		t.Fatal(err)
 	}
 	two, _ := s.WaitTurn(2, sessionWithin)
@@ -212,7 +212,7 @@ func TestSessionTurnsBilledApart(t *testing.T) {
 	s := startSession(t, runs.Spec{Prompt: "Remember 7.", Interactive: true, Model: "mock/mock-model", Effort: "high"}, chat.Turns("noted"))
 	one, _ := s.WaitTurn(1, sessionWithin)
 	first := s.srv.Ledger().Completions()
-	if err := s.Do(func(x runs.Session) error { return x.Send("What was it?", false) }); err != nil {
+	if err := s.Do(func(x runs.Session) error { return x.Send("What was it?", nil, false) }); err != nil {
 		t.Fatal(err)
 	}
 	two, _ := s.WaitTurn(2, sessionWithin)
