@@ -56,6 +56,11 @@ func Run(t *testing.T, kit Kit) {
 	}
 	cases = append(cases, s.interactiveCases()...)
 	cases = append(cases, s.sandboxCases()...)
+	cases = append(cases, s.mcpCases()...)
+	cases = append(cases, s.imageCases()...)
+	cases = append(cases, s.budgetCases()...)
+	cases = append(cases, s.schemaCases()...)
+	cases = append(cases, s.artifactCases()...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -118,6 +123,8 @@ func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]st
 		Replica: "conformance-" + uuid.NewString()[:8], WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"),
 		KillGrace: 2 * time.Second, MaxTimeout: time.Hour, DefaultTimeout: 3 * time.Minute, // the suite's waits are the bounds
 		Getenv: func(k string) string { return gwEnv[k] },
+		// The suite's MCP server is the test binary (mcptest.Server).
+		MCPCommands: []string{testBinary(t)},
 	}
 	cfg.Sandbox = confine(t, cfg.WorkspaceRoot, data)
 	st := startStore(t)

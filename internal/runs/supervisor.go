@@ -40,6 +40,11 @@ func stopReason(cause error) string {
 type Config struct {
 	// Replica names this gateway instance; runs record it as their owner.
 	Replica string
+	// MCPCommands allow-lists the commands a run's stdio MCP servers may
+	// start (AGENTGATE_MCP_COMMANDS); MCPURLs the remote MCP servers'
+	// URLs (AGENTGATE_MCP_URLS). Empty: none.
+	MCPCommands []string
+	MCPURLs     []string
 	// MaxConcurrent bounds the runs executing at once (default 4).
 	MaxConcurrent int
 	// DefaultTimeout applies when a spec sets none (default 30 min);

@@ -3,6 +3,7 @@ package claude
 import (
 	"encoding/json"
 	"errors"
+	"github.com/agentgate/agentgate/internal/mcptest"
 	"math"
 	"slices"
 	"strings"
@@ -18,7 +19,10 @@ import (
 
 // TestMain checks that the real-CLI tests leave no goroutine behind: the
 // mock servers and the process readers they start.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	mcptest.Main() // the conformance suite's MCP server is this binary
+	goleak.VerifyTestMain(m)
+}
 
 const runID = "0196f0c2-7e1a-7000-8000-000000000001"
 

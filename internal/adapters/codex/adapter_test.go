@@ -3,6 +3,7 @@ package codex
 import (
 	"context"
 	"encoding/json"
+	"github.com/agentgate/agentgate/internal/mcptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +15,10 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	mcptest.Main() // the conformance suite's MCP server is this binary
+	goleak.VerifyTestMain(m)
+}
 
 func writeConfig(t *testing.T, home, body string) {
 	t.Helper()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentgate/agentgate/internal/mcptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -23,6 +24,7 @@ var testCache string
 // TestMain checks that the tests leave no goroutine behind, and removes
 // the shared package cache.
 func TestMain(m *testing.M) {
+	mcptest.Main() // the conformance suite's MCP server is this binary
 	dir, err := os.MkdirTemp("", "agentgate-copilot-cache-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

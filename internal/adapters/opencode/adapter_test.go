@@ -3,6 +3,7 @@ package opencode
 import (
 	"context"
 	"errors"
+	"github.com/agentgate/agentgate/internal/mcptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +14,11 @@ import (
 
 	"github.com/agentgate/agentgate/internal/runs"
 )
+
+func TestMain(m *testing.M) {
+	mcptest.Main() // the conformance suite's MCP server is this binary
+	os.Exit(m.Run())
+}
 
 func inv(spec runs.Spec) runs.Invocation {
 	return runs.Invocation{RunID: "r1", Spec: spec, Dir: "/w", Bin: "/bin/opencode", Home: "/nonexistent-home", Timeout: time.Minute}

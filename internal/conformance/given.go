@@ -1,0 +1,25 @@
+package conformance
+
+import (
+	"os"
+	"testing"
+)
+
+// testBinary is the running test binary, which serves as the suite's MCP
+// server (mcptest.Server): every kit's TestMain calls mcptest.Main.
+func testBinary(t testing.TB) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// The cases of what a run is given and leaves; each group is in its own
+// file.
+func (s *suite) mcpCases() []suiteCase      { return nil }
+func (s *suite) imageCases() []suiteCase    { return nil }
+func (s *suite) budgetCases() []suiteCase   { return nil }
+func (s *suite) schemaCases() []suiteCase   { return nil }
+func (s *suite) artifactCases() []suiteCase { return nil }
