@@ -605,6 +605,13 @@ func (d *Decoder) agentRequest(m *message, line []byte) []runs.Event {
 		return nil
 	}
 	evs := d.startTool(p.ToolCall)
+	server, _, isMCP := d.mcpTool(p.ToolCall)
+	if d.p.RefuseAll && d.p.AllowMCP && isMCP {
+		if opt, ok := pick(p.Options, kindAllowOnce); ok {
+			d.respond(m.ID, permissionOutcome{Outcome: outcome{Outcome: "selected", OptionID: opt}})
+			return evs
+		}
+	}
 	if d.p.RefuseAll {
 		res := outcome{Outcome: "cancelled"}
 		if opt, ok := pick(p.Options, kindRejectOnce); ok {
@@ -628,7 +635,8 @@ func (d *Decoder) agentRequest(m *message, line []byte) []runs.Event {
 	}
 	opts = append(opts, runs.Deny, runs.DenyAndStop)
 	return append(evs, runs.NewEvent(runs.EventApprovalRequested, runs.ApprovalRequestedData{
-		ID: id, ToolCallID: p.ToolCall.ToolCallID, Tool: d.toolName(p.ToolCall), Input: d.toolInput(p.ToolCall), Options: opts,
+		ID: id, ToolCallID: p.ToolCall.ToolCallID, Tool: d.toolName(p.ToolCall), Input: d.toolInput(p.ToolCall),
+		MCPServer: server, Options: opts,
 	}))
 }
 
@@ -719,9 +727,23 @@ func (d *Decoder) startTool(tc ToolCall) []runs.Event {
 	name := d.toolName(tc)
 	d.named[tc.ToolCallID] = name
 	d.tools = append(d.tools, tc.ToolCallID)
+	server, tool, _ := d.mcpTool(tc)
 	return append(evs, runs.NewEvent(runs.EventToolCallStarted, runs.ToolCallStartedData{
-		ID: tc.ToolCallID, Name: name, Input: d.toolInput(tc),
+		ID: tc.ToolCallID, Name: name, Input: d.toolInput(tc), MCPServer: server, MCPTool: tool,
 	}))
+}
+
+// mcpTool is Profile.MCPTool's answer for tc, checked against the run's
+// servers: a name of no server of the run is a built-in tool.
+func (d *Decoder) mcpTool(tc ToolCall) (server, tool string, ok bool) {
+	if d.p.MCPTool == nil {
+		return "", "", false
+	}
+	server, tool, ok = d.p.MCPTool(tc)
+	if _, known := d.inv.Spec.MCPServers[server]; !ok || !known || tool == "" {
+		return "", "", false
+	}
+	return server, tool, true
 }
 
 // toolUpdate completes a tool call whose status became completed or

@@ -120,6 +120,19 @@
 // Every method takes one lock, so the Decoder is safe for Interrupt from
 // another goroutine.
 //
+// # MCP servers
+//
+// MCPServers turns a run's Spec.MCPServers into session/new's entries
+// (stdio {name, command, args, env: [{name, value}]}, remote {type:
+// "http", name, url, headers: [{name, value}]}) for Profile.MCPServers,
+// and MCPSecrets lists the env and header values they carry, for
+// Command.Secrets. Profile.MCPTool tells a call of an MCP tool (a name of
+// the CLI's, split by SplitMCPName): tool_call.started then carries
+// mcp_server (the key of Spec.MCPServers) and mcp_tool, and
+// approval.requested mcp_server. With Profile.RefuseAll and AllowMCP, a
+// run that asks for no approvals has its MCP tools allowed once each,
+// unasked, while whatever else its mode asks for is refused.
+//
 // # Usage counting
 //
 // Usage is read only from the session/prompt result, by ReadUsage, which

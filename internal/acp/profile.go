@@ -103,6 +103,16 @@ type Profile struct {
 	// approval.requested. Nil: the call's kind ("execute", "edit", …),
 	// else its title.
 	ToolName func(tc ToolCall) string
+	// MCPTool names the run's MCP server (a key of Spec.MCPServers) and
+	// the tool's own name on it, for a call of an MCP tool; ok false for
+	// a built-in tool. It sets tool_call.started's MCPServer and MCPTool
+	// and approval.requested's MCPServer. Nil: no call is an MCP call.
+	MCPTool func(tc ToolCall) (server, tool string, ok bool)
+	// AllowMCP, with RefuseAll, answers a permission request for a tool
+	// of one of the run's MCP servers (MCPTool) allow_once, without
+	// asking: a run that does not ask for approvals and names an MCP
+	// server means its tools to run.
+	AllowMCP bool
 	// ToolInput is a tool call's input for tool_call.started and
 	// approval.requested. Nil: rawInput when the CLI sent one, else
 	// {"title","kind"} and the text of its content.
