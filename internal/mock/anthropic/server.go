@@ -1,14 +1,10 @@
 package anthropic
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/agentgate/agentgate/internal/mock/mockhttp"
 )
@@ -23,19 +19,10 @@ const maxBody = 64 << 20
 // POST /v1/messages (with or without ?beta=true) from its Scenario, HEAD and
 // GET /api/hello with 200, and everything else with a 404 not_found_error.
 // Every request is kept in its ledger.
+// Its URL, "http://127.0.0.1:PORT", is the base URL for ANTHROPIC_BASE_URL.
 type Server struct {
-	// URL is the base URL, "http://127.0.0.1:PORT", for ANTHROPIC_BASE_URL.
-	URL string
-
-	host *mockhttp.Host
-
-	mu       sync.Mutex
-	seq      int
-	toolSeq  int
-	ledger   []*Entry
-	limit    int
-	scMu     sync.Mutex // serialises Scenario.Respond
-	scenario Scenario
+	mockhttp.Core[Entry, Request, Response]
+	toolSeq mockhttp.Counter
 }
 
 // Option configures a Server.
@@ -43,53 +30,24 @@ type Option func(*Server)
 
 // LedgerLimit keeps only the last n entries of the ledger (n > 0), for a
 // long-running server; by default every entry is kept.
-func LedgerLimit(n int) Option { return func(s *Server) { s.limit = n } }
+func LedgerLimit(n int) Option { return func(s *Server) { s.Book().Limit(n) } }
 
 // Start serves sc on addr, which must be a loopback address
 // ("127.0.0.1:0" picks a free port). The caller must Close the server.
 func Start(addr string, sc Scenario, opts ...Option) (*Server, error) {
-	if sc == nil {
-		return nil, errors.New("mock anthropic: nil scenario")
-	}
-	s := &Server{
-		scenario: sc,
-	}
+	s := &Server{}
 	for _, o := range opts {
 		o(s)
 	}
-	host, err := mockhttp.Listen("mock anthropic", addr)
-	if err != nil {
+	if err := s.Listen("mock anthropic", addr, "", sc); err != nil {
 		return nil, err
 	}
-	s.host, s.URL = host, host.URL
-	host.Serve(s)
+	s.Serve(s)
 	return s, nil
 }
 
-// Close stops the server: hung requests are dropped without an answer, and
-// Close returns once every handler has returned. It is safe to call more
-// than once.
-func (s *Server) Close() {
-	s.host.Close()
-}
-
 // Ledger returns a copy of the entries kept so far, oldest first.
-func (s *Server) Ledger() Ledger {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(Ledger, len(s.ledger))
-	for i, e := range s.ledger {
-		out[i] = *e
-	}
-	return out
-}
-
-// Reset empties the ledger.
-func (s *Server) Reset() {
-	s.mu.Lock()
-	s.ledger = nil
-	s.mu.Unlock()
-}
+func (s *Server) Ledger() Ledger { return s.Book().Entries() }
 
 // Entry is one request the server received and what it answered.
 type Entry struct {
@@ -111,25 +69,14 @@ type Ledger []Entry
 
 // Messages returns the entries for POST /v1/messages.
 func (l Ledger) Messages() Ledger {
-	var out Ledger
-	for _, e := range l {
-		if e.Request.Method == http.MethodPost && e.Request.Path == "/v1/messages" {
-			out = append(out, e)
-		}
-	}
-	return out
+	return mockhttp.Filter(l, func(e Entry) bool { return e.Request.Method == http.MethodPost && e.Request.Path == "/v1/messages" })
 }
 
 // Seen reports whether a request of the ledger contains text (see
 // Request.Contains): where a test checks that a message reached the
 // model.
 func (l Ledger) Seen(text string) bool {
-	for _, e := range l {
-		if e.Request.Contains(text) {
-			return true
-		}
-	}
-	return false
+	return mockhttp.Any(l, func(e Entry) bool { return e.Request.Contains(text) })
 }
 
 // Billed returns the sum of the usage billed by the entries.
@@ -143,18 +90,9 @@ func (l Ledger) Billed() Usage {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.host.Enter() {
-		panic(http.ErrAbortHandler)
-	}
-	defer s.host.Leave()
-	s.mu.Lock()
-	s.seq++
-	e := &Entry{Request: Request{
-		Seq: s.seq, Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(),
-	}}
-	s.mu.Unlock()
-
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	f := mockhttp.Begin(s.Book(), r)
+	e := &Entry{Request: Request{Seq: f.Seq, Method: f.Method, Path: f.Path, RawQuery: f.RawQuery, Header: f.Header}}
+	body, err := mockhttp.ReadBody(w, r, maxBody)
 	e.Request.BodyBytes = len(body)
 	isMessages := r.Method == http.MethodPost && r.URL.Path == "/v1/messages"
 	if isMessages && err == nil {
@@ -162,7 +100,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			e.Request.ParseError = perr.Error()
 		}
 	}
-	s.record(e)
+	s.Book().Record(e)
 
 	switch {
 	case err != nil:
@@ -175,26 +113,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case e.Request.ParseError != "":
 		s.sendError(w, e, http.StatusBadRequest, &APIError{Type: "invalid_request_error", Message: "mock: body is not JSON: " + e.Request.ParseError})
 	default:
-		s.scMu.Lock()
-		resp := s.scenario.Respond(&e.Request)
-		s.scMu.Unlock()
-		s.answer(w, r, e, resp)
-	}
-}
-
-func (s *Server) record(e *Entry) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.ledger = append(s.ledger, e)
-	if s.limit > 0 && len(s.ledger) > s.limit {
-		s.ledger = append([]*Entry(nil), s.ledger[len(s.ledger)-s.limit:]...)
+		s.answer(w, r, e, s.Respond(&e.Request))
 	}
 }
 
 func (s *Server) setStatus(e *Entry, status int, billed Usage) {
-	s.mu.Lock()
-	e.Status, e.Billed = status, billed
-	s.mu.Unlock()
+	s.Book().Update(func() { e.Status, e.Billed = status, billed })
 }
 
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, e *Entry, resp Response) {
@@ -206,16 +130,8 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, e *Entry, resp R
 	w.Header().Set("request-id", fmt.Sprintf("req_mock_%04d", e.Request.Seq))
 	switch {
 	case resp.Hang:
-		s.mu.Lock()
-		e.Hung = true
-		s.mu.Unlock()
-		select {
-		case <-r.Context().Done():
-		case <-s.host.Done():
-		}
-		// Abort so that net/http drops the connection instead of
-		// sending the empty 200 a returning handler implies.
-		panic(http.ErrAbortHandler)
+		s.Book().Update(func() { e.Hung = true })
+		s.Host().Hang(r)
 	case resp.Status >= 400:
 		s.sendError(w, e, resp.Status, resp.Error)
 	default:
@@ -239,21 +155,18 @@ func (s *Server) complete(m Message, req *Request) Message {
 	content := make([]Block, len(m.Content))
 	copy(content, m.Content)
 	hasTool := false
-	s.mu.Lock()
 	for i := range content {
 		if content[i].Type != "tool_use" {
 			continue
 		}
 		hasTool = true
 		if content[i].ID == "" {
-			s.toolSeq++
-			content[i].ID = fmt.Sprintf("toolu_mock_%04d", s.toolSeq)
+			content[i].ID = fmt.Sprintf("toolu_mock_%04d", s.toolSeq.Next())
 		}
 		if len(content[i].Input) == 0 {
 			content[i].Input = json.RawMessage("{}")
 		}
 	}
-	s.mu.Unlock()
 	m.Content = content
 	if m.StopReason == "" {
 		m.StopReason = "end_turn"
@@ -289,11 +202,8 @@ func (s *Server) sendError(w http.ResponseWriter, e *Entry, status int, ae *APIE
 	if ae == nil {
 		ae = &APIError{Type: ErrorType(status), Message: fmt.Sprintf("mock error %d", status)}
 	}
-	b, _ := json.Marshal(map[string]any{"type": "error", "error": ae})
 	s.setStatus(e, status, Usage{})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	mockhttp.WriteJSON(w, status, map[string]any{"type": "error", "error": ae})
 }
 
 func (s *Server) sendJSON(w http.ResponseWriter, e *Entry, m Message) {
@@ -301,13 +211,10 @@ func (s *Server) sendJSON(w http.ResponseWriter, e *Entry, m Message) {
 	for _, b := range m.Content {
 		content = append(content, blockJSON(b, true))
 	}
-	body, _ := json.Marshal(map[string]any{
+	if mockhttp.WriteJSON(w, http.StatusOK, map[string]any{
 		"id": messageID(e), "type": "message", "role": "assistant", "model": m.Model,
 		"content": content, "stop_reason": m.StopReason, "stop_sequence": nil, "usage": m.Usage,
-	})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	if _, err := w.Write(body); err == nil {
+	}) {
 		s.setStatus(e, http.StatusOK, m.Usage)
 		return
 	}
@@ -342,64 +249,36 @@ func blockJSON(b Block, full bool) map[string]any {
 	}
 }
 
-// sse writes server-sent events, flushing each, and remembers the first
-// write error.
-type sse struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	buf bytes.Buffer
-	err error
-}
-
-func (o *sse) event(name string, data any) {
-	if o.err != nil {
-		return
-	}
-	b, err := json.Marshal(data)
-	if err != nil {
-		o.err = err
-		return
-	}
-	o.buf.Reset()
-	fmt.Fprintf(&o.buf, "event: %s\ndata: %s\n\n", name, b)
-	if _, o.err = o.w.Write(o.buf.Bytes()); o.err == nil {
-		o.err = o.rc.Flush()
-	}
-}
-
 func (s *Server) sendStream(w http.ResponseWriter, e *Entry, m Message, streamErr *APIError) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	o := &sse{w: w, rc: http.NewResponseController(w)}
+	o := mockhttp.StartSSE(w)
 	start := m.Usage
 	start.OutputTokens = 1
-	o.event("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+	o.Event("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": messageID(e), "type": "message", "role": "assistant", "model": m.Model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil, "usage": start,
 	}})
 	if streamErr != nil {
-		o.event("error", map[string]any{"type": "error", "error": streamErr})
+		o.Event("error", map[string]any{"type": "error", "error": streamErr})
 		// The client has seen message_start's usage, and Claude Code
 		// counts it, so the ledger does too.
-		if o.err != nil {
+		if o.Err() != nil {
 			start = Usage{}
 		}
 		s.setStatus(e, http.StatusOK, start)
 		return
 	}
-	o.event("ping", map[string]any{"type": "ping"})
+	o.Event("ping", map[string]any{"type": "ping"})
 	for i, b := range m.Content {
-		o.event("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": blockJSON(b, false)})
+		o.Event("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": blockJSON(b, false)})
 		for _, d := range deltas(b) {
-			o.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": d})
+			o.Event("content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": d})
 		}
-		o.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
+		o.Event("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
 	}
-	o.event("message_delta", map[string]any{"type": "message_delta",
+	o.Event("message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": m.StopReason, "stop_sequence": nil}, "usage": m.Usage})
-	o.event("message_stop", map[string]any{"type": "message_stop"})
-	if o.err != nil {
+	o.Event("message_stop", map[string]any{"type": "message_stop"})
+	if o.Err() != nil {
 		s.setStatus(e, http.StatusOK, Usage{})
 		return
 	}

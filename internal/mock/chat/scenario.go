@@ -4,22 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
+
+	"github.com/agentgate/agentgate/internal/mock/mockhttp"
 )
 
 // Scenario decides the answer to each POST /v1/chat/completions request.
 // The server calls Respond from one goroutine at a time.
-type Scenario interface {
-	Respond(req *Request) Response
-}
+type Scenario = mockhttp.Scenario[Request, Response]
 
 // Func adapts a function to a Scenario.
-type Func func(req *Request) Response
-
-// Respond calls f.
-func (f Func) Respond(req *Request) Response { return f(req) }
+type Func = mockhttp.Func[Request, Response]
 
 // LongCommand runs for a minute.
 const LongCommand = "sleep 60; echo done"
@@ -260,29 +256,13 @@ func Stall() Scenario {
 // one with the last step: Sequence(Failure(429), TextAnswer("ok")) fails
 // once, then recovers.
 func Sequence(steps ...Scenario) Scenario {
-	var mu sync.Mutex
-	n := 0
-	return Func(func(req *Request) Response {
-		if len(steps) == 0 {
-			return Response{Status: http.StatusInternalServerError}
-		}
-		mu.Lock()
-		i := min(n, len(steps)-1)
-		n++
-		mu.Unlock()
-		return steps[i].Respond(req)
-	})
+	return mockhttp.Sequence(Response{Status: http.StatusInternalServerError}, steps...)
 }
 
-// named builds the scenarios Named offers; command is the Bash command of
-// the tool scenarios, empty for their default.
-func named(command string) map[string]func() Scenario {
-	or := func(def string) string {
-		if command != "" {
-			return command
-		}
-		return def
-	}
+// catalog builds the scenarios Named offers; command is the shell command
+// of the tool scenarios, empty for their default.
+var catalog mockhttp.Catalog[Scenario] = func(command string) map[string]func() Scenario {
+	or := func(def string) string { return mockhttp.Or(command, def) }
 	return map[string]func() Scenario{
 		"text":             func() Scenario { return TextAnswer("Hello from the mock.") },
 		"tool":             func() Scenario { return ToolTurn(Bash(or("echo hello > out.txt")), "I ran the command.") },
@@ -307,22 +287,9 @@ func named(command string) map[string]func() Scenario {
 }
 
 // Names lists the built-in scenarios Named knows, sorted.
-func Names() []string {
-	m := named("")
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func Names() []string { return catalog.Names() }
 
 // Named returns the built-in scenario called name (see Names). command
 // replaces the Bash command of "tool", "long-tool", "always-tool",
 // "tool-then-text" and both of "two-tools" when not empty.
-func Named(name, command string) (Scenario, error) {
-	if f, ok := named(command)[name]; ok {
-		return f(), nil
-	}
-	return nil, fmt.Errorf("unknown scenario %q (known: %s)", name, strings.Join(Names(), ", "))
-}
+func Named(name, command string) (Scenario, error) { return catalog.Named(name, command) }

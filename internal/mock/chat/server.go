@@ -1,14 +1,9 @@
 package chat
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
-	"sync"
 
 	"github.com/agentgate/agentgate/internal/mock/mockhttp"
 )
@@ -27,20 +22,10 @@ const created = 1790000000
 // answers POST /v1/chat/completions (and /chat/completions) from its
 // Scenario and everything else with a 404 OpenAI error. Every request is
 // kept in its ledger.
+// Its URL, "http://127.0.0.1:PORT/v1", is the base URL for a client's base URL setting.
 type Server struct {
-	// URL is the base URL, "http://127.0.0.1:PORT/v1", for a client's
-	// base URL setting.
-	URL string
-
-	host *mockhttp.Host
-
-	mu       sync.Mutex
-	seq      int
-	callSeq  int
-	ledger   []*Entry
-	limit    int
-	scMu     sync.Mutex // serialises Scenario.Respond
-	scenario Scenario
+	mockhttp.Core[Entry, Request, Response]
+	callSeq mockhttp.Counter
 }
 
 // Option configures a Server.
@@ -48,53 +33,24 @@ type Option func(*Server)
 
 // LedgerLimit keeps only the last n entries of the ledger (n > 0), for a
 // long-running server; by default every entry is kept.
-func LedgerLimit(n int) Option { return func(s *Server) { s.limit = n } }
+func LedgerLimit(n int) Option { return func(s *Server) { s.Book().Limit(n) } }
 
 // Start serves sc on addr, which must be a loopback address
 // ("127.0.0.1:0" picks a free port). The caller must Close the server.
 func Start(addr string, sc Scenario, opts ...Option) (*Server, error) {
-	if sc == nil {
-		return nil, errors.New("mock chat: nil scenario")
-	}
-	s := &Server{
-		scenario: sc,
-	}
+	s := &Server{}
 	for _, o := range opts {
 		o(s)
 	}
-	host, err := mockhttp.Listen("mock chat", addr)
-	if err != nil {
+	if err := s.Listen("mock chat", addr, "/v1", sc); err != nil {
 		return nil, err
 	}
-	s.host, s.URL = host, host.URL+"/v1"
-	host.Serve(s)
+	s.Serve(s)
 	return s, nil
 }
 
-// Close stops the server: hung and stalled requests are dropped without
-// an answer, and Close returns once every handler has returned. It is
-// safe to call more than once.
-func (s *Server) Close() {
-	s.host.Close()
-}
-
 // Ledger returns a copy of the entries kept so far, oldest first.
-func (s *Server) Ledger() Ledger {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(Ledger, len(s.ledger))
-	for i, e := range s.ledger {
-		out[i] = *e
-	}
-	return out
-}
-
-// Reset empties the ledger.
-func (s *Server) Reset() {
-	s.mu.Lock()
-	s.ledger = nil
-	s.mu.Unlock()
-}
+func (s *Server) Ledger() Ledger { return s.Book().Entries() }
 
 // Entry is one request the server received and what it answered.
 type Entry struct {
@@ -135,15 +91,7 @@ func (l Ledger) Turns() Ledger {
 }
 
 // Filter returns the entries keep accepts.
-func (l Ledger) Filter(keep func(Entry) bool) Ledger {
-	var out Ledger
-	for _, e := range l {
-		if keep(e) {
-			out = append(out, e)
-		}
-	}
-	return out
-}
+func (l Ledger) Filter(keep func(Entry) bool) Ledger { return mockhttp.Filter(l, keep) }
 
 // Billed returns the sum of the usage billed by the entries.
 func (l Ledger) Billed() Usage {
@@ -157,12 +105,7 @@ func (l Ledger) Billed() Usage {
 // Seen reports whether a request of the ledger contains text (see
 // Request.Contains).
 func (l Ledger) Seen(text string) bool {
-	for _, e := range l {
-		if e.Request.Contains(text) {
-			return true
-		}
-	}
-	return false
+	return mockhttp.Any(l, func(e Entry) bool { return e.Request.Contains(text) })
 }
 
 func isCompletions(path string) bool {
@@ -171,18 +114,9 @@ func isCompletions(path string) bool {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.host.Enter() {
-		panic(http.ErrAbortHandler)
-	}
-	defer s.host.Leave()
-	s.mu.Lock()
-	s.seq++
-	e := &Entry{Request: Request{
-		Seq: s.seq, Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(),
-	}}
-	s.mu.Unlock()
-
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	f := mockhttp.Begin(s.Book(), r)
+	e := &Entry{Request: Request{Seq: f.Seq, Method: f.Method, Path: f.Path, RawQuery: f.RawQuery, Header: f.Header}}
+	body, err := mockhttp.ReadBody(w, r, maxBody)
 	e.Request.BodyBytes = len(body)
 	isPost := r.Method == http.MethodPost && isCompletions(r.URL.Path)
 	if isPost && err == nil {
@@ -190,7 +124,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			e.Request.ParseError = perr.Error()
 		}
 	}
-	s.record(e)
+	s.Book().Record(e)
 
 	switch {
 	case err != nil:
@@ -203,42 +137,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.sendError(w, e, http.StatusBadRequest, &APIError{Type: "invalid_request_error",
 			Message: "We could not parse the JSON body of your request: " + e.Request.ParseError}, "")
 	default:
-		s.scMu.Lock()
-		resp := s.scenario.Respond(&e.Request)
-		s.scMu.Unlock()
-		s.answer(w, r, e, resp)
-	}
-}
-
-func (s *Server) record(e *Entry) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.ledger = append(s.ledger, e)
-	if s.limit > 0 && len(s.ledger) > s.limit {
-		s.ledger = append([]*Entry(nil), s.ledger[len(s.ledger)-s.limit:]...)
+		s.answer(w, r, e, s.Respond(&e.Request))
 	}
 }
 
 func (s *Server) setStatus(e *Entry, status int, billed Usage) {
-	s.mu.Lock()
-	e.Status, e.Billed = status, billed
-	s.mu.Unlock()
+	s.Book().Update(func() { e.Status, e.Billed = status, billed })
 }
 
-// abort ends a handler without an answer: net/http drops the connection
-// instead of completing the response a returning handler implies.
-func abort() { panic(http.ErrAbortHandler) }
-
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, e *Entry, resp Response) {
-	if resp.Delay > 0 && !s.host.Wait(r, resp.Delay) {
-		abort()
+	if resp.Delay > 0 && !s.Host().Wait(r, resp.Delay) {
+		mockhttp.Abort()
 	}
 	if resp.Hang || (resp.Stall && !e.Request.Stream) {
-		s.mu.Lock()
-		e.Hung = true
-		s.mu.Unlock()
-		s.host.Wait(r, -1)
-		abort()
+		s.Book().Update(func() { e.Hung = true })
+		s.Host().Hang(r)
 	}
 	for k, vs := range resp.Header {
 		for _, v := range vs {
@@ -288,17 +201,14 @@ func (s *Server) complete(resp Response, req *Request) reply {
 	}
 	a.calls = make([]Call, len(resp.Calls))
 	copy(a.calls, resp.Calls)
-	s.mu.Lock()
 	for i := range a.calls {
 		if a.calls[i].ID == "" {
-			s.callSeq++
-			a.calls[i].ID = fmt.Sprintf("call_mock_%04d", s.callSeq)
+			a.calls[i].ID = fmt.Sprintf("call_mock_%04d", s.callSeq.Next())
 		}
 		if a.calls[i].Arguments == "" {
 			a.calls[i].Arguments = "{}"
 		}
 	}
-	s.mu.Unlock()
 	if a.finish == "" {
 		a.finish = "stop"
 		if len(a.calls) > 0 {
@@ -317,9 +227,7 @@ func (s *Server) sendError(w http.ResponseWriter, e *Entry, status int, ae *APIE
 		body, _ = json.Marshal(map[string]any{"error": ae})
 	}
 	s.setStatus(e, status, Usage{})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	mockhttp.WriteBody(w, status, "application/json", body)
 }
 
 // callJSON is a tool call as a message holds it.
@@ -342,54 +250,15 @@ func (s *Server) sendJSON(w http.ResponseWriter, e *Entry, a reply) {
 		}
 		msg["tool_calls"] = calls
 	}
-	body, _ := json.Marshal(map[string]any{
+	if mockhttp.WriteJSON(w, http.StatusOK, map[string]any{
 		"id": a.id, "object": "chat.completion", "created": created, "model": a.model,
 		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": a.finish, "logprobs": nil}},
 		"usage":   a.usage,
-	})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	if _, err := w.Write(body); err == nil {
+	}) {
 		s.setStatus(e, http.StatusOK, a.usage)
 		return
 	}
 	s.setStatus(e, http.StatusOK, Usage{})
-}
-
-// sse writes "data:" frames, flushing each, and remembers the first
-// write error.
-type sse struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	buf bytes.Buffer
-	err error
-}
-
-// data writes one frame holding v as JSON.
-func (o *sse) data(v any) {
-	if o.err != nil {
-		return
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		o.err = err
-		return
-	}
-	o.raw(b)
-}
-
-// raw writes one frame holding b.
-func (o *sse) raw(b []byte) {
-	if o.err != nil {
-		return
-	}
-	o.buf.Reset()
-	o.buf.WriteString("data: ")
-	o.buf.Write(b)
-	o.buf.WriteString("\n\n")
-	if _, o.err = o.w.Write(o.buf.Bytes()); o.err == nil {
-		o.err = o.rc.Flush()
-	}
 }
 
 // chunk is one chat.completion.chunk with a single choice carrying
@@ -402,56 +271,38 @@ func chunk(a reply, delta map[string]any, finish any) map[string]any {
 }
 
 func (s *Server) sendStream(w http.ResponseWriter, r *http.Request, e *Entry, a reply) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+	o := mockhttp.StartSSE(w)
 	s.setStatus(e, http.StatusOK, Usage{})
-	o := &sse{w: w, rc: http.NewResponseController(w)}
-	o.data(chunk(a, map[string]any{"role": "assistant", "content": ""}, nil))
+	o.Data(chunk(a, map[string]any{"role": "assistant", "content": ""}, nil))
 	if a.stall {
-		s.mu.Lock()
-		e.Stalled = true
-		s.mu.Unlock()
-		s.host.Wait(r, -1)
-		abort()
+		s.Book().Update(func() { e.Stalled = true })
+		s.Host().Hang(r)
 	}
 	if a.failed != nil {
-		o.data(map[string]any{"error": a.failed})
+		o.Data(map[string]any{"error": a.failed})
 		return
 	}
-	for _, d := range chunks(a.reasoning) {
-		o.data(chunk(a, map[string]any{"reasoning_content": d}, nil))
+	for _, d := range mockhttp.Chunks(a.reasoning) {
+		o.Data(chunk(a, map[string]any{"reasoning_content": d}, nil))
 	}
-	for _, d := range chunks(a.text) {
-		o.data(chunk(a, map[string]any{"content": d}, nil))
+	for _, d := range mockhttp.Chunks(a.text) {
+		o.Data(chunk(a, map[string]any{"content": d}, nil))
 	}
 	for i, c := range a.calls {
-		o.data(chunk(a, map[string]any{"tool_calls": []any{map[string]any{
+		o.Data(chunk(a, map[string]any{"tool_calls": []any{map[string]any{
 			"index": i, "id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": ""}}}}, nil))
-		o.data(chunk(a, map[string]any{"tool_calls": []any{map[string]any{
+		o.Data(chunk(a, map[string]any{"tool_calls": []any{map[string]any{
 			"index": i, "function": map[string]any{"arguments": c.Arguments}}}}, nil))
 	}
-	o.data(chunk(a, map[string]any{}, a.finish))
+	o.Data(chunk(a, map[string]any{}, a.finish))
 	if e.Request.IncludeUsage {
-		o.data(map[string]any{
+		o.Data(map[string]any{
 			"id": a.id, "object": "chat.completion.chunk", "created": created, "model": a.model,
 			"choices": []any{}, "usage": a.usage,
 		})
 	}
-	o.raw([]byte("[DONE]"))
-	if o.err == nil {
+	o.Raw([]byte("[DONE]"))
+	if o.Err() == nil {
 		s.setStatus(e, http.StatusOK, a.usage)
 	}
-}
-
-// chunks splits text after each space so that a client sees several
-// deltas.
-func chunks(text string) []string {
-	var out []string
-	for _, part := range strings.SplitAfter(text, " ") {
-		if part != "" {
-			out = append(out, part)
-		}
-	}
-	return out
 }

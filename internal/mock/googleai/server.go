@@ -1,14 +1,10 @@
 package googleai
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/agentgate/agentgate/internal/mock/mockhttp"
 )
@@ -16,6 +12,9 @@ import (
 // DefaultModel is the model a response names when the request's path
 // names none that can be read.
 const DefaultModel = "mock-model"
+
+// jsonType is the Content-Type of the API's JSON answers.
+const jsonType = "application/json; charset=UTF-8"
 
 // maxBody bounds a request body; a Gemini CLI request is about 40 KB and
 // grows with the history it replays.
@@ -25,19 +24,9 @@ const maxBody = 64 << 20
 // generateContent and streamGenerateContent from its Scenario, countTokens
 // itself, and everything else with a 404 Google error. Every request is
 // kept in its ledger.
+// Its URL, "http://127.0.0.1:PORT", is the base URL for GOOGLE_GEMINI_BASE_URL.
 type Server struct {
-	// URL is the base URL, "http://127.0.0.1:PORT", for
-	// GOOGLE_GEMINI_BASE_URL.
-	URL string
-
-	host *mockhttp.Host
-
-	mu       sync.Mutex
-	seq      int
-	ledger   []*Entry
-	limit    int
-	scMu     sync.Mutex // serialises Scenario.Respond
-	scenario Scenario
+	mockhttp.Core[Entry, Request, Response]
 }
 
 // Option configures a Server.
@@ -45,53 +34,24 @@ type Option func(*Server)
 
 // LedgerLimit keeps only the last n entries of the ledger (n > 0), for a
 // long-running server; by default every entry is kept.
-func LedgerLimit(n int) Option { return func(s *Server) { s.limit = n } }
+func LedgerLimit(n int) Option { return func(s *Server) { s.Book().Limit(n) } }
 
 // Start serves sc on addr, which must be a loopback address
 // ("127.0.0.1:0" picks a free port). The caller must Close the server.
 func Start(addr string, sc Scenario, opts ...Option) (*Server, error) {
-	if sc == nil {
-		return nil, errors.New("mock googleai: nil scenario")
-	}
-	s := &Server{
-		scenario: sc,
-	}
+	s := &Server{}
 	for _, o := range opts {
 		o(s)
 	}
-	host, err := mockhttp.Listen("mock googleai", addr)
-	if err != nil {
+	if err := s.Listen("mock googleai", addr, "", sc); err != nil {
 		return nil, err
 	}
-	s.host, s.URL = host, host.URL
-	host.Serve(s)
+	s.Serve(s)
 	return s, nil
 }
 
-// Close stops the server: hung requests are dropped without an answer,
-// and Close returns once every handler has returned. It is safe to call
-// more than once.
-func (s *Server) Close() {
-	s.host.Close()
-}
-
 // Ledger returns a copy of the entries kept so far, oldest first.
-func (s *Server) Ledger() Ledger {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(Ledger, len(s.ledger))
-	for i, e := range s.ledger {
-		out[i] = *e
-	}
-	return out
-}
-
-// Reset empties the ledger.
-func (s *Server) Reset() {
-	s.mu.Lock()
-	s.ledger = nil
-	s.mu.Unlock()
-}
+func (s *Server) Ledger() Ledger { return s.Book().Entries() }
 
 // Entry is one request the server received and what it answered.
 type Entry struct {
@@ -134,28 +94,15 @@ func (l Ledger) Billed() Usage {
 // Seen reports whether a request of the ledger contains text (see
 // Request.Contains).
 func (l Ledger) Seen(text string) bool {
-	for _, e := range l {
-		if e.Request.Contains(text) {
-			return true
-		}
-	}
-	return false
+	return mockhttp.Any(l, func(e Entry) bool { return e.Request.Contains(text) })
 }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.host.Enter() {
-		panic(http.ErrAbortHandler)
-	}
-	defer s.host.Leave()
-	s.mu.Lock()
-	s.seq++
-	e := &Entry{Request: Request{
-		Seq: s.seq, Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(),
-	}}
-	s.mu.Unlock()
+	f := mockhttp.Begin(s.Book(), r)
+	e := &Entry{Request: Request{Seq: f.Seq, Method: f.Method, Path: f.Path, RawQuery: f.RawQuery, Header: f.Header}}
 
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := mockhttp.ReadBody(w, r, maxBody)
 	e.Request.BodyBytes, e.Request.Body = len(body), body
 	version, model, call, routed := parsePath(r.URL.Path)
 	known := routed && r.Method == http.MethodPost && (call == MethodStream || call == MethodGenerate || call == MethodCountTokens)
@@ -168,7 +115,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	s.record(e)
+	s.Book().Record(e)
 
 	switch {
 	case err != nil:
@@ -183,42 +130,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A rough count; countTokens is free and bills nothing.
 		s.sendJSON(w, e, map[string]any{"totalTokens": max(len(body)/4, 1)}, Usage{})
 	default:
-		s.scMu.Lock()
-		resp := s.scenario.Respond(&e.Request)
-		s.scMu.Unlock()
-		s.answer(w, r, e, resp)
-	}
-}
-
-func (s *Server) record(e *Entry) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.ledger = append(s.ledger, e)
-	if s.limit > 0 && len(s.ledger) > s.limit {
-		s.ledger = append([]*Entry(nil), s.ledger[len(s.ledger)-s.limit:]...)
+		s.answer(w, r, e, s.Respond(&e.Request))
 	}
 }
 
 func (s *Server) setStatus(e *Entry, status int, billed Usage) {
-	s.mu.Lock()
-	e.Status, e.Billed = status, billed
-	s.mu.Unlock()
+	s.Book().Update(func() { e.Status, e.Billed = status, billed })
 }
 
-// abort ends a handler without an answer: net/http drops the connection
-// instead of completing the response a returning handler implies.
-func abort() { panic(http.ErrAbortHandler) }
-
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, e *Entry, resp Response) {
-	if resp.Delay > 0 && !s.host.Wait(r, resp.Delay) {
-		abort()
+	if resp.Delay > 0 && !s.Host().Wait(r, resp.Delay) {
+		mockhttp.Abort()
 	}
 	if resp.Hang {
-		s.mu.Lock()
-		e.Hung = true
-		s.mu.Unlock()
-		s.host.Wait(r, -1)
-		abort()
+		s.Book().Update(func() { e.Hung = true })
+		s.Host().Hang(r)
 	}
 	for k, vs := range resp.Header {
 		for _, v := range vs {
@@ -338,17 +264,13 @@ func (s *Server) sendError(w http.ResponseWriter, e *Entry, status int, ae *APIE
 		body, _ = json.Marshal(map[string]any{"error": ae})
 	}
 	s.setStatus(e, status, Usage{})
-	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	mockhttp.WriteBody(w, status, jsonType, body)
 }
 
 // sendJSON sends v as a 200 and bills usage once it was written in full.
 func (s *Server) sendJSON(w http.ResponseWriter, e *Entry, v any, usage Usage) {
 	body, _ := json.Marshal(v)
-	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.WriteHeader(http.StatusOK)
-	if _, err := w.Write(body); err != nil {
+	if !mockhttp.WriteBody(w, http.StatusOK, jsonType, body) {
 		usage = Usage{}
 	}
 	s.setStatus(e, http.StatusOK, usage)
@@ -358,27 +280,13 @@ func (s *Server) sendJSON(w http.ResponseWriter, e *Entry, v any, usage Usage) {
 // ended by a blank line with CRLFs as the API frames them, flushing each,
 // and bills usage once every frame was written.
 func (s *Server) sendStream(w http.ResponseWriter, e *Entry, chunks []map[string]any, usage Usage) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+	o := mockhttp.StartSSE(w)
+	o.CRLF()
 	s.setStatus(e, http.StatusOK, Usage{})
-	rc := http.NewResponseController(w)
-	var buf bytes.Buffer
 	for _, c := range chunks {
-		b, err := json.Marshal(c)
-		if err != nil {
-			return
-		}
-		buf.Reset()
-		buf.WriteString("data: ")
-		buf.Write(b)
-		buf.WriteString("\r\n\r\n")
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return
-		}
-		if err := rc.Flush(); err != nil {
-			return
-		}
+		o.Data(c)
 	}
-	s.setStatus(e, http.StatusOK, usage)
+	if o.Err() == nil {
+		s.setStatus(e, http.StatusOK, usage)
+	}
 }

@@ -58,11 +58,23 @@ func Listen(name, addr string) (*Host, error) {
 func (s *Host) Serve(h http.Handler) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: s.guard(h), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(s.serveDone)
 		_ = s.srv.Serve(s.ln) // returns http.ErrServerClosed after Close
 	}()
+}
+
+// guard wraps h so that a request arriving while the host closes is
+// dropped, and Close waits for every request h is answering.
+func (s *Host) guard(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.Enter() {
+			Abort()
+		}
+		defer s.Leave()
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Enter is called first by every handler: it reports false once the host

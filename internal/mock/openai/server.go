@@ -1,14 +1,10 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/agentgate/agentgate/internal/mock/mockhttp"
 )
@@ -27,21 +23,11 @@ const createdAt = 1790000000
 // Server is a mock OpenAI Responses API on a loopback address. It answers
 // POST /v1/responses (and /responses) from its Scenario and everything else
 // with a 404 OpenAI error. Every request is kept in its ledger.
+// Its URL, "http://127.0.0.1:PORT/v1", is the base URL for a Codex model provider's base_url.
 type Server struct {
-	// URL is the base URL, "http://127.0.0.1:PORT/v1", for a Codex
-	// model provider's base_url.
-	URL string
-
-	host *mockhttp.Host
-
-	mu       sync.Mutex
-	seq      int
-	callSeq  int
-	ledger   []*Entry
-	limit    int
-	key      string     // RequireKey's; empty accepts any request
-	scMu     sync.Mutex // serialises Scenario.Respond
-	scenario Scenario
+	mockhttp.Core[Entry, Request, Response]
+	callSeq mockhttp.Counter
+	key     string // RequireKey's; empty accepts any request
 }
 
 // Option configures a Server.
@@ -49,7 +35,7 @@ type Option func(*Server)
 
 // LedgerLimit keeps only the last n entries of the ledger (n > 0), for a
 // long-running server; by default every entry is kept.
-func LedgerLimit(n int) Option { return func(s *Server) { s.limit = n } }
+func LedgerLimit(n int) Option { return func(s *Server) { s.Book().Limit(n) } }
 
 // RequireKey makes the server answer a request whose Authorization
 // header is not "Bearer key" with 401 invalid_api_key, as the API does,
@@ -59,48 +45,19 @@ func RequireKey(key string) Option { return func(s *Server) { s.key = key } }
 // Start serves sc on addr, which must be a loopback address
 // ("127.0.0.1:0" picks a free port). The caller must Close the server.
 func Start(addr string, sc Scenario, opts ...Option) (*Server, error) {
-	if sc == nil {
-		return nil, errors.New("mock openai: nil scenario")
-	}
-	s := &Server{
-		scenario: sc,
-	}
+	s := &Server{}
 	for _, o := range opts {
 		o(s)
 	}
-	host, err := mockhttp.Listen("mock openai", addr)
-	if err != nil {
+	if err := s.Listen("mock openai", addr, "/v1", sc); err != nil {
 		return nil, err
 	}
-	s.host, s.URL = host, host.URL+"/v1"
-	host.Serve(s)
+	s.Serve(s)
 	return s, nil
 }
 
-// Close stops the server: hung and stalled requests are dropped without
-// an answer, and Close returns once every handler has returned. It is
-// safe to call more than once.
-func (s *Server) Close() {
-	s.host.Close()
-}
-
 // Ledger returns a copy of the entries kept so far, oldest first.
-func (s *Server) Ledger() Ledger {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(Ledger, len(s.ledger))
-	for i, e := range s.ledger {
-		out[i] = *e
-	}
-	return out
-}
-
-// Reset empties the ledger.
-func (s *Server) Reset() {
-	s.mu.Lock()
-	s.ledger = nil
-	s.mu.Unlock()
-}
+func (s *Server) Ledger() Ledger { return s.Book().Entries() }
 
 // Entry is one request the server received and what it answered.
 type Entry struct {
@@ -146,18 +103,10 @@ func isResponses(path string) bool { return path == "/v1/responses" || path == "
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.host.Enter() {
-		panic(http.ErrAbortHandler)
-	}
-	defer s.host.Leave()
-	s.mu.Lock()
-	s.seq++
-	e := &Entry{Request: Request{
-		Seq: s.seq, Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(),
-	}}
-	s.mu.Unlock()
+	f := mockhttp.Begin(s.Book(), r)
+	e := &Entry{Request: Request{Seq: f.Seq, Method: f.Method, Path: f.Path, RawQuery: f.RawQuery, Header: f.Header}}
 
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := mockhttp.ReadBody(w, r, maxBody)
 	e.Request.BodyBytes = len(body)
 	isPost := r.Method == http.MethodPost && isResponses(r.URL.Path)
 	if isPost && err == nil {
@@ -165,7 +114,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			e.Request.ParseError = perr.Error()
 		}
 	}
-	s.record(e)
+	s.Book().Record(e)
 
 	switch {
 	case err != nil:
@@ -180,42 +129,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.sendError(w, e, http.StatusBadRequest, &APIError{Type: "invalid_request_error",
 			Message: "We could not parse the JSON body of your request: " + e.Request.ParseError}, "")
 	default:
-		s.scMu.Lock()
-		resp := s.scenario.Respond(&e.Request)
-		s.scMu.Unlock()
-		s.answer(w, r, e, resp)
-	}
-}
-
-func (s *Server) record(e *Entry) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.ledger = append(s.ledger, e)
-	if s.limit > 0 && len(s.ledger) > s.limit {
-		s.ledger = append([]*Entry(nil), s.ledger[len(s.ledger)-s.limit:]...)
+		s.answer(w, r, e, s.Respond(&e.Request))
 	}
 }
 
 func (s *Server) setStatus(e *Entry, status int, billed Usage) {
-	s.mu.Lock()
-	e.Status, e.Billed = status, billed
-	s.mu.Unlock()
+	s.Book().Update(func() { e.Status, e.Billed = status, billed })
 }
 
-// abort ends a handler without an answer: net/http drops the connection
-// instead of completing the response a returning handler implies.
-func abort() { panic(http.ErrAbortHandler) }
-
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, e *Entry, resp Response) {
-	if resp.Delay > 0 && !s.host.Wait(r, resp.Delay) {
-		abort()
+	if resp.Delay > 0 && !s.Host().Wait(r, resp.Delay) {
+		mockhttp.Abort()
 	}
 	if resp.Hang || (resp.Stall && !e.Request.Stream) {
-		s.mu.Lock()
-		e.Hung = true
-		s.mu.Unlock()
-		s.host.Wait(r, -1)
-		abort()
+		s.Book().Update(func() { e.Hung = true })
+		s.Host().Hang(r)
 	}
 	for k, vs := range resp.Header {
 		for _, v := range vs {
@@ -257,17 +185,14 @@ func (s *Server) complete(resp Response, req *Request) reply {
 	}
 	a.items = make([]Item, len(resp.Items))
 	copy(a.items, resp.Items)
-	s.mu.Lock()
 	for i := range a.items {
 		if a.items[i].Type == "function_call" && a.items[i].CallID == "" {
-			s.callSeq++
-			a.items[i].CallID = fmt.Sprintf("call_mock_%04d", s.callSeq)
+			a.items[i].CallID = fmt.Sprintf("call_mock_%04d", s.callSeq.Next())
 		}
 		if a.items[i].Type == "function_call" && a.items[i].Arguments == "" {
 			a.items[i].Arguments = "{}"
 		}
 	}
-	s.mu.Unlock()
 	return a
 }
 
@@ -311,9 +236,7 @@ func (s *Server) sendError(w http.ResponseWriter, e *Entry, status int, ae *APIE
 		body, _ = json.Marshal(map[string]any{"error": ae})
 	}
 	s.setStatus(e, status, Usage{})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	mockhttp.WriteBody(w, status, "application/json", body)
 }
 
 // itemJSON is an output item as output_item.added announces it (full =
@@ -379,10 +302,7 @@ func (s *Server) sendJSON(w http.ResponseWriter, e *Entry, a reply) {
 	if a.failed != nil {
 		status = "failed"
 	}
-	body, _ := json.Marshal(responseJSON(a, status))
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	if _, err := w.Write(body); err == nil && a.failed == nil {
+	if mockhttp.WriteJSON(w, http.StatusOK, responseJSON(a, status)) && a.failed == nil {
 		s.setStatus(e, http.StatusOK, a.usage)
 		return
 	}
@@ -392,49 +312,28 @@ func (s *Server) sendJSON(w http.ResponseWriter, e *Entry, a reply) {
 // sse writes server-sent events, numbering and flushing each, and
 // remembers the first write error.
 type sse struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
+	*mockhttp.SSE
 	seq int
-	buf bytes.Buffer
-	err error
 }
 
 // event writes one event of type typ; fields go into its data next to
 // type and sequence_number.
 func (o *sse) event(typ string, fields map[string]any) {
-	if o.err != nil {
-		return
-	}
 	data := map[string]any{"type": typ, "sequence_number": o.seq}
 	for k, v := range fields {
 		data[k] = v
 	}
 	o.seq++
-	b, err := json.Marshal(data)
-	if err != nil {
-		o.err = err
-		return
-	}
-	o.buf.Reset()
-	fmt.Fprintf(&o.buf, "event: %s\ndata: %s\n\n", typ, b)
-	if _, o.err = o.w.Write(o.buf.Bytes()); o.err == nil {
-		o.err = o.rc.Flush()
-	}
+	o.Event(typ, data)
 }
 
 func (s *Server) sendStream(w http.ResponseWriter, r *http.Request, e *Entry, a reply) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+	o := &sse{SSE: mockhttp.StartSSE(w)}
 	s.setStatus(e, http.StatusOK, Usage{})
-	o := &sse{w: w, rc: http.NewResponseController(w)}
 	o.event("response.created", map[string]any{"response": responseJSON(a, "in_progress")})
 	if a.stall {
-		s.mu.Lock()
-		e.Stalled = true
-		s.mu.Unlock()
-		s.host.Wait(r, -1)
-		abort()
+		s.Book().Update(func() { e.Stalled = true })
+		s.Host().Hang(r)
 	}
 	o.event("response.in_progress", map[string]any{"response": responseJSON(a, "in_progress")})
 	if a.failed != nil {
@@ -445,7 +344,7 @@ func (s *Server) sendStream(w http.ResponseWriter, r *http.Request, e *Entry, a 
 		streamItem(o, a, i, it)
 	}
 	o.event("response.completed", map[string]any{"response": responseJSON(a, "completed")})
-	if o.err == nil {
+	if o.Err() == nil {
 		s.setStatus(e, http.StatusOK, a.usage)
 	}
 }
@@ -469,7 +368,7 @@ func streamItem(o *sse, a reply, i int, it Item) {
 	switch it.Type {
 	case "reasoning":
 		o.event("response.reasoning_summary_part.added", with("summary_index", 0, "part", map[string]any{"type": "summary_text", "text": ""}))
-		for _, d := range chunks(it.Text) {
+		for _, d := range mockhttp.Chunks(it.Text) {
 			o.event("response.reasoning_summary_text.delta", with("summary_index", 0, "delta", d))
 		}
 		o.event("response.reasoning_summary_text.done", with("summary_index", 0, "text", it.Text))
@@ -479,23 +378,11 @@ func streamItem(o *sse, a reply, i int, it Item) {
 		o.event("response.function_call_arguments.done", with("arguments", it.Arguments))
 	default:
 		o.event("response.content_part.added", with("content_index", 0, "part", textPart("")))
-		for _, d := range chunks(it.Text) {
+		for _, d := range mockhttp.Chunks(it.Text) {
 			o.event("response.output_text.delta", with("content_index", 0, "delta", d))
 		}
 		o.event("response.output_text.done", with("content_index", 0, "text", it.Text))
 		o.event("response.content_part.done", with("content_index", 0, "part", textPart(it.Text)))
 	}
 	o.event("response.output_item.done", map[string]any{"output_index": i, "item": itemJSON(a, i, it, true)})
-}
-
-// chunks splits text after each space so that a client sees several
-// deltas.
-func chunks(text string) []string {
-	var out []string
-	for _, part := range strings.SplitAfter(text, " ") {
-		if part != "" {
-			out = append(out, part)
-		}
-	}
-	return out
 }
