@@ -3,16 +3,16 @@ package anthropic
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/agentgate/agentgate/internal/mock/mocktest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -25,14 +25,6 @@ func start(t *testing.T, sc Scenario, opts ...Option) *Server {
 	}
 	t.Cleanup(s.Close)
 	return s
-}
-
-// client is an http.Client whose idle connections the test closes, so
-// that goleak sees no transport goroutines.
-func client(t *testing.T) *http.Client {
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
 }
 
 // body is a request as Claude Code shapes it: a system role inside
@@ -135,7 +127,7 @@ func names(fs []frame) string {
 
 func TestStreamedText(t *testing.T) {
 	s := start(t, TextAnswer("hello there"))
-	resp := post(t, client(t), s.URL, body(true))
+	resp := post(t, mocktest.Client(t), s.URL, body(true))
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("request-id") == "" {
 		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
 	}
@@ -194,7 +186,7 @@ func TestStreamedText(t *testing.T) {
 
 func TestToolTurn(t *testing.T) {
 	s := start(t, ToolTurn("echo hello > out.txt", "done"))
-	c := client(t)
+	c := mocktest.Client(t)
 	fs := readSSE(t, post(t, c, s.URL, body(true)).Body)
 	var kinds []string
 	var input, toolID string
@@ -249,7 +241,7 @@ func TestToolTurn(t *testing.T) {
 
 func TestNonStreamedAnswer(t *testing.T) {
 	s := start(t, ToolTurn("ls", "done"))
-	resp := post(t, client(t), s.URL, body(false))
+	resp := post(t, mocktest.Client(t), s.URL, body(false))
 	var m struct {
 		Type       string           `json:"type"`
 		Model      string           `json:"model"`
@@ -272,7 +264,7 @@ func TestNonStreamedAnswer(t *testing.T) {
 func TestFailures(t *testing.T) {
 	for status, typ := range map[int]string{400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error", 500: "api_error", 529: "overloaded_error"} {
 		s := start(t, Failure(status))
-		resp := post(t, client(t), s.URL, body(true))
+		resp := post(t, mocktest.Client(t), s.URL, body(true))
 		var e struct {
 			Type  string   `json:"type"`
 			Error APIError `json:"error"`
@@ -296,7 +288,7 @@ func (u Usage) isZero() bool { return u == Usage{} }
 
 func TestStreamFailure(t *testing.T) {
 	s := start(t, StreamFailure("ok"))
-	c := client(t)
+	c := mocktest.Client(t)
 	fs := readSSE(t, post(t, c, s.URL, body(true)).Body)
 	if names(fs) != "message_start,error" || fs[1].data["error"].(map[string]any)["type"] != "overloaded_error" {
 		t.Fatalf("frames = %s %v", names(fs), fs)
@@ -314,7 +306,7 @@ func TestStreamFailure(t *testing.T) {
 
 func TestStructured(t *testing.T) {
 	s := start(t, Structured(map[string]string{"name": "Bob"}))
-	c := client(t)
+	c := mocktest.Client(t)
 	b, _ := json.Marshal(map[string]any{"model": "m", "tools": []any{map[string]any{"name": "StructuredOutput"}},
 		"messages": []any{map[string]any{"role": "user", "content": "hi"}}})
 	b2, _ := io.ReadAll(post(t, c, s.URL, b).Body)
@@ -332,7 +324,7 @@ func TestStructured(t *testing.T) {
 
 func TestAlwaysToolAndSequence(t *testing.T) {
 	s := start(t, Sequence(Failure(429), AlwaysTool("echo x")))
-	c := client(t)
+	c := mocktest.Client(t)
 	if resp := post(t, c, s.URL, body(false)); resp.StatusCode != 429 {
 		t.Fatalf("first = %d", resp.StatusCode)
 	}
@@ -347,78 +339,9 @@ func TestAlwaysToolAndSequence(t *testing.T) {
 	}
 }
 
-func TestHangCloseIsPrompt(t *testing.T) {
-	s, err := Start("127.0.0.1:0", Hang())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := client(t)
-	done := make(chan error, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, s.URL+"/v1/messages", bytes.NewReader(body(true)))
-		resp, err := c.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			err = errors.New("got a response: " + resp.Status)
-		}
-		done <- err
-	}()
-	waitFor(t, func() bool { l := s.Ledger(); return len(l) == 1 && l[0].Hung })
-	select {
-	case err := <-done:
-		t.Fatalf("hung request returned early: %v", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	t0 := time.Now()
-	s.Close()
-	if d := time.Since(t0); d > time.Second {
-		t.Errorf("Close took %v", d)
-	}
-	if err := <-done; err == nil || strings.Contains(err.Error(), "got a response") {
-		t.Errorf("client: %v, want the connection dropped without an answer", err)
-	}
-	if l := s.Ledger(); l[0].Status != 0 {
-		t.Errorf("hung entry status = %d", l[0].Status)
-	}
-	s.Close() // twice is fine
-}
-
-func TestHangClientGoesAway(t *testing.T) {
-	s := start(t, Hang())
-	ctx, cancel := context.WithCancel(context.Background())
-	c := client(t)
-	done := make(chan error, 1)
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/v1/messages", bytes.NewReader(body(true)))
-		resp, err := c.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		done <- err
-	}()
-	waitFor(t, func() bool { l := s.Ledger(); return len(l) == 1 && l[0].Hung })
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("client error = %v", err)
-	}
-	// The handler returns on its own; goleak in TestMain checks that
-	// nothing stays behind once Close returns.
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestOtherRoutes(t *testing.T) {
 	s := start(t, TextAnswer("x"))
-	c := client(t)
+	c := mocktest.Client(t)
 	req, _ := http.NewRequest(http.MethodHead, s.URL+"/api/hello", nil)
 	resp, err := c.Do(req)
 	if err != nil || resp.StatusCode != 200 {
@@ -446,30 +369,6 @@ func TestOtherRoutes(t *testing.T) {
 	s.Reset()
 	if len(s.Ledger()) != 0 {
 		t.Error("Reset kept entries")
-	}
-}
-
-func TestLedgerLimit(t *testing.T) {
-	s := start(t, TextAnswer("x"), LedgerLimit(2))
-	c := client(t)
-	for i := 0; i < 3; i++ {
-		post(t, c, s.URL, body(false))
-	}
-	l := s.Ledger()
-	if len(l) != 2 || l[0].Request.Seq != 2 || l[1].Request.Seq != 3 {
-		t.Errorf("ledger = %+v", l)
-	}
-}
-
-func TestStartRefuses(t *testing.T) {
-	for _, addr := range []string{"0.0.0.0:0", "192.0.2.1:0", ":0", "nonsense"} {
-		if s, err := Start(addr, TextAnswer("x")); err == nil {
-			s.Close()
-			t.Errorf("Start(%q) accepted a non-loopback address", addr)
-		}
-	}
-	if _, err := Start("127.0.0.1:0", nil); err == nil {
-		t.Error("Start accepted a nil scenario")
 	}
 }
 
@@ -587,4 +486,33 @@ func TestSeen(t *testing.T) {
 	if srv.Ledger().Seen("STEER-999") {
 		t.Error("Seen found text that was not sent")
 	}
+}
+
+// TestWiring checks what the server gets from the mocks' core.
+func TestWiring(t *testing.T) {
+	mocktest.Wiring(t, mocktest.Wire[*Server]{
+		Start: func(addr string, hang, nilScenario bool, limit int) (*Server, error) {
+			sc := TextAnswer("x")
+			switch {
+			case nilScenario:
+				sc = nil
+			case hang:
+				sc = Hang()
+			}
+			var opts []Option
+			if limit > 0 {
+				opts = append(opts, LedgerLimit(limit))
+			}
+			return Start(addr, sc, opts...)
+		},
+		URL:  func(s *Server) string { return s.URL + "/v1/messages" },
+		Body: body(true),
+		Entries: func(s *Server) []mocktest.Entry {
+			var out []mocktest.Entry
+			for _, e := range s.Ledger() {
+				out = append(out, mocktest.Entry{Seq: e.Request.Seq, Status: e.Status, Hung: e.Hung})
+			}
+			return out
+		},
+	})
 }

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"github.com/agentgate/agentgate/internal/mock/mocktest"
 	"io"
 	"testing"
 )
@@ -55,7 +56,7 @@ func TestTwoTools(t *testing.T) {
 
 func TestTurnsBilledApart(t *testing.T) {
 	srv := start(t, Turns("noted"))
-	c := client(t)
+	c := mocktest.Client(t)
 	for i := 0; i < 2; i++ {
 		resp := post(t, c, srv.URL, []byte(`{"model":"m","stream":true,"stream_options":{"include_usage":true},`+
 			`"tools":[{"type":"function","function":{"name":"bash"}}],"messages":[{"role":"user","content":"Remember SEEN-TEXT"}]}`))

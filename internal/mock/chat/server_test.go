@@ -3,7 +3,6 @@ package chat
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/agentgate/agentgate/internal/mock/mocktest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -27,14 +28,6 @@ func start(t *testing.T, sc Scenario, opts ...Option) *Server {
 	}
 	t.Cleanup(s.Close)
 	return s
-}
-
-// client is an http.Client whose idle connections the test closes, so
-// that goleak sees no transport goroutines.
-func client(t *testing.T) *http.Client {
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
 }
 
 // openCodeBody returns a request body OpenCode 1.18.33 sent, from
@@ -176,7 +169,7 @@ func deltas(chunks []map[string]any, key string) string {
 
 func TestStreamedText(t *testing.T) {
 	s := start(t, TextAnswer("hello there"))
-	resp := post(t, client(t), s.URL, body(true))
+	resp := post(t, mocktest.Client(t), s.URL, body(true))
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("X-Request-Id") == "" {
 		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
 	}
@@ -233,7 +226,7 @@ func TestStreamedText(t *testing.T) {
 // no usage chunk, and is billed all the same.
 func TestUsageNotAsked(t *testing.T) {
 	s := start(t, TextAnswer("hi"))
-	chunks, done := readSSE(t, post(t, client(t), s.URL, noUsage(true)).Body)
+	chunks, done := readSSE(t, post(t, mocktest.Client(t), s.URL, noUsage(true)).Body)
 	for _, c := range chunks {
 		if _, ok := c["usage"]; ok {
 			t.Errorf("usage chunk without include_usage: %v", c)
@@ -246,7 +239,7 @@ func TestUsageNotAsked(t *testing.T) {
 
 func TestToolTurn(t *testing.T) {
 	s := start(t, ToolTurn(Bash("echo hi > out.txt"), "done"))
-	c := client(t)
+	c := mocktest.Client(t)
 	chunks, _ := readSSE(t, post(t, c, s.URL, body(true)).Body)
 	const reasoning = "The user wants a command run. I will call bash."
 	if got := deltas(chunks, "reasoning_content"); got != reasoning {
@@ -345,7 +338,7 @@ func TestToolStepsAndChain(t *testing.T) {
 
 func TestNonStreamed(t *testing.T) {
 	s := start(t, ToolTurn(Bash("ls"), "done"))
-	resp := post(t, client(t), s.URL, body(false))
+	resp := post(t, mocktest.Client(t), s.URL, body(false))
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("content type %q", ct)
 	}
@@ -362,7 +355,7 @@ func TestNonStreamed(t *testing.T) {
 	}
 	s2 := start(t, TextAnswer("plain"))
 	var r2 map[string]any
-	if err := json.NewDecoder(post(t, client(t), s2.URL, noUsage(false)).Body).Decode(&r2); err != nil {
+	if err := json.NewDecoder(post(t, mocktest.Client(t), s2.URL, noUsage(false)).Body).Decode(&r2); err != nil {
 		t.Fatal(err)
 	}
 	if field(r2, "choices", 0, "message", "content") != "plain" || field(r2, "choices", 0, "message", "tool_calls") != nil {
@@ -415,7 +408,7 @@ func TestOpenCodeBodies(t *testing.T) {
 	}
 
 	s := start(t, sc)
-	c := client(t)
+	c := mocktest.Client(t)
 	for _, name := range []string{"title", "first"} {
 		resp := post(t, c, s.URL, openCodeBody(t, name))
 		_, _ = io.Copy(io.Discard, resp.Body)
@@ -435,7 +428,7 @@ func TestFailures(t *testing.T) {
 		418: {"invalid_request_error", ""},
 	} {
 		s := start(t, Failure(status))
-		resp := post(t, client(t), s.URL, body(true))
+		resp := post(t, mocktest.Client(t), s.URL, body(true))
 		b, _ := io.ReadAll(resp.Body)
 		var e struct {
 			Error map[string]any `json:"error"`
@@ -457,12 +450,12 @@ func TestFailures(t *testing.T) {
 		}
 	}
 	s := start(t, Func(func(*Request) Response { return Response{Status: 502, RawBody: "<html>bad gateway</html>"} }))
-	resp := post(t, client(t), s.URL, body(true))
+	resp := post(t, mocktest.Client(t), s.URL, body(true))
 	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 502 || string(b) != "<html>bad gateway</html>" {
 		t.Errorf("raw body: %d %q", resp.StatusCode, b)
 	}
 	s = start(t, ContextExceeded())
-	b, _ := io.ReadAll(post(t, client(t), s.URL, body(true)).Body)
+	b, _ := io.ReadAll(post(t, mocktest.Client(t), s.URL, body(true)).Body)
 	if !strings.Contains(string(b), `"code":"context_length_exceeded"`) || s.Ledger()[0].Status != 400 {
 		t.Errorf("context exceeded: %s", b)
 	}
@@ -470,7 +463,7 @@ func TestFailures(t *testing.T) {
 
 func TestStreamError(t *testing.T) {
 	s := start(t, StreamError())
-	c := client(t)
+	c := mocktest.Client(t)
 	chunks, done := readSSE(t, post(t, c, s.URL, body(true)).Body)
 	if done || len(chunks) != 2 || field(chunks[1], "error", "type") != "server_error" || field(chunks[1], "error", "message") == nil {
 		t.Errorf("chunks %v, [DONE] %v", chunks, done)
@@ -487,7 +480,7 @@ func TestStreamError(t *testing.T) {
 
 func TestStructured(t *testing.T) {
 	s := start(t, Structured(map[string]string{"name": "Bob"}))
-	c := client(t)
+	c := mocktest.Client(t)
 	var m map[string]any
 	_ = json.Unmarshal(body(false), &m)
 	m["response_format"] = map[string]any{"type": "json_schema", "json_schema": map[string]any{
@@ -571,7 +564,7 @@ func TestRequestHelpers(t *testing.T) {
 
 func TestSequence(t *testing.T) {
 	s := start(t, Sequence(Failure(429), AlwaysTool(Bash("echo x"))))
-	c := client(t)
+	c := mocktest.Client(t)
 	if resp := post(t, c, s.URL, body(false)); resp.StatusCode != 429 {
 		t.Fatalf("first = %d", resp.StatusCode)
 	}
@@ -591,7 +584,7 @@ func TestDelay(t *testing.T) {
 		return Response{Delay: 150 * time.Millisecond, Text: "late", Usage: textUsage()}
 	}))
 	t0 := time.Now()
-	b, _ := io.ReadAll(post(t, client(t), s.URL, body(true)).Body)
+	b, _ := io.ReadAll(post(t, mocktest.Client(t), s.URL, body(true)).Body)
 	if d := time.Since(t0); d < 150*time.Millisecond || !strings.Contains(string(b), "late") {
 		t.Errorf("answered after %v: %s", d, b)
 	}
@@ -615,7 +608,7 @@ func TestHangCloseIsPrompt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cl := client(t)
+			cl := mocktest.Client(t)
 			got := make(chan string, 1)
 			done := make(chan error, 1)
 			go func() {
@@ -631,7 +624,7 @@ func TestHangCloseIsPrompt(t *testing.T) {
 				_, err = io.ReadAll(resp.Body)
 				done <- err
 			}()
-			waitFor(t, func() bool { l := s.Ledger(); return len(l) == 1 && (l[0].Hung || l[0].Stalled) })
+			mocktest.WaitFor(t, func() bool { l := s.Ledger(); return len(l) == 1 && (l[0].Hung || l[0].Stalled) })
 			if c.want != "" {
 				select {
 				case line := <-got:
@@ -663,43 +656,9 @@ func TestHangCloseIsPrompt(t *testing.T) {
 	}
 }
 
-func TestHangClientGoesAway(t *testing.T) {
-	s := start(t, Stall())
-	ctx, cancel := context.WithCancel(context.Background())
-	c := client(t)
-	done := make(chan error, 1)
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/chat/completions", bytes.NewReader(body(true)))
-		resp, err := c.Do(req)
-		if err == nil {
-			_, err = io.ReadAll(resp.Body)
-			resp.Body.Close()
-		}
-		done <- err
-	}()
-	waitFor(t, func() bool { l := s.Ledger(); return len(l) == 1 && l[0].Stalled })
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("client error = %v", err)
-	}
-	// The handler returns on its own; goleak in TestMain checks that
-	// nothing stays behind once Close returns.
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestOtherRoutes(t *testing.T) {
 	s := start(t, TextAnswer("x"))
-	c := client(t)
+	c := mocktest.Client(t)
 	base := strings.TrimSuffix(s.URL, "/v1")
 	resp, err := c.Get(s.URL + "/models")
 	if err != nil {
@@ -733,30 +692,6 @@ func TestOtherRoutes(t *testing.T) {
 	s.Reset()
 	if len(s.Ledger()) != 0 {
 		t.Error("Reset kept entries")
-	}
-}
-
-func TestLedgerLimit(t *testing.T) {
-	s := start(t, TextAnswer("x"), LedgerLimit(2))
-	c := client(t)
-	for i := 0; i < 3; i++ {
-		post(t, c, s.URL, body(false))
-	}
-	l := s.Ledger()
-	if len(l) != 2 || l[0].Request.Seq != 2 || l[1].Request.Seq != 3 {
-		t.Errorf("ledger = %+v", l)
-	}
-}
-
-func TestStartRefuses(t *testing.T) {
-	for _, addr := range []string{"0.0.0.0:0", "192.0.2.1:0", ":0", "nonsense"} {
-		if s, err := Start(addr, TextAnswer("x")); err == nil {
-			s.Close()
-			t.Errorf("Start(%q) accepted a non-loopback address", addr)
-		}
-	}
-	if _, err := Start("127.0.0.1:0", nil); err == nil {
-		t.Error("Start accepted a nil scenario")
 	}
 }
 
@@ -832,5 +767,34 @@ func FuzzParseRequest(f *testing.F) {
 		_ = ToolSteps([][]Call{{Bash("a"), Bash("b")}, {Bash("c")}}, "x").Respond(&r)
 		_ = Structured(1).Respond(&r)
 		_ = TextAnswer("t").Respond(&r)
+	})
+}
+
+// TestWiring checks what the server gets from the mocks' core.
+func TestWiring(t *testing.T) {
+	mocktest.Wiring(t, mocktest.Wire[*Server]{
+		Start: func(addr string, hang, nilScenario bool, limit int) (*Server, error) {
+			sc := TextAnswer("x")
+			switch {
+			case nilScenario:
+				sc = nil
+			case hang:
+				sc = Hang()
+			}
+			var opts []Option
+			if limit > 0 {
+				opts = append(opts, LedgerLimit(limit))
+			}
+			return Start(addr, sc, opts...)
+		},
+		URL:  func(s *Server) string { return s.URL + "/chat/completions" },
+		Body: body(true),
+		Entries: func(s *Server) []mocktest.Entry {
+			var out []mocktest.Entry
+			for _, e := range s.Ledger() {
+				out = append(out, mocktest.Entry{Seq: e.Request.Seq, Status: e.Status, Hung: e.Hung})
+			}
+			return out
+		},
 	})
 }

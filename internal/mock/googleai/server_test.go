@@ -3,7 +3,6 @@ package googleai
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/agentgate/agentgate/internal/mock/mocktest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -27,14 +28,6 @@ func start(t *testing.T, sc Scenario, opts ...Option) *Server {
 	}
 	t.Cleanup(s.Close)
 	return s
-}
-
-// client is an http.Client whose idle connections the test closes, so
-// that goleak sees no transport goroutines.
-func client(t *testing.T) *http.Client {
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
 }
 
 // cliBody reads a request body the real Gemini CLI 0.61.0 sent:
@@ -148,7 +141,7 @@ func readSSE(t *testing.T, r io.Reader) []chunkJSON {
 
 func TestStreamedText(t *testing.T) {
 	s := start(t, TextAnswer("hello there"))
-	resp := post(t, client(t), streamURL(s, "gemini-test"), body())
+	resp := post(t, mocktest.Client(t), streamURL(s, "gemini-test"), body())
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
 	}
@@ -208,7 +201,7 @@ func TestStreamedText(t *testing.T) {
 
 func TestToolTurn(t *testing.T) {
 	s := start(t, ToolTurn("echo hello > out.txt", "done"))
-	c := client(t)
+	c := mocktest.Client(t)
 	cs := readSSE(t, post(t, c, streamURL(s, "m"), body()).Body)
 	var kinds []string
 	var call *chunkJSON
@@ -307,7 +300,7 @@ func TestCLIBodies(t *testing.T) {
 
 func TestGenerateContentAndRouter(t *testing.T) {
 	s := start(t, TextAnswer("plain"))
-	c := client(t)
+	c := mocktest.Client(t)
 	resp := post(t, c, s.URL+"/v1beta/models/gemini-3.5-flash-lite:generateContent", cliBody(t, "gemini_router"))
 	var got chunkJSON
 	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
@@ -334,7 +327,7 @@ func TestGenerateContentAndRouter(t *testing.T) {
 
 func TestStreamWithoutSSE(t *testing.T) {
 	s := start(t, TextAnswer("a b"))
-	resp := post(t, client(t), s.URL+"/v1beta/models/m:streamGenerateContent", body())
+	resp := post(t, mocktest.Client(t), s.URL+"/v1beta/models/m:streamGenerateContent", body())
 	var cs []chunkJSON
 	if err := json.NewDecoder(resp.Body).Decode(&cs); err != nil || len(cs) != 3 || cs[2].UsageMetadata == nil {
 		t.Fatalf("array = %+v (%v)", cs, err)
@@ -346,7 +339,7 @@ func TestStreamWithoutSSE(t *testing.T) {
 
 func TestCountTokens(t *testing.T) {
 	s := start(t, Failure(500))
-	resp := post(t, client(t), s.URL+"/v1beta/models/m:countTokens", body())
+	resp := post(t, mocktest.Client(t), s.URL+"/v1beta/models/m:countTokens", body())
 	var got struct {
 		TotalTokens int `json:"totalTokens"`
 	}
@@ -362,7 +355,7 @@ func TestCountTokens(t *testing.T) {
 func TestFailures(t *testing.T) {
 	for _, status := range []int{400, 401, 403, 404, 429, 500, 503, 504, 418} {
 		s := start(t, Failure(status))
-		resp := post(t, client(t), streamURL(s, "m"), body())
+		resp := post(t, mocktest.Client(t), streamURL(s, "m"), body())
 		var got struct {
 			Error APIError `json:"error"`
 		}
@@ -389,7 +382,7 @@ func TestFailures(t *testing.T) {
 	var got struct {
 		Error APIError `json:"error"`
 	}
-	resp := post(t, client(t), streamURL(s, "m"), body())
+	resp := post(t, mocktest.Client(t), streamURL(s, "m"), body())
 	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 400 ||
 		got.Error.Details[0]["reason"] != "API_KEY_INVALID" || got.Error.Status != "INVALID_ARGUMENT" {
 		t.Errorf("invalid key: %d %+v (%v)", resp.StatusCode, got.Error, err)
@@ -398,7 +391,7 @@ func TestFailures(t *testing.T) {
 
 func TestAlwaysToolAndSequence(t *testing.T) {
 	s := start(t, Sequence(Failure(429), AlwaysTool("echo again")))
-	c := client(t)
+	c := mocktest.Client(t)
 	if resp := post(t, c, streamURL(s, "m"), body()); resp.StatusCode != 429 {
 		t.Fatalf("first status %d", resp.StatusCode)
 	}
@@ -418,85 +411,15 @@ func TestDelay(t *testing.T) {
 		return Response{Delay: 200 * time.Millisecond, Parts: []Part{Text("late")}, Usage: textUsage()}
 	}))
 	t0 := time.Now()
-	b, _ := io.ReadAll(post(t, client(t), streamURL(s, "m"), body()).Body)
+	b, _ := io.ReadAll(post(t, mocktest.Client(t), streamURL(s, "m"), body()).Body)
 	if d := time.Since(t0); d < 150*time.Millisecond || !strings.Contains(string(b), "late") {
 		t.Errorf("answered after %v: %s", d, b)
 	}
 }
 
-func TestHangCloseIsPrompt(t *testing.T) {
-	s, err := Start("127.0.0.1:0", Hang())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := client(t)
-	done := make(chan error, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, streamURL(s, "m"), bytes.NewReader(body()))
-		resp, err := cl.Do(req)
-		if err == nil {
-			_, err = io.ReadAll(resp.Body)
-			resp.Body.Close()
-		}
-		done <- err
-	}()
-	waitFor(t, func() bool { l := s.Ledger(); return len(l) == 1 && l[0].Hung })
-	select {
-	case err := <-done:
-		t.Fatalf("request ended early: %v", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	t0 := time.Now()
-	s.Close()
-	if d := time.Since(t0); d > time.Second {
-		t.Errorf("Close took %v", d)
-	}
-	if err := <-done; err == nil {
-		t.Error("the client saw a complete answer, want the connection dropped")
-	}
-	if l := s.Ledger(); l[0].Status != 0 || !l[0].Billed.IsZero() {
-		t.Errorf("entry = %+v", l[0])
-	}
-	s.Close() // twice is fine
-}
-
-func TestHangClientGoesAway(t *testing.T) {
-	s := start(t, Hang())
-	ctx, cancel := context.WithCancel(context.Background())
-	c := client(t)
-	done := make(chan error, 1)
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, streamURL(s, "m"), bytes.NewReader(body()))
-		resp, err := c.Do(req)
-		if err == nil {
-			_, err = io.ReadAll(resp.Body)
-			resp.Body.Close()
-		}
-		done <- err
-	}()
-	waitFor(t, func() bool { l := s.Ledger(); return len(l) == 1 && l[0].Hung })
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("client error = %v", err)
-	}
-	// The handler returns on its own; goleak in TestMain checks that
-	// nothing stays behind once Close returns.
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestOtherRoutes(t *testing.T) {
 	s := start(t, TextAnswer("x"))
-	c := client(t)
+	c := mocktest.Client(t)
 	for _, r := range []struct{ method, path string }{
 		{http.MethodGet, "/v1beta/models"},
 		{http.MethodGet, "/v1beta/models/m:generateContent"},
@@ -545,34 +468,6 @@ func TestParsePath(t *testing.T) {
 		if _, _, _, ok := parsePath(path); ok {
 			t.Errorf("parsePath(%q) accepted", path)
 		}
-	}
-}
-
-func TestLedgerLimit(t *testing.T) {
-	s := start(t, TextAnswer("x"), LedgerLimit(2))
-	c := client(t)
-	for range 3 {
-		_, _ = io.ReadAll(post(t, c, streamURL(s, "m"), body()).Body)
-	}
-	l := s.Ledger()
-	if len(l) != 2 || l[0].Request.Seq != 2 || l[1].Request.Seq != 3 {
-		t.Errorf("ledger = %+v", l)
-	}
-	s.Reset()
-	if len(s.Ledger()) != 0 {
-		t.Error("Reset kept entries")
-	}
-}
-
-func TestStartRefuses(t *testing.T) {
-	for _, addr := range []string{"0.0.0.0:0", "192.0.2.1:0", "example.com:0", "nonsense"} {
-		if s, err := Start(addr, TextAnswer("x")); err == nil {
-			s.Close()
-			t.Errorf("Start(%q) accepted", addr)
-		}
-	}
-	if _, err := Start("127.0.0.1:0", nil); err == nil {
-		t.Error("nil scenario accepted")
 	}
 }
 
@@ -713,4 +608,33 @@ func TestSeen(t *testing.T) {
 	if !l.Seen(`STEER "quoted" text`) || !l.Seen(`STEER \"quoted`) || l.Seen("never sent") {
 		t.Errorf("Seen is wrong for %s", body)
 	}
+}
+
+// TestWiring checks what the server gets from the mocks' core.
+func TestWiring(t *testing.T) {
+	mocktest.Wiring(t, mocktest.Wire[*Server]{
+		Start: func(addr string, hang, nilScenario bool, limit int) (*Server, error) {
+			sc := TextAnswer("x")
+			switch {
+			case nilScenario:
+				sc = nil
+			case hang:
+				sc = Hang()
+			}
+			var opts []Option
+			if limit > 0 {
+				opts = append(opts, LedgerLimit(limit))
+			}
+			return Start(addr, sc, opts...)
+		},
+		URL:  func(s *Server) string { return streamURL(s, "m") },
+		Body: body(),
+		Entries: func(s *Server) []mocktest.Entry {
+			var out []mocktest.Entry
+			for _, e := range s.Ledger() {
+				out = append(out, mocktest.Entry{Seq: e.Request.Seq, Status: e.Status, Hung: e.Hung})
+			}
+			return out
+		},
+	})
 }

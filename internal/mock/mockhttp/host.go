@@ -1,4 +1,4 @@
-// Package mockhttp is what every mock model server shares: serving on a
+// Package mockhttp is the core every mock model server is made of: serving on a
 // loopback address only, and a Close that drops requests a scenario left
 // hanging and returns once every handler has. Each mock API
 // (internal/mock/anthropic, openai, googleai, chat) is a handler on a

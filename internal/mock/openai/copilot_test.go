@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"github.com/agentgate/agentgate/internal/mock/mocktest"
 	"io"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ func copilotBody(extra ...map[string]any) []byte {
 
 func TestBashTurn(t *testing.T) {
 	s := start(t, BashTurn("echo hi > out.txt", "done"))
-	c := client(t)
+	c := mocktest.Client(t)
 	fs := readSSE(t, post(t, c, s.URL, copilotBody()).Body)
 	out := field(fs[len(fs)-1].data, "response", "output").([]any)
 	call := out[len(out)-1].(map[string]any)
@@ -80,7 +81,7 @@ func TestBashTurn(t *testing.T) {
 
 func TestRequireKey(t *testing.T) {
 	s := start(t, TextAnswer("hi"), RequireKey("k1"))
-	c := client(t)
+	c := mocktest.Client(t)
 	if resp := post(t, c, s.URL, copilotBody()); resp.StatusCode != 200 {
 		t.Errorf("the right key got %d", resp.StatusCode)
 	} else {

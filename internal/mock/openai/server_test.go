@@ -3,7 +3,6 @@ package openai
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/agentgate/agentgate/internal/mock/mocktest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -27,14 +28,6 @@ func start(t *testing.T, sc Scenario, opts ...Option) *Server {
 	}
 	t.Cleanup(s.Close)
 	return s
-}
-
-// client is an http.Client whose idle connections the test closes, so
-// that goleak sees no transport goroutines.
-func client(t *testing.T) *http.Client {
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
 }
 
 // codexBody returns a request body Codex sent, from testdata.
@@ -167,7 +160,7 @@ func usageOf(t *testing.T, v any) Usage {
 
 func TestStreamedText(t *testing.T) {
 	s := start(t, TextAnswer("hello there"))
-	resp := post(t, client(t), s.URL, body(true))
+	resp := post(t, mocktest.Client(t), s.URL, body(true))
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("X-Request-Id") == "" {
 		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
 	}
@@ -233,7 +226,7 @@ func TestStreamedText(t *testing.T) {
 
 func TestToolTurn(t *testing.T) {
 	s := start(t, ToolTurn("echo hi > out.txt", "done"))
-	c := client(t)
+	c := mocktest.Client(t)
 	fs := readSSE(t, post(t, c, s.URL, body(true)).Body)
 	const summaryText = "The user wants a command run. I will use exec_command."
 	n := len(strings.Fields(summaryText)) // one delta per word
@@ -301,7 +294,7 @@ func TestToolTurn(t *testing.T) {
 
 func TestNonStreamed(t *testing.T) {
 	s := start(t, ToolTurn("ls", "done"))
-	resp := post(t, client(t), s.URL, body(false))
+	resp := post(t, mocktest.Client(t), s.URL, body(false))
 	var r struct {
 		ID     string           `json:"id"`
 		Object string           `json:"object"`
@@ -331,7 +324,7 @@ func TestFailures(t *testing.T) {
 		429: {"requests", "rate_limit_exceeded"}, 500: {"server_error", ""}, 503: {"server_error", "server_is_overloaded"},
 	} {
 		s := start(t, Failure(status))
-		resp := post(t, client(t), s.URL, body(true))
+		resp := post(t, mocktest.Client(t), s.URL, body(true))
 		b, _ := io.ReadAll(resp.Body)
 		var e struct {
 			Error map[string]any `json:"error"`
@@ -353,12 +346,12 @@ func TestFailures(t *testing.T) {
 		}
 	}
 	s := start(t, Failure(400))
-	b, _ := io.ReadAll(post(t, client(t), s.URL, body(true)).Body)
+	b, _ := io.ReadAll(post(t, mocktest.Client(t), s.URL, body(true)).Body)
 	if want := `{"error":{"code":"invalid_request","message":"Invalid request: unsupported parameter","param":null,"type":"invalid_request_error"}}` + "\n"; string(b) != want {
 		t.Errorf("400 body = %q, want %q", b, want)
 	}
 	s = start(t, Func(func(*Request) Response { return Response{Status: 502, RawBody: "<html>bad gateway</html>"} }))
-	resp := post(t, client(t), s.URL, body(true))
+	resp := post(t, mocktest.Client(t), s.URL, body(true))
 	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 502 || string(b) != "<html>bad gateway</html>" {
 		t.Errorf("raw body: %d %q", resp.StatusCode, b)
 	}
@@ -366,7 +359,7 @@ func TestFailures(t *testing.T) {
 
 func TestContextExceeded(t *testing.T) {
 	s := start(t, ContextExceeded())
-	c := client(t)
+	c := mocktest.Client(t)
 	fs := readSSE(t, post(t, c, s.URL, body(true)).Body)
 	if names(fs) != "created,in_progress,failed" {
 		t.Fatalf("events = %s", names(fs))
@@ -386,7 +379,7 @@ func TestContextExceeded(t *testing.T) {
 
 func TestStructured(t *testing.T) {
 	s := start(t, Structured(map[string]string{"name": "Bob"}))
-	c := client(t)
+	c := mocktest.Client(t)
 	b, _ := io.ReadAll(post(t, c, s.URL, codexBody(t, "codex_first")).Body)
 	if !strings.Contains(string(b), `"text":"{\"name\":\"Bob\"}"`) {
 		t.Errorf("with a schema: %s", b)
@@ -578,7 +571,7 @@ func TestHelperThreadScenario(t *testing.T) {
 
 func TestAlwaysToolAndSequence(t *testing.T) {
 	s := start(t, Sequence(Failure(429), AlwaysTool("echo x")))
-	c := client(t)
+	c := mocktest.Client(t)
 	if resp := post(t, c, s.URL, body(false)); resp.StatusCode != 429 {
 		t.Fatalf("first = %d", resp.StatusCode)
 	}
@@ -598,7 +591,7 @@ func TestDelay(t *testing.T) {
 		return Response{Delay: 150 * time.Millisecond, Items: []Item{Text("late")}, Usage: textUsage()}
 	}))
 	t0 := time.Now()
-	b, _ := io.ReadAll(post(t, client(t), s.URL, body(true)).Body)
+	b, _ := io.ReadAll(post(t, mocktest.Client(t), s.URL, body(true)).Body)
 	if d := time.Since(t0); d < 150*time.Millisecond || !strings.Contains(string(b), "late") {
 		t.Errorf("answered after %v: %s", d, b)
 	}
@@ -622,7 +615,7 @@ func TestHangCloseIsPrompt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cl := client(t)
+			cl := mocktest.Client(t)
 			got := make(chan string, 1)
 			done := make(chan error, 1)
 			go func() {
@@ -638,7 +631,7 @@ func TestHangCloseIsPrompt(t *testing.T) {
 				_, err = io.ReadAll(resp.Body)
 				done <- err
 			}()
-			waitFor(t, func() bool { l := s.Ledger(); return len(l) == 1 && (l[0].Hung || l[0].Stalled) })
+			mocktest.WaitFor(t, func() bool { l := s.Ledger(); return len(l) == 1 && (l[0].Hung || l[0].Stalled) })
 			if c.want != "" {
 				select {
 				case line := <-got:
@@ -670,43 +663,9 @@ func TestHangCloseIsPrompt(t *testing.T) {
 	}
 }
 
-func TestHangClientGoesAway(t *testing.T) {
-	s := start(t, Stall())
-	ctx, cancel := context.WithCancel(context.Background())
-	c := client(t)
-	done := make(chan error, 1)
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/responses", bytes.NewReader(body(true)))
-		resp, err := c.Do(req)
-		if err == nil {
-			_, err = io.ReadAll(resp.Body)
-			resp.Body.Close()
-		}
-		done <- err
-	}()
-	waitFor(t, func() bool { l := s.Ledger(); return len(l) == 1 && l[0].Stalled })
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("client error = %v", err)
-	}
-	// The handler returns on its own; goleak in TestMain checks that
-	// nothing stays behind once Close returns.
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestOtherRoutes(t *testing.T) {
 	s := start(t, TextAnswer("x"))
-	c := client(t)
+	c := mocktest.Client(t)
 	base := strings.TrimSuffix(s.URL, "/v1")
 	resp, err := c.Get(s.URL + "/models")
 	if err != nil {
@@ -740,30 +699,6 @@ func TestOtherRoutes(t *testing.T) {
 	s.Reset()
 	if len(s.Ledger()) != 0 {
 		t.Error("Reset kept entries")
-	}
-}
-
-func TestLedgerLimit(t *testing.T) {
-	s := start(t, TextAnswer("x"), LedgerLimit(2))
-	c := client(t)
-	for i := 0; i < 3; i++ {
-		post(t, c, s.URL, body(false))
-	}
-	l := s.Ledger()
-	if len(l) != 2 || l[0].Request.Seq != 2 || l[1].Request.Seq != 3 {
-		t.Errorf("ledger = %+v", l)
-	}
-}
-
-func TestStartRefuses(t *testing.T) {
-	for _, addr := range []string{"0.0.0.0:0", "192.0.2.1:0", ":0", "nonsense"} {
-		if s, err := Start(addr, TextAnswer("x")); err == nil {
-			s.Close()
-			t.Errorf("Start(%q) accepted a non-loopback address", addr)
-		}
-	}
-	if _, err := Start("127.0.0.1:0", nil); err == nil {
-		t.Error("Start accepted a nil scenario")
 	}
 }
 
@@ -856,11 +791,40 @@ func TestNamespaceOnTheWire(t *testing.T) {
 	s := start(t, Func(func(*Request) Response {
 		return Response{Items: []Item{AgentCall("spawn_agent", map[string]string{"message": "m"})}, Usage: firstCallUsage()}
 	}))
-	fs := readSSE(t, post(t, client(t), s.URL, body(true)).Body)
+	fs := readSSE(t, post(t, mocktest.Client(t), s.URL, body(true)).Body)
 	for _, i := range []int{2, 5} {
 		it := field(fs[i].data, "item").(map[string]any)
 		if it["name"] != "spawn_agent" || it["namespace"] != AgentNamespace {
 			t.Errorf("%s item = %v", fs[i].event, it)
 		}
 	}
+}
+
+// TestWiring checks what the server gets from the mocks' core.
+func TestWiring(t *testing.T) {
+	mocktest.Wiring(t, mocktest.Wire[*Server]{
+		Start: func(addr string, hang, nilScenario bool, limit int) (*Server, error) {
+			sc := TextAnswer("x")
+			switch {
+			case nilScenario:
+				sc = nil
+			case hang:
+				sc = Hang()
+			}
+			var opts []Option
+			if limit > 0 {
+				opts = append(opts, LedgerLimit(limit))
+			}
+			return Start(addr, sc, opts...)
+		},
+		URL:  func(s *Server) string { return s.URL + "/responses" },
+		Body: body(true),
+		Entries: func(s *Server) []mocktest.Entry {
+			var out []mocktest.Entry
+			for _, e := range s.Ledger() {
+				out = append(out, mocktest.Entry{Seq: e.Request.Seq, Status: e.Status, Hung: e.Hung})
+			}
+			return out
+		},
+	})
 }
