@@ -159,6 +159,10 @@ func (s *server) problem(err error) problem {
 	if hasField {
 		detail.Field, detail.Agent = fe.Field, fe.Agent
 	}
+	if hasField && fe.Code != "" {
+		detail.Code = fe.Code
+		return problem{status: http.StatusBadRequest, detail: detail}
+	}
 	switch {
 	case errors.Is(err, runs.ErrUnsupported):
 		detail.Code = CodeUnsupportedOption

@@ -46,6 +46,9 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	if err := checkSessionFields(a.Adapter.Describe(), spec); err != nil {
 		return Run{}, err
 	}
+	if err := s.checkGiven(a.Adapter.Describe(), spec); err != nil {
+		return Run{}, err
+	}
 	if spec.Permission == "" {
 		spec.Permission = WorkspaceWrite
 	}
@@ -76,7 +79,7 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	runID := id.String()
 	// Check the agent's own constraints, and a named directory, on this
 	// replica; the replica that takes the run resolves them again.
-	inv := Invocation{RunID: runID, Spec: spec, Bin: a.info.Path, Home: a.Home, Timeout: timeout, CLIVersion: a.info.Version, Dir: root}
+	inv := Invocation{RunID: runID, Spec: AdapterSpec(a.Adapter.Describe(), spec), Bin: a.info.Path, Home: a.Home, Timeout: timeout, CLIVersion: a.info.Version, Dir: root}
 	if spec.Cwd != "" {
 		if inv.Dir, _, err = ResolveCwd(root, spec.Cwd, ""); err != nil {
 			return Run{}, err
@@ -122,6 +125,11 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	// made: it saw no answer and may not retry.
 	if err := ctx.Err(); err != nil {
 		return Run{}, fmt.Errorf("submission abandoned: %w", err)
+	}
+	// The MCP servers' env and header values are stored and queued
+	// sealed, under the run's final id.
+	if spec.MCPServers, err = sealMCPServers(s.cfg.SealKey, runID, spec.MCPServers); err != nil {
+		return Run{}, fmt.Errorf("seal the MCP servers' values: %w", err)
 	}
 	if err := s.admit(ctx, spec.Tenant, runID); err != nil {
 		return Run{}, err
@@ -276,8 +284,17 @@ func (s *Supervisor) prepare(t *task) *RunError {
 	}
 	created := spec.Cwd == ""
 	spec.Cwd = rel
+	// The adapter gets the spec without what the gateway enforces, and
+	// the MCP servers' values opened; the run keeps its spec as stored.
+	aspec := AdapterSpec(a.Adapter.Describe(), spec)
+	if aspec.MCPServers, err = openMCPServers(s.cfg.SealKey, t.run.ID, spec.MCPServers); err != nil {
+		if created {
+			os.Remove(dir)
+		}
+		return NewRunError(Internal, err.Error(), "give every replica the same AGENTGATE_SEAL_KEY, then submit the run again")
+	}
 	inv := Invocation{
-		RunID: t.run.ID, Spec: spec, Bin: a.info.Path, Home: a.Home, Dir: dir,
+		RunID: t.run.ID, Spec: aspec, Bin: a.info.Path, Home: a.Home, Dir: dir,
 		Timeout: timeout, CLIVersion: a.info.Version,
 	}
 	cmd, err := a.Adapter.Command(inv)
@@ -287,6 +304,11 @@ func (s *Supervisor) prepare(t *task) *RunError {
 		}
 		return NewRunError(Internal, "the agent's command could not be built: "+err.Error(), "")
 	}
+	// The run's scrubber redacts these from its events, record and log.
+	cmd.Secrets = append(cmd.Secrets, mcpSecrets(aspec.MCPServers)...)
+	t.mu.Lock()
+	t.budget = newBudget(spec)
+	t.mu.Unlock()
 	t.agent, t.inv, t.cmd = a, inv, cmd
 	t.run.Spec, t.run.AgentVersion = spec, a.info.Version
 	return nil
@@ -375,6 +397,9 @@ func (t *task) isStarted() bool {
 }
 
 func stopError(cause error, agent string) *RunError {
+	if e := budgetError(cause); e != nil {
+		return e
+	}
 	switch {
 	case errors.Is(cause, errCancelled):
 		return NewRunError(ClassCancelled, "the run was cancelled", "")

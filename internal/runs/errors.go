@@ -44,6 +44,9 @@ type FieldError struct {
 	Agent  string
 	Reason string
 	Kind   error // ErrInvalid or ErrUnsupported
+	// Code, when set, is the API's code for the error instead of the
+	// kind's (an MCP server the allow-lists refuse).
+	Code string
 }
 
 func (e *FieldError) Error() string {

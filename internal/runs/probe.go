@@ -24,7 +24,7 @@ func Probe(ctx context.Context, a Adapter, bin string, env []string) AgentInfo {
 		d.DisplayName = a.Name()
 	}
 	info := AgentInfo{
-		Name: a.Name(), Aliases: d.Aliases, VerifiedVersion: d.VerifiedVersion, Capabilities: d.Fields,
+		Name: a.Name(), Aliases: d.Aliases, VerifiedVersion: d.VerifiedVersion, Capabilities: Capabilities(d),
 		Permissions: d.Permissions, Compatibility: CompatMissing,
 	}
 	if slices.Contains(d.Fields, FieldInteractive) || slices.Contains(d.Fields, FieldApprovals) {

@@ -23,6 +23,9 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	}
 	t.run.PendingApprovals, t.run.Activity = nil, ""
 	s.emit(t, out.Events...)
+	t.mu.Lock()
+	override = t.budget.settle(&out, override)
+	t.mu.Unlock()
 	status, runErr := out.Status, out.Error
 	if override != nil {
 		runErr = override
@@ -55,6 +58,14 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 		}
 		status, runErr = Failed, NewRunError(StoreFailed, msg,
 			"the event store was unavailable or overloaded; see the gateway's log, then submit the run again")
+	}
+	if status == Succeeded && len(t.run.Spec.OutputSchema) > 0 {
+		// Every agent's answer is checked, the CLI's own structured
+		// output too; a run that failed has no answer to check.
+		var mismatch *RunError
+		if out.StructuredOutput, mismatch = s.structuredOutput(t.run.Spec.OutputSchema, out); mismatch != nil {
+			status, runErr = Failed, mismatch
+		}
 	}
 	if status == Succeeded {
 		runErr = nil
@@ -208,6 +219,8 @@ func (s *Supervisor) emit(t *task, evs ...Event) {
 	batch := make([]StoredEvent, 0, len(evs))
 	t.mu.Lock()
 	evs = s.scrubEvents(t, evs)
+	// The budgets see every event of the run, as it is emitted.
+	overBudget := t.budget.observe(evs)
 	red := s.redactor(t)
 	for _, ev := range evs {
 		t.seq++
@@ -233,6 +246,9 @@ func (s *Supervisor) emit(t *task, evs ...Event) {
 	}
 	app := t.app
 	t.mu.Unlock()
+	if overBudget != nil {
+		s.stopTask(t, overBudget)
+	}
 	if len(batch) == 0 {
 		return // only deltas, held back whole
 	}

@@ -32,6 +32,8 @@ func stopReason(cause error) string {
 		return "shutdown"
 	case errors.Is(cause, errDiskFull):
 		return "disk_full"
+	case budgetError(cause) != nil:
+		return stopBudget
 	}
 	return ""
 }
@@ -45,6 +47,11 @@ type Config struct {
 	// URLs (AGENTGATE_MCP_URLS). Empty: none.
 	MCPCommands []string
 	MCPURLs     []string
+	// SealKey seals the env and header values of a run's MCP servers in
+	// its stored spec and queue entry (AES-GCM; 16, 24 or 32 bytes).
+	// Every replica must have the same key. Nil: a random key made at
+	// start, which opens only on this replica and only until it stops.
+	SealKey []byte
 	// MaxConcurrent bounds the runs executing at once (default 4).
 	MaxConcurrent int
 	// DefaultTimeout applies when a spec sets none (default 30 min);
@@ -153,6 +160,9 @@ func (c *Config) setDefaults() {
 	if c.Replica == "" {
 		c.Replica = "local"
 	}
+	if c.SealKey == nil {
+		c.SealKey = NewSealKey()
+	}
 }
 
 // Agent is an adapter as the operator configured it.
@@ -220,6 +230,8 @@ type task struct {
 	scrub *scrubber
 	// cancelledBy is who asked for the cancel that stopped the run.
 	cancelledBy *Actor
+	// budget follows the run's budgets (nil: none); guarded by mu.
+	budget *budget
 }
 
 // NewSupervisor returns a supervisor over store for agents. Call Start

@@ -1,0 +1,166 @@
+package runs
+
+import (
+	"testing"
+)
+
+func started(id string) Event {
+	return NewEvent(EventToolCallStarted, ToolCallStartedData{ID: id, Name: "Bash"})
+}
+func completed(id string) Event {
+	return NewEvent(EventToolCallCompleted, ToolCallCompletedData{ID: id, Output: "ok"})
+}
+func said(text string) Event {
+	return NewEvent(EventMessageCompleted, MessageData{MessageID: "m", Text: text})
+}
+func usageEv(in, out int64, cost *float64) Event {
+	return NewEvent(EventUsageUpdated, UsageData{Usage: Usage{InputTokens: in, OutputTokens: out}, CostUSD: cost})
+}
+
+func TestBudgetCountsModelTurns(t *testing.T) {
+	cases := []struct {
+		name   string
+		max    int
+		evs    []Event
+		turns  int
+		stopAt int // index of the event that reaches the limit; -1: none
+	}{
+		{"one answer", 1, []Event{said("hi")}, 1, -1},
+		{"text and a tool are one turn", 2, []Event{said("let me"), started("a"), completed("a"), said("done")}, 2, -1},
+		{"parallel tools are one turn", 2, []Event{started("a"), started("b"), completed("a"), completed("b"), said("done")}, 2, -1},
+		// As Claude's --max-turns 1: the tool runs, then the run stops
+		// before the model is asked again.
+		{"limit after the last turn's tools", 1, []Event{started("a"), completed("a"), said("never")}, 1, 1},
+		{"second parallel result reaches it", 1, []Event{started("a"), started("b"), completed("a"), completed("b")}, 1, 3},
+		{"loop", 3, []Event{started("1"), completed("1"), started("2"), completed("2"), started("3"), completed("3"), started("4")}, 3, 5},
+		{"helpers count for nothing", 1, []Event{started("task"), withParent(said("x")), withParent(started("h")), withParent(completed("h")), said("y")}, 1, -1},
+		{"deltas and reasoning are the same turn", 1, []Event{
+			NewEvent(EventReasoningDelta, DeltaData{ID: "r", Text: "hm"}), NewEvent(EventMessageDelta, MessageData{MessageID: "m", Text: "a"}), said("a")}, 1, -1},
+		{"a turn of an interactive run begins anew", 2, []Event{said("one"), NewEvent(EventTurnStarted, TurnStartedData{}), said("two")}, 2, -1},
+		{"beyond the limit", 1, []Event{said("one"), NewEvent(EventTurnStarted, TurnStartedData{}), said("two")}, 2, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBudget(Spec{MaxTurns: c.max})
+			stop := -1
+			for i, ev := range c.evs {
+				if err := b.observe([]Event{ev}); err != nil && stop < 0 {
+					stop = i
+					re := budgetError(err)
+					if re == nil || re.Class != MaxTurns || re.Budget != BudgetMaxTurns {
+						t.Fatalf("stop %v = %+v", err, re)
+					}
+				}
+			}
+			if stop != c.stopAt {
+				t.Errorf("stopped at %d, want %d", stop, c.stopAt)
+			}
+			if c.stopAt < 0 && b.turns != c.turns {
+				t.Errorf("turns = %d, want %d", b.turns, c.turns)
+			}
+		})
+	}
+}
+
+func withParent(ev Event) Event { ev.ParentToolCallID = "task"; return ev }
+
+func TestBudgetTokensAndDollars(t *testing.T) {
+	b := newBudget(Spec{MaxTotalTokens: 100})
+	if err := b.observe([]Event{usageEv(40, 10, nil)}); err != nil {
+		t.Fatalf("stopped at 50 tokens: %v", err)
+	}
+	err := b.observe([]Event{usageEv(80, 20, nil)})
+	re := budgetError(err)
+	if re == nil || re.Class != BudgetExceeded || re.Budget != BudgetMaxTotalTokens {
+		t.Fatalf("at 100 tokens: %v %+v", err, re)
+	}
+	if b.observe([]Event{usageEv(200, 20, nil)}) != nil {
+		t.Error("a budget stops a run once")
+	}
+
+	cost := func(v float64) *float64 { return &v }
+	b = newBudget(Spec{MaxBudgetUSD: 0.5})
+	if err := b.observe([]Event{usageEv(1, 1, cost(0.2)), usageEv(5, 5, nil)}); err != nil {
+		t.Fatalf("stopped at $0.2: %v", err)
+	}
+	re = budgetError(b.observe([]Event{usageEv(9, 9, cost(0.75))}))
+	if re == nil || re.Class != BudgetExceeded || re.Budget != BudgetMaxBudgetUSD {
+		t.Fatalf("at $0.75: %+v", re)
+	}
+	if newBudget(Spec{}) != nil {
+		t.Error("a spec without budgets has one")
+	}
+	var none *budget
+	if none.observe([]Event{usageEv(1, 1, nil)}) != nil {
+		t.Error("no budget stopped a run")
+	}
+}
+
+func TestBudgetSettleKeepsUsage(t *testing.T) {
+	cost := 0.3
+	b := newBudget(Spec{MaxTotalTokens: 10})
+	stop := b.observe([]Event{usageEv(8, 4, &cost)})
+	override := stopError(stop, "any")
+	if override == nil || override.Budget != BudgetMaxTotalTokens {
+		t.Fatalf("stopError = %+v", override)
+	}
+	if stopReason(stop) != stopBudget {
+		t.Errorf("stopReason = %q", stopReason(stop))
+	}
+	out := Outcome{Status: Failed, Error: NewRunError(ClassCancelled, "killed", "")}
+	got := b.settle(&out, override)
+	if got != override || out.Usage != (Usage{InputTokens: 8, OutputTokens: 4}) || out.CostUSD == nil || *out.CostUSD != cost {
+		t.Errorf("settled to %+v, usage %+v cost %v", got, out.Usage, out.CostUSD)
+	}
+
+	// The process ended by itself as its usage reached the budget: the
+	// run fails by the budget all the same.
+	b = newBudget(Spec{MaxTotalTokens: 10})
+	_ = b.observe([]Event{usageEv(20, 1, nil)})
+	out = Outcome{Status: Succeeded, Usage: Usage{InputTokens: 20, OutputTokens: 1}}
+	if got := b.settle(&out, nil); got == nil || got.Budget != BudgetMaxTotalTokens {
+		t.Errorf("settle of a finished run over budget = %+v", got)
+	}
+
+	// Claude's own --max-turns names no budget: the gateway does.
+	b = newBudget(Spec{MaxTurns: 2})
+	out = Outcome{Status: Failed, Error: NewRunError(MaxTurns, "error_max_turns", "")}
+	if got := b.settle(&out, nil); got != nil || out.Error.Budget != BudgetMaxTurns {
+		t.Errorf("native max turns: override %+v, error %+v", got, out.Error)
+	}
+}
+
+func TestAdapterSpec(t *testing.T) {
+	s := Spec{Prompt: "p", MaxTurns: 3, MaxTotalTokens: 9, MaxBudgetUSD: 1, OutputSchema: []byte(`{"type": "object"}`)}
+	native := Description{Fields: []string{FieldMaxTurns, FieldMaxBudgetUSD, FieldOutputSchema}, ReportsCost: true}
+	got := AdapterSpec(native, s)
+	if got.MaxTurns != 3 || got.MaxBudgetUSD != 1 || got.MaxTotalTokens != 0 || got.Prompt != "p" || len(got.OutputSchema) == 0 {
+		t.Errorf("native: %+v", got)
+	}
+	got = AdapterSpec(Description{}, s)
+	if got.MaxTurns != 0 || got.MaxBudgetUSD != 1 || got.OutputSchema != nil {
+		t.Errorf("none (max_budget_usd stays, to be refused): %+v", got)
+	}
+	if want := "p\n\nAnswer with only a JSON value"; len(got.Prompt) < len(want) || got.Prompt[:len(want)] != want {
+		t.Errorf("prompt = %q", got.Prompt)
+	}
+	got = AdapterSpec(Description{ReportsCost: true}, s)
+	if got.MaxBudgetUSD != 0 {
+		t.Errorf("a CLI that reports cost: %+v", got)
+	}
+	caps := Capabilities(Description{Fields: []string{FieldModel}})
+	for _, f := range []string{FieldModel, FieldMaxTurns, FieldOutputSchema, FieldMaxTotalTokens} {
+		found := false
+		for _, c := range caps {
+			found = found || c == f
+		}
+		if !found {
+			t.Errorf("capabilities %v lack %s", caps, f)
+		}
+	}
+	for _, c := range caps {
+		if c == FieldMaxBudgetUSD {
+			t.Errorf("capabilities %v list max_budget_usd for a CLI without cost", caps)
+		}
+	}
+}
