@@ -56,6 +56,10 @@ type ContentBlock struct {
 	IsError   bool   // tool_result
 	ID        string // tool_use
 	Name      string // tool_use
+	// MediaType and Data are an image block's source: its media type and
+	// base64 data.
+	MediaType string
+	Data      string
 }
 
 // HasTool reports whether the request offered a tool called name.
@@ -97,14 +101,14 @@ func (r *Request) countToolResults() int {
 }
 
 // Contains reports whether text occurs in the request's system text or in
-// any block of its messages (text, tool results, tool names).
+// any block of its messages (text, tool results, tool names, image data).
 func (r *Request) Contains(text string) bool {
 	if strings.Contains(r.System, text) {
 		return true
 	}
 	for _, m := range r.Messages {
 		for _, b := range m.Blocks {
-			if strings.Contains(b.Text, text) || strings.Contains(b.Name, text) {
+			if strings.Contains(b.Text, text) || strings.Contains(b.Name, text) || strings.Contains(b.Data, text) {
 				return true
 			}
 		}
@@ -159,6 +163,10 @@ type wireBlock struct {
 	IsError   bool            `json:"is_error"`
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
+	Source    struct {
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
+	} `json:"source"`
 }
 
 // parseBody fills r's summary from a Messages API body.
@@ -197,7 +205,8 @@ func blocks(raw json.RawMessage) []ContentBlock {
 	}
 	out := make([]ContentBlock, 0, len(ws))
 	for _, w := range ws {
-		b := ContentBlock{Type: w.Type, Text: w.Text, ToolUseID: w.ToolUseID, IsError: w.IsError, ID: w.ID, Name: w.Name}
+		b := ContentBlock{Type: w.Type, Text: w.Text, ToolUseID: w.ToolUseID, IsError: w.IsError, ID: w.ID, Name: w.Name,
+			MediaType: w.Source.MediaType, Data: w.Source.Data}
 		if w.Type == "tool_result" {
 			var parts []string
 			for _, c := range blocks(w.Content) {
