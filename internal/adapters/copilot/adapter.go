@@ -124,7 +124,7 @@ func (*Adapter) Describe() runs.Description {
 		CredentialEnv:   append([]string(nil), credentialEnv...),
 		Fields: []string{
 			runs.FieldModel, runs.FieldEffort, runs.FieldResumeSessionID, runs.FieldTimeoutSeconds, runs.FieldCwd,
-			runs.FieldPermission, runs.FieldInteractive, runs.FieldApprovals,
+			runs.FieldPermission, runs.FieldInteractive, runs.FieldApprovals, runs.FieldMCPServers, runs.FieldAttachments,
 		},
 		Permissions: perms,
 		// A second session/prompt cancels the running one: no steer. A
@@ -201,13 +201,39 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 		args = append(args, "--reasoning-effort="+s.Effort)
 	}
 	args = append(args, pargs...)
+	margs, err := mcpArgs(s.MCPServers, perm == runs.ReadOnly)
+	if err != nil {
+		return runs.Command{}, err
+	}
+	args = append(args, margs...)
+	iargs, err := attachmentArgs(inv.Images)
+	if err != nil {
+		return runs.Command{}, err
+	}
+	args = append(args, iargs...)
 	args = append(args, a.extraArgs...)
 	return runs.Command{
 		Args:    args,
 		Env:     append([]string(nil), noPhoneHomeEnv...),
 		PassEnv: append([]string(nil), credentialEnv...),
 		Stdin:   []byte(s.Prompt),
+		Secrets: mcpSecrets(s.MCPServers),
 	}, nil
+}
+
+// attachmentArgs passes each image with the prompt: --attachment=<path>,
+// a file the supervisor wrote under the run's own TMPDIR. The CLI sends
+// the model the text "Image file at path <path>" and the image as a data
+// URL, and removes a file under its TMPDIR once it has read it.
+func attachmentArgs(images []runs.Image) ([]string, error) {
+	var args []string
+	for i, im := range images {
+		if !filepath.IsAbs(im.Path) {
+			return nil, fmt.Errorf("copilot: attachment %d is not at an absolute path (%q)", i, im.Path)
+		}
+		args = append(args, "--attachment="+im.Path)
+	}
+	return args, nil
 }
 
 // NewDecoder implements runs.Adapter. A run whose Spec.Session() gets

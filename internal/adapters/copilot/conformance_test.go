@@ -1,6 +1,7 @@
 package copilot
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/agentgate/agentgate/internal/agenttest"
@@ -41,10 +42,16 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, _ string) conformance.Ba
 		s = openai.Failure(sc.Status)
 	case conformance.Hang:
 		s = openai.Hang()
+	case conformance.MCPTool:
+		s = openai.CopilotMCPCall(sc.MCPServer, sc.MCPTool, json.RawMessage(sc.Input), sc.Text)
+	case conformance.ToolLoop:
+		s = openai.BashLoop(sc.Command)
 	default:
 		t.Fatalf("scenario %q", sc.Kind)
 	}
-	srv, err := openai.Start("127.0.0.1:0", s, openai.RequireKey(testKey))
+	// The images a request carries are kept apart: the ledger's
+	// summary of a request has none.
+	srv, images, err := openai.StartWithImages("127.0.0.1:0", s, openai.RequireKey(testKey))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +67,6 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, _ string) conformance.Ba
 		Model:         openai.DefaultModel,
 		Billed:        func() runs.Usage { return normalized(srv.Ledger().Billed()) },
 		Requests:      func() int { return len(srv.Ledger().Responses()) },
-		Seen:          func(text string) bool { return srv.Ledger().Seen(text) },
+		Seen:          func(text string) bool { return srv.Ledger().Seen(text) || images.Seen(text) },
 	}
 }

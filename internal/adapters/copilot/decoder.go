@@ -132,7 +132,7 @@ func (d *decoder) event(l *wireLine, data *wireData, line []byte) (evs []runs.Ev
 		if data.ToolCallID == "" || d.seen[data.ToolCallID] {
 			return nil, true
 		}
-		return []runs.Event{d.toolStarted(data.ToolCallID, data.ToolName, data.Arguments)}, true
+		return []runs.Event{d.toolStarted(data.ToolCallID, data.ToolName, data.Arguments, data.wireMCP)}, true
 	case "tool.execution_complete":
 		return d.toolCompleted(data), true
 	case "assistant.turn_retry":
@@ -164,7 +164,9 @@ func (d *decoder) event(l *wireLine, data *wireData, line []byte) (evs []runs.Ev
 			d.exitCode = *l.ExitCode
 		}
 		return nil, true
-	case "session.skills_loaded", "session.mcp_servers_loaded", "session.background_tasks_changed",
+	case "session.mcp_server_status_changed":
+		return d.mcpStatus(data), true
+	case "session.skills_loaded", "session.mcp_servers_loaded", "session.mcp_server_tools_loaded", "session.background_tasks_changed",
 		"assistant.turn_end", "assistant.idle", "assistant.message_start", "assistant.reasoning_delta",
 		"assistant.reasoning", "assistant.tool_call_delta", "model.call_start", "model.call_finished",
 		"model.call_final_result", "tool.execution_partial_result", "agent.interrupted":
@@ -217,19 +219,36 @@ func (d *decoder) message(data *wireData) []runs.Event {
 		if tr.ToolCallID == "" || d.seen[tr.ToolCallID] {
 			continue
 		}
-		evs = append(evs, d.toolStarted(tr.ToolCallID, tr.Name, tr.Arguments))
+		evs = append(evs, d.toolStarted(tr.ToolCallID, tr.Name, tr.Arguments, tr.wireMCP))
 	}
 	return evs
 }
 
-func (d *decoder) toolStarted(id, name string, args json.RawMessage) runs.Event {
+func (d *decoder) toolStarted(id, name string, args json.RawMessage, mcp wireMCP) runs.Event {
 	d.seen[id] = true
 	d.open = append(d.open, id)
 	input := args
 	if len(bytes.TrimSpace(input)) == 0 || !json.Valid(input) {
 		input = json.RawMessage("{}")
 	}
-	return runs.NewEvent(runs.EventToolCallStarted, runs.ToolCallStartedData{ID: id, Name: name, Input: input})
+	server, tool := d.mcpTool(name, mcp)
+	return runs.NewEvent(runs.EventToolCallStarted, runs.ToolCallStartedData{ID: id, Name: name, Input: input,
+		MCPServer: server, MCPTool: tool})
+}
+
+// mcpTool names the run's MCP server and the tool's own name for a call
+// of an MCP tool, from the names the CLI gives, or else from the tool's
+// name ("demo-reverse_text"); both empty for a built-in tool, or a server
+// that is not the run's (the operator's own, in the CLI's home).
+func (d *decoder) mcpTool(name string, mcp wireMCP) (server, tool string) {
+	servers := d.inv.Spec.MCPServers
+	if _, ok := servers[mcp.MCPServerName]; ok && mcp.MCPToolName != "" {
+		return mcp.MCPServerName, mcp.MCPToolName
+	}
+	if s, t, ok := splitMCP(name, servers); ok {
+		return s, t
+	}
+	return "", ""
 }
 
 func (d *decoder) toolCompleted(data *wireData) []runs.Event {
@@ -339,4 +358,17 @@ func orText(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// mcpStatus warns of an MCP server of the run that did not connect: the
+// CLI goes on without its tools, and the model is not told why. It says
+// pending, then connected (verified with 1.0.102); any other status is
+// taken for a failure.
+func (d *decoder) mcpStatus(data *wireData) []runs.Event {
+	switch data.Status {
+	case "", "pending", "connected", "connecting":
+		return nil
+	}
+	return []runs.Event{warning("mcp_server_failed", fmt.Sprintf("MCP server %q is %s: its tools are not offered to the model",
+		clip(data.ServerName, 100), clip(data.Status, 40)))}
 }

@@ -92,9 +92,10 @@
 //
 //	copilot --acp --no-auto-update --disable-client-telemetry [--model=M] [--reasoning-effort=E] <flags>
 //
-// with the one-shot environment. The prompt is turn 1's session/prompt
-// (no stdin payload, no usage file); session/new gets the run's directory
-// and no MCP servers (the CLI rejects stdio entries there). The flags:
+// with the one-shot environment and the run's MCP servers (see MCP
+// servers). The prompt is turn 1's session/prompt (no stdin payload, no
+// usage file); session/new gets the run's directory and no MCP servers
+// (the CLI rejects stdio entries there). The flags:
 //
 //	permission       approvals never (interactive)    approvals ask
 //	read_only        --deny-tool=write, refuse all    --deny-tool=write, refuse all (nobody is asked)
@@ -179,6 +180,67 @@
 // unauthenticated run would lose the stderr that tells a missing login
 // from a classic token, tool names would be ACP kinds, and the session id
 // would be the CLI's rather than the run's.
+//
+// # MCP servers
+//
+// Spec.MCPServers reach the CLI as one --additional-mcp-config=<JSON>, in
+// one-shot and ACP runs alike (verified with 1.0.102):
+//
+//	{"mcpServers":{"demo":{"type":"local","command":C,"args":[…],"env":{…},"tools":["*"]},
+//	               "web":{"type":"http","url":U,"headers":{…},"tools":["*"]}}}
+//
+// the shape `copilot mcp add --json` prints. The CLI's ACP drops stdio
+// entries of session/new's mcpServers ("Rejecting non-http/sse MCP server
+// … from client"), so session/new still sends none. The config is an
+// argument, not a file: the home is shared by every run, and the run's
+// directory is the user's. Its env and header values are in
+// Command.Secrets. The CLI itself writes a small cache of each server's
+// tool list under <home>/.cache/copilot/mcp-tools (the tools' names and
+// schemas; no env value was found in the home after a run).
+//
+// The model is offered a server's tools as "<server>-<tool>"
+// ("demo-reverse_text"), after the 17 built-in ones. One-shot:
+// session.mcp_server_status_changed says pending, then connected (another
+// status becomes an mcp_server_failed warning); the assistant.message's
+// toolRequests entry and tool.execution_start carry mcpServerName and
+// mcpToolName, which become tool_call.started's mcp_server and mcp_tool
+// (a server not the run's, the operator's own, is not named), and
+// tool.execution_complete has the tool's text as result.content. With
+// --allow-all-tools (workspace_write, full) the call runs unasked; a
+// read_only run gets --allow-tool=<server> for each of its servers, as
+// --deny-tool=write pre-approves nothing and nobody could approve the
+// call. A server named shell, write, url, memory or read is refused: the
+// permission rules read those names as kinds of tool.
+//
+// ACP: the tool_call names the tool "demo-reverse_text" (kind other); the
+// session/request_permission that follows titles it "reverse_text" only,
+// so the decoder keeps the name from the tool_call, and approval.requested
+// carries tool "demo-reverse_text" and mcp_server "demo". With approvals
+// ask every MCP call is asked (workspace_write, full); allowed, it runs.
+// A run that asks for nothing allows it (acp.Profile.AllowMCP).
+//
+// # Images
+//
+// Invocation.Images are files the supervisor wrote under the run's own
+// TMPDIR. One-shot: --attachment=<path> each (the help says "only valid in
+// non-interactive mode": a prompt on stdin is). The user.message line then
+// lists them with their base64, and the request's user message has the
+// text "Image file at path <path>" and an input_image whose image_url is
+// the data URL. The CLI removed the attachment file under its TMPDIR
+// after the run. ACP: the first prompt's and Session.Send's images are
+// image blocks; the CLI writes each to $TMPDIR/acp-resource-<hex>.png
+// (the run's own TMPDIR, removed by the supervisor with the run; the CLI
+// removed it itself at exit), and sends the same path text and data URL.
+//
+// # Budgets
+//
+// The CLI reports tokens only in the usage file, at exit (one-shot), and
+// in the session/prompt result, at the end of a turn (ACP): a one-shot
+// run emits its one usage.updated at Finish, so a token budget cannot
+// stop it mid-run; an interactive run's is checked after every turn. No
+// JSONL line carries tokens (model.call_finished has durations only). A
+// run the gateway stops with SIGTERM still writes its usage file, and
+// Finish reads it, so the outcome keeps the usage so far.
 //
 // # Binary
 //

@@ -50,11 +50,17 @@ func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (run
 		// approvals "never": what a one-shot run of the level allows.
 		args = append(args, permissionArgs[perm]...)
 	}
+	margs, err := mcpArgs(s.MCPServers, perm == runs.ReadOnly && !s.Asks())
+	if err != nil {
+		return runs.Command{}, err
+	}
+	args = append(args, margs...)
 	args = append(args, a.extraArgs...)
 	return runs.Command{
 		Args:    args,
 		Env:     append([]string(nil), noPhoneHomeEnv...),
 		PassEnv: append([]string(nil), credentialEnv...),
+		Secrets: mcpSecrets(s.MCPServers),
 	}, nil
 }
 
@@ -66,7 +72,8 @@ func newSessionDecoder(inv runs.Invocation) *sessionDecoder {
 	if perm == "" {
 		perm = runs.WorkspaceWrite
 	}
-	d := &sessionDecoder{inv: inv, oneShot: newDecoder(inv, osFiles{}), created: map[string]bool{}, diffs: map[string]string{}}
+	d := &sessionDecoder{inv: inv, oneShot: newDecoder(inv, osFiles{}), created: map[string]bool{}, diffs: map[string]string{},
+		mcpCalls: map[string]mcpCall{}}
 	// Without approvals nobody answers: whatever the CLI still asks for
 	// is beyond what the level pre-approved, and is refused, as a
 	// one-shot run refuses it. read_only forbids everything the CLI asks
@@ -80,8 +87,12 @@ func newSessionDecoder(inv runs.Invocation) *sessionDecoder {
 		Steering:  acp.SteerCancels,
 		// reject_once fails the call and ends the turn, with no further
 		// model request.
-		DenyEndsTurn:  true,
-		ToolName:      sessionToolName,
+		DenyEndsTurn: true,
+		ToolName:     d.toolName,
+		MCPTool:      d.mcpTool,
+		// A run that asks for nothing and names an MCP server means its
+		// tools to run.
+		AllowMCP:      !inv.Spec.Asks(),
 		Update:        d.update,
 		ClassifyError: d.classifyRPC,
 		ClassifyExit: func(exit runs.Exit, stderr []byte) *runs.RunError {
@@ -99,6 +110,44 @@ func sessionToolName(tc acp.ToolCall) string {
 		return "bash"
 	}
 	return ""
+}
+
+// mcpCall is a call of one of the run's MCP tools: the CLI's name for it
+// and the server and tool it splits into.
+type mcpCall struct{ name, server, tool string }
+
+// noteMCP keeps the MCP calls the CLI announces. Its tool_call names the
+// tool as the model sees it, "demo-reverse_text" (kind other); the
+// permission request that follows has only the tool's own title,
+// "reverse_text", which names no server (verified with 1.0.102).
+func (d *sessionDecoder) noteMCP(raw json.RawMessage) {
+	var tc acp.ToolCall
+	if json.Unmarshal(raw, &tc) != nil || tc.ToolCallID == "" {
+		return
+	}
+	if _, ok := d.mcpCalls[tc.ToolCallID]; ok {
+		return
+	}
+	if server, tool, ok := splitMCP(tc.Title, d.inv.Spec.MCPServers); ok {
+		d.mcpCalls[tc.ToolCallID] = mcpCall{name: tc.Title, server: server, tool: tool}
+	}
+}
+
+// mcpTool implements acp.Profile.MCPTool.
+func (d *sessionDecoder) mcpTool(tc acp.ToolCall) (server, tool string, ok bool) {
+	if c, ok := d.mcpCalls[tc.ToolCallID]; ok {
+		return c.server, c.tool, true
+	}
+	return splitMCP(tc.Title, d.inv.Spec.MCPServers)
+}
+
+// toolName implements acp.Profile.ToolName: an MCP tool keeps the CLI's
+// name for it, as a one-shot run reports it.
+func (d *sessionDecoder) toolName(tc acp.ToolCall) string {
+	if c, ok := d.mcpCalls[tc.ToolCallID]; ok {
+		return c.name
+	}
+	return sessionToolName(tc)
 }
 
 // sessionDecoder is the ACP client with Copilot's profile, and what the
@@ -131,6 +180,8 @@ type sessionDecoder struct {
 	// diffs each edit's unified diff, by tool call id.
 	created map[string]bool
 	diffs   map[string]string
+	// mcpCalls are the calls of the run's MCP tools, by tool call id.
+	mcpCalls map[string]mcpCall
 }
 
 var _ runs.Session = (*sessionDecoder)(nil)
@@ -142,6 +193,7 @@ func (d *sessionDecoder) update(kind string, raw json.RawMessage) ([]runs.Event,
 	d.inMessage = kind == "agent_message_chunk"
 	if kind == "tool_call" || kind == "tool_call_update" {
 		d.noteEdit(raw)
+		d.noteMCP(raw)
 	}
 	if kind != "agent_message_chunk" || cont {
 		return nil, false

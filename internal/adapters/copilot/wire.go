@@ -43,8 +43,9 @@ type wireData struct {
 	ToolCallID string          `json:"toolCallId"`
 	ToolName   string          `json:"toolName"`
 	Arguments  json.RawMessage `json:"arguments"`
-	Success    *bool           `json:"success"`
-	Result     *struct {
+	wireMCP
+	Success *bool `json:"success"`
+	Result  *struct {
 		Content string `json:"content"`
 		// DetailedContent holds a file tool's diff.
 		DetailedContent string `json:"detailedContent"`
@@ -59,6 +60,10 @@ type wireData struct {
 
 	// assistant.turn_retry, abort
 	Reason string `json:"reason"`
+
+	// session.mcp_server_status_changed
+	ServerName string `json:"serverName"`
+	Status     string `json:"status"`
 
 	// model.call_failure
 	StatusCode   int    `json:"statusCode"`
@@ -79,6 +84,15 @@ type wireToolRequest struct {
 	ToolCallID string          `json:"toolCallId"`
 	Name       string          `json:"name"`
 	Arguments  json.RawMessage `json:"arguments"`
+	wireMCP
+}
+
+// wireMCP names the MCP server and tool of a call of an MCP tool, on
+// toolRequests entries and tool.execution_start: mcpServerName "demo",
+// mcpToolName "reverse_text" for the tool "demo-reverse_text".
+type wireMCP struct {
+	MCPServerName string `json:"mcpServerName"`
+	MCPToolName   string `json:"mcpToolName"`
 }
 
 // wireToolError is the error of a tool call that did not run or failed:
