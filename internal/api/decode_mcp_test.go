@@ -1,0 +1,102 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+func TestDecodeMCPServers(t *testing.T) {
+	got, err := decodeMCPServers(json.RawMessage(`{
+		"demo": {"command": "/usr/bin/mcp", "args": ["--stdio", ""], "env": {"TOKEN": "s3cret", "_X1": ""}},
+		"web-1": {"url": "https://mcp.example.com/v1", "headers": {"Authorization": "Bearer t"}}
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := got["demo"]; d.Command != "/usr/bin/mcp" || len(d.Args) != 2 || d.Env["TOKEN"] != "s3cret" || d.Remote() {
+		t.Errorf("demo = %+v", d)
+	}
+	if w := got["web-1"]; w.URL != "https://mcp.example.com/v1" || w.Headers["Authorization"] != "Bearer t" || !w.Remote() {
+		t.Errorf("web-1 = %+v", w)
+	}
+	if got, err := decodeMCPServers(nil); got != nil || err != nil {
+		t.Errorf("absent: %v %v", got, err)
+	}
+
+	many := `{` + strings.Repeat(`"a": {"command": "x"},`, 0)
+	for i := range maxMCPServers + 1 {
+		many += `"s` + string(rune('a'+i)) + `": {"command": "x"},`
+	}
+	many = strings.TrimSuffix(many, ",") + `}`
+	for _, c := range []struct{ raw, says string }{
+		{`[]`, "must be an object"},
+		{`"x"`, "must be an object"},
+		{`{"bad name": {"command": "x"}}`, "not allowed"},
+		{`{"` + strings.Repeat("n", 65) + `": {"command": "x"}}`, "not allowed"},
+		{`{"a": {"command": "x"}, "a": {"command": "y"}}`, "more than once"},
+		{`{"a": {}}`, "needs a command"},
+		{`{"a": {"command": "x", "url": "https://h/"}}`, "both"},
+		{`{"a": {"command": "x", "cwd": "/"}}`, "unknown member"},
+		{`{"a": {"command": "x", "command": "y"}}`, "more than once"},
+		{`{"a": {"command": 1}}`, "must be a string"},
+		{`{"a": {"command": ""}}`, "must not be empty"},
+		{`{"a": {"command": "-x"}}`, "must not begin"},
+		{`{"a": {"command": "x\ny"}}`, "line breaks"},
+		{`{"a": {"command": "x", "args": "y"}}`, "array of strings"},
+		{`{"a": {"command": "x", "args": [` + strings.TrimSuffix(strings.Repeat(`"a",`, maxMCPArgs+1), ",") + `]}}`, "the limit"},
+		{`{"a": {"command": "x", "env": {"1X": "v"}}}`, "not a variable name"},
+		{`{"a": {"command": "x", "env": {"X": 1}}}`, "must be a string"},
+		{`{"a": {"command": "x", "env": {"X": "a\u0000b"}}}`, "without NUL"},
+		{`{"a": {"command": "x", "env": {"X": "v", "X": "w"}}}`, "more than once"},
+		{`{"a": {"command": "x", "headers": {"H": "v"}}}`, "headers belong"},
+		{`{"a": {"url": "https://h/", "env": {"X": "v"}}}`, "belong to a stdio"},
+		{`{"a": {"url": "ftp://h/"}}`, "http or https"},
+		{`{"a": {"url": "https://u:p@h/"}}`, "user or password"},
+		{`{"a": {"url": "https://h/", "headers": {"Bad Header": "v"}}}`, "not a header name"},
+		{`{"a": {"url": "https://h/", "headers": {"H": "v\r\nX: y"}}}`, "line breaks"},
+		{many, "the limit"},
+	} {
+		_, err := decodeMCPServers(json.RawMessage(c.raw))
+		var edge *edgeError
+		if !errors.As(err, &edge) || edge.code != CodeInvalidField || edge.field != runs.FieldMCPServers || !strings.Contains(edge.msg, c.says) {
+			t.Errorf("%s: %v, want invalid_field mcp_servers saying %q", c.raw, err, c.says)
+		}
+	}
+	// A secret is never quoted back.
+	_, err = decodeMCPServers(json.RawMessage(`{"a": {"command": "x", "env": {"X": "hunter2-secret\n"}}}`))
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("error quotes the value: %v", err)
+	}
+}
+
+func FuzzDecodeMCPServers(f *testing.F) {
+	for _, s := range []string{
+		`{"demo": {"command": "/bin/x", "args": ["a"], "env": {"K": "v"}}}`,
+		`{"w": {"url": "https://h:1/p", "headers": {"A": "b"}}}`,
+		`{}`, `null`, `[]`, `{"a": {}}`, `{"a": {"command": "x", "env": {"K": "\u0000"}}}`, `{"a":`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := decodeMCPServers(json.RawMessage(b))
+		if err != nil {
+			var edge *edgeError
+			if !errors.As(err, &edge) || edge.status != 400 {
+				t.Fatalf("error %v is not a 400", err)
+			}
+			return
+		}
+		if len(got) > maxMCPServers {
+			t.Fatalf("%d servers", len(got))
+		}
+		for name, m := range got {
+			if !mcpServerName.MatchString(name) || (m.Command == "") == (m.URL == "") {
+				t.Fatalf("accepted %q: %+v", name, m)
+			}
+		}
+	})
+}
