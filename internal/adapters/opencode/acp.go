@@ -19,8 +19,15 @@ func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (run
 	s := inv.Spec
 	if s.ResumeSessionID != "" {
 		return runs.Command{}, runs.Unsupported(Name, runs.FieldResumeSessionID,
-			"an interactive run or one with approvals cannot resume a session yet (ACP session/load is not verified with opencode)")
+			"an interactive run, one with approvals, MCP servers or attachments cannot resume a session yet "+
+				"(ACP session/load is not verified with opencode)")
 	}
+	for name, m := range s.MCPServers {
+		if m.Remote() == (m.Command != "") {
+			return runs.Command{}, runs.Invalid(runs.FieldMCPServers, fmt.Sprintf("server %q must have either a command or a url", name))
+		}
+	}
+	_, secrets := acpMCPServers(s.MCPServers)
 	args := []string{"acp", "--pure"}
 	args = append(args, a.extraArgs...)
 	pass := append([]string(nil), credentialEnv...)
@@ -34,7 +41,7 @@ func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (run
 	if inv.Home != "" {
 		env = append(env, "OPENCODE_CONFIG_DIR="+sessionConfigDir(inv.Home))
 	}
-	return runs.Command{Args: args, Env: env, PassEnv: pass}, nil
+	return runs.Command{Args: args, Env: env, PassEnv: pass, Secrets: secrets}, nil
 }
 
 // readTools are OpenCode's permissions of tools that change nothing:
@@ -67,8 +74,10 @@ func sessionPermission(perm runs.Permission, asks bool) string {
 // rec reads OpenCode's store, where each turn's whole bill is.
 func sessionProfile(inv runs.Invocation, rec records) acp.Profile {
 	oneShot := newDecoder(inv)
+	servers, _ := acpMCPServers(inv.Spec.MCPServers)
 	return acp.Profile{
-		Agent: Name,
+		Agent:      Name,
+		MCPServers: servers,
 		// Without approvals nothing is set to ask; should the operator's
 		// configuration set a permission to ask, it is refused, as `run`
 		// refuses it.
@@ -174,8 +183,9 @@ type sessionDecoder struct {
 var _ runs.Session = (*sessionDecoder)(nil)
 
 // newSessionDecoder returns the ACP client of the Session run inv, which
-// reads the turns' usage through rec.
-func newSessionDecoder(inv runs.Invocation, rec records) runs.Session {
+// reads the turns' usage through rec; checkImages refuses the images of
+// a message that the model would not get.
+func newSessionDecoder(inv runs.Invocation, rec records, checkImages func(runs.Invocation) error) runs.Session {
 	var opts []configOption
 	if m := inv.Spec.Model; m != "" {
 		opts = append(opts, configOption{"model", m})
@@ -183,11 +193,46 @@ func newSessionDecoder(inv runs.Invocation, rec records) runs.Session {
 	if e := inv.Spec.Effort; e != "" {
 		opts = append(opts, configOption{"effort", e})
 	}
+	var sess runs.Session
 	core := acp.NewDecoder(inv, sessionProfile(inv, rec))
-	if len(opts) == 0 {
-		return core
+	sess = core
+	if len(opts) > 0 {
+		sess = &sessionDecoder{Decoder: core, options: opts}
 	}
-	return &sessionDecoder{Decoder: core, options: opts}
+	return &givenSession{Session: sess, mcp: newMCPNamer(inv.Spec.MCPServers), inv: inv, checkImages: checkImages}
+}
+
+// givenSession is a Session run's client with what the run was given:
+// it names the run's MCP server and tool on the events of their calls,
+// and refuses a message's images that the model would not get.
+type givenSession struct {
+	runs.Session
+	mcp         mcpNamer
+	inv         runs.Invocation
+	checkImages func(runs.Invocation) error
+}
+
+// Decode implements runs.Decoder.
+func (g *givenSession) Decode(line []byte) []runs.Event { return g.mcp.tag(g.Session.Decode(line)) }
+
+// Finish implements runs.Decoder.
+func (g *givenSession) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
+	out := g.Session.Finish(exit, stderrTail)
+	out.Events = g.mcp.tag(out.Events)
+	return out
+}
+
+// Send implements runs.Session. Images go as ACP image blocks after the
+// text, when the model's configuration declares image input.
+func (g *givenSession) Send(text string, images []runs.Image, steer bool) error {
+	if len(images) > 0 && g.checkImages != nil {
+		inv := g.inv
+		inv.Images = images
+		if err := g.checkImages(inv); err != nil {
+			return err
+		}
+	}
+	return g.Session.Send(text, images, steer)
 }
 
 // optionID prefixes the ids of the wrapper's own requests: strings, so

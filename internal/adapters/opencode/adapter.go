@@ -89,10 +89,59 @@ type Adapter struct {
 	// through, given the agent's home; nil is the home's database.
 	// Tests give a store in memory.
 	records func(home string) records
+	// getenv reads the gateway's environment, where the operator's
+	// OPENCODE_CONFIG_CONTENT and OPENCODE_CONFIG are: Command reads the
+	// model's configuration there before it accepts images. Nil: only
+	// the configuration files in the agent's home are seen (Preflight
+	// checks the rest with the run's environment).
+	getenv func(string) string
+}
+
+// Option configures the adapter.
+type Option func(*Adapter)
+
+// WithGetenv gives the adapter the gateway's environment, so that it
+// checks the operator's OPENCODE_CONFIG_CONTENT and OPENCODE_CONFIG, as
+// well as the home's files, for a model that takes images before a run
+// or a message with images is accepted.
+func WithGetenv(getenv func(string) string) Option {
+	return func(a *Adapter) { a.getenv = getenv }
 }
 
 // New returns the OpenCode adapter.
-func New() *Adapter { return &Adapter{} }
+func New(opts ...Option) *Adapter {
+	a := &Adapter{}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
+}
+
+// gatewayConfigEnv is the part of the gateway's environment that holds
+// OpenCode's configuration, as configSources reads it.
+func (a *Adapter) gatewayConfigEnv() []string {
+	if a.getenv == nil {
+		return nil
+	}
+	var env []string
+	for _, name := range []string{"OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT"} {
+		if v := a.getenv(name); v != "" {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
+}
+
+// checkImages refuses images the run's model would not get.
+func (a *Adapter) checkImages(inv runs.Invocation) error {
+	if len(inv.Spec.Attachments) == 0 && len(inv.Images) == 0 {
+		return nil
+	}
+	if err := imageSupport(configSources(inv.Home, a.gatewayConfigEnv()), inv.Spec.Model); err != nil {
+		return refuseImages(err)
+	}
+	return nil
+}
 
 // Name implements runs.Adapter.
 func (*Adapter) Name() string { return Name }
@@ -115,6 +164,7 @@ func (*Adapter) Describe() runs.Description {
 		Fields: []string{
 			runs.FieldModel, runs.FieldEffort, runs.FieldTimeoutSeconds, runs.FieldResumeSessionID,
 			runs.FieldKeepSession, runs.FieldCwd, runs.FieldPermission, runs.FieldInteractive, runs.FieldApprovals,
+			runs.FieldMCPServers, runs.FieldAttachments,
 		},
 		Permissions: perms,
 		// A second session/prompt joins the running turn; a rejected
@@ -139,12 +189,12 @@ func (*Adapter) ParseVersion(output []byte) (string, error) {
 
 // NewDecoder implements runs.Adapter.
 func (a *Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
-	if inv.Spec.Session() {
+	if a.sessionRun(inv.Spec) {
 		var rec records = sqliteStore{path: storePath(inv.Home)}
 		if a.records != nil {
 			rec = a.records(inv.Home)
 		}
-		return newSessionDecoder(inv, rec)
+		return newSessionDecoder(inv, rec, a.checkImages)
 	}
 	return newDecoder(inv)
 }
@@ -179,7 +229,10 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if !ok {
 		return runs.Command{}, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
 	}
-	if s.Session() {
+	if err := a.checkImages(inv); err != nil {
+		return runs.Command{}, err
+	}
+	if a.sessionRun(s) {
 		return a.sessionCommand(inv, perm)
 	}
 	// --thinking prints the reasoning parts; --pure loads no external

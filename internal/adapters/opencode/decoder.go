@@ -27,9 +27,13 @@ type decoder struct {
 	result    []string
 	// errs holds the session errors printed, in order.
 	errs []*wireError
+	// mcp names the run's MCP servers' tools.
+	mcp mcpNamer
 }
 
-func newDecoder(inv runs.Invocation) *decoder { return &decoder{inv: inv} }
+func newDecoder(inv runs.Invocation) *decoder {
+	return &decoder{inv: inv, mcp: newMCPNamer(inv.Spec.MCPServers)}
+}
 
 // Decode implements runs.Decoder.
 func (d *decoder) Decode(line []byte) []runs.Event {
@@ -132,7 +136,9 @@ func (d *decoder) tool(l *wireLine, line []byte) []runs.Event {
 
 	// run prints a tool only once it has finished, so its start and end
 	// arrive together.
-	evs := []runs.Event{runs.NewEvent(runs.EventToolCallStarted, runs.ToolCallStartedData{ID: id, Name: p.Tool, Input: input})}
+	started := runs.ToolCallStartedData{ID: id, Name: p.Tool, Input: input}
+	started.MCPServer, started.MCPTool, _ = d.mcp.split(p.Tool)
+	evs := []runs.Event{runs.NewEvent(runs.EventToolCallStarted, started)}
 	done := runs.ToolCallCompletedData{ID: id, Output: st.Output}
 	if st.Status == "error" {
 		done.Output, done.IsError = st.Error, true

@@ -111,9 +111,17 @@ func installedVersion(t *testing.T, bin string) string {
 }
 
 // mockConfig is an OpenCode configuration whose default model is the
-// mock's, priced so that OpenCode reports a cost, with the key read from
-// keyEnv and a header the operator set.
-func mockConfig(url, keyEnv string) string {
+// mock's, priced so that OpenCode reports a cost and declaring image input
+// (imageInput), with the key read from keyEnv and a header the operator
+// set.
+func mockConfig(url, keyEnv string) string { return mockConfigWith(url, keyEnv, imageInput) }
+
+// imageInput is what a model's entry needs for OpenCode to send it images.
+const imageInput = `"attachment": true, "modalities": {"input": ["text", "image"], "output": ["text"]},`
+
+// mockConfigWith is mockConfig with model, JSON members ending in a comma,
+// added to the model's entry in place of imageInput.
+func mockConfigWith(url, keyEnv, model string) string {
 	return fmt.Sprintf(`{
   // the operator's provider, as OpenCode documents it
   "model": "mock/mock-model",
@@ -122,11 +130,11 @@ func mockConfig(url, keyEnv string) string {
       "npm": "@ai-sdk/openai-compatible",
       "name": "Mock",
       "options": {"baseURL": %q, "apiKey": "{env:%s}", "headers": {"X-Operator-Setting": "kept"}},
-      "models": {"mock-model": {"name": "Mock Model", "tool_call": true, "reasoning": true,
+      "models": {"mock-model": {"name": "Mock Model", "tool_call": true, "reasoning": true, %s
         "cost": {"input": %v, "output": %v, "cache_read": %v}}},
     },
   },
-}`, url, keyEnv, priceInput, priceOutput, priceCacheRead)
+}`, url, keyEnv, model, priceInput, priceOutput, priceCacheRead)
 }
 
 // runCLI runs one case in home and dir: the pre-run check, then the CLI,

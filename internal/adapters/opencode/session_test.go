@@ -34,6 +34,7 @@ type session struct {
 	srv  *chat.Server
 	dir  string
 	home string
+	cmd  runs.Command
 }
 
 // startSession runs opencode acp for spec against a mock playing sc,
@@ -46,6 +47,32 @@ func startSession(t *testing.T, spec runs.Spec, sc chat.Scenario) *session {
 // startSessionIn is startSession with the run's directory.
 func startSessionIn(t *testing.T, dir string, spec runs.Spec, sc chat.Scenario) *session {
 	t.Helper()
+	return startSessionWith(t, sessionSetup{dir: dir, spec: spec, sc: sc})
+}
+
+// sessionSetup is what a real-CLI session test gives the run.
+type sessionSetup struct {
+	dir  string
+	spec runs.Spec
+	sc   chat.Scenario
+	// images are the prompt's, as the supervisor writes them.
+	images []runs.Image
+	// config is the home's opencode.json for the mock's URL; nil is
+	// mockConfig.
+	config func(url, keyEnv string) string
+}
+
+// startSessionWith runs opencode acp as set up.
+func startSessionWith(t *testing.T, su sessionSetup) *session {
+	t.Helper()
+	dir, spec, sc := su.dir, su.spec, su.sc
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	config := su.config
+	if config == nil {
+		config = mockConfig
+	}
 	bin := opencodeBin(t)
 	srv, err := chat.Start("127.0.0.1:0", sc)
 	if err != nil {
@@ -56,14 +83,14 @@ func startSessionIn(t *testing.T, dir string, spec runs.Spec, sc chat.Scenario) 
 	if err := os.MkdirAll(configDir(home), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(configDir(home), "opencode.json"), []byte(mockConfig(srv.URL, homeKeyEnv)), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(configDir(home), "opencode.json"), []byte(config(srv.URL, homeKeyEnv)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := New().PrepareHome(home); err != nil {
 		t.Fatal(err)
 	}
 	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home,
-		Timeout: time.Minute, CLIVersion: VerifiedVersion}
+		Timeout: time.Minute, CLIVersion: VerifiedVersion, Images: su.images}
 	a := New()
 	cmd, err := a.Command(inv)
 	if err != nil {
@@ -84,7 +111,7 @@ func startSessionIn(t *testing.T, dir string, spec runs.Spec, sc chat.Scenario) 
 	if !ok {
 		t.Fatal("a session run's decoder is no runs.Session")
 	}
-	s := &session{Driver: acptest.Start(t, bin, cmd.Args, env, dir, sess), srv: srv, dir: dir}
+	s := &session{Driver: acptest.Start(t, bin, cmd.Args, env, dir, sess), srv: srv, dir: dir, home: home, cmd: cmd}
 	t.Cleanup(func() {
 		if *recordACP && !t.Failed() {
 			name := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(t.Name(), "TestSession")), "/", "_")

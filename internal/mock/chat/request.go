@@ -72,6 +72,10 @@ type Message struct {
 	ToolCalls []ToolCall
 	// ToolCallID is the call a tool message answers.
 	ToolCallID string
+	// Images are the URLs of the content's image_url parts (a data: URL
+	// carries the image's base64), so that a test can check an image
+	// reached the model.
+	Images []string
 }
 
 // ToolCall is a function call as an assistant message replays it.
@@ -173,13 +177,18 @@ func (r *Request) Call(id string) (ToolCall, bool) {
 }
 
 // Contains reports whether text occurs in one of the request's messages
-// (its content, reasoning, or the name or arguments of a tool call it
-// replays): where a test checks that a message reached the model. The
+// (its content, reasoning, an image's URL, or the name or arguments of a
+// tool call it replays): where a test checks that a message reached the model. The
 // summary is searched, not the raw body, which is not kept.
 func (r *Request) Contains(text string) bool {
 	for _, m := range r.Messages {
 		if strings.Contains(m.Text, text) || strings.Contains(m.Reasoning, text) {
 			return true
+		}
+		for _, u := range m.Images {
+			if strings.Contains(u, text) {
+				return true
+			}
 		}
 		for _, c := range m.ToolCalls {
 			if strings.Contains(c.Name, text) || strings.Contains(c.Arguments, text) {
@@ -292,7 +301,8 @@ func (r *Request) parseBody(body []byte) error {
 		if lenient(raw, &m) != nil {
 			continue
 		}
-		msg := Message{Role: m.Role, Text: texts(m.Content), Reasoning: texts(m.ReasoningContent), ToolCallID: m.ToolCallID}
+		msg := Message{Role: m.Role, Text: texts(m.Content), Reasoning: texts(m.ReasoningContent), ToolCallID: m.ToolCallID,
+			Images: imageURLs(m.Content)}
 		for _, c := range m.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
 		}
@@ -362,4 +372,34 @@ func texts(raw json.RawMessage) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// imageURLs reads the image_url parts of a list of parts: {"type":
+// "image_url","image_url":{"url"}} (or the older bare string).
+func imageURLs(raw json.RawMessage) []string {
+	var parts []json.RawMessage
+	if json.Unmarshal(raw, &parts) != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range parts {
+		var part struct {
+			Type     string          `json:"type"`
+			ImageURL json.RawMessage `json:"image_url"`
+		}
+		if lenient(p, &part) != nil || part.Type != "image_url" {
+			continue
+		}
+		var u struct {
+			URL string `json:"url"`
+		}
+		var s string
+		switch {
+		case json.Unmarshal(part.ImageURL, &s) == nil && s != "":
+			out = append(out, s)
+		case lenient(part.ImageURL, &u) == nil && u.URL != "":
+			out = append(out, u.URL)
+		}
+	}
+	return out
 }
