@@ -7,6 +7,7 @@ import (
 	"math"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -138,7 +139,7 @@ func (*Adapter) Describe() runs.Description {
 			runs.FieldSystemPrompt, runs.FieldModel, runs.FieldEffort, runs.FieldMaxTurns,
 			runs.FieldTimeoutSeconds, runs.FieldMaxBudgetUSD, runs.FieldOutputSchema,
 			runs.FieldResumeSessionID, runs.FieldCwd, runs.FieldPermission,
-			runs.FieldInteractive, runs.FieldApprovals,
+			runs.FieldInteractive, runs.FieldApprovals, runs.FieldMCPServers, runs.FieldAttachments,
 		},
 		Permissions: perms,
 		// A deny lets the model go on; a line sent mid-turn is folded
@@ -248,6 +249,22 @@ func (*Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	}
 	args = append(args, pargs...)
 
+	margs, allow, secrets, err := mcpArgs(s.MCPServers)
+	if err != nil {
+		return runs.Command{}, err
+	}
+	args = append(args, margs...)
+	if len(allow) > 0 && !s.Asks() && perm != runs.Full {
+		// Without approvals nobody could answer the CLI's question, so
+		// the run's own servers, which the client chose, run unasked
+		// at every level. (Full skips every permission check.)
+		args = allowTools(args, allow)
+	}
+	first, err := userLine(s.Prompt, inv.Images)
+	if err != nil {
+		return runs.Command{}, err
+	}
+
 	env := append([]string(nil), phoneHome...)
 	env = append(env,
 		"CLAUDE_CODE_MAX_RETRIES="+strconv.Itoa(MaxRetries),
@@ -262,8 +279,9 @@ func (*Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 		Args:            args,
 		Env:             env,
 		PassEnv:         append([]string(nil), credentialEnv...),
-		Stdin:           userLine(s.Prompt),
+		Stdin:           first,
 		InterruptSignal: int(syscall.SIGINT),
+		Secrets:         secrets,
 	}
 	if s.Session() {
 		// The prompt is the first user line, written by the session's
@@ -271,6 +289,19 @@ func (*Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 		cmd.Stdin = nil
 	}
 	return cmd, nil
+}
+
+// allowTools adds rules to the --allowedTools flag of args, or adds the
+// flag: one flag holds the whole list, as the CLI reads it.
+func allowTools(args, rules []string) []string {
+	const flag = "--allowedTools="
+	for i, a := range args {
+		if strings.HasPrefix(a, flag) {
+			args[i] = a + "," + strings.Join(rules, ",")
+			return args
+		}
+	}
+	return append(args, flag+strings.Join(rules, ","))
 }
 
 // APITimeout is the API_TIMEOUT_MS a run with the given timeout gets: its

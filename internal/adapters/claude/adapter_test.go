@@ -88,7 +88,7 @@ func TestCommandNewRun(t *testing.T) {
 		t.Errorf("args =\n  %q\nwant\n  %q", cmd.Args, want)
 	}
 	// One run's input is one stream-json user line, then the end of stdin.
-	if string(cmd.Stdin) != string(userLine("hello")) || !strings.HasSuffix(string(cmd.Stdin), "}\n") {
+	if string(cmd.Stdin) != string(mustLine(t, "hello")) || !strings.HasSuffix(string(cmd.Stdin), "}\n") {
 		t.Errorf("stdin = %q", cmd.Stdin)
 	}
 	if cmd.InterruptSignal != int(syscall.SIGINT) {
@@ -135,7 +135,7 @@ func TestCommandFields(t *testing.T) {
 	if !slices.Contains(cmd.Env, "IS_SANDBOX=1") {
 		t.Error("full permission without IS_SANDBOX=1")
 	}
-	if string(cmd.Stdin) != string(userLine("-p looks like a flag")) {
+	if string(cmd.Stdin) != string(mustLine(t, "-p looks like a flag")) {
 		t.Errorf("stdin = %q", cmd.Stdin)
 	}
 }
@@ -487,4 +487,13 @@ func TestCommandSession(t *testing.T) {
 	if _, ok := New().NewDecoder(runs.Invocation{Spec: runs.Spec{Prompt: "x"}}).(runs.Conversation); ok {
 		t.Error("a one-shot run's decoder is a Conversation")
 	}
+}
+
+func mustLine(t *testing.T, text string) []byte {
+	t.Helper()
+	b, err := userLine(text, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

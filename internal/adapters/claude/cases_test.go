@@ -47,7 +47,8 @@ type cliCase struct {
 	check     func(t *testing.T, r *cliRun)
 }
 
-// The event types, short.
+// The event types, short. usage.updated is left out of a case's
+// wantTypes: checkUsageUpdates checks it.
 const (
 	tStart   = runs.EventSessionStarted
 	tDelta   = runs.EventMessageDelta
@@ -79,7 +80,7 @@ func cliCases() []cliCase {
 		{
 			name: "tool_turn", scenario: toolTurn, spec: prompt(runs.WorkspaceWrite),
 			wantStatus: runs.Succeeded,
-			wantTypes:  []runs.EventType{tStart, tReason, tDelta, tMsg, tTool, tToolEnd, tDelta, tMsg, tUsage},
+			wantTypes:  []runs.EventType{tStart, tReason, tDelta, tMsg, tTool, tToolEnd, tDelta, tMsg},
 			check: func(t *testing.T, r *cliRun) {
 				r.wantFile(t, "out.txt", "hello\n")
 				reqs := r.ledger.Messages()
@@ -118,7 +119,7 @@ func cliCases() []cliCase {
 			spec: runs.Spec{Prompt: "-say hi (a prompt that starts with a dash)", Model: "claude-opus-5-5", Effort: "high",
 				SystemPrompt: "Answer in one line.", Permission: runs.WorkspaceWrite},
 			wantStatus: runs.Succeeded,
-			wantTypes:  []runs.EventType{tStart, tDelta, tMsg, tUsage},
+			wantTypes:  []runs.EventType{tStart, tDelta, tMsg},
 			check: func(t *testing.T, r *cliRun) {
 				all := r.ledger
 				if len(all) != 1 || all[0].Request.Method != "POST" || all[0].Request.Path != "/v1/messages" ||
@@ -158,7 +159,7 @@ func cliCases() []cliCase {
 		{
 			name: "read_only", scenario: toolTurn, spec: prompt(runs.ReadOnly),
 			wantStatus: runs.Succeeded,
-			wantTypes:  []runs.EventType{tStart, tReason, tDelta, tMsg, tTool, tWarn, tToolEnd, tDelta, tMsg, tUsage, tWarn},
+			wantTypes:  []runs.EventType{tStart, tReason, tDelta, tMsg, tTool, tWarn, tToolEnd, tDelta, tMsg, tWarn},
 			check: func(t *testing.T, r *cliRun) {
 				r.wantNoFile(t, "out.txt")
 				if w := r.first(tWarn).Data.(runs.WarningData); w.Code != "permission_denied" {
@@ -172,7 +173,7 @@ func cliCases() []cliCase {
 		{
 			name: "full", scenario: toolTurn, spec: prompt(runs.Full),
 			wantStatus: runs.Succeeded,
-			wantTypes:  []runs.EventType{tStart, tReason, tDelta, tMsg, tTool, tToolEnd, tDelta, tMsg, tUsage},
+			wantTypes:  []runs.EventType{tStart, tReason, tDelta, tMsg, tTool, tToolEnd, tDelta, tMsg},
 			check:      func(t *testing.T, r *cliRun) { r.wantFile(t, "out.txt", "hello\n") },
 		},
 		{
@@ -182,7 +183,7 @@ func cliCases() []cliCase {
 			// The StructuredOutput call has no visible text; the CLI
 			// closes it itself and asks nothing more.
 			wantStatus: runs.Succeeded,
-			wantTypes:  []runs.EventType{tStart, tTool, tToolEnd, tUsage},
+			wantTypes:  []runs.EventType{tStart, tTool, tToolEnd},
 			check: func(t *testing.T, r *cliRun) {
 				if string(r.outcome.StructuredOutput) != `{"name":"Bob"}` {
 					t.Errorf("structured output = %s", r.outcome.StructuredOutput)
@@ -196,14 +197,14 @@ func cliCases() []cliCase {
 			name: "max_turns", scenario: fixed(anthropic.AlwaysTool("echo again")),
 			spec:       runs.Spec{Prompt: "Loop.", MaxTurns: 1},
 			wantStatus: runs.Failed, wantClass: runs.MaxTurns,
-			wantTypes: []runs.EventType{tStart, tDelta, tMsg, tTool, tToolEnd, tUsage},
+			wantTypes: []runs.EventType{tStart, tDelta, tMsg, tTool, tToolEnd},
 		},
 		{
 			name: "budget", scenario: toolTurn,
 			spec:       runs.Spec{Prompt: "Spend.", MaxBudgetUSD: 0.001},
 			wantStatus: runs.Failed, wantClass: runs.BudgetExceeded,
 			// The tool call never ran: Finish closes it as failed.
-			wantTypes: []runs.EventType{tStart, tReason, tDelta, tMsg, tTool, tUsage, tToolEnd},
+			wantTypes: []runs.EventType{tStart, tReason, tDelta, tMsg, tTool, tToolEnd},
 			check: func(t *testing.T, r *cliRun) {
 				if r.resultLine.Usage == nil || r.resultLine.Usage.InputTokens != 0 {
 					t.Errorf("result.usage = %+v; the CLI used to report zeros here, which the modelUsage fallback covers", r.resultLine.Usage)
@@ -219,7 +220,7 @@ func cliCases() []cliCase {
 			},
 			spec:       runs.Spec{Prompt: "Second prompt.", ResumeSessionID: resumeFirstID},
 			wantStatus: runs.Succeeded,
-			wantTypes:  []runs.EventType{tStart, tDelta, tMsg, tUsage},
+			wantTypes:  []runs.EventType{tStart, tDelta, tMsg},
 			check: func(t *testing.T, r *cliRun) {
 				reqs := r.ledger.Messages()
 				if len(reqs) != 1 {
@@ -238,14 +239,14 @@ func cliCases() []cliCase {
 			name: "resume_unknown", scenario: fixed(anthropic.TextAnswer("unused")),
 			spec:       runs.Spec{Prompt: "hi", ResumeSessionID: "0196f0c2-7e1a-7000-8000-00000000dead"},
 			wantStatus: runs.Failed, wantClass: runs.FlagRejected,
-			wantTypes: []runs.EventType{tUsage},
+			wantTypes: []runs.EventType{},
 			check:     func(t *testing.T, r *cliRun) { r.wantRequests(t, 0) },
 		},
 		{
 			name: "no_credentials", scenario: fixed(anthropic.TextAnswer("unused")), noKey: true,
 			spec:       runs.Spec{Prompt: "hi"},
 			wantStatus: runs.Failed, wantClass: runs.NotAuthenticated,
-			wantTypes: []runs.EventType{tStart, tUsage},
+			wantTypes: []runs.EventType{tStart},
 			check: func(t *testing.T, r *cliRun) {
 				r.wantRequests(t, 0)
 				if r.outcome.Error.Hint != hintAuth {
@@ -256,41 +257,41 @@ func cliCases() []cliCase {
 		{
 			name: "auth_401", scenario: fixed(anthropic.Failure(401)), spec: runs.Spec{Prompt: "hi"},
 			wantStatus: runs.Failed, wantClass: runs.NotAuthenticated,
-			wantTypes: []runs.EventType{tStart, tWarn, tWarn, tUsage},
+			wantTypes: []runs.EventType{tStart, tWarn, tWarn},
 			check:     func(t *testing.T, r *cliRun) { r.wantRequests(t, 1+MaxRetries) },
 		},
 		{
 			name: "rate_limit_429", scenario: fixed(anthropic.Failure(429)), spec: runs.Spec{Prompt: "hi"},
 			wantStatus: runs.Failed, wantClass: runs.RateLimited,
-			wantTypes: []runs.EventType{tStart, tRate, tRate, tUsage},
+			wantTypes: []runs.EventType{tStart, tRate, tRate},
 			check:     func(t *testing.T, r *cliRun) { r.wantRequests(t, 1+MaxRetries) },
 		},
 		{
 			name: "server_500", scenario: fixed(anthropic.Failure(500)), spec: runs.Spec{Prompt: "hi"},
 			wantStatus: runs.Failed, wantClass: runs.TransientAPIError,
-			wantTypes: []runs.EventType{tStart, tWarn, tWarn, tUsage},
+			wantTypes: []runs.EventType{tStart, tWarn, tWarn},
 		},
 		{
 			name: "overloaded_529", scenario: fixed(anthropic.Failure(529)), spec: runs.Spec{Prompt: "hi"},
 			wantStatus: runs.Failed, wantClass: runs.TransientAPIError,
-			wantTypes: []runs.EventType{tStart, tRate, tRate, tUsage},
+			wantTypes: []runs.EventType{tStart, tRate, tRate},
 		},
 		{
 			name: "bad_request_400", scenario: fixed(anthropic.Failure(400)), spec: runs.Spec{Prompt: "hi"},
 			wantStatus: runs.Failed, wantClass: runs.APIError,
-			wantTypes: []runs.EventType{tStart, tUsage},
+			wantTypes: []runs.EventType{tStart},
 		},
 		{
 			name: "rate_limit_recovered", scenario: fixed(anthropic.Sequence(anthropic.Failure(429), anthropic.TextAnswer("Recovered."))),
 			spec:       runs.Spec{Prompt: "hi"},
 			wantStatus: runs.Succeeded,
-			wantTypes:  []runs.EventType{tStart, tRate, tDelta, tMsg, tUsage},
+			wantTypes:  []runs.EventType{tStart, tRate, tDelta, tMsg},
 		},
 		{
 			name: "stream_error", scenario: fixed(anthropic.StreamFailure("Recovered without streaming.")),
 			spec:       runs.Spec{Prompt: "hi"},
 			wantStatus: runs.Succeeded,
-			wantTypes:  []runs.EventType{tStart, tMsg, tUsage},
+			wantTypes:  []runs.EventType{tStart, tMsg},
 			check: func(t *testing.T, r *cliRun) {
 				var nonStream int
 				for _, e := range r.ledger.Messages() {
@@ -307,7 +308,7 @@ func cliCases() []cliCase {
 			name: "hang", scenario: fixed(anthropic.Hang()), spec: runs.Spec{Prompt: "hi"},
 			timeout:    3 * time.Second, // API_TIMEOUT_MS=1000
 			wantStatus: runs.Failed, wantClass: runs.TransientAPIError,
-			wantTypes: []runs.EventType{tStart, tWarn, tWarn, tUsage},
+			wantTypes: []runs.EventType{tStart, tWarn, tWarn},
 			check: func(t *testing.T, r *cliRun) {
 				if !strings.Contains(r.outcome.Error.Message, "timed out") {
 					t.Errorf("message = %q, want the CLI's timeout", r.outcome.Error.Message)
@@ -327,7 +328,7 @@ func cliCases() []cliCase {
 			},
 			spec: runs.Spec{Prompt: "Run the long command."}, interrupt: true,
 			wantStatus: runs.Failed, wantClass: runs.Interrupted,
-			wantTypes: []runs.EventType{tStart, tReason, tDelta, tMsg, tTool, tToolEnd, tUsage},
+			wantTypes: []runs.EventType{tStart, tReason, tDelta, tMsg, tTool, tToolEnd},
 			check: func(t *testing.T, r *cliRun) {
 				if r.res.Exit.Code != 0 {
 					t.Errorf("exit = %+v, want 0 after SIGINT", r.res.Exit)
@@ -436,6 +437,9 @@ func collapse(evs []runs.Event) []runs.EventType {
 		if ev.Type == runs.EventReasoningDelta {
 			continue // checked against reasoning.completed where a case has thinking
 		}
+		if ev.Type == tUsage {
+			continue // they come with every stream's usage: checked by wantUsageUpdates
+		}
 		out = append(out, ev.Type)
 	}
 	return out
@@ -446,4 +450,29 @@ func tail(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+// checkUsageUpdates checks the usage.updated events of a one-shot run:
+// they come as the CLI streams the usage of each API message, so a
+// budget can be enforced mid-run, never go down, and the last is the
+// outcome's usage; a run that used tokens has at least one.
+func checkUsageUpdates(t *testing.T, evs []runs.Event, o runs.Outcome) {
+	t.Helper()
+	var last *runs.Usage
+	for _, ev := range evs {
+		if ev.Type != tUsage {
+			continue
+		}
+		u := ev.Data.(runs.UsageData).Usage
+		if last != nil && (u.InputTokens < last.InputTokens || u.OutputTokens < last.OutputTokens) {
+			t.Errorf("usage.updated went down: %+v after %+v", u, *last)
+		}
+		last = &u
+	}
+	switch {
+	case last == nil && !o.Usage.IsZero():
+		t.Errorf("no usage.updated, but the outcome's usage is %+v", o.Usage)
+	case last != nil && *last != o.Usage:
+		t.Errorf("last usage.updated = %+v, outcome %+v", *last, o.Usage)
+	}
 }

@@ -1,6 +1,7 @@
 package claude
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/agentgate/agentgate/internal/agenttest"
@@ -36,6 +37,11 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 		s = anthropic.Failure(sc.Status)
 	case conformance.Hang:
 		s = anthropic.Hang()
+	case conformance.MCPTool:
+		// Named as the CLI offers the tool: mcp__<server>__<tool>.
+		s = anthropic.MCPCall(sc.MCPServer, sc.MCPTool, json.RawMessage(sc.Input), sc.Text)
+	case conformance.ToolLoop:
+		s = anthropic.AlwaysTool(sc.Command)
 	default:
 		t.Fatalf("scenario %q", sc.Kind)
 	}

@@ -161,7 +161,9 @@ func (d *decoder) assistant(l *wireLine, line []byte) []runs.Event {
 				input = json.RawMessage("{}")
 			}
 			d.open = append(d.open, b.ID)
-			evs = append(evs, runs.NewEvent(runs.EventToolCallStarted, runs.ToolCallStartedData{ID: b.ID, Name: b.Name, Input: input}))
+			data := runs.ToolCallStartedData{ID: b.ID, Name: b.Name, Input: input}
+			data.MCPServer, data.MCPTool, _ = mcpTool(b.Name, d.inv.Spec.MCPServers)
+			evs = append(evs, runs.NewEvent(runs.EventToolCallStarted, data))
 		default:
 			evs = append(evs, unparsed(line, fmt.Sprintf("unknown assistant block type %q", b.Type)))
 		}
@@ -205,12 +207,12 @@ func (d *decoder) streamEvent(l *wireLine, line []byte) []runs.Event {
 	switch l.Event.Type {
 	case "message_start":
 		if l.Event.Message != nil && l.Event.Message.Usage != nil {
-			d.stream(l.APIMessageID, l.Event.Message.Usage)
+			return d.stream(l.APIMessageID, l.Event.Message.Usage)
 		}
 		return nil
 	case "message_delta":
 		if l.Event.Usage != nil {
-			d.stream(l.APIMessageID, l.Event.Usage)
+			return d.stream(l.APIMessageID, l.Event.Usage)
 		}
 		return nil
 	}
@@ -231,28 +233,37 @@ func (d *decoder) streamEvent(l *wireLine, line []byte) []runs.Event {
 
 // stream records an API message's usage as its stream reports it:
 // message_start has the input and cache counts, each message_delta the
-// running totals, whose non-zero counts replace the earlier ones.
-func (d *decoder) stream(id string, u *wireUsage) {
+// running totals, whose non-zero counts replace the earlier ones. It
+// returns a usage.updated with what was streamed since the last result
+// when that changed: the usage as soon as the CLI reports it, for the
+// gateway's budgets, where the result comes only at the end of a turn.
+func (d *decoder) stream(id string, u *wireUsage) []runs.Event {
 	if d.streamed == nil {
 		d.streamed = map[string]*wireUsage{}
 	}
 	cur, ok := d.streamed[id]
 	if !ok {
 		if len(d.streamedIDs) >= maxStreamed {
-			return
+			return nil
 		}
 		cur = &wireUsage{}
 		d.streamed[id] = cur
 		d.streamedIDs = append(d.streamedIDs, id)
 	}
+	changed := false
 	for _, f := range [][2]*int64{
 		{&cur.InputTokens, &u.InputTokens}, {&cur.CacheCreationInputTokens, &u.CacheCreationInputTokens},
 		{&cur.CacheReadInputTokens, &u.CacheReadInputTokens}, {&cur.OutputTokens, &u.OutputTokens},
 	} {
-		if *f[1] > 0 {
+		if *f[1] > 0 && *f[1] != *f[0] {
 			*f[0] = *f[1]
+			changed = true
 		}
 	}
+	if !changed {
+		return nil
+	}
+	return []runs.Event{runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: d.streamedUsage()})}
 }
 
 // maxStreamed bounds the API messages remembered between two results.

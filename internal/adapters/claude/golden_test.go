@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
-	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/agentgate/agentgate/internal/agenttest"
@@ -57,9 +57,10 @@ func TestGolden(t *testing.T) {
 			o := dec.Finish(meta.Exit, []byte(meta.Stderr))
 
 			all := append(append([]runs.Event(nil), evs...), o.Events...)
-			if got := collapse(all); !reflect.DeepEqual(got, c.wantTypes) {
+			if got := collapse(all); !slices.Equal(got, c.wantTypes) {
 				t.Errorf("event types =\n  %v\nwant\n  %v", got, c.wantTypes)
 			}
+			checkUsageUpdates(t, all, o)
 			if o.Status != c.wantStatus {
 				t.Errorf("status = %s, want %s", o.Status, c.wantStatus)
 			}

@@ -111,9 +111,13 @@ func (d *decoder) classifyResult(r *wireLine, stderr string) *runs.RunError {
 	}
 	switch {
 	case r.Subtype == "error_max_turns" || r.TerminalReason == "max_turns":
-		return runs.NewRunError(runs.MaxTurns, orText(msg, "reached the maximum number of turns"), hintMaxTurns)
+		e := runs.NewRunError(runs.MaxTurns, orText(msg, "reached the maximum number of turns"), hintMaxTurns)
+		e.Budget = runs.FieldMaxTurns
+		return e
 	case r.Subtype == "error_max_budget_usd" || r.TerminalReason == "budget_exhausted":
-		return runs.NewRunError(runs.BudgetExceeded, orText(msg, "reached the maximum budget"), hintBudget)
+		e := runs.NewRunError(runs.BudgetExceeded, orText(msg, "reached the maximum budget"), hintBudget)
+		e.Budget = runs.FieldMaxBudgetUSD
+		return e
 	case r.TerminalReason == "aborted_tools" || r.TerminalReason == "aborted_streaming":
 		return runs.NewRunError(runs.Interrupted, orText(msg, "the run was interrupted ("+r.TerminalReason+")"), hintInterrupt)
 	case strings.Contains(msg, "No conversation found with session ID"):

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
-	"reflect"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -173,7 +173,7 @@ func checkRun(t *testing.T, c cliCase, r *cliRun) {
 			t.Logf("stdout ends with: %s", tail(string(l), 300))
 		}
 	}
-	if got := collapse(r.events); !reflect.DeepEqual(got, c.wantTypes) {
+	if got := collapse(r.events); !slices.Equal(got, c.wantTypes) {
 		t.Errorf("event types =\n  %v\nwant\n  %v", got, c.wantTypes)
 	}
 	for _, ev := range r.events {
@@ -189,13 +189,7 @@ func checkRun(t *testing.T, c cliCase, r *cliRun) {
 	if o.Usage != billed {
 		t.Errorf("usage = %+v, want the ledger's billed %+v", o.Usage, billed)
 	}
-	for _, ev := range r.events {
-		if ev.Type == runs.EventUsageUpdated {
-			if u := ev.Data.(runs.UsageData).Usage; u != o.Usage {
-				t.Errorf("usage.updated = %+v, outcome %+v", u, o.Usage)
-			}
-		}
-	}
+	checkUsageUpdates(t, r.events, o)
 	if o.CostUSD != nil {
 		t.Errorf("run cost %v: the CLI reports the session's, which the supervisor turns into the run's", *o.CostUSD)
 	}

@@ -2,9 +2,11 @@ package claude
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/agentgate/agentgate/internal/runs"
@@ -73,16 +75,44 @@ func newSession(inv runs.Invocation) *session {
 	return &session{d: newDecoder(inv), approvals: map[string]*approval{}, answered: map[string]bool{}}
 }
 
-// userLine is a stream-json user message carrying text.
-func userLine(text string) []byte {
-	b, _ := json.Marshal(map[string]any{
+// userLine is a stream-json user message carrying text and, after it,
+// images as base64 image blocks: the content the CLI passes to the model
+// as it is (verified: the model got the same image block, and the CLI
+// added a text block naming a copy it wrote under $TMPDIR/claude-<uid>/).
+func userLine(text string, images []runs.Image) ([]byte, error) {
+	var content any = text
+	if len(images) > 0 {
+		blocks := make([]any, 0, 1+len(images))
+		blocks = append(blocks, map[string]any{"type": "text", "text": text})
+		for i, img := range images {
+			if !contains(imageTypes, img.MediaType) {
+				return nil, runs.Invalid(runs.FieldAttachments, fmt.Sprintf(
+					"attachment %d is %q; claude takes %s", i+1, img.MediaType, strings.Join(imageTypes, ", ")))
+			}
+			if len(img.Data) == 0 {
+				return nil, runs.Invalid(runs.FieldAttachments, fmt.Sprintf("attachment %d is empty", i+1))
+			}
+			blocks = append(blocks, map[string]any{"type": "image", "source": map[string]any{
+				"type": "base64", "media_type": img.MediaType, "data": base64.StdEncoding.EncodeToString(img.Data),
+			}})
+		}
+		content = blocks
+	}
+	b, err := json.Marshal(map[string]any{
 		"type":               "user",
-		"message":            map[string]any{"role": "user", "content": text},
+		"message":            map[string]any{"role": "user", "content": content},
 		"parent_tool_use_id": nil,
 		"session_id":         "",
 	})
-	return append(b, '\n')
+	if err != nil {
+		return nil, fmt.Errorf("claude: encode a user line: %w", err)
+	}
+	return append(b, '\n'), nil
 }
+
+// imageTypes are the media types of the images a user line may carry:
+// those the Messages API takes.
+var imageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
 
 // controlResponse answers the CLI's control request id.
 func controlResponse(id string, response any) []byte {
@@ -112,7 +142,10 @@ func (s *session) Open() []byte {
 	defer s.mu.Unlock()
 	s.inTurn = true
 	s.unreplayed++
-	return userLine(s.d.inv.Spec.Prompt)
+	// Command built the same line from the same invocation, and refused
+	// it if it could not.
+	b, _ := userLine(s.d.inv.Spec.Prompt, s.d.inv.Images)
+	return b
 }
 
 // Pending implements runs.Conversation.
@@ -217,12 +250,16 @@ func (s *session) Send(text string, images []runs.Image, steer bool) error {
 	// Steered, the line is folded into the running turn after its next
 	// tool result, or queued by the CLI as a turn of its own, which
 	// resultLine folds into this one. Idle, it starts the next turn.
+	line, err := userLine(text, images)
+	if err != nil {
+		return err
+	}
 	if !s.inTurn {
 		s.inTurn, s.interrupted = true, false
 		s.turnUsage, s.turnCost, s.turnCostN = runs.Usage{}, nil, false
 	}
 	s.unreplayed++
-	s.send(userLine(text))
+	s.send(line)
 	return nil
 }
 
@@ -278,8 +315,28 @@ func (s *session) Decode(line []byte) []runs.Event {
 	case "result":
 		evs := s.d.Decode(line)
 		return s.endOfResult(&l, evs)
+	case "stream_event":
+		return s.runFigures(s.d.Decode(line))
 	}
 	return s.d.Decode(line)
+}
+
+// runFigures makes the usage.updated the decoder emits for a stream,
+// which counts what was streamed since the last result, the run's: the
+// turns ended so far and the stream, with the cost of those turns (the
+// CLI tells a turn's cost only at its result).
+func (s *session) runFigures(evs []runs.Event) []runs.Event {
+	for i := range evs {
+		if evs[i].Type != runs.EventUsageUpdated {
+			continue
+		}
+		var c *float64
+		if !s.costGone {
+			c = s.cost
+		}
+		evs[i].Data = runs.UsageData{Usage: s.usage.Add(s.d.streamedUsage()), CostUSD: c}
+	}
+	return evs
 }
 
 func (s *session) controlRequest(l *wireLine, line []byte) []runs.Event {
@@ -308,8 +365,11 @@ func (s *session) controlRequest(l *wireLine, line []byte) []runs.Event {
 		input = json.RawMessage("{}")
 	}
 	s.approvals[id] = &approval{requestID: l.RequestID, input: input, suggestions: r.PermissionSuggestions}
+	// The CLI names an MCP tool's server in the request too; the tool's
+	// name is what ties it to the run's own servers.
+	server, _, _ := mcpTool(r.ToolName, s.d.inv.Spec.MCPServers)
 	return []runs.Event{runs.NewEvent(runs.EventApprovalRequested, runs.ApprovalRequestedData{
-		ID: id, ToolCallID: r.ToolUseID, Tool: r.ToolName, Input: input,
+		ID: id, ToolCallID: r.ToolUseID, Tool: r.ToolName, Input: input, MCPServer: server,
 		Options: append([]runs.Decision(nil), runs.Decisions...),
 	})}
 }

@@ -1,0 +1,368 @@
+package claude
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/agentgate/agentgate/internal/agenttest"
+	"github.com/agentgate/agentgate/internal/mcptest"
+	"github.com/agentgate/agentgate/internal/mock/anthropic"
+	"github.com/agentgate/agentgate/internal/redact"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// The real-CLI tests of what a run is given: its MCP servers (the test
+// binary serves as the mcptest server) and its images.
+
+// reverseInput is what the mock has reverse_text called with.
+const reverseInput = `{"text":"hello mcp"}`
+
+// givenRun is one one-shot run of the real CLI, decoded.
+type givenRun struct {
+	inv     runs.Invocation
+	events  []runs.Event
+	outcome runs.Outcome
+	ledger  anthropic.Ledger
+	// tmp is the run's TMPDIR, which the supervisor gives every run.
+	tmp    string
+	stdout [][]byte
+	stderr string
+}
+
+// runGiven runs the real CLI once with the adapter's Command for spec and
+// images, against a mock playing sc, as the supervisor would: its own
+// HOME, directory and TMPDIR.
+func runGiven(t *testing.T, sc anthropic.Scenario, spec runs.Spec, images []runs.Image) *givenRun {
+	t.Helper()
+	bin := agenttest.ClaudeBin(t)
+	srv, err := anthropic.Start("127.0.0.1:0", sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	home, dir, tmp := t.TempDir(), t.TempDir(), t.TempDir()
+	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home,
+		Timeout: time.Minute, CLIVersion: VerifiedVersion, Images: images}
+	a := New()
+	cmd, err := a.Command(inv)
+	if err != nil {
+		t.Fatalf("Command: %v", err)
+	}
+	env := append(agenttest.MinimalEnv(home), cmd.Env...)
+	env = append(env, "ANTHROPIC_BASE_URL="+srv.URL, "ANTHROPIC_API_KEY="+testKey, "TMPDIR="+tmp)
+	p := agenttest.Start(t, bin, cmd.Args, env, dir, cmd.Stdin)
+	deadline := time.AfterFunc(runDeadline, p.Kill)
+	defer deadline.Stop()
+	res := p.Wait()
+	r := &givenRun{inv: inv, ledger: srv.Ledger(), tmp: tmp, stdout: res.Stdout, stderr: string(res.Stderr)}
+	dec := a.NewDecoder(inv)
+	for _, l := range res.Stdout {
+		r.events = append(r.events, dec.Decode(l)...)
+	}
+	r.outcome = dec.Finish(res.Exit, res.Stderr)
+	r.events = append(r.events, r.outcome.Events...)
+	if r.outcome.Status != runs.Succeeded {
+		for _, l := range res.Stdout[max(len(res.Stdout)-3, 0):] {
+			t.Logf("stdout ends with: %s", tail(string(l), 400))
+		}
+		t.Fatalf("run %s: %+v (exit %+v, stderr %q)", r.outcome.Status, r.outcome.Error, res.Exit, tail(r.stderr, 300))
+	}
+	for _, ev := range r.events {
+		if ev.Type == runs.EventAgentUnparsed {
+			t.Errorf("unparsed line: %+v", ev.Data)
+		}
+	}
+	return r
+}
+
+// demoServer is the mcptest server as the run's "demo".
+func demoServer(t *testing.T, token string) map[string]runs.MCPServer {
+	t.Helper()
+	m, err := mcptest.Server(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]runs.MCPServer{mcptest.Name: m}
+}
+
+// wantMCPCall checks the events of a run whose model called tool of the
+// demo server: tool_call.started names the server and the tool, and
+// tool_call.completed holds output.
+func wantMCPCall(t *testing.T, evs []runs.Event, tool, output string) {
+	t.Helper()
+	var id string
+	for _, ev := range evs {
+		if ev.Type == runs.EventToolCallStarted {
+			d := ev.Data.(runs.ToolCallStartedData)
+			if d.Name != anthropic.MCPToolName(mcptest.Name, tool) || d.MCPServer != mcptest.Name || d.MCPTool != tool {
+				t.Errorf("tool_call.started = %+v, want %s of server %s", d, tool, mcptest.Name)
+			}
+			id = d.ID
+		}
+	}
+	if id == "" {
+		t.Fatalf("no tool_call.started: %v", collapse(evs))
+	}
+	for _, ev := range evs {
+		if ev.Type == runs.EventToolCallCompleted {
+			d := ev.Data.(runs.ToolCallCompletedData)
+			if d.ID != id || d.IsError || !strings.Contains(d.Output, output) {
+				t.Errorf("tool_call.completed = %+v, want %q from %s", d, output, id)
+			}
+			return
+		}
+	}
+	t.Errorf("no tool_call.completed: %v", collapse(evs))
+}
+
+// TestRealCLIMCPTool gives a one-shot run the mcptest server as "demo" at
+// every permission level, without approvals: the model's call of
+// mcp__demo__reverse_text runs unasked, and its result is in the events.
+func TestRealCLIMCPTool(t *testing.T) {
+	for _, perm := range []runs.Permission{runs.WorkspaceWrite, runs.ReadOnly, runs.Full} {
+		t.Run(string(perm), func(t *testing.T) {
+			t.Parallel()
+			r := runGiven(t, anthropic.MCPCall(mcptest.Name, "reverse_text", json.RawMessage(reverseInput), "The tool answered."),
+				runs.Spec{Prompt: "Reverse hello mcp.", Permission: perm, MCPServers: demoServer(t, "unused")}, nil)
+			wantMCPCall(t, r.events, "reverse_text", mcptest.Reversed("hello mcp"))
+			if r.outcome.Result != "The tool answered." {
+				t.Errorf("result = %q", r.outcome.Result)
+			}
+			// The usage is reported as the model streams it, before the
+			// turn's result: usage.updated comes before the tool's
+			// result, so that a budget can stop the run mid-turn.
+			firstUsage, toolEnd := -1, -1
+			for i, ev := range r.events {
+				if ev.Type == runs.EventUsageUpdated && firstUsage < 0 {
+					firstUsage = i
+				}
+				if ev.Type == runs.EventToolCallCompleted && toolEnd < 0 {
+					toolEnd = i
+				}
+			}
+			if firstUsage < 0 || firstUsage > toolEnd {
+				t.Errorf("first usage.updated at %d, tool_call.completed at %d: the usage came only at the end", firstUsage, toolEnd)
+			}
+			checkUsageUpdates(t, r.events, r.outcome)
+			if billed := fromAnthropic(r.ledger.Billed()); r.outcome.Usage != billed {
+				t.Errorf("usage = %+v, billed %+v", r.outcome.Usage, billed)
+			}
+			// The tool is deferred: not offered in the request's tools,
+			// but called directly all the same.
+			if reqs := r.ledger.Messages(); len(reqs) != 2 || reqs[0].Request.HasTool("mcp__demo__reverse_text") {
+				t.Errorf("requests = %d, the first offers %v", len(reqs), reqs[0].Request.Tools)
+			}
+		})
+	}
+}
+
+// TestRealCLIImage attaches a PNG to a one-shot run's prompt: the model
+// gets its bytes as an image block of the first user message, and the
+// CLI's copy of the image lands under the run's own TMPDIR.
+func TestRealCLIImage(t *testing.T) {
+	t.Parallel()
+	r := runGiven(t, anthropic.TextAnswer("A red square."), runs.Spec{Prompt: "What is in this image?"},
+		[]runs.Image{{Path: "/nonexistent/1.png", MediaType: "image/png", Data: tinyPNG}})
+	b64 := base64.StdEncoding.EncodeToString(tinyPNG)
+	if !r.ledger.Messages().ImageSeen(b64) {
+		t.Fatal("the model never got the image")
+	}
+	req := r.ledger.Messages()[0].Request
+	if imgs := req.Images(); len(imgs) != 1 || imgs[0].MediaType != "image/png" {
+		t.Errorf("images = %+v", imgs)
+	}
+	if !strings.Contains(req.UserText(), "What is in this image?") {
+		t.Errorf("the prompt is not in the request: %q", tail(req.UserText(), 200))
+	}
+	// The CLI names the copy it keeps in a text block:
+	// [Image: source: $TMPDIR/claude-<uid>/<cwd with / as ->/<session>/images/1.png]
+	copyDir := filepath.Join(r.tmp, "claude-"+strconv.Itoa(os.Getuid()))
+	var copied string
+	_ = filepath.Walk(copyDir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() && strings.HasSuffix(p, ".png") {
+			copied = p
+		}
+		return nil
+	})
+	if copied == "" {
+		t.Fatalf("no copy of the image under the run's TMPDIR %s", copyDir)
+	}
+	if b, err := os.ReadFile(copied); err != nil || string(b) != string(tinyPNG) {
+		t.Errorf("the copy %s differs from the image (%v)", copied, err)
+	}
+	if !strings.Contains(req.UserText(), copied) {
+		t.Errorf("the request does not name the copy %s", copied)
+	}
+}
+
+// TestSessionMCPAsk asks for the MCP tool's call with approvals: ask; it
+// runs once allowed.
+func TestSessionMCPAsk(t *testing.T) {
+	t.Parallel()
+	spec := askSpec("Reverse hello mcp.")
+	spec.MCPServers = demoServer(t, "unused")
+	d := startSession(t, anthropic.MCPCall(mcptest.Name, "reverse_text", json.RawMessage(reverseInput), "The tool answered."), spec)
+	a := d.approval()
+	if a.Tool != "mcp__demo__reverse_text" || a.MCPServer != mcptest.Name || !strings.Contains(string(a.Input), "hello mcp") || a.ToolCallID == "" {
+		t.Errorf("approval = %+v", a)
+	}
+	if err := d.answer(a.ID, runs.Allow, ""); err != nil {
+		t.Fatal(err)
+	}
+	turn := d.turn()
+	if turn.Status != runs.Succeeded || turn.Result != "The tool answered." {
+		t.Errorf("turn = %+v", turn)
+	}
+	o := d.close()
+	if o.Status != runs.Succeeded {
+		t.Errorf("outcome %+v", o)
+	}
+	wantMCPCall(t, d.events, "reverse_text", mcptest.Reversed("hello mcp"))
+}
+
+// TestSessionImageMessage sends an image with the second message of an
+// interactive run.
+func TestSessionImageMessage(t *testing.T) {
+	t.Parallel()
+	d := startSession(t, anthropic.Turns("Seen."), runs.Spec{Prompt: "Hello.", Interactive: true})
+	if turn := d.turn(); turn.Status != runs.Succeeded {
+		t.Fatalf("turn 1 = %+v", turn)
+	}
+	img := []runs.Image{{MediaType: "image/png", Data: tinyPNG}}
+	if err := d.do(action{Call: "send", Text: "And this image?"}, func() error { return d.sess.Send("And this image?", img, false) }); err != nil {
+		t.Fatal(err)
+	}
+	if turn := d.turn(); turn.Status != runs.Succeeded {
+		t.Fatalf("turn 2 = %+v", turn)
+	}
+	o := d.close()
+	if o.Status != runs.Succeeded || o.NumTurns != 2 {
+		t.Errorf("outcome %+v", o)
+	}
+	reqs := d.srv.Ledger().Messages()
+	if len(reqs) != 2 {
+		t.Fatalf("requests = %d, want 2", len(reqs))
+	}
+	b64 := base64.StdEncoding.EncodeToString(tinyPNG)
+	if anthropic.Ledger(reqs[:1]).ImageSeen(b64) || !anthropic.Ledger(reqs[1:]).ImageSeen(b64) {
+		t.Error("the image did not come with the second message alone")
+	}
+}
+
+// TestRealCLIMCPSecretNeverStored runs the real claude through the
+// supervisor with the mcptest server given a secret in its env; the model
+// calls show_token, which prints it: the model got it (so the test proves
+// something), and no stored event, no field of the record and no log
+// line holds it.
+func TestRealCLIMCPSecretNeverStored(t *testing.T) {
+	bin := agenttest.ClaudeBin(t)
+	secret := "mcp-secret-" + rand.Text() + rand.Text()
+	srv, err := anthropic.Start("127.0.0.1:0", anthropic.MCPCall(mcptest.Name, "show_token", json.RawMessage("{}"), "Shown."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	st := startStore(t)
+	red, err := redact.New(redact.Options{NoBuiltin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := map[string]string{"ANTHROPIC_BASE_URL": srv.URL, "ANTHROPIC_API_KEY": testKey}
+	cfg := runs.Config{
+		Replica: "mcp", WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), KillGrace: 2 * time.Second,
+		DefaultTimeout: 3 * time.Minute, Getenv: func(k string) string { return gw[k] }, Redact: red,
+		MCPCommands: []string{exe},
+	}
+	core, logs := observer.New(zapcore.DebugLevel)
+	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}}, nopObserver{}, zap.New(core))
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := sup.Start(ctx); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer scancel()
+		if err := sup.Shutdown(sctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		cancel()
+	})
+
+	r, err := sup.Submit(context.Background(), runs.Spec{Agent: "claude", Prompt: "Show the token.", MCPServers: demoServer(t, secret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done runs.Run
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		if done, err = st.GetRun(context.Background(), r.ID); err != nil {
+			t.Fatal(err)
+		}
+		if done.Status.Terminal() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s not finished", r.ID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if done.Status != runs.Succeeded {
+		t.Fatalf("run %s: %+v", done.Status, done.Error)
+	}
+	if !srv.Ledger().Messages().Seen("token:" + secret) {
+		t.Fatal("the model never got the secret from show_token: the server did not get its env, and the test proves nothing")
+	}
+	var started, marked bool
+	for _, e := range storedEvents(t, st, r.ID) {
+		if strings.Contains(string(e.JSON), secret) || strings.Contains(string(e.JSON), secret[:24]) {
+			t.Errorf("event %d (%s) holds the secret: %s", e.Seq, e.Type, e.JSON)
+		}
+		if e.Type == runs.EventToolCallStarted && strings.Contains(string(e.JSON), `"mcp_server":"demo"`) &&
+			strings.Contains(string(e.JSON), `"mcp_tool":"show_token"`) {
+			started = true
+		}
+		if e.Type == runs.EventToolCallCompleted && strings.Contains(string(e.JSON), "token:"+redact.Mark) {
+			marked = true
+		}
+	}
+	if !started {
+		t.Error("no stored tool_call.started names the server and the tool")
+	}
+	if !marked {
+		t.Error("no stored tool_call.completed holds the mark where the secret was")
+	}
+	rec, err := json.Marshal(struct {
+		R runs.Run
+		S runs.Spec
+	}{done, done.Spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(rec), secret) {
+		t.Errorf("the run record holds the secret: %s", rec)
+	}
+	for _, e := range logs.All() {
+		b, _ := json.Marshal(e.ContextMap())
+		if strings.Contains(e.Message+string(b), secret) {
+			t.Errorf("logged the secret: %s %s", e.Message, b)
+		}
+	}
+}
