@@ -91,6 +91,9 @@ type turnState struct {
 	// last message completed in the turn.
 	text, thought strings.Builder
 	result        string
+	// reported is the run's usage last emitted during the turn
+	// (Profile.UsageSoFar).
+	reported runs.Usage
 }
 
 // approval is one pending session/request_permission.
@@ -728,9 +731,29 @@ func (d *Decoder) startTool(tc ToolCall) []runs.Event {
 	d.named[tc.ToolCallID] = name
 	d.tools = append(d.tools, tc.ToolCallID)
 	server, tool, _ := d.mcpTool(tc)
+	evs = append(evs, d.usageSoFar()...)
 	return append(evs, runs.NewEvent(runs.EventToolCallStarted, runs.ToolCallStartedData{
 		ID: tc.ToolCallID, Name: name, Input: d.toolInput(tc), MCPServer: server, MCPTool: tool,
 	}))
+}
+
+// usageSoFar is usage.updated with the run's usage before the running
+// turn plus the turn's so far (Profile.UsageSoFar), when that grew
+// since the last one emitted.
+func (d *Decoder) usageSoFar() []runs.Event {
+	if d.p.UsageSoFar == nil || d.turn == nil {
+		return nil
+	}
+	u, ok := d.p.UsageSoFar(d.sessionID)
+	if !ok {
+		return nil
+	}
+	sum := d.usage.Add(clampUsage(u))
+	if sum == d.turn.reported {
+		return nil
+	}
+	d.turn.reported = sum
+	return []runs.Event{runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: sum, CostUSD: d.costSoFar()})}
 }
 
 // mcpTool is Profile.MCPTool's answer for tc, checked against the run's

@@ -155,6 +155,11 @@
 // usage.updated and the Outcome their sum; a NaN or negative cost is
 // dropped.
 //
+// Profile.UsageSoFar, when set, is asked at every tool call's start for
+// the running turn's usage so far; usage.updated then carries the run's
+// sum with it, so that a token budget sees a long turn before it ends.
+// The turn's own figure at its end still comes from TurnUsage.
+//
 // # Testing an adapter
 //
 // Package acptest drives a Session over a real CLI the way the supervisor

@@ -124,3 +124,19 @@ func TestMCPToolCalls(t *testing.T) {
 		t.Errorf("approval %+v", a)
 	}
 }
+
+// TestUsageSoFar: a tool call's start asks for the turn's usage so far,
+// and usage.updated carries the run's sum with it, once per change.
+func TestUsageSoFar(t *testing.T) {
+	soFar := runs.Usage{InputTokens: 10, OutputTokens: 2}
+	p := Profile{Agent: "t", UsageSoFar: func(string) (runs.Usage, bool) { return soFar, true }}
+	s := newScript(t, p)
+	s.up()
+	evs := s.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"tool_call","toolCallId":"c1","status":"in_progress","kind":"execute"}}}`)
+	wantTypes(t, evs, runs.EventUsageUpdated, runs.EventToolCallStarted)
+	if u := evs[0].Data.(runs.UsageData).Usage; u != soFar {
+		t.Errorf("usage %+v", u)
+	}
+	evs = s.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"tool_call","toolCallId":"c2","status":"in_progress","kind":"execute"}}}`)
+	wantTypes(t, evs, runs.EventToolCallStarted) // no change, no event
+}

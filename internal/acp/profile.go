@@ -83,6 +83,14 @@ type Profile struct {
 	// source could not be read). It may do I/O; the Decoder's lock is
 	// held.
 	TurnUsage func(sessionID string, result json.RawMessage) (u runs.Usage, ok bool, evs []runs.Event)
+	// UsageSoFar, when set, is asked for the running turn's usage so far
+	// each time a tool call starts (a model response ended with it), with
+	// the session id: the Decoder then emits usage.updated with the run's
+	// sum before the turn plus it, so that the gateway's token budget
+	// sees a long turn's usage before the turn ends. It must not change
+	// what TurnUsage or TurnBill will report for the turn. It may do
+	// I/O; the Decoder's lock is held.
+	UsageSoFar func(sessionID string) (u runs.Usage, ok bool)
 	// TurnBill, when set, replaces TurnUsage: asked the same way, it
 	// also gives the turn's cost, for a CLI whose records price each
 	// model request (OpenCode's store). The Decoder sums the costs into

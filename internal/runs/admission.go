@@ -95,6 +95,12 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 		return Run{}, err
 	}
 
+	// Inline images become files of the tenant, and files named by id
+	// must be its own: the stored spec and the queue hold only ids.
+	if spec.Attachments, err = s.attach(ctx, a.Adapter.Describe(), spec.Tenant, FieldAttachments, spec.Attachments); err != nil {
+		return Run{}, err
+	}
+
 	key := spec.IdempotencyKey
 	if key != "" && spec.Tenant != "" {
 		// Keys are the tenant's own: another tenant's key of the same
@@ -293,17 +299,36 @@ func (s *Supervisor) prepare(t *task) *RunError {
 		}
 		return NewRunError(Internal, err.Error(), "give every replica the same AGENTGATE_SEAL_KEY, then submit the run again")
 	}
+	// The run's temporary directory is made here, before its command,
+	// so that its attachments are written into it for the adapter.
+	tmp, err := s.runTempDir(t)
+	if err != nil {
+		if created {
+			os.Remove(dir)
+		}
+		return NewRunError(Internal, err.Error(), "")
+	}
+	images, runErr := s.materialiseForRun(t, tmp)
+	if runErr != nil {
+		os.RemoveAll(tmp)
+		if created {
+			os.Remove(dir)
+		}
+		return runErr
+	}
 	inv := Invocation{
 		RunID: t.run.ID, Spec: aspec, Bin: a.info.Path, Home: a.Home, Dir: dir,
-		Timeout: timeout, CLIVersion: a.info.Version,
+		Timeout: timeout, CLIVersion: a.info.Version, Images: images,
 	}
 	cmd, err := a.Adapter.Command(inv)
 	if err != nil {
+		os.RemoveAll(tmp)
 		if created {
 			os.Remove(dir)
 		}
 		return NewRunError(Internal, "the agent's command could not be built: "+err.Error(), "")
 	}
+	t.tmp = tmp
 	// The run's scrubber redacts these from its events, record and log.
 	cmd.Secrets = append(cmd.Secrets, mcpSecrets(aspec.MCPServers)...)
 	t.mu.Lock()

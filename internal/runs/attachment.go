@@ -8,6 +8,10 @@ type Attachment struct {
 	MediaType string `json:"media_type"`
 	Name      string `json:"name,omitempty"`
 	Size      int64  `json:"size"`
+	// SHA256 is the hex SHA-256 of the bytes: an inline image's is set as
+	// it is decoded, so that two requests with other images are told
+	// apart by their idempotency hash.
+	SHA256 string `json:"sha256,omitempty"`
 	// Data is an inline image's bytes, between the API and the upload at
 	// submission; never stored with the spec.
 	Data []byte `json:"-"`

@@ -94,6 +94,8 @@ type RunStartedData struct {
 	ResumeSessionID string     `json:"resume_session_id,omitempty"`
 	CLIVersion      string     `json:"cli_version,omitempty"`
 	VersionStatus   string     `json:"version_status"`
+	// Attachments name the prompt's images (never their bytes).
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // SessionStartedData is the payload of session.started.

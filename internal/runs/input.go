@@ -22,6 +22,9 @@ func (s *Supervisor) Input(ctx context.Context, id string, in Input) (InputResul
 		return InputResult{}, err
 	}
 	in.By = actorPtr(ActorFrom(ctx))
+	if err := s.attachInput(ctx, id, &in); err != nil {
+		return InputResult{}, err
+	}
 	s.audit("run."+string(in.Kind), ActorFrom(ctx), id, zap.String("approval_id", in.ApprovalID), zap.String("decision", string(in.Decision)))
 	if t := s.task(id); t != nil {
 		return s.localInput(t, in)
@@ -81,7 +84,11 @@ func (s *Supervisor) localInput(t *task, in Input) (InputResult, error) {
 	case sess == nil:
 		return InputResult{}, Conflict(ConflictNotStarted, "the run has not started yet")
 	}
-	return sess.input(in)
+	images, err := s.inputImages(t, in)
+	if err != nil {
+		return InputResult{}, err
+	}
+	return sess.input(in, images)
 }
 
 // serveInputs answers the input other replicas send for this replica's

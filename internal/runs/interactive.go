@@ -308,6 +308,8 @@ type TurnStartedData struct {
 	Turn      int    `json:"turn"`
 	MessageID string `json:"message_id"`
 	Text      string `json:"text"`
+	// Attachments name the turn's images (never their bytes).
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // TurnCompletedData is the payload of turn.completed. Usage and CostUSD are
@@ -328,6 +330,8 @@ type MessageQueuedData struct {
 	MessageID string `json:"message_id"`
 	Text      string `json:"text"`
 	Mode      string `json:"mode"`
+	// Attachments name the message's images (never their bytes).
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // checkSessionFields refuses, naming the field, an interactive run or one

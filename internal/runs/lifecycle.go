@@ -15,6 +15,16 @@ import (
 // execute runs t's process to the end and records the outcome.
 func (s *Supervisor) execute(t *task) {
 	log := s.log.With(zap.String("run_id", t.run.ID), zap.String("agent", t.run.Agent))
+	// prepare made the run's temporary directory; it goes with the run,
+	// whichever way the run ends.
+	defer func() {
+		if t.tmp == "" {
+			return
+		}
+		if err := os.RemoveAll(t.tmp); err != nil {
+			log.Warn("remove the run's temporary directory", zap.String("dir", t.tmp), zap.Error(err))
+		}
+	}()
 	ctx, cancel := context.WithCancelCause(s.runCtx)
 	defer cancel(nil)
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, t.inv.Timeout, errTimeout)
@@ -41,7 +51,7 @@ func (s *Supervisor) execute(t *task) {
 	s.emit(t, NewEvent(EventRunStarted, RunStartedData{
 		Prompt: t.inv.Spec.Prompt, SystemPrompt: t.inv.Spec.SystemPrompt, Model: t.inv.Spec.Model,
 		Effort: t.inv.Spec.Effort, Permission: t.inv.Spec.Permission, Cwd: t.inv.Dir,
-		ResumeSessionID: t.inv.Spec.ResumeSessionID,
+		ResumeSessionID: t.inv.Spec.ResumeSessionID, Attachments: t.run.Spec.Attachments,
 		CLIVersion:      info.Version, VersionStatus: info.Compatibility,
 	}))
 
@@ -96,13 +106,11 @@ func (s *Supervisor) execute(t *task) {
 	argv := append([]string{t.inv.Bin}, t.cmd.Args...)
 	env := s.childEnv(t.agent, t.cmd)
 	confined := false
-	tmp, err := s.runTempDir(t)
+	tmp, err := t.tmp, error(nil)
+	if tmp == "" {
+		err = fmt.Errorf("the run has no temporary directory")
+	}
 	if err == nil {
-		defer func() {
-			if err := os.RemoveAll(tmp); err != nil {
-				log.Warn("remove the run's temporary directory", zap.String("dir", tmp), zap.Error(err))
-			}
-		}()
 		env = append(env, "TMPDIR="+tmp, "TMP="+tmp, "TEMP="+tmp)
 		if s.cfg.Sandbox != nil {
 			argv, confined, err = s.confine(t, argv, tmp)

@@ -24,6 +24,7 @@ type memStore struct {
 	// failUpdate, when set, decides whether an update of a run fails.
 	failUpdate func(r Run) bool
 	claims     int // ClaimRun calls
+	files      map[string]memFile // by tenant and id; see files_test.go
 }
 
 func newMemStore() *memStore {

@@ -115,6 +115,8 @@ type Config struct {
 	Redact *redact.Redactor
 	// Quotas bound what each tenant may use (see Quotas).
 	Quotas Quotas
+	// Files bound uploaded files and inline attachments.
+	Files FileLimits
 }
 
 func (c *Config) setDefaults() {
@@ -230,6 +232,9 @@ type task struct {
 	scrub *scrubber
 	// cancelledBy is who asked for the cancel that stopped the run.
 	cancelledBy *Actor
+	// tmp is the run's temporary directory, made by prepare (with the
+	// run's attachments in it) and removed by execute.
+	tmp string
 	// budget follows the run's budgets (nil: none); guarded by mu.
 	budget *budget
 }

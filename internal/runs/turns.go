@@ -64,7 +64,13 @@ type session struct {
 	idle     *time.Timer
 }
 
-type queuedMessage struct{ id, text string }
+// queuedMessage is a message waiting for its turn, with its images as
+// written to the run's directory.
+type queuedMessage struct {
+	id, text string
+	images   []Image
+	atts     []Attachment
+}
 
 type pendingApproval struct {
 	a     Approval
@@ -118,7 +124,7 @@ func (ss *session) stopForShutdownLocked() {
 func (ss *session) begin() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	ss.startTurnLocked(uuid.NewString(), ss.t.inv.Spec.Prompt)
+	ss.startTurnLocked(uuid.NewString(), ss.t.inv.Spec.Prompt, ss.t.run.Spec.Attachments)
 }
 
 // started hands the session the process's stdin, once it runs, and writes
@@ -222,7 +228,7 @@ func (ss *session) turnEndedLocked(d TurnCompletedData) {
 	case len(ss.queue) > 0:
 		m := ss.queue[0]
 		ss.queue = ss.queue[1:]
-		ss.sendTurnLocked(m.id, m.text)
+		ss.sendTurnLocked(m)
 	default:
 		ss.armIdleLocked()
 	}
@@ -296,7 +302,7 @@ func (ss *session) outcomeEvents(evs []Event) []Event {
 }
 
 // startTurnLocked numbers a new turn, records it and emits turn.started.
-func (ss *session) startTurnLocked(messageID, text string) {
+func (ss *session) startTurnLocked(messageID, text string, atts []Attachment) {
 	ss.stopIdleLocked()
 	ss.turn++
 	ss.inTurn = true
@@ -308,13 +314,13 @@ func (ss *session) startTurnLocked(messageID, text string) {
 	}
 	ss.t.mu.Unlock()
 	ss.s.obs.TurnStarted(ss.t.run.Agent)
-	ss.s.emit(ss.t, NewEvent(EventTurnStarted, TurnStartedData{Turn: ss.turn, MessageID: messageID, Text: text}))
+	ss.s.emit(ss.t, NewEvent(EventTurnStarted, TurnStartedData{Turn: ss.turn, MessageID: messageID, Text: text, Attachments: atts}))
 }
 
-// sendTurnLocked starts a turn with text in the CLI.
-func (ss *session) sendTurnLocked(messageID, text string) {
-	ss.startTurnLocked(messageID, text)
-	if err := ss.dec.Send(text, nil, false); err != nil {
+// sendTurnLocked starts a turn with m in the CLI.
+func (ss *session) sendTurnLocked(m queuedMessage) {
+	ss.startTurnLocked(m.id, m.text, m.atts)
+	if err := ss.dec.Send(m.text, m.images, false); err != nil {
 		ss.log.Warn("send message", zap.Error(err))
 		ss.s.emit(ss.t, NewEvent(EventWarning, WarningData{Code: "send_failed", Message: err.Error()}))
 	}
@@ -485,7 +491,7 @@ func (ss *session) end() {
 }
 
 // input carries out one input from outside.
-func (ss *session) input(in Input) (InputResult, error) {
+func (ss *session) input(in Input, images []Image) (InputResult, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.ended || ss.done {
@@ -496,7 +502,7 @@ func (ss *session) input(in Input) (InputResult, error) {
 	case InputDecision:
 		return ss.decideLocked(in)
 	case InputMessage:
-		return ss.messageLocked(in)
+		return ss.messageLocked(in, images)
 	case InputInterrupt:
 		if !ss.inTurn {
 			return InputResult{}, Conflict(ConflictNoTurn, "no turn is running")
@@ -549,7 +555,7 @@ func (ss *session) decideLocked(in Input) (InputResult, error) {
 	return InputResult{Approval: &r}, nil
 }
 
-func (ss *session) messageLocked(in Input) (InputResult, error) {
+func (ss *session) messageLocked(in Input, images []Image) (InputResult, error) {
 	switch {
 	case !ss.interactive:
 		return InputResult{}, Conflict(ConflictNotInteractive, "the run is not interactive: it takes no messages")
@@ -569,19 +575,19 @@ func (ss *session) messageLocked(in Input) (InputResult, error) {
 	id := uuid.NewString()
 	switch {
 	case mode == MessageSteer && ss.inTurn:
-		if err := ss.dec.Send(in.Text, nil, true); err != nil {
+		if err := ss.dec.Send(in.Text, images, true); err != nil {
 			return InputResult{}, fmt.Errorf("steer: %w", err)
 		}
-		ss.s.emit(ss.t, NewEvent(EventMessageQueued, MessageQueuedData{MessageID: id, Text: in.Text, Mode: mode}))
+		ss.s.emit(ss.t, NewEvent(EventMessageQueued, MessageQueuedData{MessageID: id, Text: in.Text, Mode: mode, Attachments: in.Attachments}))
 	case ss.inTurn:
 		if len(ss.queue) >= MaxQueuedMessages {
 			return InputResult{}, Conflict(ConflictQueueFull, fmt.Sprintf("%d messages already wait for their turn", MaxQueuedMessages))
 		}
-		ss.queue = append(ss.queue, queuedMessage{id: id, text: in.Text})
-		ss.s.emit(ss.t, NewEvent(EventMessageQueued, MessageQueuedData{MessageID: id, Text: in.Text, Mode: MessageQueue}))
+		ss.queue = append(ss.queue, queuedMessage{id: id, text: in.Text, images: images, atts: in.Attachments})
+		ss.s.emit(ss.t, NewEvent(EventMessageQueued, MessageQueuedData{MessageID: id, Text: in.Text, Mode: MessageQueue, Attachments: in.Attachments}))
 	default:
-		ss.s.emit(ss.t, NewEvent(EventMessageQueued, MessageQueuedData{MessageID: id, Text: in.Text, Mode: MessageQueue}))
-		ss.sendTurnLocked(id, in.Text)
+		ss.s.emit(ss.t, NewEvent(EventMessageQueued, MessageQueuedData{MessageID: id, Text: in.Text, Mode: MessageQueue, Attachments: in.Attachments}))
+		ss.sendTurnLocked(queuedMessage{id: id, text: in.Text, images: images, atts: in.Attachments})
 		ss.recordLocked()
 	}
 	return InputResult{MessageID: id}, nil

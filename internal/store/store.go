@@ -61,6 +61,8 @@ type Options struct {
 	// through transient failures (an election, a node restarting); 0
 	// means 30s.
 	RetryFor time.Duration
+	// FileTTL is how long uploaded files are kept; 0 means 24h.
+	FileTTL time.Duration
 }
 
 // Store is the runs.Store on NATS JetStream. It is safe for concurrent use
@@ -72,10 +74,11 @@ type Store struct {
 	costs    jetstream.KeyValue // agent session → runs.SessionRecord (directory, cumulative cost)
 	alive    jetstream.KeyValue // replica → heartbeat, expiring
 	events   jetstream.Stream
-	queue    jetstream.Stream   // runs waiting for a slot on any replica
-	workers  jetstream.Consumer // the replicas' pulls from queue
-	idem     jetstream.KeyValue // Idempotency-Key → the run it made
-	tenants  jetstream.KeyValue // tenant → its quota usage
+	queue    jetstream.Stream      // runs waiting for a slot on any replica
+	workers  jetstream.Consumer    // the replicas' pulls from queue
+	idem     jetstream.KeyValue    // Idempotency-Key → the run it made
+	tenants  jetstream.KeyValue    // tenant → its quota usage
+	files    jetstream.ObjectStore // uploaded files, expiring
 	timeout  time.Duration
 	retryFor time.Duration
 	replicas int
@@ -190,6 +193,10 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	if err := s.openIdempotency(ctx, opts); err != nil {
+		s.readers.close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if err := s.openFiles(ctx, opts); err != nil {
 		s.readers.close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}

@@ -1,0 +1,373 @@
+package runs
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+)
+
+// memFile is a file of the memStore.
+type memFile struct {
+	f    File
+	data []byte
+}
+
+func memFileKey(tenant, id string) string { return tenant + "/" + id }
+
+func (m *memStore) PutFile(_ context.Context, f File, data []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.files == nil {
+		m.files = map[string]memFile{}
+	}
+	m.files[memFileKey(f.Tenant, f.ID)] = memFile{f: f, data: append([]byte(nil), data...)}
+	return nil
+}
+
+func (m *memStore) file(tenant, id string) (memFile, error) {
+	mf, ok := m.files[memFileKey(tenant, id)]
+	if !ok || !time.Now().Before(mf.f.ExpiresAt) {
+		return memFile{}, fmt.Errorf("file %s: %w", id, ErrNotFound)
+	}
+	return mf, nil
+}
+
+func (m *memStore) GetFile(_ context.Context, tenant, id string) (File, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mf, err := m.file(tenant, id)
+	return mf.f, err
+}
+
+func (m *memStore) FileData(_ context.Context, tenant, id string) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mf, err := m.file(tenant, id)
+	return mf.data, err
+}
+
+func (m *memStore) DeleteFile(_ context.Context, tenant, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, err := m.file(tenant, id); err != nil {
+		return err
+	}
+	delete(m.files, memFileKey(tenant, id))
+	return nil
+}
+
+func (m *memStore) CountFiles(_ context.Context, tenant string) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, mf := range m.files {
+		if mf.f.Tenant == tenant && time.Now().Before(mf.f.ExpiresAt) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// A 2x2 PNG, as image/png writes it.
+func testPNG(t testing.TB) []byte {
+	t.Helper()
+	img := image.NewGray(image.Rect(0, 0, 2, 2))
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// imgAdapter is the fake agent with attachments: its Command records the
+// images it was given, as written under the run's directory.
+type imgAdapter struct {
+	fakeAdapter
+	mu   *sync.Mutex
+	seen *[]Image
+}
+
+func (a imgAdapter) Name() string { return "img" }
+func (a imgAdapter) Describe() Description {
+	d := fakeAdapter{}.Describe()
+	d.Name = "img"
+	d.Fields = append(d.Fields, FieldAttachments, FieldInteractive)
+	return d
+}
+func (a imgAdapter) Command(inv Invocation) (Command, error) {
+	if inv.Spec.Interactive {
+		return Command{Env: []string{fakeAgentEnv + "=talk"}}, nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, im := range inv.Images {
+		onDisk, err := os.ReadFile(im.Path)
+		if err != nil || !bytes.Equal(onDisk, im.Data) {
+			return Command{}, fmt.Errorf("image %s not written whole: %v", im.Path, err)
+		}
+		*a.seen = append(*a.seen, im)
+	}
+	return a.fakeAdapter.Command(inv)
+}
+func (a imgAdapter) NewDecoder(inv Invocation) Decoder {
+	if inv.Spec.Interactive {
+		return &imgDecoder{sessDecoder: &sessDecoder{prompt: inv.Spec.Prompt, pending: map[string]bool{}}, a: a}
+	}
+	return a.fakeAdapter.NewDecoder(inv)
+}
+
+// imgDecoder is the session decoder that records the images each message
+// was sent with.
+type imgDecoder struct {
+	*sessDecoder
+	a imgAdapter
+}
+
+func (d *imgDecoder) Send(text string, images []Image, steer bool) error {
+	d.a.mu.Lock()
+	for _, im := range images {
+		if onDisk, err := os.ReadFile(im.Path); err == nil && bytes.Equal(onDisk, im.Data) {
+			*d.a.seen = append(*d.a.seen, im)
+		}
+	}
+	d.a.mu.Unlock()
+	d.write("send:" + text)
+	return nil
+}
+
+type fileHarness struct {
+	*harness
+	tmp   string
+	now   *atomic.Int64 // nanoseconds added to the clock
+	mu    sync.Mutex
+	seen  []Image
+	files FileLimits
+}
+
+func newFileHarness(t *testing.T, lim FileLimits) *fileHarness {
+	t.Helper()
+	fh := &fileHarness{tmp: t.TempDir(), now: new(atomic.Int64)}
+	store := newMemStore()
+	cfg := Config{
+		WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), Reaper: os.Args[0], KillGrace: 300 * time.Millisecond,
+		StoreRetry: 500 * time.Millisecond, TempRoot: fh.tmp, Files: lim,
+		Now: func() time.Time { return time.Now().Add(time.Duration(fh.now.Load())) },
+	}
+	agents := []*Agent{
+		{Adapter: fakeAdapter{mode: "hello"}, Bin: os.Args[0], Home: t.TempDir()},
+		{Adapter: imgAdapter{fakeAdapter: fakeAdapter{mode: "hello"}, mu: &fh.mu, seen: &fh.seen}, Bin: os.Args[0], Home: t.TempDir()},
+	}
+	sup := NewSupervisor(cfg, store, agents, nopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+	startSupervisor(t, sup)
+	fh.harness = &harness{sup: sup, store: store, root: cfg.WorkspaceRoot}
+	return fh
+}
+
+func tenantCtx(tenant string) context.Context {
+	return WithActor(context.Background(), Actor{KeyID: "k-" + tenant, Tenant: tenant})
+}
+
+func fileErrCode(err error) string {
+	var fe *FileError
+	if errors.As(err, &fe) {
+		return fe.Code
+	}
+	return ""
+}
+
+func TestUploadFile(t *testing.T) {
+	fh := newFileHarness(t, FileLimits{MaxBytes: 4096, MaxPerTenant: 2, TTL: time.Hour})
+	acme := tenantCtx("acme")
+	data := testPNG(t)
+	f, err := fh.sup.UploadFile(acme, "shot.png", "image/png", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	if !ValidFileID(f.ID) || f.Tenant != "acme" || f.MediaType != "image/png" || f.Size != int64(len(data)) ||
+		f.SHA256 != hex.EncodeToString(sum[:]) || f.Name != "shot.png" || f.Width != 2 ||
+		f.ExpiresAt.Sub(f.CreatedAt) != time.Hour {
+		t.Fatalf("uploaded %+v", f)
+	}
+	if got, err := fh.sup.GetFile(acme, f.ID); err != nil || got != f {
+		t.Fatalf("GetFile = %+v, %v", got, err)
+	}
+	if _, back, err := fh.sup.FileContent(acme, f.ID); err != nil || !bytes.Equal(back, data) {
+		t.Fatalf("FileContent = %d bytes, %v", len(back), err)
+	}
+	// Another tenant's file is no file at all.
+	globex := tenantCtx("globex")
+	if _, err := fh.sup.GetFile(globex, f.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetFile of another tenant = %v, want ErrNotFound", err)
+	}
+	if err := fh.sup.DeleteFile(globex, f.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("DeleteFile of another tenant = %v, want ErrNotFound", err)
+	}
+	for name, c := range map[string]struct {
+		name, mt string
+		data     []byte
+		code     string
+	}{
+		"jpeg declared png": {"", "image/png", append([]byte{0xff, 0xd8, 0xff}, data...), InvalidAttachment},
+		"text":              {"", "", []byte("hello"), InvalidAttachment},
+		"too large":         {"", "", append(data, make([]byte, 4096)...), FileTooLarge},
+		"bad name":          {"a/b.png", "", data, InvalidAttachment},
+	} {
+		if _, err := fh.sup.UploadFile(acme, c.name, c.mt, c.data); fileErrCode(err) != c.code {
+			t.Errorf("%s: UploadFile = %v, want code %s", name, err, c.code)
+		}
+	}
+	if _, err := fh.sup.UploadFile(acme, "", "", data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.sup.UploadFile(acme, "", "", data); fileErrCode(err) != TooManyFiles {
+		t.Errorf("third file of a tenant with room for two = %v, want %s", err, TooManyFiles)
+	}
+	if _, err := fh.sup.UploadFile(globex, "", "", data); err != nil {
+		t.Errorf("another tenant's first file = %v", err)
+	}
+	if err := fh.sup.DeleteFile(acme, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.sup.GetFile(acme, f.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetFile after delete = %v, want ErrNotFound", err)
+	}
+	// Expired files are gone, on the supervisor's clock.
+	g, err := fh.sup.UploadFile(acme, "", "", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.now.Store(int64(time.Hour + time.Second))
+	if _, err := fh.sup.GetFile(acme, g.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetFile after the TTL = %v, want ErrNotFound", err)
+	}
+	if _, err := fh.sup.GetFile(acme, "../../etc/passwd"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetFile of a path = %v, want ErrNotFound", err)
+	}
+}
+
+// A run's images: an inline one is stored as a file of the tenant, one
+// named by id must be the tenant's, and the adapter gets both written
+// under the run's temporary directory, which goes with the run.
+func TestRunAttachments(t *testing.T) {
+	fh := newFileHarness(t, FileLimits{})
+	acme := tenantCtx("acme")
+	data := testPNG(t)
+	up, err := fh.sup.UploadFile(acme, "up.png", "", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inline := append([]byte(nil), data...)
+	spec := Spec{Agent: "img", Prompt: "look", Attachments: []Attachment{
+		{FileID: up.ID}, {MediaType: "image/png", Name: "inline.png", Data: inline},
+	}}
+	if _, err := fh.sup.Submit(acme, Spec{Agent: "fake", Prompt: "look", Attachments: spec.Attachments}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("attachments to an agent without them = %v, want ErrUnsupported", err)
+	}
+	if _, err := fh.sup.Submit(tenantCtx("globex"), spec); fileErrCode(err) != FileNotFound {
+		t.Errorf("another tenant's file = %v, want %s", err, FileNotFound)
+	}
+	bad := spec
+	bad.Attachments = []Attachment{{MediaType: "image/gif", Data: inline}}
+	if _, err := fh.sup.Submit(acme, bad); fileErrCode(err) != InvalidAttachment {
+		t.Errorf("a PNG declared GIF = %v, want %s", err, InvalidAttachment)
+	}
+	r, err := fh.sup.Submit(acme, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := r.Spec.Attachments; len(a) != 2 || a[0].FileID != up.ID || !ValidFileID(a[1].FileID) || a[1].Data != nil ||
+		a[1].Name != "inline.png" || a[0].Size != int64(len(data)) {
+		t.Fatalf("the run keeps attachments %+v", a)
+	}
+	done := fh.wait(t, r.ID, 20*time.Second)
+	if done.Status != Succeeded {
+		t.Fatalf("run %s: %+v", done.Status, done.Error)
+	}
+	fh.mu.Lock()
+	seen := append([]Image(nil), fh.seen...)
+	fh.mu.Unlock()
+	if len(seen) != 2 || seen[0].MediaType != "image/png" || !bytes.Equal(seen[1].Data, data) ||
+		!strings.HasPrefix(seen[0].Path, fh.tmp) || filepath.Base(filepath.Dir(seen[0].Path)) != attachmentsDir {
+		t.Fatalf("the adapter saw %+v", seen)
+	}
+	if _, err := os.Stat(seen[0].Path); !os.IsNotExist(err) {
+		t.Errorf("the run's image outlived it: %v", err)
+	}
+	var started RunStartedData
+	for _, e := range fh.store.eventsOf(r.ID) {
+		if e.Type == EventRunStarted {
+			if strings.Contains(string(e.JSON), base64.StdEncoding.EncodeToString(data)[:16]) {
+				t.Errorf("run.started carries the image's bytes: %s", e.JSON)
+			}
+			var env struct{ Data RunStartedData }
+			if err := json.Unmarshal(e.JSON, &env); err != nil {
+				t.Fatal(err)
+			}
+			started = env.Data
+		}
+	}
+	if len(started.Attachments) != 2 || started.Attachments[1].FileID != r.Spec.Attachments[1].FileID {
+		t.Errorf("run.started names attachments %+v", started.Attachments)
+	}
+	// The inline image is a file of the tenant now.
+	if _, err := fh.sup.GetFile(acme, r.Spec.Attachments[1].FileID); err != nil {
+		t.Errorf("the inline image as a file: %v", err)
+	}
+}
+
+// A message's images reach the session's Send, written in the run's
+// directory, and its events name them.
+func TestMessageAttachments(t *testing.T) {
+	fh := newFileHarness(t, FileLimits{})
+	acme := tenantCtx("acme")
+	data := testPNG(t)
+	r, err := fh.sup.Submit(acme, Spec{Agent: "img", Prompt: "hi", Interactive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.waitRecord(t, r.ID, "idle", func(r Run) bool { return r.Activity == Idle })
+	if _, err := fh.sup.Input(acme, r.ID, Input{Kind: InputMessage, Text: "see", Attachments: []Attachment{{FileID: "file-" + uuid.NewString()}}}); fileErrCode(err) != FileNotFound {
+		t.Errorf("a message with a missing file = %v, want %s", err, FileNotFound)
+	}
+	res, err := fh.sup.Input(acme, r.ID, Input{Kind: InputMessage, Text: "see", Attachments: []Attachment{{MediaType: "image/png", Data: data}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.waitFor(t, r.ID, EventTurnStarted, res.MessageID)
+	fh.waitFor(t, r.ID, EventMessageCompleted, "answer to see")
+	fh.mu.Lock()
+	seen := append([]Image(nil), fh.seen...)
+	fh.mu.Unlock()
+	if len(seen) != 1 || !bytes.Equal(seen[0].Data, data) || !strings.HasPrefix(seen[0].Path, fh.tmp) {
+		t.Fatalf("Send saw %+v", seen)
+	}
+	for _, e := range fh.store.eventsOf(r.ID) {
+		if (e.Type == EventTurnStarted || e.Type == EventMessageQueued) && strings.Contains(string(e.JSON), res.MessageID) &&
+			!strings.Contains(string(e.JSON), `"media_type":"image/png"`) {
+			t.Errorf("%s does not name the attachment: %s", e.Type, e.JSON)
+		}
+	}
+	if _, err := fh.sup.Input(acme, r.ID, Input{Kind: InputClose}); err != nil {
+		t.Fatal(err)
+	}
+	fh.wait(t, r.ID, 20*time.Second)
+}
