@@ -226,11 +226,29 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 	}()
 
 	reason := ""
-	select {
-	case <-waited:
-	case <-ctx.Done():
-		reason = stopReason(stopCause(ctx))
-		stop(cmd.Process.Pid, p, tree, cg, talk, waited)
+	// eof is closed once a conversation's stdin is: the CLI was told
+	// there is no more input and should exit by itself. One that does
+	// not (Gemini CLI over ACP with an MCP server) is stopped after the
+	// grace period, as a cancel would stop it.
+	var eof <-chan struct{}
+	if talk != nil {
+		eof = talk.done
+	}
+	var linger <-chan time.Time
+	for ended := false; !ended; {
+		select {
+		case <-waited:
+			ended = true
+		case <-ctx.Done():
+			reason = stopReason(stopCause(ctx))
+			stop(cmd.Process.Pid, p, tree, cg, talk, waited)
+			ended = true
+		case <-eof:
+			eof, linger = nil, time.After(p.Grace)
+		case <-linger:
+			stop(cmd.Process.Pid, p, tree, cg, talk, waited)
+			ended = true
+		}
 	}
 	// The CLI is gone. Take everything it started with it, in any session:
 	// the cgroup whole, and whatever carries the cookie (a privileged
