@@ -314,23 +314,27 @@ var optional = map[string]func(*runs.Spec){
 	runs.FieldMaxBudgetUSD:    func(s *runs.Spec) { s.MaxBudgetUSD = 1 },
 	runs.FieldOutputSchema:    func(s *runs.Spec) { s.OutputSchema = json.RawMessage(`{"type":"object"}`) },
 	runs.FieldResumeSessionID: func(s *runs.Spec) { s.ResumeSessionID = "0196f0c2-7e1a-7000-8000-000000000001" },
+	runs.FieldMaxTotalTokens:  func(s *runs.Spec) { s.MaxTotalTokens = 1000 },
 }
 
 // unsupportedFields checks that every optional field the agent does not
-// list is refused by name, and every one it lists is taken.
+// list, and the gateway does not enforce for it, is refused by name, and
+// every other one is taken. The adapter is given the spec as the gateway
+// gives it: without the fields the gateway enforces itself.
 func (s *suite) unsupportedFields(t *testing.T) {
 	d := s.adapter.Describe()
 	for field, set := range optional {
 		spec := runs.Spec{Agent: d.Name, Prompt: "hi", Permission: runs.WorkspaceWrite}
 		set(&spec)
-		inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: t.TempDir(), Bin: s.bin,
+		inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: runs.AdapterSpec(d, spec), Dir: t.TempDir(), Bin: s.bin,
 			Home: t.TempDir(), Timeout: time.Minute}
 		_, err := s.adapter.Command(inv)
 		var fe *runs.FieldError
+		taken := slices.Contains(d.Fields, field) || runs.EnforcedByGateway(d, field)
 		switch {
-		case slices.Contains(d.Fields, field) && err != nil:
+		case taken && err != nil:
 			t.Errorf("%s is listed as supported, but Command refused it: %v", field, err)
-		case !slices.Contains(d.Fields, field) && (!errors.As(err, &fe) || !errors.Is(err, runs.ErrUnsupported) || fe.Field != field):
+		case !taken && (!errors.As(err, &fe) || !errors.Is(err, runs.ErrUnsupported) || fe.Field != field):
 			t.Errorf("%s is not listed as supported, but Command gave %v, not unsupported_option naming it", field, err)
 		}
 	}

@@ -1,0 +1,83 @@
+package conformance
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// budgetBound is how long a run stopped by a budget may take: a model
+// loop of a few requests, then the stop.
+const budgetBound = 90 * time.Second
+
+// budgetCases are the budgets the gateway enforces for every agent, each
+// against a model that calls a tool for ever: max_turns and
+// max_total_tokens everywhere, max_budget_usd where the CLI reports cost.
+func (s *suite) budgetCases() []suiteCase {
+	cases := []suiteCase{
+		{"max_turns", s.budgetStops(runs.MaxTurns, runs.BudgetMaxTurns, func(sp *runs.Spec) { sp.MaxTurns = 2 })},
+		{"max_total_tokens", s.budgetStops(runs.BudgetExceeded, runs.BudgetMaxTotalTokens, func(sp *runs.Spec) { sp.MaxTotalTokens = 1 })},
+	}
+	if s.adapter.Describe().ReportsCost {
+		cases = append(cases, suiteCase{"max_budget_usd",
+			s.budgetStops(runs.BudgetExceeded, runs.BudgetMaxBudgetUSD, func(sp *runs.Spec) { sp.MaxBudgetUSD = 0.000001 })})
+	} else {
+		cases = append(cases, suiteCase{"max_budget_usd_refused", s.budgetUSDRefused})
+	}
+	return cases
+}
+
+// budgetStops runs the tool loop with the budget set, and checks that the
+// run failed with class and budget, kept the usage it had, and left no
+// process behind.
+func (s *suite) budgetStops(class runs.Class, budget string, set func(*runs.Spec)) func(t *testing.T) {
+	return func(t *testing.T) {
+		marker := "budget-" + uuid.NewString()[:8]
+		g := s.start(t, Scenario{Kind: ToolLoop, Command: "echo " + marker}, credentials)
+		spec := runs.Spec{Prompt: "Echo the marker until told to stop.", TimeoutSeconds: int(budgetBound / time.Second)}
+		set(&spec)
+		r := g.submit(t, spec)
+		r, evs := g.wait(t, r.ID, budgetBound+stopWithin)
+		if r.Status != runs.Failed || r.Error == nil || r.Error.Class != class || r.Error.Budget != budget {
+			t.Fatalf("status %s, error %+v; want failed %s naming %s; events %s", r.Status, r.Error, class, budget, typesOf(evs))
+		}
+		if r.Usage.InputTokens == 0 || r.Usage.OutputTokens == 0 {
+			t.Errorf("usage %+v: a run stopped by a budget keeps its usage so far (the mock billed %+v)", r.Usage, g.backend.Billed())
+		}
+		if billed := g.backend.Billed(); r.Usage.InputTokens > billed.InputTokens || r.Usage.OutputTokens > billed.OutputTokens {
+			t.Errorf("usage %+v is more than the mock billed %+v", r.Usage, billed)
+		}
+		if budget == runs.BudgetMaxBudgetUSD && (r.CostUSD == nil || *r.CostUSD <= 0) {
+			t.Errorf("cost %v: a run stopped by its dollar budget keeps its cost", r.CostUSD)
+		}
+		if budget == runs.BudgetMaxTurns {
+			// The tools of the last allowed turn run; the model is
+			// not asked again, or not for long.
+			if n := len(of(evs, runs.EventToolCallStarted)); n < 1 || n > spec.MaxTurns+1 {
+				t.Errorf("%d tool calls with max_turns %d: %s", n, spec.MaxTurns, typesOf(evs))
+			}
+		}
+		last := evs[len(evs)-1]
+		if last.Type != runs.EventRunCompleted {
+			t.Errorf("last event %s", last.Type)
+		}
+		var done runs.RunCompletedData
+		decode(t, last, &done)
+		if done.Error == nil || done.Error.Budget != budget || !strings.Contains(done.Error.Message, budget) {
+			t.Errorf("run.completed error %+v, want one naming %s", done.Error, budget)
+		}
+		wantNoProcesses(t, r.ID, marker)
+	}
+}
+
+// budgetUSDRefused: an agent whose CLI reports no cost refuses
+// max_budget_usd by name: cost is never guessed.
+func (s *suite) budgetUSDRefused(t *testing.T) {
+	g := s.start(t, Scenario{Kind: Text, Text: "hi"}, credentials)
+	_, err := g.sup.Submit(t.Context(), runs.Spec{Agent: s.adapter.Name(), Prompt: "hi", MaxBudgetUSD: 1, Model: g.backend.Model})
+	wantFieldError(t, err, runs.FieldMaxBudgetUSD, runs.ErrUnsupported)
+}
