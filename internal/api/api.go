@@ -234,6 +234,11 @@ func New(cfg Config, svc Service, obs Observer, metrics http.Handler, log *zap.L
 	r.With(write, own).Post("/v1/runs/{id}/close", s.closeSession)
 	r.With(read, own).Post("/v1/runs/{id}/stream-token", s.streamToken)
 	r.With(read, own).Get("/v1/runs/{id}/events", s.streamGate(s.runEvents))
+	// What the run changed (artifacts.go).
+	r.With(read, own).Get("/v1/runs/{id}/diff", s.runDiff)
+	r.With(read, own).Get("/v1/runs/{id}/files", s.runFiles)
+	r.With(read, own).Get("/v1/runs/{id}/files/*", s.runFile)
+	r.With(read, own).Get("/v1/runs/{id}/archive", s.runArchive)
 	s.router = r
 	return r
 }

@@ -519,3 +519,9 @@ func writeAtomic(name string, b []byte) error {
 	}
 	return os.Rename(tmp, name)
 }
+
+// SaveDiff replaces the whole diff Compare kept in store, with one the
+// caller changed (redacted).
+func SaveDiff(store, diff string) error {
+	return writeAtomic(filepath.Join(store, diffFile), []byte(diff))
+}

@@ -248,8 +248,9 @@ type RunCompletedData struct {
 	Diff          string `json:"diff,omitempty"`
 	DiffTruncated bool   `json:"diff_truncated,omitempty"`
 	// Files are the files the run changed, as the run record has them.
-	Files      []ChangedFile `json:"files,omitempty"`
-	DurationMS int64         `json:"duration_ms"`
-	Exit       *Exit         `json:"exit,omitempty"`
-	Error      *RunError     `json:"error,omitempty"`
+	Files          []ChangedFile `json:"files,omitempty"`
+	FilesTruncated bool          `json:"files_truncated,omitempty"`
+	DurationMS     int64         `json:"duration_ms"`
+	Exit           *Exit         `json:"exit,omitempty"`
+	Error          *RunError     `json:"error,omitempty"`
 }

@@ -51,6 +51,7 @@ func (s *Supervisor) janitor(ctx context.Context) {
 	defer t.Stop()
 	for {
 		s.sweepWorkspaces()
+		s.sweepArtifacts()
 		select {
 		case <-ctx.Done():
 			return

@@ -145,6 +145,7 @@ func (s *Supervisor) execute(t *task) {
 			}
 		}
 	}
+	snapped := s.snapshotStart(t, log)
 	exit, stderrTail, err := runProcess(ctx, s.tree, p, func(l line) {
 		if first {
 			first = false
@@ -201,6 +202,7 @@ func (s *Supervisor) execute(t *task) {
 	if exit.Reason != "" {
 		override = stopError(context.Cause(ctx), t.run.Agent)
 	}
+	s.snapshotEnd(t, snapped, &out, log)
 	s.finish(bg, t, out, override, &exit)
 }
 

@@ -111,7 +111,7 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	completed := NewEvent(EventRunCompleted, RunCompletedData{
 		Status: status, StopReason: out.StopReason, Result: out.Result,
 		StructuredOutput: json.RawMessage(out.StructuredOutput), Usage: out.Usage, CostUSD: out.CostUSD,
-		NumTurns: out.NumTurns, Diff: out.Diff, DurationMS: dur.Milliseconds(), Exit: exit, Error: runErr,
+		NumTurns: out.NumTurns, Diff: out.Diff, DiffTruncated: r.DiffTruncated, Files: r.Files, FilesTruncated: r.FilesTruncated, DurationMS: dur.Milliseconds(), Exit: exit, Error: runErr,
 	})
 	// Metrics count the run before anyone can read it finished, so that
 	// a client that sees it end and then scrapes finds it counted.

@@ -159,11 +159,14 @@ type Run struct {
 	DiffTruncated bool `json:"diff_truncated,omitempty"`
 	// Files are the files the run changed in its directory, found by
 	// comparing the directory at its start and at its end.
-	Files        []ChangedFile     `json:"files,omitempty"`
-	Error        *RunError         `json:"error,omitempty"`
-	Exit         *Exit             `json:"exit,omitempty"`
-	AgentVersion string            `json:"agent_version,omitempty"`
-	Metadata     map[string]string `json:"metadata,omitempty"`
+	Files []ChangedFile `json:"files,omitempty"`
+	// FilesTruncated says Files was cut at the record's bound
+	// (MaxRecordedFiles); GET /v1/runs/{id}/files has them all.
+	FilesTruncated bool              `json:"files_truncated,omitempty"`
+	Error          *RunError         `json:"error,omitempty"`
+	Exit           *Exit             `json:"exit,omitempty"`
+	AgentVersion   string            `json:"agent_version,omitempty"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
 	// QueuePosition is, while the run is queued, its place in the queue
 	// all replicas share: 1 is the next run to start. It is read when
 	// the run is, not stored.

@@ -103,6 +103,11 @@ type Config struct {
 	// WorkspaceRetention, when positive, is how long the run directories
 	// the supervisor creates are kept; older ones are removed.
 	WorkspaceRetention time.Duration
+	// ArtifactsDir, when set, is where the snapshots of each run's
+	// directory and its whole diff are kept: under the data directory,
+	// which the sandbox hides from agents. Without it no changed files
+	// are found, and only an adapter's own diff is recorded.
+	ArtifactsDir string
 	// Sandbox, when set, confines every agent process (see Sandbox);
 	// without it only the CLI enforces a run's Permission.
 	Sandbox Sandbox
