@@ -98,6 +98,7 @@ func (*Adapter) Describe() runs.Description {
 			runs.FieldSystemPrompt, runs.FieldModel, runs.FieldEffort, runs.FieldTimeoutSeconds,
 			runs.FieldOutputSchema, runs.FieldResumeSessionID, runs.FieldKeepSession, runs.FieldCwd,
 			runs.FieldPermission, runs.FieldInteractive, runs.FieldApprovals,
+			runs.FieldMCPServers, runs.FieldAttachments,
 		},
 		Permissions: perms,
 		// Codex's decline lets the model go on; its turn/interrupt leaves
@@ -119,7 +120,8 @@ func (*Adapter) ParseVersion(output []byte) (string, error) {
 }
 
 // Command implements runs.Adapter. Everything about the run travels over
-// the protocol on stdin (see the decoder); the command line only starts
+// the protocol on stdin (see the decoder), its MCP servers and images
+// too; the command line only starts
 // the app-server, stops phone-home and bounds the provider's retries.
 // It reads the Codex home's config.toml to find the active provider, so
 // that it passes that provider's key variable through and never
@@ -142,6 +144,9 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if _, ok := sandboxModes[perm]; !ok {
 		return runs.Command{}, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
 	}
+	if err := checkMCPServers(s.MCPServers); err != nil {
+		return runs.Command{}, err
+	}
 	args := append([]string{"app-server"}, phoneHome...)
 	pass := append([]string(nil), credentialEnv...)
 	// A config.toml that cannot be read is Codex's to report, in its own
@@ -162,6 +167,9 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 		// keeps stderr, which classifies a crash, free of escapes.
 		Env:     []string{"CODEX_HOME=" + inv.Home, "NO_COLOR=1", "RUST_LOG=error"},
 		PassEnv: pass,
+		// The MCP servers' env and header values travel in thread/start,
+		// on stdin; a tool may still echo them.
+		Secrets: mcpSecrets(s.MCPServers),
 	}, nil
 }
 

@@ -42,10 +42,14 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 		s = openai.Failure(sc.Status)
 	case conformance.Hang:
 		s = openai.Hang()
+	case conformance.MCPTool:
+		s = openai.MCPTurn(sc.MCPServer, sc.MCPTool, sc.Input, sc.Text)
+	case conformance.ToolLoop:
+		s = openai.ToolLoop(sc.Command)
 	default:
 		t.Fatalf("scenario %q", sc.Kind)
 	}
-	srv, err := openai.Start("127.0.0.1:0", s)
+	srv, images, err := openai.StartWithImages("127.0.0.1:0", s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +63,8 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 		Model:         openai.DefaultModel,
 		Billed:        func() runs.Usage { return booked(srv) },
 		Requests:      func() int { return len(srv.Ledger().Responses()) },
-		Seen:          func(text string) bool { return srv.Ledger().Seen(text) },
+		// An image reaches the model as a data URL, which the ledger's
+		// summary of a request does not keep.
+		Seen: func(text string) bool { return srv.Ledger().Seen(text) || images.Seen(text) },
 	}
 }

@@ -28,7 +28,7 @@ const (
 // read, and none of them would be reported as agent.unparsed.
 var optOut = []string{
 	"remoteControl/status/changed", "thread/status/changed", "skills/changed",
-	"mcpServer/startupStatus/updated", "app/list/updated", "thread/name/updated",
+	"app/list/updated", "thread/name/updated",
 	"item/reasoning/summaryPartAdded", "fs/changed",
 }
 
@@ -240,7 +240,7 @@ func (d *decoder) response(line []byte, m message) []runs.Event {
 		d.rootThread = r.Thread.ID
 		d.mu.Unlock()
 		d.model = r.Model
-		d.startTurn(d.inv.Spec.Prompt, d.inv.Spec.OutputSchema)
+		d.startTurn(userInput(d.inv.Spec.Prompt, d.inv.Images), d.inv.Spec.OutputSchema)
 		return d.sessionStarted()
 	case methodTurnStart:
 		var r turnResult
@@ -254,8 +254,8 @@ func (d *decoder) response(line []byte, m message) []runs.Event {
 	return nil
 }
 
-// startTurn sends turn/start with text on the root thread.
-func (d *decoder) startTurn(text string, schema json.RawMessage) {
+// startTurn sends turn/start with input on the root thread.
+func (d *decoder) startTurn(input []inputItem, schema json.RawMessage) {
 	d.mu.Lock()
 	thread := d.rootThread
 	d.rootTurn, d.turnActive, d.interrupt = "", true, false
@@ -263,7 +263,7 @@ func (d *decoder) startTurn(text string, schema json.RawMessage) {
 	d.turnUsage, d.result, d.interruptAsk = runs.Usage{}, "", false
 	d.call(methodTurnStart, turnStartParams{
 		ThreadID:     thread,
-		Input:        []inputItem{{Type: "text", Text: text}},
+		Input:        input,
 		Effort:       d.inv.Spec.Effort,
 		OutputSchema: schema,
 	})
@@ -279,6 +279,7 @@ func (d *decoder) threadRequest() (string, threadParams) {
 	p := threadParams{
 		Cwd: d.inv.Dir, Model: s.Model, Sandbox: sandboxModes[perm],
 		ApprovalPolicy: d.approvalPolicy(), DeveloperInstructions: s.SystemPrompt,
+		Config: mcpConfig(s.MCPServers, d.asks),
 	}
 	if s.ResumeSessionID != "" {
 		p.ThreadID = s.ResumeSessionID
@@ -420,6 +421,8 @@ func (d *decoder) notification(line []byte, m message) []runs.Event {
 		return nil
 	case "serverRequest/resolved":
 		return d.requestResolved(m)
+	case "mcpServer/startupStatus/updated":
+		return d.mcpStatus(m)
 	case "thread/tokenUsage/updated":
 		return d.tokenUsage(line, m)
 	case "turn/diff/updated":
@@ -548,15 +551,15 @@ func (d *decoder) item(it item, completed bool, thread string) []runs.Event {
 		}
 		return append(evs, d.toolCompleted(it.ID, "apply_patch", input, it.Status, it.Status != "completed")...)
 	case "mcpToolCall":
-		name := "mcp__" + it.Server + "__" + it.Tool
 		if !completed {
-			return d.toolStarted(it.ID, name, it.Arguments)
+			return d.mcpStarted(it)
 		}
-		out, failed := string(it.Result), len(it.Error) > 0 && string(it.Error) != "null"
+		out, failed := mcpOutput(it.Result), len(it.Error) > 0 && string(it.Error) != "null"
 		if failed {
-			out = string(it.Error)
+			out = mcpError(it.Error)
 		}
-		return d.toolCompleted(it.ID, name, it.Arguments, out, failed || it.Status == "failed")
+		evs := d.mcpStarted(it) // a call whose start was never seen
+		return append(evs, d.toolCompleted(it.ID, mcpToolName(it.Server, it.Tool), it.Arguments, out, failed || it.Status == "failed")...)
 	case "dynamicToolCall":
 		if !completed {
 			return d.toolStarted(it.ID, it.Tool, it.Arguments)
@@ -594,6 +597,24 @@ func (d *decoder) item(it item, completed bool, thread string) []runs.Event {
 	}
 	raw, _ := json.Marshal(it)
 	return []runs.Event{unparsed(raw, "item type the adapter does not map: "+clip(it.Type, 80))}
+}
+
+// mcpToolName is an MCP tool's name in events, as Claude's model sees
+// it; Codex offers it to its model as function Tool of namespace
+// mcp__<Server>.
+func mcpToolName(server, tool string) string { return "mcp__" + server + "__" + tool }
+
+// mcpStarted opens an MCP tool call, with its server (the key of the
+// run's mcp_servers, which Codex names it by) and the tool's own name.
+func (d *decoder) mcpStarted(it item) []runs.Event {
+	evs := d.toolStarted(it.ID, mcpToolName(it.Server, it.Tool), it.Arguments)
+	for i := range evs {
+		if data, ok := evs[i].Data.(runs.ToolCallStartedData); ok {
+			data.MCPServer, data.MCPTool = it.Server, it.Tool
+			evs[i].Data = data
+		}
+	}
+	return evs
 }
 
 // toolStarted opens a tool call.

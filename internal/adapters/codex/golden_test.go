@@ -140,6 +140,11 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"id":2,"result":{"thread":{"id":"t"}}}` + "\n" + `{"id":"x","method":"item/tool/call","params":null}`))
 	f.Add([]byte(`{"method":"item/completed","params":{"threadId":"t","item":{"type":"fileChange","changes":[{"path":"/a","kind":{"type":"update","move_path":"/b"}}]}}}`))
 	f.Add([]byte(`{"method":"turn/completed","params":{"threadId":"","turn":{"status":"failed","error":{"codexErrorInfo":{"httpConnectionFailed":{"httpStatusCode":-1}}}}}}`))
+	// MCP tool calls: a result with text, one without, an error.
+	f.Add([]byte(`{"id":2,"result":{"thread":{"id":"t"}}}` + "\n" + `{"id":3,"result":{"turn":{"id":"u"}}}` + "\n" +
+		`{"method":"item/started","params":{"threadId":"t","item":{"type":"mcpToolCall","id":"m","server":"demo","tool":"reverse_text","arguments":{"text":"x"}}}}` + "\n" +
+		`{"method":"item/completed","params":{"threadId":"t","item":{"type":"mcpToolCall","id":"m","server":"demo","tool":"reverse_text","status":"completed","result":{"content":[{"type":"text","text":"reversed:x"}]}}}}` + "\n" +
+		`{"method":"item/completed","params":{"threadId":"t","item":{"type":"mcpToolCall","id":"n","server":"demo","tool":"t","status":"failed","result":{"content":3},"error":{"message":7}}}}`))
 	// A session's thread, turn, approvals of each kind, their withdrawal,
 	// and the turn's end.
 	f.Add([]byte(`{"id":1,"result":{}}` + "\n" + `{"id":2,"result":{"thread":{"id":"t"}}}` + "\n" + `{"id":3,"result":{"turn":{"id":"u"}}}` + "\n" +

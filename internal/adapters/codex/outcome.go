@@ -29,7 +29,10 @@ func (d *decoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
 				out.StructuredOutput = json.RawMessage(strings.TrimSpace(d.result))
 			} else {
 				out.Status = runs.Failed
-				out.Error = runs.NewRunError(runs.APIError, "the final message is not the JSON object output_schema asked for",
+				// Codex sends the schema as the response's json_schema
+				// text format; a model that ignores it is not caught by
+				// Codex.
+				out.Error = runs.NewRunError(runs.SchemaMismatch, "the final message is not the JSON object output_schema asked for",
 					"check the schema, or the model's support for structured output")
 			}
 		}

@@ -92,7 +92,14 @@ func (d *decoder) approvalRequest(m message) (evs []runs.Event, ok bool) {
 		if json.Unmarshal(m.Params, &p) != nil || p.Meta.Kind != "mcp_tool_call" {
 			return nil, false // a form the MCP server itself wants filled in
 		}
-		return d.ask(m, p.ThreadID, p.Meta.CallID, "mcp__"+p.ServerName+"__"+p.Meta.ToolName, rawJSON(p.Meta.ToolParams)), true
+		evs := d.ask(m, p.ThreadID, p.Meta.CallID, mcpToolName(p.ServerName, p.Meta.ToolName), rawJSON(p.Meta.ToolParams))
+		for i := range evs {
+			if data, ok := evs[i].Data.(runs.ApprovalRequestedData); ok {
+				data.MCPServer = p.ServerName
+				evs[i].Data = data
+			}
+		}
+		return evs, true
 	}
 	return nil, false
 }
@@ -226,7 +233,7 @@ func (s session) Send(text string, images []runs.Image, steer bool) error {
 		if !steer {
 			return fmt.Errorf("a turn is running: %w", runs.ErrConflict)
 		}
-		in := []inputItem{{Type: "text", Text: text}}
+		in := userInput(text, images)
 		if turn == "" {
 			d.steers = append(d.steers, in) // sent with the turn's id
 			return nil
@@ -234,7 +241,7 @@ func (s session) Send(text string, images []runs.Image, steer bool) error {
 		d.call(methodTurnSteer, turnSteerParams{ThreadID: thread, ExpectedTurnID: turn, Input: in})
 		return nil
 	}
-	d.startTurn(text, nil)
+	d.startTurn(userInput(text, images), nil)
 	return nil
 }
 

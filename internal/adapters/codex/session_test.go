@@ -33,6 +33,7 @@ type driver struct {
 	t      *testing.T
 	name   string
 	srv    *openai.Server
+	images *openai.Images // the images the mock's requests carried
 	dec    session
 	inv    runs.Invocation
 	marker string
@@ -57,9 +58,15 @@ type driver struct {
 // -record.
 func startSession(t *testing.T, name string, spec runs.Spec, sc func(marker string) openai.Scenario) *driver {
 	t.Helper()
+	return startSessionWith(t, name, spec, nil, sc)
+}
+
+// startSessionWith is startSession with the prompt's images.
+func startSessionWith(t *testing.T, name string, spec runs.Spec, images []runs.Image, sc func(marker string) openai.Scenario) *driver {
+	t.Helper()
 	bin := codexBin(t)
 	marker := "agentgate-test-" + uuid.NewString()
-	srv, err := openai.Start("127.0.0.1:0", sc(marker))
+	srv, seen, err := openai.StartWithImages("127.0.0.1:0", sc(marker))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +79,7 @@ func startSession(t *testing.T, name string, spec runs.Spec, sc func(marker stri
 		spec.Model = openai.DefaultModel
 	}
 	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home,
-		Timeout: time.Minute, CLIVersion: VerifiedVersion}
+		Timeout: time.Minute, CLIVersion: VerifiedVersion, Images: images}
 	a := New()
 	c, err := a.Command(inv)
 	if err != nil {
@@ -84,7 +91,7 @@ func startSession(t *testing.T, name string, spec runs.Spec, sc func(marker stri
 	}
 	env := append(agenttest.MinimalEnv(home), c.Env...)
 	env = append(env, testKeyEnv+"="+testKey)
-	d := &driver{t: t, name: name, srv: srv, dec: dec, inv: inv, marker: marker, lines: make(chan []byte, 4096)}
+	d := &driver{t: t, name: name, srv: srv, images: seen, dec: dec, inv: inv, marker: marker, lines: make(chan []byte, 4096)}
 	d.cmd = exec.Command(bin, c.Args...)
 	d.cmd.Dir, d.cmd.Env = dir, env
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

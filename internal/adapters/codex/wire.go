@@ -1,6 +1,10 @@
 package codex
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
 
 // The app-server protocol as far as the adapter reads it: JSON-RPC 2.0
 // without the "jsonrpc" member, one object per line. Every struct is
@@ -79,6 +83,30 @@ type threadParams struct {
 	// Ephemeral is only sent to thread/start; a resumed thread keeps
 	// being recorded where it is.
 	Ephemeral *bool `json:"ephemeral,omitempty"`
+	// Config overrides config.toml for this thread only, as -c would for
+	// the process: the run's MCP servers travel here, so that nothing of
+	// one run is written where another run would read it.
+	Config *threadConfig `json:"config,omitempty"`
+}
+
+// threadConfig is the part of config.toml a thread overrides.
+type threadConfig struct {
+	MCPServers map[string]mcpServerConfig `json:"mcp_servers,omitempty"`
+}
+
+// mcpServerConfig is one [mcp_servers.<name>] table: a stdio server
+// (command, args, env) or a streamable HTTP one (url, http_headers).
+type mcpServerConfig struct {
+	Command     string            `json:"command,omitempty"`
+	Args        []string          `json:"args,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	URL         string            `json:"url,omitempty"`
+	HTTPHeaders map[string]string `json:"http_headers,omitempty"`
+	// ToolsApproval is default_tools_approval_mode: "approve" runs the
+	// server's tools unasked. Codex with approval policy never fails
+	// every MCP call without it ("MCP tool call requires approval, but
+	// approval policy is never"); "auto" fails too.
+	ToolsApproval string `json:"default_tools_approval_mode,omitempty"`
 }
 
 type turnStartParams struct {
@@ -88,9 +116,48 @@ type turnStartParams struct {
 	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
 }
 
+// inputItem is one UserInput of turn/start and turn/steer: text, or an
+// image file by its path (localImage).
 type inputItem struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Type string
+	Text string
+	Path string
+}
+
+// MarshalJSON writes a text item with its text, even an empty one, which
+// Codex requires, and an image with its path only.
+func (in inputItem) MarshalJSON() ([]byte, error) {
+	if in.Type == itemLocalImage {
+		return json.Marshal(struct {
+			Type string `json:"type"`
+			Path string `json:"path"`
+		}{in.Type, in.Path})
+	}
+	return json.Marshal(struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}{in.Type, in.Text})
+}
+
+// The kinds of input item the adapter sends.
+const (
+	itemText       = "text"
+	itemLocalImage = "localImage"
+)
+
+// userInput is a prompt or message as Codex takes it: its images, each
+// by the path the supervisor wrote it to, then its text. Codex reads the
+// files itself and sends each to the model as an input_image, wrapped in
+// <image name=[Image #n] path=…> text.
+func userInput(text string, images []runs.Image) []inputItem {
+	in := make([]inputItem, 0, len(images)+1)
+	for _, im := range images {
+		in = append(in, inputItem{Type: itemLocalImage, Path: im.Path})
+	}
+	if text != "" || len(in) == 0 {
+		in = append(in, inputItem{Type: itemText, Text: text})
+	}
+	return in
 }
 
 type turnInterruptParams struct {
