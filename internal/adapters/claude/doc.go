@@ -9,6 +9,7 @@
 //	       --session-id=<run id> | --resume=<resume_session_id>
 //	       [--model=M] [--append-system-prompt=S] [--effort=E] [--max-turns=N]
 //	       [--max-budget-usd=X] [--json-schema=SCHEMA] <permission flags>
+//	       [--mcp-config=JSON --strict-mcp-config [--allowedTools=…,mcp__<server>]]
 //
 // Every run uses one transport, the Agent SDK's stream-json input: the
 // prompt is written to stdin as one user line
@@ -33,7 +34,80 @@
 //     must be in the same HOME (the working directory may differ). A new
 //     run uses its run id as --session-id.
 //   - max_turns → --max-turns, max_budget_usd → --max-budget-usd,
-//     output_schema → --json-schema (the CLI adds a StructuredOutput tool).
+//     output_schema → --json-schema (the CLI adds a StructuredOutput tool;
+//     its input becomes result.structured_output, Outcome.StructuredOutput).
+//     The run that a native limit stops fails max_turns or
+//     budget_exceeded with RunError.Budget naming the field. The gateway
+//     enforces max_total_tokens itself, from usage.updated, which comes
+//     as each API message streams its usage (message_start, then
+//     message_delta), not only at the turn's result.
+//   - mcp_servers → --mcp-config=<JSON> --strict-mcp-config (see "MCP
+//     servers"); attachments → image blocks of the user line (see
+//     "Images").
+//
+// # MCP servers
+//
+// Verified with 2.1.332 and the internal/mcptest server (TestRealCLIMCP*,
+// TestSessionMCPAsk):
+//
+//	--mcp-config={"mcpServers":{"demo":{"type":"stdio","command":…,"args":[…],"env":{…}},
+//	                            "remote":{"type":"http","url":…,"headers":{…}}}}
+//	--strict-mcp-config
+//
+// The config is an argument, not a file: a file in the shared HOME or in
+// the run's directory would reach other runs, and --strict-mcp-config
+// makes the CLI ignore every other MCP config (~/.claude.json, a
+// project's .mcp.json). system/init lists the server (status
+// "connected", source "dynamic") and its tools as mcp__<server>__<tool>.
+// The tools are deferred: the request's tools hold only
+// DeferredToolPlaceholder, and a system reminder names them for
+// ToolSearch, but a direct call of mcp__demo__reverse_text ran. Its
+// result is a block array ([{"type":"text","text":"reversed:pcm olleh"}]),
+// flattened into tool_call.completed; tool_call.started carries
+// mcp_server and mcp_tool, read back from the tool's name against the
+// run's own servers. A server's name is therefore letters, digits, '-'
+// and single '_', so that mcp__<server>__ is unambiguous.
+//
+// Without approvals the run's servers are allowed by the rule mcp__<name>
+// in --allowedTools (one flag, after Bash for workspace_write; the call
+// ran with permission_decision reason_type "rule"), at every level,
+// read_only included (dontAsk ran it): the client chose the servers, and
+// nobody could answer a question. full skips every check. With approvals
+// ask no rule is added: the call is a can_use_tool request (with
+// "mcp_server":{"name":"demo","source":"dynamic"}), approval.requested
+// with MCPServer set, and it ran once allowed. With read_only and ask
+// (dontAsk) it is refused unasked, like every other call not allowed.
+//
+// Traps, each seen with the real CLI:
+//   - A stdio server inherits the CLI's whole environment (a variable set
+//     only for the CLI reached the server), the gateway's model
+//     credentials included. The adapter sets every credential variable
+//     of the CLI the client did not set to "" in the server's env, which
+//     replaces the inherited value.
+//   - The CLI expands ${NAME} in the config with its own environment (an
+//     env value "${HOME}" reached the server as the CLI's HOME; "$HOME"
+//     stayed as it was), and has no escape for it: a value with "${" in
+//     a command, argument, env or header value or URL is refused, or a
+//     header could carry the gateway's key to a remote server.
+//   - The env and header values are on the command line: they are the
+//     Command's Secrets, which the supervisor redacts wherever the run
+//     stores or logs anything.
+//   - Remote servers are type "http" (streamable HTTP); their config is
+//     unit-tested only (no HTTP MCP server here).
+//
+// # Images
+//
+// An attachment is an image block after the text of the user line:
+// {"type":"image","source":{"type":"base64","media_type":"image/png","data":…}},
+// in the first line (one-shot and session alike: every run reads
+// stream-json) and in Send's lines. The model got the same block, and the
+// CLI added a text block "[Image: source: $TMPDIR/claude-<uid>/<cwd with
+// / as ->/<session id>/images/1.png]" naming a copy it writes there
+// (TestRealCLIImage: with the run's own TMPDIR, which the supervisor
+// removes with the run, the copy is under it, not under /tmp). PNG,
+// JPEG, GIF and WebP are taken; any other type, and an empty image, are
+// refused with invalid attachments. No SessionPreferrer is needed: the
+// one-shot transport takes both images and MCP servers.
 //
 // # Permissions
 //
@@ -150,9 +224,12 @@
 //	system/init                           session.started (session id, model, tools)
 //	stream_event text_delta               message.delta (other stream events: nothing;
 //	                                      the assistant lines repeat them)
+//	stream_event message_start/_delta     usage.updated, when the streamed usage changed
+//	                                      (the run's so far: results, then streams)
 //	assistant thinking/redacted_thinking  reasoning.completed (full, or redacted when empty)
 //	assistant text                        message.completed
-//	assistant tool_use                    tool_call.started
+//	assistant tool_use                    tool_call.started (mcp__<server>__<tool>: with
+//	                                      mcp_server and mcp_tool)
 //	user tool_result                      tool_call.completed (block content flattened)
 //	system/api_retry                      rate_limit (rate_limit, overloaded) or warning
 //	system/permission_denied              warning permission_denied

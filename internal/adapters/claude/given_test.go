@@ -364,7 +364,7 @@ func TestBudgetNamesIt(t *testing.T) {
 		dec := New().NewDecoder(runs.Invocation{})
 		dec.Decode([]byte(`{"type":"result","subtype":"` + sub + `","is_error":true}`))
 		o := dec.Finish(runs.Exit{Code: 1}, nil)
-		if o.Error == nil || string(o.Error.Class) != want[0] || o.Error.Budget != want[1] {
+		if o.Error == nil || string(o.Error.Class) != want[0] || o.Error.Budget != want[1] || !strings.HasPrefix(o.Error.Message, want[1]+" reached: ") {
 			t.Errorf("%s: error %+v, want class %s budget %s", sub, o.Error, want[0], want[1])
 		}
 	}

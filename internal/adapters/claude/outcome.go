@@ -111,12 +111,14 @@ func (d *decoder) classifyResult(r *wireLine, stderr string) *runs.RunError {
 	}
 	switch {
 	case r.Subtype == "error_max_turns" || r.TerminalReason == "max_turns":
-		e := runs.NewRunError(runs.MaxTurns, orText(msg, "reached the maximum number of turns"), hintMaxTurns)
-		e.Budget = runs.FieldMaxTurns
+		// The CLI's own --max-turns stopped it; the message names the
+		// budget as the gateway's do.
+		e := runs.NewRunError(runs.MaxTurns, runs.BudgetMaxTurns+" reached: "+orText(msg, "reached the maximum number of turns"), hintMaxTurns)
+		e.Budget = runs.BudgetMaxTurns
 		return e
 	case r.Subtype == "error_max_budget_usd" || r.TerminalReason == "budget_exhausted":
-		e := runs.NewRunError(runs.BudgetExceeded, orText(msg, "reached the maximum budget"), hintBudget)
-		e.Budget = runs.FieldMaxBudgetUSD
+		e := runs.NewRunError(runs.BudgetExceeded, runs.BudgetMaxBudgetUSD+" reached: "+orText(msg, "reached the maximum budget"), hintBudget)
+		e.Budget = runs.BudgetMaxBudgetUSD
 		return e
 	case r.TerminalReason == "aborted_tools" || r.TerminalReason == "aborted_streaming":
 		return runs.NewRunError(runs.Interrupted, orText(msg, "the run was interrupted ("+r.TerminalReason+")"), hintInterrupt)

@@ -366,3 +366,27 @@ func TestRealCLIMCPSecretNeverStored(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionMCPReadOnlyAsk: read_only with approvals ask asks nothing
+// (dontAsk), so the MCP tool's call is refused without a question, like
+// every call the level does not allow.
+func TestSessionMCPReadOnlyAsk(t *testing.T) {
+	t.Parallel()
+	spec := askSpec("Reverse hello mcp.")
+	spec.Permission, spec.MCPServers = runs.ReadOnly, demoServer(t, "unused")
+	d := startSession(t, anthropic.MCPCall(mcptest.Name, "reverse_text", json.RawMessage(reverseInput), "Refused."), spec)
+	if turn := d.turn(); turn.Status != runs.Succeeded {
+		t.Errorf("turn = %+v", turn)
+	}
+	d.close()
+	if n := d.count(runs.EventApprovalRequested); n != 0 {
+		t.Errorf("%d approvals asked", n)
+	}
+	for _, ev := range d.events {
+		if ev.Type == runs.EventToolCallCompleted {
+			if c := ev.Data.(runs.ToolCallCompletedData); !c.IsError || strings.Contains(c.Output, "reversed:") {
+				t.Errorf("tool_call.completed = %+v, want the refusal", c)
+			}
+		}
+	}
+}
