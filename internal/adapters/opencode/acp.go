@@ -75,9 +75,17 @@ func sessionPermission(perm runs.Permission, asks bool) string {
 func sessionProfile(inv runs.Invocation, rec records) acp.Profile {
 	oneShot := newDecoder(inv)
 	servers, _ := acpMCPServers(inv.Spec.MCPServers)
+	names, namer := toolNames(), newMCPNamer(inv.Spec.MCPServers)
 	return acp.Profile{
 		Agent:      Name,
 		MCPServers: servers,
+		// OpenCode names an MCP tool "<server>_<tool>" in its first
+		// tool_call's title (demo_reverse_text).
+		MCPTool: func(tc acp.ToolCall) (string, string, bool) { return namer.split(names(tc)) },
+		// A run that names MCP servers means their tools to run; should
+		// the operator's configuration make them ask, they are allowed
+		// when the run does not ask for approvals.
+		AllowMCP: true,
 		// Without approvals nothing is set to ask; should the operator's
 		// configuration set a permission to ask, it is refused, as `run`
 		// refuses it.
@@ -88,7 +96,7 @@ func sessionProfile(inv runs.Invocation, rec records) acp.Profile {
 		TurnBill:     newStoreLog(rec).turnBill,
 		Steering:     acp.SteerMerges,
 		DenyEndsTurn: true,
-		ToolName:     toolNames(),
+		ToolName:     names,
 		ClassifyError: func(method string, e *acp.RPCError) *runs.RunError {
 			return classifyRPC(oneShot, method, e)
 		},
@@ -199,27 +207,15 @@ func newSessionDecoder(inv runs.Invocation, rec records, checkImages func(runs.I
 	if len(opts) > 0 {
 		sess = &sessionDecoder{Decoder: core, options: opts}
 	}
-	return &givenSession{Session: sess, mcp: newMCPNamer(inv.Spec.MCPServers), inv: inv, checkImages: checkImages}
+	return &givenSession{Session: sess, inv: inv, checkImages: checkImages}
 }
 
-// givenSession is a Session run's client with what the run was given:
-// it names the run's MCP server and tool on the events of their calls,
-// and refuses a message's images that the model would not get.
+// givenSession is a Session run's client that refuses a message's images
+// the model would not get.
 type givenSession struct {
 	runs.Session
-	mcp         mcpNamer
 	inv         runs.Invocation
 	checkImages func(runs.Invocation) error
-}
-
-// Decode implements runs.Decoder.
-func (g *givenSession) Decode(line []byte) []runs.Event { return g.mcp.tag(g.Session.Decode(line)) }
-
-// Finish implements runs.Decoder.
-func (g *givenSession) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
-	out := g.Session.Finish(exit, stderrTail)
-	out.Events = g.mcp.tag(out.Events)
-	return out
 }
 
 // Send implements runs.Session. Images go as ACP image blocks after the

@@ -57,6 +57,13 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 		s = chat.Failure(sc.Status)
 	case conformance.Hang:
 		s = chat.Hang()
+	case conformance.MCPTool:
+		// OpenCode offers an MCP tool as <server>_<tool>.
+		s = chat.ToolTurn(chat.OpenCodeMCPCall(sc.MCPServer, sc.MCPTool, sc.Input), sc.Text)
+	case conformance.ToolLoop:
+		// A bash call on every request, each billed: only the gateway's
+		// budget ends the run.
+		s = chat.AlwaysTool(chat.Bash(sc.Command))
 	default:
 		t.Fatalf("scenario %q", sc.Kind)
 	}

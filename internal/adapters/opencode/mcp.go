@@ -138,26 +138,3 @@ func (n mcpNamer) split(name string) (server, tool string, ok bool) {
 	}
 	return "", "", false
 }
-
-// tag sets MCPServer and MCPTool on the tool_call.started events, and
-// MCPServer on the approval.requested events, of the run's MCP tools.
-func (n mcpNamer) tag(evs []runs.Event) []runs.Event {
-	if len(n.prefixes) == 0 {
-		return evs
-	}
-	for i := range evs {
-		switch d := evs[i].Data.(type) {
-		case runs.ToolCallStartedData:
-			if server, tool, ok := n.split(d.Name); ok {
-				d.MCPServer, d.MCPTool = server, tool
-				evs[i].Data = d
-			}
-		case runs.ApprovalRequestedData:
-			if server, _, ok := n.split(d.Tool); ok {
-				d.MCPServer = server
-				evs[i].Data = d
-			}
-		}
-	}
-	return evs
-}
