@@ -36,6 +36,8 @@ const sessionListTimeout = time.Minute
 //     NAME is not in the run's environment (OpenCode would send no key),
 //     or it is OpenAI or Anthropic without a configuration, key variable
 //     or login (OpenCode would say only "Unexpected server error");
+//   - the run has images and the model's configuration does not declare
+//     image input (OpenCode would replace them with an error text);
 //   - resume_session_id names a session that does not exist, or belongs
 //     to another directory: OpenCode continues a session only in the
 //     directory it began in, and started anywhere else it waits for ever
@@ -43,6 +45,13 @@ const sessionListTimeout = time.Minute
 func (*Adapter) Preflight(ctx context.Context, inv runs.Invocation, env []string) *runs.RunError {
 	if e := checkKey(inv, env); e != nil {
 		return e
+	}
+	if len(inv.Spec.Attachments) > 0 || len(inv.Images) > 0 {
+		// Command checked what it could see; the run's environment may
+		// hold the operator's OPENCODE_CONFIG_CONTENT or OPENCODE_CONFIG.
+		if err := imageSupport(configSources(inv.Home, env), inv.Spec.Model); err != nil {
+			return runs.NewRunError(runs.APIError, "OpenCode would replace the run's images with an error text: "+err.Error(), hintImages)
+		}
 	}
 	if inv.Spec.ResumeSessionID != "" {
 		return checkSession(ctx, inv, env)
