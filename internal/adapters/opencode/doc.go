@@ -39,7 +39,11 @@
 //
 // system_prompt, max_turns, max_budget_usd and output_schema are refused
 // as unsupported: `run` has no such options (an agent's prompt and steps
-// limit live only in OpenCode's configuration).
+// limit live only in OpenCode's configuration). The gateway enforces
+// max_turns, max_total_tokens and max_budget_usd itself, from the events
+// (usage.updated after every step, with the cost so far: OpenCode prices
+// each step from the model's cost in its configuration), and asks for
+// output_schema in the prompt; it strips those fields before Command.
 //
 // # Permissions
 //
@@ -202,6 +206,53 @@
 // a session it does not list, or one that began in another directory, is
 // api_error at once instead of a run that hangs.
 //
+// # MCP servers and images (mcp.go, images.go)
+//
+// A run given mcp_servers or attachments runs over ACP even when it is
+// neither interactive nor asks (PrefersSession; the supervisor ends the
+// session after its one turn). `opencode run` takes MCP servers only
+// from OpenCode's configuration, which the adapter could reach only
+// through OPENCODE_CONFIG_CONTENT (the operator's own would be replaced)
+// or a file (in the shared home, or written by the adapter, which does no
+// I/O); session/new takes them per session. Verified with 1.18.33
+// against the mock and the project's stdio MCP server (mcptest):
+//
+//   - session/new mcpServers: a stdio server as {name, command, args,
+//     env: [{name, value}]}, a remote one as {type: "http", name, url,
+//     headers: [{name, value}]} (initialize says mcpCapabilities http and
+//     sse; a remote server was not exercised). The env reached the server
+//     (show_token echoed its token). Env and header values are the
+//     Command's Secrets: they travel on stdin, in session/new.
+//   - OpenCode offers a tool to the model as "<server>_<tool>"
+//     ("demo_reverse_text"), and its first tool_call is titled so;
+//     tool_call.started and approval.requested name the run's server and
+//     the tool (Profile.MCPTool; the longest server name that is a prefix
+//     wins, with OpenCode's replacement of characters other than
+//     [A-Za-z0-9_-] by "_"). Without approvals the call ran unasked
+//     (kind "other"), the result was the tool's text
+//     ("reversed:pcm olleh"); should the operator's configuration make an
+//     MCP tool ask, it is allowed (Profile.AllowMCP). With approvals ask,
+//     "*":"ask" covers MCP tools: the call was asked, tool
+//     "demo_reverse_text", and ran once allowed (TestGivenMCPAsk).
+//   - A resumed run with MCP servers or attachments is refused
+//     (resume_session_id), as every Session run is.
+//
+// Images go as ACP image blocks after the prompt's text, and after a
+// message's (Session.Send), and reached the model as image_url parts with
+// a data: URL. Only for a model whose entry in the configuration lists
+// "image" in modalities.input: with a plain entry, or with only
+// "attachment": true, OpenCode replaced the image with the text
+// `ERROR: Cannot read "image" (this model does not support image input).
+// Inform the user.`, silently for the client. So Command (for the run)
+// and Send (for a message) refuse images with an unsupported error naming
+// attachments unless the configurations the adapter sees (the home's
+// files, and with WithGetenv the operator's OPENCODE_CONFIG_CONTENT and
+// OPENCODE_CONFIG) declare it for the run's model (its model field, or
+// the configurations' "model"); Preflight checks again with the run's
+// environment. A model without an entry in those configurations (one of
+// the bundled catalogue's) is refused too: nothing the adapter can read
+// says it takes images.
+//
 // # Binary
 //
 // The npm package's bin/opencode.exe is made the native binary of the
@@ -220,7 +271,8 @@
 //	step_start                        nothing (a step is one model request)
 //	reasoning                         reasoning.completed (full; redacted when empty)
 //	text                              message.completed (whole texts: run prints no deltas)
-//	tool_use completed/error          tool_call.started and tool_call.completed together: run
+//	tool_use completed/error          tool_call.started (mcp_server, mcp_tool for a tool of the
+//	                                  run's MCP servers) and tool_call.completed together: run
 //	                                  prints a call only once it has finished; is_error for
 //	                                  an error, a command's non-zero exit and OpenCode's
 //	                                  "invalid" tool; a permission refusal adds a warning
