@@ -57,14 +57,15 @@ func main() {
 }
 
 // adapters is the roster of agents, in one place: adding an agent is one
-// line here plus its package.
-func adapters() []runs.Adapter {
+// line here plus its package. getenv is the gateway's environment, where
+// OpenCode's adapter reads the operator's configuration of the models.
+func adapters(getenv func(string) string) []runs.Adapter {
 	return []runs.Adapter{
 		claude.New(),
 		codex.New(),
 		copilot.New(),
 		gemini.New(),
-		opencode.New(),
+		opencode.New(opencode.WithGetenv(getenv)),
 	}
 }
 
@@ -74,7 +75,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q: agentgate is configured by AGENTGATE_* environment variables", args)
 	}
-	roster := adapters()
+	roster := adapters(getenv)
 	names := make([]string, len(roster))
 	for i, a := range roster {
 		names[i] = a.Name()
