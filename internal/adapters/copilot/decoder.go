@@ -59,6 +59,13 @@ type decoder struct {
 	sessionErr *wireData
 	failure    *wireData
 	compaction bool
+
+	// unbilled are the model requests (apiCallId) the lines named whose
+	// usage record was not read yet, billed those read; live is their
+	// sum (live.go).
+	unbilled map[string]bool
+	billed   map[string]bool
+	live     runs.Usage
 }
 
 func newDecoder(inv runs.Invocation, f files) *decoder {
@@ -66,7 +73,8 @@ func newDecoder(inv runs.Invocation, f files) *decoder {
 	if inv.Spec.ResumeSessionID != "" {
 		session = inv.Spec.ResumeSessionID
 	}
-	return &decoder{inv: inv, files: f, sessionID: session, model: inv.Spec.Model, seen: map[string]bool{}}
+	return &decoder{inv: inv, files: f, sessionID: session, model: inv.Spec.Model, seen: map[string]bool{},
+		unbilled: map[string]bool{}, billed: map[string]bool{}}
 }
 
 // Decode implements runs.Decoder.
@@ -86,6 +94,12 @@ func (d *decoder) Decode(line []byte) []runs.Event {
 		}
 	}
 	evs, known := d.event(&l, &data, line)
+	switch l.Type {
+	case "assistant.message", "tool.execution_start", "tool.execution_complete", "assistant.turn_end", "assistant.idle":
+		// The usage record precedes the message; a later line finds
+		// one that was not yet written.
+		evs = append(evs, d.liveUsage()...)
+	}
 	if !known {
 		if l.Ephemeral {
 			// Transient progress of a kind the adapter does not know;
@@ -199,6 +213,7 @@ func (d *decoder) message(data *wireData) []runs.Event {
 	if data.Model != "" {
 		d.model = data.Model
 	}
+	d.noteCall(data.APICallID)
 	var evs []runs.Event
 	if data.ReasoningText != "" || data.ReasoningOpaque != "" {
 		vis := runs.VisibilityFull

@@ -234,13 +234,17 @@
 //
 // # Budgets
 //
-// The CLI reports tokens only in the usage file, at exit (one-shot), and
-// in the session/prompt result, at the end of a turn (ACP): a one-shot
-// run emits its one usage.updated at Finish, so a token budget cannot
-// stop it mid-run; an interactive run's is checked after every turn. No
-// JSONL line carries tokens (model.call_finished has durations only). A
-// run the gateway stops with SIGTERM still writes its usage file, and
-// Finish reads it, so the outcome keeps the usage so far.
+// No stdout line carries tokens (model.call_finished has durations
+// only). A one-shot run's decoder therefore reads the session's record in
+// the home, where every model request leaves a session.usage_record
+// before its assistant.message is printed, and emits usage.updated with
+// the run's sum after each request (live.go): the gateway's
+// max_total_tokens stops a tool loop mid-run (the suite's
+// max_total_tokens case). An ACP run's usage comes with each
+// session/prompt result, at the end of a turn. max_turns is the
+// gateway's, counted from the events. A run the gateway stops with
+// SIGTERM still writes its usage file, which Finish reads, and the
+// supervisor keeps the usage.updated seen when the file says less.
 //
 // # Binary
 //
@@ -304,8 +308,9 @@
 // Command names the file from the invocation alone (UsagePath: under the
 // agent's home, named after the run; the CLI creates the directory), so
 // the decoder stays a function of the invocation. Finish, called once the
-// process has been reaped, reads the file and removes it; that is the
-// decoder's only I/O, behind a small interface that the golden tests
+// process has been reaped, reads the file and removes it. That, and
+// reading the session's record for the usage so far (see Budgets), is
+// the decoder's only I/O, behind a small interface that the golden tests
 // replace with the recorded file. A file left by a gateway that died
 // mid-run is a few KB and harmless.
 //

@@ -3,6 +3,9 @@ package copilot
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -226,4 +229,94 @@ func TestDecodeMCPToolByName(t *testing.T) {
 	if s := evs[0].Data.(runs.ToolCallStartedData); s.MCPServer != "my-demo" || s.MCPTool != "reverse_text" {
 		t.Errorf("started = %+v", s)
 	}
+}
+
+// recordFiles serves the session's record as the CLI writes it.
+type recordFiles struct {
+	path   string
+	record []byte
+}
+
+func (f *recordFiles) ReadFile(name string) ([]byte, error) {
+	if name != f.path {
+		return nil, fs.ErrNotExist
+	}
+	return f.record, nil
+}
+
+func (*recordFiles) Remove(string) error { return nil }
+
+func usageRecord(call string, in, cached, out, reasoning int) string {
+	return fmt.Sprintf(`{"type":"session.usage_record","data":{"usage":{"model":"mock-model","inputTokens":%d,"outputTokens":%d,`+
+		`"cacheReadTokens":%d,"cacheWriteTokens":0,"reasoningTokens":%d,"cost":0.0,"apiCallId":%q}},"id":"x","timestamp":"t"}`,
+		in, out, cached, reasoning, call)
+}
+
+func TestLiveUsage(t *testing.T) {
+	inv := testInv(runs.Spec{Prompt: "p"})
+	f := &recordFiles{path: filepath.Join(inv.Home, ".copilot", "session-state", inv.RunID, "events.jsonl")}
+	// An earlier run's request of the session, which this run never
+	// names, and a line being written.
+	f.record = []byte(usageRecord("resp_old", 9, 0, 9, 0) + "\n" + `{"type":"session.start"}` + "\n")
+	d := newDecoder(inv, f)
+	usages := func(evs []runs.Event) []runs.Usage {
+		var out []runs.Usage
+		for _, ev := range evs {
+			if u, ok := ev.Data.(runs.UsageData); ok {
+				out = append(out, u.Usage)
+			}
+		}
+		return out
+	}
+	msg := func(call string) []byte {
+		return []byte(`{"type":"assistant.message","data":{"messageId":"m","content":"","apiCallId":"` + call + `","toolRequests":[]},"id":"1","timestamp":"t"}`)
+	}
+	// The record is not written yet when the message is printed: a later
+	// line finds it.
+	if u := usages(d.Decode(msg("resp_1"))); u != nil {
+		t.Fatalf("usage before the record: %+v", u)
+	}
+	f.record = append(f.record, usageRecord("resp_1", 5000, 4000, 50, 12)+"\n"+`{"type":"session.usage_rec`...)
+	got := usages(d.Decode([]byte(`{"type":"assistant.turn_end","data":{"turnId":"0"},"id":"2","timestamp":"t"}`)))
+	first := runs.Usage{InputTokens: 5000, CacheReadTokens: 4000, OutputTokens: 50, ReasoningTokens: 12}
+	if !slices.Equal(got, []runs.Usage{first}) {
+		t.Fatalf("usage.updated %+v, want %+v", got, first)
+	}
+	f.record = append(f.record, []byte("\n"+usageRecord("resp_2", 5200, 4900, 30, 7)+"\n")...)
+	got = usages(d.Decode(msg("resp_2")))
+	want := first.Add(runs.Usage{InputTokens: 5200, CacheReadTokens: 4900, OutputTokens: 30, ReasoningTokens: 7})
+	if !slices.Equal(got, []runs.Usage{want}) {
+		t.Fatalf("usage.updated %+v, want the sum %+v", got, want)
+	}
+	// Nothing new: no event, and a request is billed once.
+	if u := usages(d.Decode(msg("resp_2"))); u != nil {
+		t.Errorf("a request billed twice: %+v", u)
+	}
+
+	// A resumed session's id that is not one path element is not read.
+	for _, id := range []string{"../x", "..", "a/b"} {
+		if p := sessionRecordPath("/home", id); p != "" {
+			t.Errorf("session %q read at %s", id, p)
+		}
+	}
+}
+
+// FuzzLiveUsage feeds the session's record, as the CLI left it, to the
+// decoder: it must never panic, and bills only the requests named.
+func FuzzLiveUsage(f *testing.F) {
+	f.Add([]byte(usageRecord("resp_1", 1, 0, 1, 0)), "resp_1")
+	f.Add([]byte(`{"type":"session.usage_record","data":{"usage":{"inputTokens":"x","apiCallId":"resp_1"}}}`), "resp_1")
+	f.Add([]byte(`{"type":"session.usage_record","data":null}`+"\n\n{"), "")
+	f.Add([]byte(`{"type":"session.usage_record","data":{"usage":[]}}`), "resp_1")
+	f.Fuzz(func(t *testing.T, record []byte, call string) {
+		inv := testInv(runs.Spec{Prompt: "p"})
+		files := &recordFiles{path: filepath.Join(inv.Home, ".copilot", "session-state", inv.RunID, "events.jsonl"), record: record}
+		d := newDecoder(inv, files)
+		line, _ := json.Marshal(map[string]any{"type": "assistant.message", "data": map[string]any{"content": "", "apiCallId": call}})
+		for _, ev := range d.Decode(line) {
+			if ev.Type == runs.EventUsageUpdated && call == "" {
+				t.Errorf("a request with no id billed: %+v", ev.Data)
+			}
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"io/fs"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -35,8 +36,8 @@ type goldenOutcome struct {
 // replayFiles plays the usage file a recording kept.
 type replayFiles struct{ usage []byte }
 
-func (f replayFiles) ReadFile(string) ([]byte, error) {
-	if f.usage == nil {
+func (f replayFiles) ReadFile(name string) ([]byte, error) {
+	if f.usage == nil || filepath.Base(filepath.Dir(name)) != usageDir {
 		return nil, fs.ErrNotExist
 	}
 	return f.usage, nil

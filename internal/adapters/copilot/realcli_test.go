@@ -105,7 +105,9 @@ type keptFiles struct {
 
 func (f *keptFiles) ReadFile(name string) ([]byte, error) {
 	b, err := os.ReadFile(name)
-	f.read = b
+	if filepath.Base(filepath.Dir(name)) == usageDir {
+		f.read = b // not the session's record, which the decoder reads as the run goes
+	}
 	return b, err
 }
 

@@ -29,12 +29,15 @@ type wireData struct {
 	SessionID string `json:"sessionId"`
 
 	// assistant.message, assistant.message_delta
-	MessageID       string            `json:"messageId"`
-	Content         string            `json:"content"`
-	DeltaContent    string            `json:"deltaContent"`
-	ToolRequests    []wireToolRequest `json:"toolRequests"`
-	ReasoningText   string            `json:"reasoningText"`
-	ReasoningOpaque string            `json:"reasoningOpaque"`
+	MessageID     string            `json:"messageId"`
+	Content       string            `json:"content"`
+	DeltaContent  string            `json:"deltaContent"`
+	ToolRequests  []wireToolRequest `json:"toolRequests"`
+	ReasoningText string            `json:"reasoningText"`
+	// APICallID names the model request that answered (the provider's
+	// response id), as the session's usage record does.
+	APICallID       string `json:"apiCallId"`
+	ReasoningOpaque string `json:"reasoningOpaque"`
 	ReasoningBlocks *struct {
 		Provider string `json:"provider"`
 	} `json:"reasoningBlocks"`
