@@ -97,6 +97,12 @@ type Config struct {
 	BatchSize int `envconfig:"SSE_BATCH_SIZE" default:"256"`
 	// MaxBodyBytes bounds a request body; a larger one is a 413.
 	MaxBodyBytes int64 `envconfig:"MAX_BODY_BYTES" default:"2097152"`
+	// MaxFileBytes bounds an uploaded file (POST /v1/files); a larger
+	// one is a 413 file_too_large. MaxInlineAttachmentBytes bounds the
+	// decoded bytes of the inline attachments of one run request or
+	// message, which may make its body larger than MaxBodyBytes.
+	MaxFileBytes             int64 `envconfig:"MAX_FILE_BYTES" default:"5242880"`
+	MaxInlineAttachmentBytes int64 `envconfig:"MAX_INLINE_ATTACHMENT_BYTES" default:"5242880"`
 	// RetryAfter is sent, rounded up to whole seconds, with 429
 	// queue_full and 503 shutting_down.
 	RetryAfter time.Duration `envconfig:"RETRY_AFTER" default:"5s"`
@@ -234,6 +240,11 @@ func New(cfg Config, svc Service, obs Observer, metrics http.Handler, log *zap.L
 	r.With(write, own).Post("/v1/runs/{id}/close", s.closeSession)
 	r.With(read, own).Post("/v1/runs/{id}/stream-token", s.streamToken)
 	r.With(read, own).Get("/v1/runs/{id}/events", s.streamGate(s.runEvents))
+	// Uploaded images, the tenant's own (files.go).
+	r.With(write).Post("/v1/files", s.uploadFile)
+	r.With(read).Get("/v1/files/{id}", s.getFile)
+	r.With(read).Get("/v1/files/{id}/content", s.getFileContent)
+	r.With(write).Delete("/v1/files/{id}", s.deleteFile)
 	// What the run changed (artifacts.go).
 	r.With(read, own).Get("/v1/runs/{id}/diff", s.runDiff)
 	r.With(read, own).Get("/v1/runs/{id}/files", s.runFiles)

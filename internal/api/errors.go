@@ -143,6 +143,9 @@ func (s *server) problem(err error) problem {
 		return problem{status: edge.status, detail: ErrorDetail{Code: edge.code, Message: edge.msg, Field: edge.field},
 			retryAfter: edge.retryAfter > 0, retryIn: edge.retryAfter}
 	}
+	if p, ok := fileProblem(err); ok {
+		return p
+	}
 	var qe *runs.QuotaError
 	if errors.As(err, &qe) {
 		code := map[string]string{runs.LimitRunning: CodeTooManyRunning, runs.LimitQueued: CodeTooManyQueued,

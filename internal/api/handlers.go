@@ -29,12 +29,15 @@ func (s *server) createRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes, s.cfg.BodyReadTimeout)
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes+s.inlineAllowance(), s.cfg.BodyReadTimeout)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	spec, err := decodeRunRequest(body)
+	if err = s.boundBody(len(body), s.cfg.MaxBodyBytes, spec.Attachments, err); err == nil {
+		err = s.checkInline(runs.FieldAttachments, spec.Attachments)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -64,7 +64,7 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	in, err := s.inputBody(w, r, decodeMessage)
+	in, err := s.messageBody(w, r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
