@@ -31,6 +31,12 @@ type decoder struct {
 	streamedIDs []string
 	// interrupted is set once the CLI said the user interrupted it.
 	interrupted bool
+	// structuredIDs are the calls of the StructuredOutput tool (the
+	// CLI's --json-schema), and schemaError the CLI's refusal of the
+	// last one's input ("Output does not match required schema: …"),
+	// empty once one was taken.
+	structuredIDs map[string]bool
+	schemaError   string
 }
 
 func newDecoder(inv runs.Invocation) *decoder { return &decoder{inv: inv} }
@@ -161,6 +167,12 @@ func (d *decoder) assistant(l *wireLine, line []byte) []runs.Event {
 				input = json.RawMessage("{}")
 			}
 			d.open = append(d.open, b.ID)
+			if b.Name == structuredTool && len(d.structuredIDs) < maxStreamed {
+				if d.structuredIDs == nil {
+					d.structuredIDs = map[string]bool{}
+				}
+				d.structuredIDs[b.ID] = true
+			}
 			data := runs.ToolCallStartedData{ID: b.ID, Name: b.Name, Input: input}
 			data.MCPServer, data.MCPTool, _ = mcpTool(b.Name, d.inv.Spec.MCPServers)
 			evs = append(evs, runs.NewEvent(runs.EventToolCallStarted, data))
@@ -193,8 +205,15 @@ func (d *decoder) user(l *wireLine, line []byte) []runs.Event {
 			continue
 		}
 		d.close(b.ToolUseID)
+		out := flatten(b.Content)
+		if d.structuredIDs[b.ToolUseID] {
+			d.schemaError = ""
+			if b.IsError {
+				d.schemaError = out
+			}
+		}
 		evs = append(evs, runs.NewEvent(runs.EventToolCallCompleted, runs.ToolCallCompletedData{
-			ID: b.ToolUseID, Output: flatten(b.Content), IsError: b.IsError,
+			ID: b.ToolUseID, Output: out, IsError: b.IsError,
 		}))
 	}
 	return evs
@@ -266,8 +285,13 @@ func (d *decoder) stream(id string, u *wireUsage) []runs.Event {
 	return []runs.Event{runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: d.streamedUsage()})}
 }
 
-// maxStreamed bounds the API messages remembered between two results.
+// maxStreamed bounds the API messages remembered between two results,
+// and the StructuredOutput calls remembered.
 const maxStreamed = 10000
+
+// structuredTool is the tool --json-schema adds; its input, once it
+// matches the schema, is result.structured_output.
+const structuredTool = "StructuredOutput"
 
 // streamedUsage is the usage of the API messages streamed since the last
 // result.

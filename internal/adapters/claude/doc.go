@@ -36,6 +36,14 @@
 //   - max_turns → --max-turns, max_budget_usd → --max-budget-usd,
 //     output_schema → --json-schema (the CLI adds a StructuredOutput tool;
 //     its input becomes result.structured_output, Outcome.StructuredOutput).
+//     The CLI validates the tool's input against the schema and answers a
+//     mismatch as an error result ("Output does not match required
+//     schema: root: must have required property 'visits'"); a model that
+//     then gives up ends in result success without structured_output,
+//     which the adapter fails as schema_mismatch with that reason
+//     (TestRealCLISchemaMismatch). A model that answers in text instead
+//     gets one "[structured-output-enforce]" reminder; its text is then
+//     the result, which the gateway validates.
 //     The run that a native limit stops fails max_turns or
 //     budget_exceeded with RunError.Budget naming the field. The gateway
 //     enforces max_total_tokens itself, from usage.updated, which comes

@@ -369,3 +369,31 @@ func TestBudgetNamesIt(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeSchemaMismatch(t *testing.T) {
+	lines := []string{
+		`{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"s1","name":"StructuredOutput","input":{"city":"Paris"}}]}}`,
+		`{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"s1","is_error":true,"content":"Output does not match required schema: root: must have required property 'visits'"}]}}`,
+		`{"type":"result","subtype":"success","result":"Done.","usage":{"input_tokens":1,"output_tokens":1}}`,
+	}
+	dec := New().NewDecoder(runs.Invocation{Spec: runs.Spec{OutputSchema: json.RawMessage(`{}`)}})
+	for _, l := range lines {
+		dec.Decode([]byte(l))
+	}
+	o := dec.Finish(runs.Exit{}, nil)
+	if o.Status != runs.Failed || o.Error == nil || o.Error.Class != runs.SchemaMismatch ||
+		o.Error.Message != "the answer does not match output_schema: root: must have required property 'visits'" {
+		t.Errorf("outcome %s %+v", o.Status, o.Error)
+	}
+	// A later call that matched clears it.
+	dec = New().NewDecoder(runs.Invocation{})
+	for _, l := range append(lines[:2:2],
+		`{"type":"assistant","message":{"id":"m2","content":[{"type":"tool_use","id":"s2","name":"StructuredOutput","input":{"city":"Paris","visits":2}}]}}`,
+		`{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"s2","content":"Structured output provided successfully"}]}}`,
+		`{"type":"result","subtype":"success","result":"{}","structured_output":{"city":"Paris","visits":2}}`) {
+		dec.Decode([]byte(l))
+	}
+	if o := dec.Finish(runs.Exit{}, nil); o.Status != runs.Succeeded || string(o.StructuredOutput) != `{"city":"Paris","visits":2}` {
+		t.Errorf("outcome %s %+v %s", o.Status, o.Error, o.StructuredOutput)
+	}
+}

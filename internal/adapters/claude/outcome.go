@@ -20,6 +20,7 @@ const (
 	hintInterrupt = "the agent was interrupted before it finished"
 	hintResume    = "resume_session_id must name a session this gateway ran: sessions live in the CLI's HOME"
 	hintCrash     = "the agent ended without a result; see the message and the gateway's log"
+	hintSchema    = "the model's answer did not match output_schema; check the schema and the prompt"
 )
 
 // flagRejectedRE matches what the CLI prints to stderr when it refuses
@@ -81,6 +82,14 @@ func (d *decoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
 		out.Status, out.Error = runs.Failed, e
 	} else {
 		out.Status = runs.Succeeded
+	}
+	if out.Status == runs.Succeeded && len(out.StructuredOutput) == 0 && d.schemaError != "" {
+		// The model's last StructuredOutput call did not match the
+		// schema and it gave up: the CLI's own validation says why,
+		// which the answer's text (often "Done.") would not.
+		out.Status = runs.Failed
+		out.Error = runs.NewRunError(runs.SchemaMismatch, "the answer does not match output_schema: "+
+			strings.TrimPrefix(d.schemaError, "Output does not match required schema: "), hintSchema)
 	}
 	return out
 }

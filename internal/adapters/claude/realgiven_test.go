@@ -47,6 +47,19 @@ type givenRun struct {
 // HOME, directory and TMPDIR.
 func runGiven(t *testing.T, sc anthropic.Scenario, spec runs.Spec, images []runs.Image) *givenRun {
 	t.Helper()
+	r := runGivenAny(t, sc, spec, images)
+	if r.outcome.Status != runs.Succeeded {
+		for _, l := range r.stdout[max(len(r.stdout)-3, 0):] {
+			t.Logf("stdout ends with: %s", tail(string(l), 400))
+		}
+		t.Fatalf("run %s: %+v (stderr %q)", r.outcome.Status, r.outcome.Error, tail(r.stderr, 300))
+	}
+	return r
+}
+
+// runGivenAny is runGiven for a run that may fail.
+func runGivenAny(t *testing.T, sc anthropic.Scenario, spec runs.Spec, images []runs.Image) *givenRun {
+	t.Helper()
 	bin := agenttest.ClaudeBin(t)
 	srv, err := anthropic.Start("127.0.0.1:0", sc)
 	if err != nil {
@@ -74,12 +87,6 @@ func runGiven(t *testing.T, sc anthropic.Scenario, spec runs.Spec, images []runs
 	}
 	r.outcome = dec.Finish(res.Exit, res.Stderr)
 	r.events = append(r.events, r.outcome.Events...)
-	if r.outcome.Status != runs.Succeeded {
-		for _, l := range res.Stdout[max(len(res.Stdout)-3, 0):] {
-			t.Logf("stdout ends with: %s", tail(string(l), 400))
-		}
-		t.Fatalf("run %s: %+v (exit %+v, stderr %q)", r.outcome.Status, r.outcome.Error, res.Exit, tail(r.stderr, 300))
-	}
 	for _, ev := range r.events {
 		if ev.Type == runs.EventAgentUnparsed {
 			t.Errorf("unparsed line: %+v", ev.Data)
@@ -388,5 +395,33 @@ func TestSessionMCPReadOnlyAsk(t *testing.T) {
 				t.Errorf("tool_call.completed = %+v, want the refusal", c)
 			}
 		}
+	}
+}
+
+// TestRealCLISchemaMismatch: with output_schema the CLI offers its
+// StructuredOutput tool and validates the model's input against the
+// schema; a model that gives up after the CLI refused it ends in a
+// "success" without structured_output, which is a schema_mismatch with
+// the CLI's own reason.
+func TestRealCLISchemaMismatch(t *testing.T) {
+	t.Parallel()
+	const schema = `{"type":"object","properties":{"city":{"type":"string"},"visits":{"type":"integer"}},"required":["city","visits"]}`
+	r := runGivenAny(t, anthropic.StructuredMismatch(map[string]string{"city": "Paris"}, 2),
+		runs.Spec{Prompt: "Where did you go?", OutputSchema: json.RawMessage(schema)}, nil)
+	o := r.outcome
+	if o.Status != runs.Failed || o.Error == nil || o.Error.Class != runs.SchemaMismatch || !strings.Contains(o.Error.Message, "visits") {
+		t.Fatalf("outcome %s, error %+v; want schema_mismatch naming visits", o.Status, o.Error)
+	}
+	if len(o.StructuredOutput) != 0 {
+		t.Errorf("structured output %s", o.StructuredOutput)
+	}
+	refused := 0
+	for _, ev := range r.events {
+		if ev.Type == runs.EventToolCallCompleted && ev.Data.(runs.ToolCallCompletedData).IsError {
+			refused++
+		}
+	}
+	if refused < 2 {
+		t.Errorf("%d refused StructuredOutput calls, want 2", refused)
 	}
 }

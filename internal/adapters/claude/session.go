@@ -257,6 +257,7 @@ func (s *session) Send(text string, images []runs.Image, steer bool) error {
 	if !s.inTurn {
 		s.inTurn, s.interrupted = true, false
 		s.turnUsage, s.turnCost, s.turnCostN = runs.Usage{}, nil, false
+		s.d.schemaError = "" // an earlier turn's
 	}
 	s.unreplayed++
 	s.send(line)

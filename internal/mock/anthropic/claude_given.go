@@ -59,3 +59,16 @@ func (l Ledger) ImageSeen(data string) bool {
 	}
 	return false
 }
+
+// StructuredMismatch calls the StructuredOutput tool (Claude Code's
+// --json-schema) with output on every request until tries of its calls
+// got a result, and then answers "Done." to every request: a model that
+// gives up on an output the CLI refuses as not matching the schema.
+func StructuredMismatch(output any, tries int) Scenario {
+	return Func(func(req *Request) Response {
+		if req.HasTool("StructuredOutput") && req.countToolResults() < tries {
+			return Response{Message: Message{Content: []Block{ToolUse("StructuredOutput", output)}, Usage: firstCallUsage()}}
+		}
+		return Response{Message: Message{Content: []Block{Text("Done.")}, Usage: textUsage()}}
+	})
+}
