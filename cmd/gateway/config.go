@@ -84,6 +84,11 @@ type config struct {
 	TenantMaxRunning     int     `envconfig:"TENANT_MAX_RUNNING" default:"0"`
 	TenantMaxQueued      int     `envconfig:"TENANT_MAX_QUEUED" default:"0"`
 	TenantDailyBudgetUSD float64 `envconfig:"TENANT_DAILY_BUDGET_USD" default:"0"`
+	// Uploaded files are kept FILE_TTL; a tenant keeps at most
+	// MAX_FILES_PER_TENANT. MAX_FILE_BYTES and
+	// MAX_INLINE_ATTACHMENT_BYTES are api.Config's.
+	FileTTL           time.Duration `envconfig:"FILE_TTL" default:"24h"`
+	MaxFilesPerTenant int           `envconfig:"MAX_FILES_PER_TENANT" default:"1000"`
 	// MaxConnsPerClient and MaxConns bound open connections per client
 	// address and in all (0: the defaults; negative: no bound, behind a
 	// load balancer that bounds its clients itself).

@@ -142,7 +142,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	openCtx, cancelOpen := context.WithTimeout(ctx, cfg.StoreOpenTimeout)
 	st, err := store.Open(openCtx, nc, store.Options{
 		Replicas: cfg.NATSReplicas, MaxAge: cfg.Retention, ReplicaTTL: cfg.ReplicaTTL,
-		QueueSize: cfg.QueueSize, Log: log.Named("store"),
+		QueueSize: cfg.QueueSize, Log: log.Named("store"), FileTTL: cfg.FileTTL,
 	})
 	cancelOpen()
 	if err != nil {
@@ -231,6 +231,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Limits: runs.Limits{MaxText: cfg.MaxEventText, MaxToolInput: runs.DefaultLimits.MaxToolInput},
 		Redact: redactor, Sandbox: sandbox, TempRoot: tempRoot,
 		Quotas: runs.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
+		Files:  runs.FileLimits{TTL: cfg.FileTTL, MaxBytes: cfg.HTTP.MaxFileBytes, MaxPerTenant: cfg.MaxFilesPerTenant},
 	}, st, agents, rec, log)
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	defer stopLoops()
