@@ -55,8 +55,8 @@
 //     it unwritten, the item completes "declined" and the turn goes on:
 //     TestSessionEditApproval);
 //     mcpServer/elicitation/request of kind mcp_tool_call → tool
-//     mcp__<server>__<tool>, input the tool's params. tool_call_id is the
-//     item id.
+//     mcp__<server>__<tool>, input the tool's params, mcp_server the
+//     server's name. tool_call_id is the item id.
 //   - untrusted asks even for `ls` and `cat` (commandActions listFiles,
 //     read). A command all of whose commandActions only read (read,
 //     listFiles, search) is accepted by the decoder without asking; what
@@ -68,8 +68,11 @@
 //     Codex takes no message), deny_and_stop → cancel (the turn completes
 //     interrupted at once, no further model request). For an MCP
 //     elicitation: action accept, accept with _meta.persist "session",
-//     decline, and decline plus turn/interrupt (not verified with a real
-//     MCP server).
+//     decline, and decline plus turn/interrupt. Verified with the
+//     project's MCP server: accept ran the tool, decline did not (the
+//     model got "user rejected MCP tool call", the call completes as an
+//     error, the turn goes on: TestRealCLIMCPDenied); the persist answer
+//     and decline plus interrupt are not verified.
 //   - An approval still pending when its turn ends (interrupted) is
 //     reported withdrawn before turn.completed; the serverRequest/resolved
 //     Codex sends after turn/completed then finds nothing pending.
@@ -94,8 +97,11 @@
 //   - system_prompt → developerInstructions of the thread (Codex keeps its
 //     own base instructions);
 //   - model, effort → the thread's model and the turn's effort;
-//   - output_schema → the turn's outputSchema; the final message is the
-//     JSON, parsed into structured_output;
+//   - output_schema → the turn's outputSchema (the request's json_schema
+//     text format); the final message is the JSON, parsed into
+//     structured_output. A final message that is not a JSON object is
+//     schema_mismatch; the gateway validates it against the schema;
+//   - mcp_servers, attachments → below;
 //   - permission → the thread's sandbox (see below), approval policy never
 //     (untrusted with approvals: ask);
 //   - interactive, approvals → a Session, above;
@@ -105,8 +111,62 @@
 //     otherwise and leave no session behind, so only a run that kept its
 //     session can be resumed.
 //
-// max_turns and max_budget_usd are refused as unsupported: Codex has
-// neither.
+// Codex has no max_turns and no spending limit: Command refuses both,
+// and the gateway enforces max_turns and max_total_tokens itself from the
+// events (Codex reports no cost, so max_budget_usd stays refused). The
+// decoder emits usage.updated after every model request
+// (thread/tokenUsage/updated), not only at the turn's end, closes every
+// tool call it opened, and keeps the usage seen so far in the Outcome of
+// a run the gateway stopped.
+//
+// # MCP servers
+//
+// A run's mcp_servers travel in thread/start's config (thread/resume's
+// for a resumed run), which overrides config.toml for that thread only:
+// nothing is written to the shared Codex home or the run's directory, and
+// nothing is on the command line. A stdio server is {command, args, env},
+// a remote one {url, http_headers} (Codex's streamable HTTP client; not
+// exercised here, the project has no HTTP MCP server). The env and header
+// values are the Command's Secrets, so that the supervisor redacts a tool
+// that echoes them. Server names are letters, digits, '_' and '-': Codex
+// offers a server's tools to the model as the namespace tool
+// "mcp__<name>", whose functions are the tools' own names. Verified with
+// codex 0.171.0 and internal/mcptest:
+//
+//   - approval policy never fails every MCP call ("MCP tool call requires
+//     approval, but approval policy is never") unless the server entry
+//     has default_tools_approval_mode = "approve" ("auto" fails too); the
+//     adapter sets it on every server of a run that does not ask. A run
+//     that asks (policy untrusted) leaves it unset, and each call comes as
+//     mcpServer/elicitation/request, mapped to approval.requested above;
+//   - the call is an mcpToolCall item: tool_call.started has name
+//     mcp__<server>__<tool>, mcp_server and mcp_tool; tool_call.completed
+//     has the result's text content ("reversed:pcm olleh"), or the error's
+//     message for a failed call;
+//   - a server that fails to start (mcpServer/startupStatus/updated
+//     "failed") does not fail the run: Codex goes on without its tools,
+//     and the decoder reports a warning mcp_server_failed with Codex's
+//     error. A server whose command does not exist is reported before
+//     the turn's first model request; one that starts and dies during
+//     its handshake was reported before the request in some runs, after
+//     the model's answer in others, and in a one-shot run not at all
+//     once the turn had completed and Codex exited;
+//   - the MCP server is Codex's child process; under the gateway's
+//     sandbox it runs inside it (the conformance suite's mcp cases pass
+//     there).
+//
+// # Images
+//
+// The prompt's images (Invocation.Images) go with the first turn/start,
+// and a message's with its turn/start or turn/steer, as input items
+// {"type":"localImage","path"} before the text: Codex reads each file
+// itself and sends it to the model as an input_image data URL, between
+// input_text parts "<image name=[Image #1] path=…>" and "</image>", so
+// that the model sees the file's path. Verified with codex 0.171.0: a
+// small PNG reached the mock model byte for byte (base64 in the data
+// URL: TestRealCLIImage, TestSessionImageFollowUp). Codex may resize a
+// large image before sending it (not verified); the gateway checks type
+// and size before the adapter sees it.
 //
 // # Permissions
 //

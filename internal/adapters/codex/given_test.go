@@ -61,7 +61,7 @@ func startGateway(t *testing.T, sc openai.Scenario) *gateway {
 	cfg := runs.Config{
 		Replica: "codex-given", WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), KillGrace: 2 * time.Second,
 		DefaultTimeout: 3 * time.Minute, Getenv: func(k string) string { return env[k] }, Redact: red,
-		MCPCommands: []string{exe},
+		MCPCommands: []string{exe, missingMCP},
 	}
 	st := startStore(t)
 	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: home}}, nopObserver{},
@@ -373,15 +373,14 @@ func (nopObserver) ApprovalResolved(string, runs.Decision, string, float64) {}
 func (nopObserver) TurnStarted(string)                                      {}
 func (nopObserver) TurnFinished(string, runs.State, float64)                {}
 
-// TestRealCLIMCPServerFails gives a server that exits at once (the test
-// binary not started as the server): Codex goes on without its tools,
-// and the run says so with a warning.
+// missingMCP is an MCP command the gateway allows that does not exist.
+const missingMCP = "/nonexistent/agentgate-mcp-server"
+
+// TestRealCLIMCPServerFails gives a server whose command does not exist:
+// Codex goes on without its tools, and the run says so with a warning.
 func TestRealCLIMCPServerFails(t *testing.T) {
 	g := startGateway(t, openai.MCPTurn(mcptest.Name, "reverse_text", `{"text":"hello mcp"}`, "Reversed."))
-	servers := demoServers(t, "unused")
-	broken := servers[mcptest.Name]
-	broken.Env = map[string]string{"UNRELATED": "1"} // no AGENTGATE_MCPTEST_SERVE: the binary runs no test and exits
-	servers[mcptest.Name] = broken
+	servers := map[string]runs.MCPServer{mcptest.Name: {Command: missingMCP}}
 	r := g.submit(t, runs.Spec{Prompt: "Reverse 'hello mcp' with the demo tool.", MCPServers: servers})
 	done, evs := g.wait(t, r.ID)
 	if done.Status != runs.Succeeded || done.Result != openai.NoMCPToolText {
