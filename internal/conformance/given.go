@@ -18,5 +18,4 @@ func testBinary(t testing.TB) string {
 
 // The cases of what a run is given and leaves; each group is in its own
 // file.
-func (s *suite) imageCases() []suiteCase    { return nil }
 func (s *suite) artifactCases() []suiteCase { return nil }

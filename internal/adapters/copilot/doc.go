@@ -241,7 +241,11 @@
 // the run's sum after each request (live.go): the gateway's
 // max_total_tokens stops a tool loop mid-run (the suite's
 // max_total_tokens case). An ACP run's usage comes with each
-// session/prompt result, at the end of a turn. max_turns is the
+// session/prompt result, at the end of a turn; within a turn the same
+// record (session-state/<ACP session id>/events.jsonl) gives the turn's
+// usage so far at each tool call's start (acp.Profile.UsageSoFar: the
+// record's sum less the turns before), so that a turn that loops on a
+// tool is stopped too (TestGivenTokenBudgetInteractive). max_turns is the
 // gateway's, counted from the events. A run the gateway stops with
 // SIGTERM still writes its usage file, which Finish reads, and the
 // supervisor keeps the usage.updated seen when the file says less.

@@ -71,6 +71,25 @@ func (d *decoder) liveUsage() []runs.Event {
 	if err != nil || len(raw) > maxSessionRecord {
 		return nil
 	}
+	u, found := recordedUsage(raw, func(id string) bool {
+		if !d.unbilled[id] {
+			return false
+		}
+		delete(d.unbilled, id)
+		d.billed[id] = true
+		return true
+	})
+	d.live = d.live.Add(u)
+	if !found {
+		return nil
+	}
+	return []runs.Event{runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: d.live})}
+}
+
+// recordedUsage sums the session's usage records, all of them (want nil)
+// or those of the requests want takes, which it is then told were billed.
+func recordedUsage(raw []byte, want func(apiCallID string) bool) (runs.Usage, bool) {
+	var sum runs.Usage
 	found := false
 	for _, line := range bytes.Split(raw, []byte("\n")) {
 		if !bytes.Contains(line, []byte(`"session.usage_record"`)) {
@@ -81,19 +100,24 @@ func (d *decoder) liveUsage() []runs.Event {
 			continue // a line being written, or another kind
 		}
 		u := l.Data.Usage
-		if !d.unbilled[u.APICallID] {
+		if want != nil && !want(u.APICallID) {
 			continue
 		}
-		delete(d.unbilled, u.APICallID)
-		d.billed[u.APICallID] = true
-		d.live = d.live.Add(runs.Usage{
+		sum = sum.Add(runs.Usage{
 			InputTokens: u.InputTokens, CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens,
 			OutputTokens: u.OutputTokens, ReasoningTokens: u.ReasoningTokens,
 		})
 		found = true
 	}
-	if !found {
-		return nil
+	return sum, found
+}
+
+// sub is u less v, field by field, never below zero.
+func sub(u, v runs.Usage) runs.Usage {
+	d := func(a, b int64) int64 { return max(a-b, 0) }
+	return runs.Usage{
+		InputTokens: d(u.InputTokens, v.InputTokens), CacheReadTokens: d(u.CacheReadTokens, v.CacheReadTokens),
+		CacheWriteTokens: d(u.CacheWriteTokens, v.CacheWriteTokens), OutputTokens: d(u.OutputTokens, v.OutputTokens),
+		ReasoningTokens: d(u.ReasoningTokens, v.ReasoningTokens),
 	}
-	return []runs.Event{runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: d.live})}
 }

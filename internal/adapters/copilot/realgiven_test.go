@@ -472,3 +472,20 @@ func (givenObserver) ApprovalRequested(string)                                {}
 func (givenObserver) ApprovalResolved(string, runs.Decision, string, float64) {}
 func (givenObserver) TurnStarted(string)                                      {}
 func (givenObserver) TurnFinished(string, runs.State, float64)                {}
+
+// TestGivenTokenBudgetInteractive stops an interactive run whose model
+// calls a tool for ever at its max_total_tokens: the turn never ends, so
+// the usage must come before it does (the session's record, through
+// acp.Profile.UsageSoFar), and the run keeps it.
+func TestGivenTokenBudgetInteractive(t *testing.T) {
+	g := startGateway(t, openai.BashLoop("echo again"))
+	r := g.submit(t, runs.Spec{Prompt: "Echo until told to stop.", Interactive: true, MaxTotalTokens: 1})
+	done, evs := g.wait(t, r.ID)
+	if done.Status != runs.Failed || done.Error == nil || done.Error.Class != runs.BudgetExceeded || done.Error.Budget != runs.BudgetMaxTotalTokens {
+		t.Fatalf("run %s, error %+v; want failed budget_exceeded naming max_total_tokens; events: %s", done.Status, done.Error, givenTypes(evs))
+	}
+	billed := normalized(g.srv.Ledger().Billed())
+	if done.Usage.InputTokens == 0 || done.Usage.InputTokens > billed.InputTokens || done.Usage.OutputTokens > billed.OutputTokens {
+		t.Errorf("usage %+v, want some and no more than the mock billed %+v", done.Usage, billed)
+	}
+}

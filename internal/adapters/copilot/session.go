@@ -84,7 +84,10 @@ func newSessionDecoder(inv runs.Invocation) *sessionDecoder {
 		RefuseAll: refuse,
 		Counting:  acp.Cumulative,
 		ReadUsage: readSessionUsage,
-		Steering:  acp.SteerCancels,
+		// The prompt result's usage comes at the end of the turn; the
+		// session's record has every request's as it goes (live.go).
+		UsageSoFar: d.usageSoFar,
+		Steering:   acp.SteerCancels,
 		// reject_once fails the call and ends the turn, with no further
 		// model request.
 		DenyEndsTurn: true,
@@ -182,6 +185,29 @@ type sessionDecoder struct {
 	diffs   map[string]string
 	// mcpCalls are the calls of the run's MCP tools, by tool call id.
 	mcpCalls map[string]mcpCall
+	// lastUsage is the last usage.updated, turnBase the one that ended
+	// the last turn: the session's usage before the running turn.
+	lastUsage, turnBase runs.Usage
+}
+
+// usageSoFar implements acp.Profile.UsageSoFar: the running turn's usage
+// so far is the session's record's sum, every request of the session
+// (a Session run never resumes one), less what the turns before it were
+// billed.
+func (d *sessionDecoder) usageSoFar(sessionID string) (runs.Usage, bool) {
+	path := sessionRecordPath(d.inv.Home, sessionID)
+	if path == "" {
+		return runs.Usage{}, false
+	}
+	raw, err := d.oneShot.files.ReadFile(path)
+	if err != nil || len(raw) > maxSessionRecord {
+		return runs.Usage{}, false
+	}
+	total, ok := recordedUsage(raw, nil)
+	if !ok {
+		return runs.Usage{}, false
+	}
+	return sub(total, d.turnBase), true
 }
 
 var _ runs.Session = (*sessionDecoder)(nil)
@@ -296,10 +322,13 @@ func (d *sessionDecoder) fix(evs []runs.Event) []runs.Event {
 			data.Diff = d.diffs[data.ToolCallID]
 			delete(d.created, data.ToolCallID+"\x00"+data.Path)
 			ev.Data = data
+		case runs.UsageData:
+			d.lastUsage = data.Usage
 		case runs.TurnCompletedData:
 			if ev.Type != runs.EventTurnCompleted {
 				break
 			}
+			d.turnBase = d.lastUsage
 			d.lastTurn, d.lastErr = true, nil
 			if d.turnErr != "" && data.Status == runs.Succeeded {
 				data.Status, data.StopReason, data.Error = runs.Failed, "error", classifyNotice(d.turnErr)
