@@ -71,8 +71,10 @@
 //     decline, and decline plus turn/interrupt. Verified with the
 //     project's MCP server: accept ran the tool, decline did not (the
 //     model got "user rejected MCP tool call", the call completes as an
-//     error, the turn goes on: TestRealCLIMCPDenied); the persist answer
-//     and decline plus interrupt are not verified.
+//     error, the turn goes on: TestRealCLIMCPDenied); accept with
+//     persist "session" let the identical second call run unasked and
+//     left config.toml as it was (TestRealCLIMCPAllowSession); decline
+//     plus interrupt is not verified.
 //   - An approval still pending when its turn ends (interrupted) is
 //     reported withdrawn before turn.completed; the serverRequest/resolved
 //     Codex sends after turn/completed then finds nothing pending.

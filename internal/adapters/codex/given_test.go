@@ -33,6 +33,7 @@ type gateway struct {
 	st     runs.Store
 	srv    *openai.Server
 	images *openai.Images
+	home   string // the Codex home, with config.toml
 }
 
 // startGateway serves sc and starts a supervisor whose codex uses it,
@@ -79,7 +80,7 @@ func startGateway(t *testing.T, sc openai.Scenario) *gateway {
 		}
 		cancel()
 	})
-	return &gateway{sup: sup, st: st, srv: srv, images: images}
+	return &gateway{sup: sup, st: st, srv: srv, images: images, home: home}
 }
 
 // submit starts a run of spec with the mock's model.
@@ -423,4 +424,40 @@ func TestRealCLIMCPDenied(t *testing.T) {
 		t.Error("the denied tool ran: the model got its result")
 	}
 	t.Logf("the model was told: %q", c.completed.Output)
+}
+
+// TestRealCLIMCPAllowSession answers the first of two identical MCP calls
+// allow_session (action accept with _meta.persist "session"): the second
+// runs unasked, and nothing is kept beyond the session.
+func TestRealCLIMCPAllowSession(t *testing.T) {
+	g := startGateway(t, openai.MCPTwice(mcptest.Name, "reverse_text", `{"text":"hello mcp"}`, "Twice."))
+	r := g.submit(t, runs.Spec{Prompt: "Reverse 'hello mcp' twice with the demo tool.", Approvals: runs.ApprovalsAsk,
+		MCPServers: demoServers(t, "unused-"+rand.Text())})
+	var req runs.ApprovalRequestedData
+	eventData(t, g.waitEvent(t, r.ID, runs.EventApprovalRequested), &req)
+	if _, err := g.sup.Input(context.Background(), r.ID, runs.Input{Kind: runs.InputDecision, ApprovalID: req.ID, Decision: runs.AllowSession}); err != nil {
+		t.Fatalf("allow_session: %v", err)
+	}
+	done, evs := g.wait(t, r.ID)
+	if done.Status != runs.Succeeded || done.Result != "Twice." {
+		t.Fatalf("run %s, result %q: %+v; events: %s", done.Status, done.Result, done.Error, eventTypes(evs))
+	}
+	asked := 0
+	for _, e := range evs {
+		if e.Type == runs.EventApprovalRequested {
+			asked++
+		}
+	}
+	calls := mcpCalls(t, evs)
+	if asked != 1 || len(calls) != 2 {
+		t.Fatalf("%d approvals for %d MCP calls, want 1 for 2; events: %s", asked, len(calls), eventTypes(evs))
+	}
+	for _, c := range calls {
+		if want := mcptest.Reversed("hello mcp"); !c.done || c.completed.IsError || c.completed.Output != want {
+			t.Errorf("call %s completed %+v, want %q", c.started.ID, c.completed, want)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(g.home, "config.toml")); err != nil || string(b) != mockConfig(g.srv.URL, "") {
+		t.Errorf("the Codex home's config.toml changed: %v\n%s", err, b)
+	}
 }

@@ -59,6 +59,31 @@ func MCPTurn(server, tool, args, answer string) Scenario {
 	})
 }
 
+// MCPTwice is MCPTurn with the same call asked for twice in the turn:
+// once the first call's output came back, the second; once its output
+// came back, answer. A refused call's output counts. It serves
+// allow_session, whose second identical call runs unasked.
+func MCPTwice(server, tool, args, answer string) Scenario {
+	return Func(func(req *Request) Response {
+		n := 0
+		for _, out := range req.FunctionOutputs() {
+			if call, ok := req.Call(out.CallID); ok && call.Namespace == MCPNamespace(server) && call.Name == tool {
+				n++
+			}
+		}
+		switch {
+		case n >= 2:
+			return Response{Items: []Item{Text(answer)}, Usage: followUpUsage()}
+		case n == 1:
+			return Response{Items: []Item{MCPCall(server, tool, args)}, Usage: followUpUsage()}
+		case !req.HasTool(MCPNamespace(server) + "." + tool):
+			return Response{Items: []Item{Text(NoMCPToolText)}, Usage: textUsage()}
+		}
+		return Response{Items: []Item{Reasoning("The user wants the MCP tool called twice."), MCPCall(server, tool, args)},
+			Usage: firstCallUsage()}
+	})
+}
+
 // ToolLoop asks for an exec_command running command on every request,
 // never ending the turn by itself, each request billed firstCallUsage:
 // only a budget or a stop ends such a run.

@@ -30,6 +30,21 @@ func TestMCPTurn(t *testing.T) {
 	}
 }
 
+func TestMCPTwice(t *testing.T) {
+	sc := MCPTwice("demo", "reverse_text", `{"text":"hi"}`, "done")
+	req := &Request{Tools: []string{"mcp__demo", "mcp__demo.reverse_text"}, Input: []InputItem{{Type: "message", Role: "user", Text: "twice"}}}
+	for i, want := range []string{"reverse_text", "reverse_text", ""} {
+		r := sc.Respond(req)
+		last := r.Items[len(r.Items)-1]
+		if last.Name != want || (want == "" && last.Text != "done") {
+			t.Fatalf("answer %d: %+v", i, r.Items)
+		}
+		id := string(rune('a' + i))
+		req.Input = append(req.Input, InputItem{Type: "function_call", Namespace: "mcp__demo", Name: "reverse_text", CallID: id},
+			InputItem{Type: "function_call_output", CallID: id, Output: "reversed:ih"})
+	}
+}
+
 // TestStartWithImages keeps the input_image URLs of the requests, and
 // answers them as Start's server does.
 func TestStartWithImages(t *testing.T) {
