@@ -112,7 +112,10 @@
 // CLI added a text block "[Image: source: $TMPDIR/claude-<uid>/<cwd with
 // / as ->/<session id>/images/1.png]" naming a copy it writes there
 // (TestRealCLIImage: with the run's own TMPDIR, which the supervisor
-// removes with the run, the copy is under it, not under /tmp). PNG,
+// removes with the run, the copy is under it, not under /tmp). The CLI
+// re-encodes a large image before sending it: a 1600×1600 PNG of 7.7 MB
+// reached the model as a JPEG of about 480 KB (the 73-byte test PNG went
+// as it was), so the model may not get the attachment's own bytes. PNG,
 // JPEG, GIF and WebP are taken; any other type, and an empty image, are
 // refused with invalid attachments. No SessionPreferrer is needed: the
 // one-shot transport takes both images and MCP servers.

@@ -99,9 +99,17 @@ func FuzzDecode(f *testing.F) {
 		f.Add(l)
 	}
 	f.Add([]byte(`{"type":"assistant","message":{"content":"not an array"}}`))
+	f.Add([]byte(`{"type":"assistant","message":{"id":"m","content":[{"type":"tool_use","id":"t1","name":"mcp__demo__reverse_text","input":{}},` +
+		`{"type":"tool_use","id":"s1","name":"StructuredOutput","input":{}}]}}` + "\n" +
+		`{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"s1","is_error":true,"content":"Output does not match required schema: x"}]}}` + "\n" +
+		`{"type":"stream_event","api_message_id":"m","event":{"type":"message_delta","usage":{"input_tokens":3,"output_tokens":4}}}` + "\n" +
+		`{"type":"result","subtype":"success","result":"Done."}`))
 	f.Add([]byte("{\"type\":\"user\",\"message\":{\"content\":[{\"type\":\"tool_result\",\"content\":[{\"type\":\"text\",\"text\":\"\xff\"}]}]}}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		dec := New().NewDecoder(runs.Invocation{CLIVersion: "9.9.9"})
+		// MCP servers and a schema, so that the tool names and the
+		// StructuredOutput results are read too.
+		dec := New().NewDecoder(runs.Invocation{CLIVersion: "9.9.9", Spec: runs.Spec{
+			MCPServers: map[string]runs.MCPServer{"demo": {Command: "/bin/demo"}}, OutputSchema: json.RawMessage(`{}`)}})
 		var evs []runs.Event
 		for _, l := range bytes.Split(data, []byte("\n")) {
 			evs = append(evs, dec.Decode(l)...)
