@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentgate/agentgate/internal/auth"
 	"github.com/agentgate/agentgate/internal/files"
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -330,5 +331,45 @@ func TestInlineAttachmentsGrowTheBodyLimit(t *testing.T) {
 	resp, b = h.do(t, "POST", "/v1/runs", fmt.Sprintf(`{"agent":"claude","prompt":%q,"attachments":[{"data":"AAAA"}]}`, strings.Repeat("x", 2000)), "Content-Type", "application/json")
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || errDetail(t, b).Code != CodeBodyTooLarge {
 		t.Errorf("a 2 KB prompt with a small image: %d %s", resp.StatusCode, b)
+	}
+}
+
+// A file is its tenant's: another tenant's key finds none; a read key may
+// look, not upload or delete.
+func TestFilesByTenantAndRole(t *testing.T) {
+	ts := newTenants(t)
+	fake := newFileFake(&fakeService{})
+	h := newHarness(t, ts.config(), fake)
+	bearer := func(tenant string, role auth.Role) []string {
+		return []string{"Authorization", "Bearer " + ts.secrets[keyID(tenant, role)]}
+	}
+	img := string(pngBytes(t))
+	resp, b := h.do(t, "POST", "/v1/files", img, append(bearer(tenantAcme, auth.RoleWrite), "Content-Type", "image/png")...)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("upload: %d %s", resp.StatusCode, b)
+	}
+	var f fileResponse
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	if resp, b := h.do(t, "POST", "/v1/files", img, append(bearer(tenantAcme, auth.RoleRead), "Content-Type", "image/png")...); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("upload with a read key: %d %s", resp.StatusCode, b)
+	}
+	if resp, b := h.do(t, "GET", "/v1/files/"+f.ID, "", bearer(tenantAcme, auth.RoleRead)...); resp.StatusCode != http.StatusOK {
+		t.Errorf("get with the tenant's read key: %d %s", resp.StatusCode, b)
+	}
+	if resp, b := h.do(t, "DELETE", "/v1/files/"+f.ID, "", bearer(tenantAcme, auth.RoleRead)...); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("delete with a read key: %d %s", resp.StatusCode, b)
+	}
+	for _, path := range []string{"/v1/files/" + f.ID, "/v1/files/" + f.ID + "/content"} {
+		if resp, b := h.do(t, "GET", path, "", bearer(tenantGlobex, auth.RoleAdmin)...); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s by another tenant: %d %s", path, resp.StatusCode, b)
+		}
+	}
+	if resp, b := h.do(t, "DELETE", "/v1/files/"+f.ID, "", bearer(tenantGlobex, auth.RoleAdmin)...); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("delete by another tenant: %d %s", resp.StatusCode, b)
+	}
+	if resp, b := h.do(t, "GET", "/v1/files/"+f.ID, ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("get without a key: %d %s", resp.StatusCode, b)
 	}
 }
