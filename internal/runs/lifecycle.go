@@ -52,7 +52,7 @@ func (s *Supervisor) execute(t *task) {
 		Prompt: t.inv.Spec.Prompt, SystemPrompt: t.inv.Spec.SystemPrompt, Model: t.inv.Spec.Model,
 		Effort: t.inv.Spec.Effort, Permission: t.inv.Spec.Permission, Cwd: t.inv.Dir,
 		ResumeSessionID: t.inv.Spec.ResumeSessionID, Attachments: t.run.Spec.Attachments,
-		CLIVersion:      info.Version, VersionStatus: info.Compatibility,
+		CLIVersion: info.Version, VersionStatus: info.Compatibility,
 	}))
 
 	// Output is appended behind the reader while the agent runs; close

@@ -23,7 +23,7 @@ type memStore struct {
 	queue      *memQueue // made on first use; see memqueue_test.go
 	// failUpdate, when set, decides whether an update of a run fails.
 	failUpdate func(r Run) bool
-	claims     int // ClaimRun calls
+	claims     int                // ClaimRun calls
 	files      map[string]memFile // by tenant and id; see files_test.go
 }
 
