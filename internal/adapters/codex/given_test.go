@@ -461,3 +461,27 @@ func TestRealCLIMCPAllowSession(t *testing.T) {
 		t.Errorf("the Codex home's config.toml changed: %v\n%s", err, b)
 	}
 }
+
+// TestRealCLIMCPResumed resumes a kept session with an MCP server the
+// first run did not have: thread/resume's config brings it in.
+func TestRealCLIMCPResumed(t *testing.T) {
+	g := startGateway(t, openai.MCPTurn(mcptest.Name, "reverse_text", `{"text":"hello mcp"}`, "Reversed."))
+	first := g.submit(t, runs.Spec{Prompt: "Hello.", KeepSession: true})
+	done, evs := g.wait(t, first.ID)
+	if done.Status != runs.Succeeded || done.Result != openai.NoMCPToolText || done.SessionID == "" {
+		t.Fatalf("first run %s, result %q, session %q: %+v", done.Status, done.Result, done.SessionID, done.Error)
+	}
+	if calls := mcpCalls(t, evs); len(calls) != 0 {
+		t.Fatalf("the first run, without MCP servers, made %d MCP calls", len(calls))
+	}
+	session := done.SessionID
+	second := g.submit(t, runs.Spec{Prompt: "Reverse 'hello mcp' with the demo tool.", ResumeSessionID: session,
+		MCPServers: demoServers(t, "unused-"+rand.Text())})
+	done, evs = g.wait(t, second.ID)
+	if done.Status != runs.Succeeded || done.SessionID != session {
+		t.Fatalf("resumed run %s in session %q, want %q: %+v", done.Status, done.SessionID, session, done.Error)
+	}
+	if c := onlyMCPCall(t, evs); c.completed.Output != mcptest.Reversed("hello mcp") || c.started.MCPServer != mcptest.Name {
+		t.Errorf("resumed run's MCP call %+v %+v", c.started, c.completed)
+	}
+}

@@ -209,3 +209,38 @@ func TestMCPOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageOfAStoppedRun: usage.updated comes after each model request,
+// not only at the turn's end, every tool call opened is closed, and a run
+// whose process was killed mid-turn (a budget the gateway enforces) keeps
+// the usage seen so far.
+func TestUsageOfAStoppedRun(t *testing.T) {
+	for _, interactive := range []bool{false, true} {
+		d := newDecoder(runs.Invocation{Spec: runs.Spec{Prompt: "p", Interactive: interactive}}, nil)
+		handshake(t, d, "root")
+		d.Decode([]byte(`{"id":3,"result":{"turn":{"id":"t1"}}}`))
+		usage := `{"method":"thread/tokenUsage/updated","params":{"threadId":"root","turnId":"t1","tokenUsage":{"total":{},"last":{"inputTokens":100,"cachedInputTokens":40,"outputTokens":10,"reasoningOutputTokens":2}}}}`
+		evs := d.Decode([]byte(usage))
+		if len(evs) != 1 || evs[0].Type != runs.EventUsageUpdated || evs[0].Data.(runs.UsageData).Usage.InputTokens != 100 {
+			t.Fatalf("tokenUsage gave %+v", evs)
+		}
+		d.Decode([]byte(`{"method":"item/started","params":{"threadId":"root","turnId":"t1","item":{"type":"commandExecution","id":"c1","command":"sleep 1","status":"inProgress"}}}`))
+		evs = d.Decode([]byte(usage))
+		if u := evs[0].Data.(runs.UsageData).Usage; u.InputTokens != 200 || u.OutputTokens != 20 {
+			t.Errorf("second request's usage.updated %+v, want the run's sum", u)
+		}
+		o := d.Finish(runs.Exit{Code: -1, Signal: "SIGKILL"}, nil)
+		if o.Status != runs.Failed || o.Usage.InputTokens != 200 || o.Usage.CacheReadTokens != 80 || o.Usage.ReasoningTokens != 4 {
+			t.Errorf("interactive %v: outcome %s usage %+v", interactive, o.Status, o.Usage)
+		}
+		closed := false
+		for _, ev := range o.Events {
+			if c, ok := ev.Data.(runs.ToolCallCompletedData); ok && c.ID == "c1" && c.IsError {
+				closed = true
+			}
+		}
+		if !closed {
+			t.Errorf("interactive %v: the open tool call was not closed: %+v", interactive, o.Events)
+		}
+	}
+}
