@@ -100,8 +100,11 @@
 //   - The env and header values are on the command line: they are the
 //     Command's Secrets, which the supervisor redacts wherever the run
 //     stores or logs anything.
-//   - Remote servers are type "http" (streamable HTTP); their config is
-//     unit-tested only (no HTTP MCP server here).
+//   - Remote servers are type "http" (streamable HTTP): against a small
+//     streamable-HTTP server in the tests (mcptest's tools, one JSON
+//     answer per POST), the CLI sent the headers with every request and
+//     mcp__remote__reverse_text ran (TestRealCLIRemoteMCP). SSE-only
+//     servers (type "sse") are not offered.
 //
 // # Images
 //
