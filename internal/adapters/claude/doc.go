@@ -271,6 +271,15 @@
 // run's cost of it; usage.updated carries it as the run's cost only for a
 // new session.
 //
+// The same stream figures make a usage.updated as soon as they change
+// (message_start, then each message_delta), so that the gateway's
+// max_total_tokens sees a turn's usage while it runs: in a one-shot run
+// the sum of the API messages streamed so far, in a session the ended
+// turns' usage plus the streams since, with the ended turns' cost. The
+// result's usage.updated follows with the CLI's own sums (which equalled
+// the streamed ones in every real-CLI case: checkUsageUpdates). A run the
+// gateway stops before its result keeps the streamed usage.
+//
 // # Outcome
 //
 // Every API failure ends with a result of subtype "success", is_error true,
