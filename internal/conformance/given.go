@@ -15,7 +15,3 @@ func testBinary(t testing.TB) string {
 	}
 	return exe
 }
-
-// The cases of what a run is given and leaves; each group is in its own
-// file.
-func (s *suite) artifactCases() []suiteCase { return nil }

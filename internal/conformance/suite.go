@@ -125,6 +125,8 @@ func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]st
 		Getenv: func(k string) string { return gwEnv[k] },
 		// The suite's MCP server is the test binary (mcptest.Server).
 		MCPCommands: []string{testBinary(t)},
+		// Snapshots live in the data directory the sandbox hides.
+		ArtifactsDir: filepath.Join(data, "artifacts"),
 	}
 	cfg.Sandbox = confine(t, cfg.WorkspaceRoot, data)
 	st := startStore(t)
