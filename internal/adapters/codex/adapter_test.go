@@ -3,7 +3,6 @@ package codex
 import (
 	"context"
 	"encoding/json"
-	"github.com/agentgate/agentgate/internal/mcptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agentgate/agentgate/internal/mcptest"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
