@@ -127,3 +127,28 @@ func TestFilesExpire(t *testing.T) {
 		t.Errorf("CountFiles after the TTL = %d, %v; want 0", n, err)
 	}
 }
+
+// A file stored through one replica's store is read through another's.
+func TestFilesAreSharedByReplicas(t *testing.T) {
+	e := newEnv(t)
+	nc := e.connect()
+	t.Cleanup(nc.Close)
+	other, err := Open(ctx(t), nc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	f := newFile(t, "acme", time.Hour)
+	if err := e.s.PutFile(ctx(t), f, []byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := other.FileData(ctx(t), "acme", f.ID); err != nil || string(got) != "abc" {
+		t.Fatalf("FileData on the other replica = %q, %v", got, err)
+	}
+	if err := other.DeleteFile(ctx(t), "acme", f.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.GetFile(ctx(t), "acme", f.ID); !errors.Is(err, runs.ErrNotFound) {
+		t.Fatalf("GetFile after the other replica deleted it = %v", err)
+	}
+}
