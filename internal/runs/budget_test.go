@@ -1,7 +1,14 @@
 package runs
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
 )
 
 func started(id string) Event {
@@ -162,5 +169,94 @@ func TestAdapterSpec(t *testing.T) {
 		if c == FieldMaxBudgetUSD {
 			t.Errorf("capabilities %v list max_budget_usd for a CLI without cost", caps)
 		}
+	}
+}
+
+// loopAdapter is an agent whose model calls a tool for ever: its script
+// prints a tool call, its result and the run's usage so far, again and
+// again, until it is stopped.
+type loopAdapter struct{}
+
+func (loopAdapter) Name() string { return "loop" }
+func (loopAdapter) Describe() Description {
+	return Description{Name: "loop", DefaultBin: "/bin/sh", VerifiedVersion: "1.0.0", VersionArgs: []string{"-c", "echo 1.0.0"},
+		ReportsCost: true}
+}
+func (loopAdapter) ParseVersion(b []byte) (string, error) { return strings.TrimSpace(string(b)), nil }
+func (loopAdapter) Command(inv Invocation) (Command, error) {
+	if inv.Spec.MaxTurns != 0 || inv.Spec.MaxTotalTokens != 0 || inv.Spec.MaxBudgetUSD != 0 {
+		return Command{}, Unsupported("loop", FieldMaxTurns, "the gateway's budgets must not reach this adapter")
+	}
+	script := `i=0
+while :; do
+  i=$((i+1))
+  printf 'tool %d\n' $i
+  printf 'done %d\n' $i
+  printf 'usage %d\n' $i
+  sleep 0.05
+done`
+	return Command{Args: []string{"-c", script}}, nil
+}
+func (loopAdapter) NewDecoder(Invocation) Decoder { return &loopDecoder{} }
+
+type loopDecoder struct{}
+
+func (loopDecoder) Decode(line []byte) []Event {
+	var n int
+	var kind string
+	if _, err := fmt.Sscanf(string(line), "%s %d", &kind, &n); err != nil {
+		return nil
+	}
+	id := fmt.Sprint(n)
+	switch kind {
+	case "tool":
+		return []Event{NewEvent(EventToolCallStarted, ToolCallStartedData{ID: id, Name: "Bash"})}
+	case "done":
+		return []Event{NewEvent(EventToolCallCompleted, ToolCallCompletedData{ID: id, Output: "ok"})}
+	}
+	cost := 0.01 * float64(n)
+	return []Event{NewEvent(EventUsageUpdated, UsageData{Usage: Usage{InputTokens: 10 * int64(n), OutputTokens: int64(n)}, CostUSD: &cost})}
+}
+
+// Finish reports no usage, as a CLI killed before its result would.
+func (loopDecoder) Finish(Exit, []byte) Outcome {
+	return Outcome{Status: Failed, Error: NewRunError(ProcessKilled, "killed", "")}
+}
+
+func TestBudgetStopsARun(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		set    func(*Spec)
+		class  Class
+		budget string
+		usage  int64 // at least: input tokens
+	}{
+		{"max_turns", func(s *Spec) { s.MaxTurns = 3 }, MaxTurns, BudgetMaxTurns, 20},
+		{"max_total_tokens", func(s *Spec) { s.MaxTotalTokens = 50 }, BudgetExceeded, BudgetMaxTotalTokens, 50},
+		{"max_budget_usd", func(s *Spec) { s.MaxBudgetUSD = 0.035 }, BudgetExceeded, BudgetMaxBudgetUSD, 40},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := newMemStore()
+			cfg := Config{WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), KillGrace: 300 * time.Millisecond}
+			sup := NewSupervisor(cfg, store, []*Agent{{Adapter: loopAdapter{}, Bin: "/bin/sh", Home: t.TempDir()}}, nopObserver{}, zap.NewNop())
+			startSupervisor(t, sup)
+			spec := Spec{Agent: "loop", Prompt: "loop"}
+			c.set(&spec)
+			r, err := sup.Submit(context.Background(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := &harness{sup: sup, store: store}
+			r = h.wait(t, r.ID, 30*time.Second)
+			if r.Status != Failed || r.Error == nil || r.Error.Class != c.class || r.Error.Budget != c.budget {
+				t.Fatalf("run %s %+v, want failed %s naming %s", r.Status, r.Error, c.class, c.budget)
+			}
+			if r.Usage.InputTokens < c.usage || r.CostUSD == nil || r.Exit == nil || r.Exit.Reason != stopBudget {
+				t.Errorf("usage %+v cost %v exit %+v: the usage so far is kept, and the exit says why", r.Usage, r.CostUSD, r.Exit)
+			}
+			if c.budget == BudgetMaxTurns && r.Usage.InputTokens > 60 {
+				t.Errorf("usage %+v: the run went on long past its turns", r.Usage)
+			}
+		})
 	}
 }

@@ -2,8 +2,18 @@ package runs
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestMCPAllowLists(t *testing.T) {
@@ -110,5 +120,124 @@ func TestSealRoundTrip(t *testing.T) {
 	secrets := mcpSecrets(opened)
 	if len(secrets) != 3 {
 		t.Errorf("secrets %v", secrets)
+	}
+}
+
+// mcpLeakAdapter prints the env value of its run's MCP server everywhere a
+// CLI could: a message, a tool's output, its result and stderr.
+type mcpLeakAdapter struct{}
+
+func (mcpLeakAdapter) Name() string { return "mcpleak" }
+func (mcpLeakAdapter) Describe() Description {
+	return Description{Name: "mcpleak", DefaultBin: "/bin/sh", VerifiedVersion: "1.0.0", VersionArgs: []string{"-c", "echo 1.0.0"},
+		Fields: []string{FieldMCPServers}}
+}
+func (mcpLeakAdapter) ParseVersion(b []byte) (string, error) {
+	return strings.TrimSpace(string(b)), nil
+}
+func (mcpLeakAdapter) Command(inv Invocation) (Command, error) {
+	srv := inv.Spec.MCPServers["demo"]
+	// The adapter writes the value into its command, as a CLI's MCP
+	// config would carry it.
+	script := `
+printf '{"text":"the token is %s"}\n' "$DEMO_TOKEN"
+printf '{"text":"header %s"}\n' "$DEMO_HEADER"
+echo "mcp server failed with token $DEMO_TOKEN" >&2
+`
+	return Command{Args: []string{"-c", script}, Env: []string{
+		"DEMO_TOKEN=" + srv.Env["TOKEN"], "DEMO_HEADER=" + inv.Spec.MCPServers["web"].Headers["X-Api"]}}, nil
+}
+func (mcpLeakAdapter) NewDecoder(Invocation) Decoder { return &leakDecoder{} }
+
+func TestMCPSecretsNeverStored(t *testing.T) {
+	token, header := "mcp-token-"+randomHex(t, 12), "mcp-header-"+randomHex(t, 12)
+	core, logs := observer.New(zapcore.DebugLevel)
+	store := newMemStore()
+	cfg := Config{
+		WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), KillGrace: 300 * time.Millisecond, StoreRetry: 500 * time.Millisecond,
+		MCPCommands: []string{"/usr/local/bin/"}, MCPURLs: []string{"https://mcp.example.com/"},
+	}
+	agent := &Agent{Adapter: mcpLeakAdapter{}, Bin: "/bin/sh", Home: t.TempDir()}
+	sup := NewSupervisor(cfg, store, []*Agent{agent}, nopObserver{}, zap.New(core))
+	startSupervisor(t, sup)
+	spec := Spec{Agent: "mcpleak", Prompt: "hi", MCPServers: map[string]MCPServer{
+		"demo": {Command: "/usr/local/bin/demo-mcp", Env: map[string]string{"TOKEN": token}},
+		"web":  {URL: "https://mcp.example.com/mcp", Headers: map[string]string{"X-Api": header}},
+	}}
+	r, err := sup.Submit(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.MCPServers["demo"].Env["TOKEN"] != token {
+		t.Error("Submit changed the caller's spec")
+	}
+	h := &harness{sup: sup, store: store}
+	done := h.wait(t, r.ID, 30*time.Second)
+	if done.Status != Succeeded {
+		t.Fatalf("run %s: %+v", done.Status, done.Error)
+	}
+	leaks := func(where string, b []byte) {
+		t.Helper()
+		for _, s := range []string{token, header} {
+			if strings.Contains(string(b), s) {
+				t.Errorf("%s holds %q: %s", where, s, b)
+			}
+		}
+	}
+	var texts int
+	for _, e := range store.eventsOf(r.ID) {
+		leaks(fmt.Sprintf("event %d (%s)", e.Seq, e.Type), e.JSON)
+		if strings.Contains(string(e.JSON), "the token is") {
+			texts++
+		}
+	}
+	if texts == 0 {
+		t.Error("the agent's message is missing: the test proves nothing")
+	}
+	got, err := store.GetRun(context.Background(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := json.Marshal(got)
+	leaks("the record", rec)
+	queued, _ := json.Marshal(got.Spec)
+	leaks("the stored spec", queued)
+	if m := got.Spec.MCPServers["demo"]; len(m.Sealed) == 0 || len(m.EnvNames) != 1 || m.EnvNames[0] != "TOKEN" || m.Env != nil {
+		t.Errorf("stored demo server = %+v, want its env sealed, its names kept", m)
+	}
+	for _, entry := range logs.All() {
+		line, _ := json.Marshal(entry.ContextMap())
+		leaks("log line "+entry.Message, append([]byte(entry.Message), line...))
+	}
+}
+
+func TestMCPPolicyAtSubmission(t *testing.T) {
+	store := newMemStore()
+	cfg := Config{WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), MCPCommands: []string{"/usr/local/bin/demo-mcp"}}
+	sup := NewSupervisor(cfg, store, []*Agent{
+		{Adapter: mcpLeakAdapter{}, Bin: "/bin/sh", Home: t.TempDir()},
+		{Adapter: leakAdapter{}, Bin: "/bin/sh", Home: t.TempDir()},
+	}, nopObserver{}, zap.NewNop())
+	startSupervisor(t, sup)
+	for _, c := range []struct {
+		agent string
+		srv   MCPServer
+		code  string
+		kind  error
+	}{
+		{"mcpleak", MCPServer{Command: "/bin/sh"}, CodeMCPCommandNotAllowed, ErrInvalid},
+		{"mcpleak", MCPServer{URL: "https://mcp.example.com/"}, CodeMCPURLNotAllowed, ErrInvalid},
+		{"leak", MCPServer{Command: "/usr/local/bin/demo-mcp"}, "", ErrUnsupported},
+	} {
+		_, err := sup.Submit(context.Background(), Spec{Agent: c.agent, Prompt: "0", MCPServers: map[string]MCPServer{"s": c.srv}})
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Code != c.code || !errors.Is(err, c.kind) || fe.Field != FieldMCPServers {
+			t.Errorf("%s %+v: %v, want %s", c.agent, c.srv, err, c.code)
+		}
+	}
+	_, err := sup.Submit(context.Background(), Spec{Agent: "leak", Prompt: "0", OutputSchema: json.RawMessage(`{"type": 5}`)})
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != FieldOutputSchema || !strings.Contains(err.Error(), "compile") {
+		t.Errorf("a schema that does not compile: %v", err)
 	}
 }

@@ -1,12 +1,16 @@
 package runs
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
 )
 
 func TestExtractJSON(t *testing.T) {
@@ -109,5 +113,23 @@ func TestCompileSchemaRefusals(t *testing.T) {
 	}
 	if _, err := CompileSchema(json.RawMessage(`{"$defs":{"c":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/c"}}}`)); err != nil {
 		t.Errorf("a schema referring to itself: %v", err)
+	}
+}
+
+func TestSchemaMismatchFailsRun(t *testing.T) {
+	store := newMemStore()
+	cfg := Config{WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), KillGrace: 300 * time.Millisecond,
+		Getenv: func(string) string { return "leak-key-not-json-0123456789" }}
+	sup := NewSupervisor(cfg, store, []*Agent{{Adapter: leakAdapter{}, Bin: "/bin/sh", Home: t.TempDir()}}, nopObserver{}, zap.NewNop())
+	startSupervisor(t, sup)
+	// The agent succeeds, with an answer that is not JSON.
+	r, err := sup.Submit(context.Background(), Spec{Agent: "leak", Prompt: "0", OutputSchema: json.RawMessage(testSchema)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{sup: sup, store: store}
+	r = h.wait(t, r.ID, 30*time.Second)
+	if r.Status != Failed || r.Error == nil || r.Error.Class != SchemaMismatch || len(r.StructuredOutput) != 0 {
+		t.Fatalf("run %s %+v, want failed schema_mismatch", r.Status, r.Error)
 	}
 }
