@@ -371,3 +371,14 @@ func TestMessageAttachments(t *testing.T) {
 	}
 	fh.wait(t, r.ID, 20*time.Second)
 }
+
+// A file refused on the run's replica is the same refusal on the replica
+// that took the message.
+func TestFileErrorCrossesReplicas(t *testing.T) {
+	in := &FileError{Code: FileNotFound, Field: "attachments[0]", Reason: "gone"}
+	_, err := decodeInputReply(encodeInputReply(InputResult{}, fmt.Errorf("wrapped: %w", in)))
+	var got *FileError
+	if !errors.As(err, &got) || *got != *in {
+		t.Fatalf("decoded %v (%T), want %+v", err, err, in)
+	}
+}

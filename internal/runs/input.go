@@ -158,7 +158,7 @@ type inputReply struct {
 }
 
 type wireError struct {
-	Kind    string `json:"kind"` // not_found, conflict, invalid, unsupported, internal
+	Kind    string `json:"kind"` // not_found, conflict, invalid, unsupported, file, internal
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
@@ -169,9 +169,12 @@ func encodeInputReply(res InputResult, err error) []byte {
 	var r inputReply
 	var fe *FieldError
 	var ce *ConflictError
+	var fle *FileError
 	switch {
 	case err == nil:
 		r.Result = &res
+	case errors.As(err, &fle):
+		r.Error = &wireError{Kind: "file", Code: fle.Code, Message: fle.Reason, Field: fle.Field}
 	case errors.As(err, &ce):
 		r.Error = &wireError{Kind: "conflict", Code: ce.Code, Message: ce.Message}
 	case errors.As(err, &fe):
@@ -198,6 +201,8 @@ func decodeInputReply(b []byte) (InputResult, error) {
 		switch e.Kind {
 		case "conflict":
 			return InputResult{}, Conflict(e.Code, e.Message)
+		case "file":
+			return InputResult{}, &FileError{Code: e.Code, Field: e.Field, Reason: e.Message}
 		case "invalid":
 			return InputResult{}, Invalid(e.Field, e.Message)
 		case "unsupported":
