@@ -95,9 +95,9 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 		return Run{}, err
 	}
 
-	// Inline images become files of the tenant, and files named by id
-	// must be its own: the stored spec and the queue hold only ids.
-	if spec.Attachments, err = s.attach(ctx, a.Adapter.Describe(), spec.Tenant, FieldAttachments, spec.Attachments); err != nil {
+	// The attachments are checked before the idempotency key is taken:
+	// a request refused for them may be sent again, changed.
+	if _, err := s.attach(ctx, a.Adapter.Describe(), spec.Tenant, FieldAttachments, spec.Attachments, false); err != nil {
 		return Run{}, err
 	}
 
@@ -131,6 +131,12 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	// made: it saw no answer and may not retry.
 	if err := ctx.Err(); err != nil {
 		return Run{}, fmt.Errorf("submission abandoned: %w", err)
+	}
+	// Inline images become files of the tenant, and files named by id
+	// must be its own: the stored spec and the queue hold only ids. A
+	// replay by idempotency key has returned already, storing nothing.
+	if spec.Attachments, err = s.attach(ctx, a.Adapter.Describe(), spec.Tenant, FieldAttachments, spec.Attachments, true); err != nil {
+		return Run{}, err
 	}
 	// The MCP servers' env and header values are stored and queued
 	// sealed, under the run's final id.

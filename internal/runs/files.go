@@ -127,6 +127,19 @@ func (s *Supervisor) UploadFile(ctx context.Context, name, mediaType string, dat
 }
 
 func (s *Supervisor) putFile(ctx context.Context, tenant, field, name, mediaType string, data []byte) (File, error) {
+	f, err := s.newFile(ctx, tenant, field, name, mediaType, data)
+	if err != nil {
+		return File{}, err
+	}
+	if err := s.store.PutFile(ctx, f, data); err != nil {
+		return File{}, fmt.Errorf("store file: %w", err)
+	}
+	s.audit("file.create", ActorFrom(ctx), "", zap.String("file_id", f.ID), zap.Int64("size", f.Size))
+	return f, nil
+}
+
+// newFile checks data as putFile stores it, and returns its record.
+func (s *Supervisor) newFile(ctx context.Context, tenant, field, name, mediaType string, data []byte) (File, error) {
 	lim := s.fileLimits()
 	if int64(len(data)) > lim.MaxBytes {
 		return File{}, &FileError{Code: FileTooLarge, Field: field,
@@ -158,10 +171,6 @@ func (s *Supervisor) putFile(ctx context.Context, tenant, field, name, mediaType
 		SHA256: hex.EncodeToString(sum[:]), Name: name, Width: info.Width, Height: info.Height,
 		CreatedAt: now, ExpiresAt: now.Add(lim.TTL),
 	}
-	if err := s.store.PutFile(ctx, f, data); err != nil {
-		return File{}, fmt.Errorf("store file: %w", err)
-	}
-	s.audit("file.create", ActorFrom(ctx), "", zap.String("file_id", f.ID), zap.Int64("size", f.Size))
 	return f, nil
 }
 
@@ -232,7 +241,9 @@ func (s *Supervisor) DeleteFile(ctx context.Context, id string) error {
 // them, an inline image is stored as a file of the tenant, and a file
 // named by id must be the tenant's. It returns the attachments as they are
 // kept: by file id, with their media type, size and name, without bytes.
-func (s *Supervisor) attach(ctx context.Context, d Description, tenant, field string, atts []Attachment) ([]Attachment, error) {
+// With store false nothing is stored: the attachments are only checked,
+// and returned as they were.
+func (s *Supervisor) attach(ctx context.Context, d Description, tenant, field string, atts []Attachment, store bool) ([]Attachment, error) {
 	if len(atts) == 0 {
 		return nil, nil
 	}
@@ -248,7 +259,11 @@ func (s *Supervisor) attach(ctx context.Context, d Description, tenant, field st
 		var f File
 		var err error
 		if a.FileID == "" {
-			if f, err = s.putFile(ctx, tenant, at, a.Name, a.MediaType, a.Data); err != nil {
+			put := s.putFile
+			if !store {
+				put = s.newFile
+			}
+			if f, err = put(ctx, tenant, at, a.Name, a.MediaType, a.Data); err != nil {
 				return nil, err
 			}
 		} else if f, err = s.tenantFile(ctx, tenant, a.FileID); errors.Is(err, ErrNotFound) {
@@ -262,6 +277,9 @@ func (s *Supervisor) attach(ctx context.Context, d Description, tenant, field st
 			name = f.Name
 		}
 		out[i] = Attachment{FileID: f.ID, MediaType: f.MediaType, Name: name, Size: f.Size, SHA256: f.SHA256}
+	}
+	if !store {
+		return atts, nil
 	}
 	return out, nil
 }
@@ -350,7 +368,7 @@ func (s *Supervisor) attachInput(ctx context.Context, id string, in *Input) erro
 	if !ok {
 		return Unsupported(r.Agent, FieldAttachments, "the run's agent is not configured on this replica")
 	}
-	in.Attachments, err = s.attach(ctx, a.Adapter.Describe(), r.Tenant, FieldAttachments, in.Attachments)
+	in.Attachments, err = s.attach(ctx, a.Adapter.Describe(), r.Tenant, FieldAttachments, in.Attachments, true)
 	return err
 }
 

@@ -382,3 +382,28 @@ func TestFileErrorCrossesReplicas(t *testing.T) {
 		t.Fatalf("decoded %v (%T), want %+v", err, err, in)
 	}
 }
+
+// A request refused for its attachments leaves its idempotency key free,
+// and a replay by key stores no second copy of its inline image.
+func TestAttachmentsAndIdempotencyKeys(t *testing.T) {
+	fh := newFileHarness(t, FileLimits{})
+	acme := tenantCtx("acme")
+	data := testPNG(t)
+	bad := Spec{Agent: "img", Prompt: "look", IdempotencyKey: "k1", Attachments: []Attachment{{MediaType: "image/png", Data: []byte("not a png")}}}
+	if _, err := fh.sup.Submit(acme, bad); fileErrCode(err) != InvalidAttachment {
+		t.Fatalf("a bad image = %v, want %s", err, InvalidAttachment)
+	}
+	good := Spec{Agent: "img", Prompt: "look", IdempotencyKey: "k1", Attachments: []Attachment{{MediaType: "image/png", Data: data, SHA256: "s1"}}}
+	r1, err := fh.sup.Submit(acme, good)
+	if err != nil {
+		t.Fatalf("the same key, the image fixed: %v", err)
+	}
+	r2, err := fh.sup.Submit(acme, good)
+	if err != nil || r2.ID != r1.ID {
+		t.Fatalf("replay = %s, %v; want run %s", r2.ID, err, r1.ID)
+	}
+	if n, err := fh.store.CountFiles(context.Background(), "acme"); err != nil || n != 1 {
+		t.Errorf("the tenant has %d files after a replay, %v; want 1", n, err)
+	}
+	fh.wait(t, r1.ID, 20*time.Second)
+}
