@@ -229,7 +229,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Reaper: self, Cgroups: cgroups,
 		WorkspaceRoot: cfg.WorkspaceRoot, WorkspaceRetention: cfg.Retention, Path: cfg.AgentPath, Getenv: getenv,
 		Limits: runs.Limits{MaxText: cfg.MaxEventText, MaxToolInput: runs.DefaultLimits.MaxToolInput},
-		Redact: redactor, Sandbox: sandbox, TempRoot: tempRoot,
+		// Snapshots of run directories are hidden with the data directory.
+		Redact: redactor, Sandbox: sandbox, TempRoot: tempRoot, ArtifactsDir: filepath.Join(cfg.DataDir, "artifacts"),
 		Quotas: runs.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
 		Files:  runs.FileLimits{TTL: cfg.FileTTL, MaxBytes: cfg.HTTP.MaxFileBytes, MaxPerTenant: cfg.MaxFilesPerTenant},
 	}, st, agents, rec, log)
