@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentgate/agentgate/internal/acp"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -319,4 +320,25 @@ func FuzzLiveUsage(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestSessionMCPNames(t *testing.T) {
+	servers := map[string]runs.MCPServer{"demo": {Command: "/x"}}
+	d := newSessionDecoder(testInv(runs.Spec{Prompt: "p", Approvals: runs.ApprovalsAsk, MCPServers: servers}))
+	// The tool_call names the tool as the model sees it; the permission
+	// request that follows has only the tool's own title.
+	d.update("tool_call", json.RawMessage(`{"sessionUpdate":"tool_call","toolCallId":"call_1","title":"demo-reverse_text","kind":"other","status":"pending","rawInput":{"text":"hello mcp"}}`))
+	asked := acp.ToolCall{ToolCallID: "call_1", Title: "reverse_text", Kind: "other"}
+	if s, tool, ok := d.mcpTool(asked); !ok || s != "demo" || tool != "reverse_text" {
+		t.Errorf("mcpTool = %q %q %v", s, tool, ok)
+	}
+	if n := d.toolName(asked); n != "demo-reverse_text" {
+		t.Errorf("toolName = %q", n)
+	}
+	// A built-in tool is none of the run's servers'.
+	d.update("tool_call", json.RawMessage(`{"sessionUpdate":"tool_call","toolCallId":"call_2","title":"ls","kind":"execute"}`))
+	bash := acp.ToolCall{ToolCallID: "call_2", Title: "ls", Kind: "execute"}
+	if _, _, ok := d.mcpTool(bash); ok || d.toolName(bash) != "bash" {
+		t.Errorf("a bash call taken for an MCP call: %q", d.toolName(bash))
+	}
 }
