@@ -27,7 +27,8 @@ func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (run
 			return runs.Command{}, runs.Invalid(runs.FieldMCPServers, fmt.Sprintf("server %q must have either a command or a url", name))
 		}
 	}
-	_, secrets := acpMCPServers(s.MCPServers)
+	// The values travel on stdin, in session/new.
+	secrets := acp.MCPSecrets(s.MCPServers)
 	args := []string{"acp", "--pure"}
 	args = append(args, a.extraArgs...)
 	pass := append([]string(nil), credentialEnv...)
@@ -74,8 +75,9 @@ func sessionPermission(perm runs.Permission, asks bool) string {
 // rec reads OpenCode's store, where each turn's whole bill is.
 func sessionProfile(inv runs.Invocation, rec records) acp.Profile {
 	oneShot := newDecoder(inv)
-	servers, _ := acpMCPServers(inv.Spec.MCPServers)
+	servers := acp.MCPServers(inv.Spec.MCPServers)
 	names, namer := toolNames(), newMCPNamer(inv.Spec.MCPServers)
+	bills := newStoreLog(rec)
 	return acp.Profile{
 		Agent:      Name,
 		MCPServers: servers,
@@ -93,7 +95,8 @@ func sessionProfile(inv runs.Invocation, rec records) acp.Profile {
 		// The prompt result holds the last model request's usage only;
 		// the store has every request's, priced (doc.go, Usage of a
 		// Session run).
-		TurnBill:     newStoreLog(rec).turnBill,
+		TurnBill:     bills.turnBill,
+		UsageSoFar:   bills.usageSoFar,
 		Steering:     acp.SteerMerges,
 		DenyEndsTurn: true,
 		ToolName:     names,

@@ -222,3 +222,39 @@ func TestGivenImageRefused(t *testing.T) {
 		t.Errorf("Command with an image: %v, want unsupported attachments", err)
 	}
 }
+
+// TestGivenUsageMidTurn: in a Session run whose model calls a tool on
+// every request, usage.updated comes during the turn, before it ends, and
+// grows, so that the gateway's token budget can stop a turn that never
+// ends by itself; the store is read for it (no warning).
+func TestGivenUsageMidTurn(t *testing.T) {
+	t.Parallel()
+	s := startSession(t, runs.Spec{Prompt: "Loop.", Interactive: true}, chat.AlwaysTool(chat.Bash("echo again")))
+	var first runs.UsageData
+	i := 0
+	for n := 0; n < 2; n++ {
+		ev, j := s.WaitType(i, sessionWithin, runs.EventUsageUpdated)
+		u := ev.Data.(runs.UsageData)
+		if n == 0 {
+			first = u
+		} else if u.Usage.InputTokens <= first.Usage.InputTokens {
+			t.Errorf("usage did not grow: %+v then %+v", first.Usage, u.Usage)
+		}
+		i = j + 1
+	}
+	if first.Usage.InputTokens == 0 || first.Usage.OutputTokens == 0 {
+		t.Errorf("first usage.updated %+v", first.Usage)
+	}
+	if n := len(ofType(s.Events(), runs.EventTurnCompleted)); n != 0 {
+		t.Fatalf("%d turns completed: the scenario never ends a turn", n)
+	}
+	if err := s.Do(func(x runs.Session) error { return x.InterruptTurn() }); err != nil {
+		t.Fatal(err)
+	}
+	s.WaitTurn(1, sessionWithin)
+	o := s.close(t)
+	if o.Usage.InputTokens < first.Usage.InputTokens {
+		t.Errorf("the run's usage %+v fell below what was reported during it, %+v", o.Usage, first.Usage)
+	}
+	s.noWarnings(t)
+}

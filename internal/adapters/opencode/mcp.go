@@ -1,7 +1,6 @@
 package opencode
 
 import (
-	"encoding/json"
 	"regexp"
 	"sort"
 	"strings"
@@ -24,79 +23,6 @@ func (*Adapter) PrefersSession(s runs.Spec) bool {
 
 // sessionRun reports whether the run of s is driven over ACP.
 func (a *Adapter) sessionRun(s runs.Spec) bool { return s.Session() || a.PrefersSession(s) }
-
-// acpEnvVar is one entry of an ACP MCP server's env or headers: a list of
-// {name, value}, not an object.
-type acpEnvVar struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
-}
-
-// acpStdioServer is session/new's entry of a stdio MCP server, which
-// OpenCode starts itself.
-type acpStdioServer struct {
-	Name    string      `json:"name"`
-	Command string      `json:"command"`
-	Args    []string    `json:"args"`
-	Env     []acpEnvVar `json:"env"`
-}
-
-// acpHTTPServer is session/new's entry of a remote MCP server
-// (agentCapabilities.mcpCapabilities.http is true for OpenCode 1.18.33).
-type acpHTTPServer struct {
-	Type    string      `json:"type"`
-	Name    string      `json:"name"`
-	URL     string      `json:"url"`
-	Headers []acpEnvVar `json:"headers"`
-}
-
-// acpMCPServers builds session/new's mcpServers for the run's servers,
-// by name, and the env and header values they carry, which the
-// supervisor must keep out of logs and records (they travel on stdin).
-// Nil when the run has none, so that the core sends [].
-func acpMCPServers(servers map[string]runs.MCPServer) (entries []json.RawMessage, secrets []string) {
-	for _, name := range sortedNames(servers) {
-		m := servers[name]
-		var v any
-		if m.Remote() {
-			v = acpHTTPServer{Type: "http", Name: name, URL: m.URL, Headers: envList(m.Headers, &secrets)}
-		} else {
-			args := m.Args
-			if args == nil {
-				args = []string{}
-			}
-			v = acpStdioServer{Name: name, Command: m.Command, Args: args, Env: envList(m.Env, &secrets)}
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			continue // strings and lists of strings always marshal
-		}
-		entries = append(entries, b)
-	}
-	return entries, secrets
-}
-
-// envList is a map as ACP's list of {name, value}, sorted by name, with
-// every value added to secrets.
-func envList(m map[string]string, secrets *[]string) []acpEnvVar {
-	out := make([]acpEnvVar, 0, len(m))
-	for _, k := range sortedNames(m) {
-		out = append(out, acpEnvVar{Name: k, Value: m[k]})
-		if m[k] != "" {
-			*secrets = append(*secrets, m[k])
-		}
-	}
-	return out
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // mcpNameRE matches what OpenCode replaces with "_" in an MCP server's
 // and a tool's names when it names the tool for the model (verified with

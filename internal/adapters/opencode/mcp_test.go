@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentgate/agentgate/internal/acp"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -41,7 +42,7 @@ func TestMCPCommand(t *testing.T) {
 			t.Errorf("a secret in the command line or env: %q", s)
 		}
 	}
-	entries, _ := acpMCPServers(spec.MCPServers)
+	entries := acp.MCPServers(spec.MCPServers)
 	got := make([]string, len(entries))
 	for i, e := range entries {
 		got[i] = string(e)
@@ -53,10 +54,10 @@ func TestMCPCommand(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("mcpServers\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if e, _ := acpMCPServers(nil); e != nil {
+	if e := acp.MCPServers(nil); e != nil {
 		t.Errorf("no servers: %s, want nil (the core sends [])", e)
 	}
-	stdio, _ := acpMCPServers(map[string]runs.MCPServer{"s": {Command: "/bin/s"}})
+	stdio := acp.MCPServers(map[string]runs.MCPServer{"s": {Command: "/bin/s"}})
 	if string(stdio[0]) != `{"name":"s","command":"/bin/s","args":[],"env":[]}` {
 		t.Errorf("a bare stdio server: %s", stdio[0])
 	}

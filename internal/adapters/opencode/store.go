@@ -197,6 +197,29 @@ func (c *storeLog) turnBill(session string, result json.RawMessage) acp.Bill {
 	return bill
 }
 
+// usageSoFar implements acp.Profile.UsageSoFar: what the session's
+// messages were billed since the last turn ended, as turnBill would count
+// it now, without moving on (turnBill still bills the turn whole). At a
+// tool call's start the store holds every finished request of the turn
+// but the one that asked for the call, whose tokens OpenCode records once
+// its tools return: the figure lags one request behind, and still grows
+// with every request of a long turn. A store that cannot be read gives
+// nothing; turnBill then says so at the turn's end.
+func (c *storeLog) usageSoFar(session string) (runs.Usage, bool) {
+	if c.lost {
+		return runs.Usage{}, false
+	}
+	now, err := c.read(session)
+	if err != nil {
+		return runs.Usage{}, false
+	}
+	var u runs.Usage
+	for id, b := range now {
+		u = u.Add(b.usage.Sub(c.seen[id].usage))
+	}
+	return u, true
+}
+
 // read is what each assistant message of the session was billed, by id;
 // a message listed twice counts once, as its last row.
 func (c *storeLog) read(session string) (map[string]billed, error) {

@@ -202,3 +202,27 @@ func TestSQLiteStore(t *testing.T) {
 		t.Errorf("the database is not in WAL mode: %v", err)
 	}
 }
+
+// TestStoreLogUsageSoFar: during a turn, the usage so far is what the
+// messages were billed since the last turn, without moving the turn's
+// bill on; a store that cannot be read gives none.
+func TestStoreLogUsageSoFar(t *testing.T) {
+	m := memStore{"ses_1": {user("msg_0"), req1}}
+	c := newStoreLog(m)
+	u, ok := c.usageSoFar("ses_1")
+	want1 := runs.Usage{InputTokens: 5000, CacheReadTokens: 4000, OutputTokens: 50, ReasoningTokens: 12}
+	if !ok || u != want1 {
+		t.Errorf("so far %+v %v, want %+v", u, ok, want1)
+	}
+	m["ses_1"] = append(m["ses_1"], req2, req3)
+	b := c.turnBill("ses_1", promptResult(300, 23, 7, 4900))
+	if b.Usage.InputTokens != 15400 || b.Usage.OutputTokens != 110 {
+		t.Errorf("the turn's bill %+v after usage so far: want all three requests", b.Usage)
+	}
+	if u, ok := c.usageSoFar("ses_1"); !ok || !u.IsZero() {
+		t.Errorf("so far after the turn %+v %v, want zero", u, ok)
+	}
+	if _, ok := newStoreLog(failStore{errors.New("locked")}).usageSoFar("ses_1"); ok {
+		t.Error("an unreadable store gave a usage so far")
+	}
+}
