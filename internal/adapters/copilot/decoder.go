@@ -66,6 +66,7 @@ type decoder struct {
 	unbilled map[string]bool
 	billed   map[string]bool
 	live     runs.Usage
+	misses   int
 }
 
 func newDecoder(inv runs.Invocation, f files) *decoder {

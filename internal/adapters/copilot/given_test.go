@@ -342,3 +342,24 @@ func TestSessionMCPNames(t *testing.T) {
 		t.Errorf("a bash call taken for an MCP call: %q", d.toolName(bash))
 	}
 }
+
+// TestLiveUsageGivesUp: a request the record never bills is looked for a
+// few times only, not at every later line.
+func TestLiveUsageGivesUp(t *testing.T) {
+	inv := testInv(runs.Spec{Prompt: "p"})
+	reads := 0
+	f := countingFiles{n: &reads}
+	d := newDecoder(inv, f)
+	d.Decode([]byte(`{"type":"assistant.message","data":{"content":"","apiCallId":"resp_never"},"id":"1","timestamp":"t"}`))
+	for range 50 {
+		d.Decode([]byte(`{"type":"assistant.turn_end","data":{"turnId":"0"},"id":"2","timestamp":"t"}`))
+	}
+	if reads > maxMisses {
+		t.Errorf("the record was read %d times for a request it never bills", reads)
+	}
+}
+
+type countingFiles struct{ n *int }
+
+func (f countingFiles) ReadFile(string) ([]byte, error) { *f.n++; return []byte("{}\n"), nil }
+func (countingFiles) Remove(string) error               { return nil }

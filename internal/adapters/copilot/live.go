@@ -29,6 +29,10 @@ import (
 // a session that big is billed at Finish only.
 const maxSessionRecord = 32 << 20
 
+// maxMisses is how many reads in a row may find no record of the
+// requests named before the decoder stops looking for them.
+const maxMisses = 8
+
 // sessionRecordPath is the CLI's record of session under home, or "" for
 // a session id that is not one path element.
 func sessionRecordPath(home, session string) string {
@@ -81,8 +85,15 @@ func (d *decoder) liveUsage() []runs.Event {
 	})
 	d.live = d.live.Add(u)
 	if !found {
+		// A request the CLI records no usage for (one that failed)
+		// is not looked for for ever: Finish bills the rest.
+		if d.misses++; d.misses >= maxMisses {
+			clear(d.unbilled)
+			d.misses = 0
+		}
 		return nil
 	}
+	d.misses = 0
 	return []runs.Event{runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: d.live})}
 }
 
