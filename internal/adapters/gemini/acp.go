@@ -49,6 +49,8 @@ func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (run
 		Args:    args,
 		Env:     append([]string(nil), fixedEnv...),
 		PassEnv: append([]string(nil), credentialEnv...),
+		// session/new carries the MCP servers' env and header values.
+		Secrets: acp.MCPSecrets(s.MCPServers),
 	}, nil
 }
 
@@ -68,14 +70,16 @@ func sessionProfile(inv runs.Invocation, fs files) acp.Profile {
 		refuse = perm == runs.ReadOnly
 	}
 	oneShot := newDecoder(inv)
+	log := newChatLog(fs, inv.Home, inv.Dir)
 	return acp.Profile{
 		Agent:     Name,
 		Mode:      mode,
 		RefuseAll: refuse,
 		// The prompt result lacks cached and thought tokens; the chat
 		// recording has them (doc.go). The session's cwd is inv.Dir.
-		TurnUsage: newChatLog(fs, inv.Home, inv.Dir).turnUsage,
-		Steering:  acp.SteerCancels,
+		TurnUsage:  log.turnUsage,
+		UsageSoFar: log.soFar,
+		Steering:   acp.SteerCancels,
 		// The model gets "…was canceled by the user." and goes on.
 		DenyEndsTurn: false,
 		ToolName:     sessionToolName,
@@ -88,7 +92,38 @@ func sessionProfile(inv runs.Invocation, fs files) acp.Profile {
 			return oneShot.classifyNoResult(exit, string(stderr))
 		},
 		Update: dropModeUpdate,
+		// The run's MCP servers, per session; their tools are offered
+		// as mcp_<server>_<tool>. A run without approvals means them to
+		// run: the modes but yolo ask for every MCP tool.
+		MCPServers: acp.MCPServers(inv.Spec.MCPServers),
+		MCPTool:    func(tc acp.ToolCall) (string, string, bool) { return sessionMCPTool(tc, inv.Spec.MCPServers) },
+		AllowMCP:   !inv.Spec.Asks(),
 	}
+}
+
+// mcpServerTitle ends the title 0.61.0 gives a call of an MCP tool:
+// "reverse_text (demo MCP Server)".
+const mcpServerTitle = " MCP Server)"
+
+// sessionMCPTool tells a call of a tool of the run's MCP servers: its id
+// starts with the tool's name, mcp_<server>_<tool>; a call without one
+// is read from its title, "<tool> (<server> MCP Server)".
+func sessionMCPTool(tc acp.ToolCall, servers map[string]runs.MCPServer) (server, tool string, ok bool) {
+	if len(servers) == 0 {
+		return "", "", false
+	}
+	if server, tool, ok = acp.SplitMCPName(sessionToolName(tc), "mcp_", "_", servers); ok {
+		return server, tool, true
+	}
+	head, found := strings.CutSuffix(tc.Title, mcpServerTitle)
+	if !found {
+		return "", "", false
+	}
+	tool, server, found = strings.Cut(head, " (")
+	if _, known := servers[server]; !found || !known || tool == "" {
+		return "", "", false
+	}
+	return server, tool, true
 }
 
 // modeUpdatePrefix starts the text 0.61.0 sends as an agent message

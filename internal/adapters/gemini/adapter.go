@@ -123,6 +123,7 @@ func (*Adapter) Describe() runs.Description {
 		Fields: []string{
 			runs.FieldModel, runs.FieldTimeoutSeconds, runs.FieldResumeSessionID, runs.FieldKeepSession,
 			runs.FieldCwd, runs.FieldPermission, runs.FieldInteractive, runs.FieldApprovals,
+			runs.FieldMCPServers, runs.FieldAttachments,
 		},
 		Permissions: perms,
 		// A second session/prompt cancels the running turn (no steer);
@@ -181,7 +182,7 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if inv.Home == "" {
 		return runs.Command{}, errors.New("gemini: the invocation has no home, where the settings PrepareHome wrote live")
 	}
-	if s.Session() {
+	if overACP(s) {
 		return a.sessionCommand(inv, perm)
 	}
 
@@ -219,14 +220,36 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 // NewDecoder implements runs.Adapter.
 // A run whose Spec.Session() gets the ACP client (acp.go).
 func (a *Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
-	if inv.Spec.Session() {
-		fs := a.files
-		if fs == nil {
-			fs = osFiles{}
-		}
+	fs := a.files
+	if fs == nil {
+		fs = osFiles{}
+	}
+	if overACP(inv.Spec) {
 		return acp.NewDecoder(inv, sessionProfile(inv, fs))
 	}
-	return newDecoder(inv)
+	d := newDecoder(inv)
+	if inv.Spec.ResumeSessionID == "" {
+		// A resumed session's recording holds the runs before this one
+		// too, and 0.61.0 may record the resumed run elsewhere than the
+		// file found first: its usage comes from the result line alone.
+		d.log = newChatLog(fs, inv.Home, inv.Dir)
+	}
+	return d
+}
+
+// PrefersSession implements runs.SessionPreferrer: a run given MCP
+// servers or images runs over ACP, even one-shot. -p takes an MCP server
+// only from settings.json, in the home every run shares, and an image
+// only as an @path inside the workspace; ACP takes both per session
+// (session/new's mcpServers, image blocks in session/prompt).
+func (*Adapter) PrefersSession(s runs.Spec) bool {
+	return len(s.MCPServers) > 0 || len(s.Attachments) > 0
+}
+
+// overACP reports whether a run with spec s runs `gemini --acp`: a
+// Session run, or one PrefersSession sends there.
+func overACP(s runs.Spec) bool {
+	return s.Session() || len(s.MCPServers) > 0 || len(s.Attachments) > 0
 }
 
 // policyPath is the policy file PrepareHome writes for workspace_write.

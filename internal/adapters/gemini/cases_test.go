@@ -80,7 +80,8 @@ func cliCases() []cliCase {
 	prompt := func(p runs.Permission) runs.Spec {
 		return runs.Spec{Prompt: "Write hello to out.txt.", Permission: p}
 	}
-	toolTypes := []runs.EventType{tStart, tDelta, tMsg, tTool, tToolEnd, tDelta, tMsg, tReason, tUsage}
+	// usage.updated before a tool call is the chat recording's so far.
+	toolTypes := []runs.EventType{tStart, tDelta, tMsg, tUsage, tTool, tToolEnd, tDelta, tMsg, tReason, tUsage}
 	textTypes := []runs.EventType{tStart, tDelta, tMsg, tReason, tUsage}
 	failTypes := []runs.EventType{tStart, tUsage}
 	return []cliCase{
@@ -222,7 +223,7 @@ func cliCases() []cliCase {
 		{
 			name: "read_only", scenario: toolTurn, spec: prompt(runs.ReadOnly),
 			wantStatus: runs.Succeeded,
-			wantTypes:  []runs.EventType{tStart, tDelta, tMsg, tTool, tToolEnd, tWarn, tDelta, tMsg, tReason, tUsage},
+			wantTypes:  []runs.EventType{tStart, tDelta, tMsg, tUsage, tTool, tToolEnd, tWarn, tDelta, tMsg, tReason, tUsage},
 			check: func(t *testing.T, r *cliRun) {
 				r.wantNoFile(t, "out.txt")
 				if len(r.ledger.Calls()) == 0 {
@@ -264,7 +265,8 @@ func cliCases() []cliCase {
 			},
 			resumeBefore: true,
 			spec:         runs.Spec{Prompt: "Second prompt."},
-			wantStatus:   runs.Succeeded, wantTypes: toolTypes,
+			// A resumed run's usage is the result line's alone.
+			wantStatus: runs.Succeeded, wantTypes: []runs.EventType{tStart, tDelta, tMsg, tTool, tToolEnd, tDelta, tMsg, tReason, tUsage},
 			check: func(t *testing.T, r *cliRun) {
 				calls := r.ledger.Calls()
 				if len(calls) != 2 {
@@ -366,12 +368,12 @@ func cliCases() []cliCase {
 			scenario: func(marker string) googleai.Scenario {
 				return googleai.ToolTurn("sleep 60; echo "+marker, "unreachable")
 			},
-			spec: runs.Spec{Prompt: "Run the long command."}, signal: syscall.SIGTERM, usageLost: true,
+			spec: runs.Spec{Prompt: "Run the long command."}, signal: syscall.SIGTERM,
 			// SIGTERM ends the CLI at once, without a result, and leaves
 			// the tool running: the supervisor's tree kill is what stops
-			// it.
+			// it. The usage is the chat recording's: the one response.
 			wantStatus: runs.Failed, wantClass: runs.AgentCrashed,
-			wantTypes: []runs.EventType{tStart, tDelta, tMsg, tTool, tToolEnd},
+			wantTypes: []runs.EventType{tStart, tDelta, tMsg, tUsage, tTool, tToolEnd},
 			check: func(t *testing.T, r *cliRun) {
 				if r.res.Exit.Code != 0 || r.res.Exit.Signal != "" {
 					t.Errorf("exit = %+v, want 0 after SIGTERM", r.res.Exit)

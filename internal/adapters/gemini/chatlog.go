@@ -108,6 +108,21 @@ func (c *chatLog) turnUsage(session string, result json.RawMessage) (runs.Usage,
 	return turn, true, nil
 }
 
+// soFar implements acp.Profile.UsageSoFar: the tokens recorded since the
+// last turn ended, without ending the turn. A response's tokens are
+// recorded once its stream ended, before its tool calls run, so at a
+// tool call's start the file holds the response that asked for it. A
+// failed read reports nothing here; the turn's end reports it.
+func (c *chatLog) soFar(session string) (runs.Usage, bool) {
+	if c.lost || c.read(session) != nil {
+		return runs.Usage{}, false
+	}
+	u := c.sum.Sub(c.last)
+	u.CacheReadTokens = min(u.CacheReadTokens, u.InputTokens)
+	u.ReasoningTokens = min(u.ReasoningTokens, u.OutputTokens)
+	return u, true
+}
+
 // read parses what was appended to the session's file since the last
 // read, finding the file first.
 func (c *chatLog) read(session string) error {

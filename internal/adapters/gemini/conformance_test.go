@@ -1,6 +1,7 @@
 package gemini
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/agentgate/agentgate/internal/agenttest"
@@ -40,6 +41,15 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 		s = googleai.Failure(sc.Status)
 	case conformance.Hang:
 		s = googleai.Hang()
+	case conformance.MCPTool:
+		var args map[string]any
+		if err := json.Unmarshal([]byte(sc.Input), &args); err != nil {
+			t.Fatalf("MCPTool input %q: %v", sc.Input, err)
+		}
+		// Offered to the model as mcp_<server>_<tool>.
+		s = googleai.MCPTool(sc.MCPServer, sc.MCPTool, args, sc.Text)
+	case conformance.ToolLoop:
+		s = googleai.ToolLoop(sc.Command)
 	default:
 		t.Fatalf("scenario %q", sc.Kind)
 	}

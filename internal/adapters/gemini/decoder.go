@@ -28,6 +28,11 @@ type decoder struct {
 	// lastError is the message of the last error line of severity
 	// "error": a failed result may carry no error of its own.
 	lastError string
+	// log, when set, reads the session's chat recording for the usage
+	// before the result line (see doc.go, "Usage"); reported is the
+	// usage last emitted from it.
+	log      *chatLog
+	reported runs.Usage
 }
 
 func newDecoder(inv runs.Invocation) *decoder { return &decoder{inv: inv} }
@@ -124,6 +129,10 @@ func (d *decoder) toolUse(l *wireLine) []runs.Event {
 		input = json.RawMessage("{}")
 	}
 	d.open = append(d.open, l.ToolID)
+	if u, ok := d.usageSoFar(); ok && u != d.reported {
+		d.reported = u
+		evs = append(evs, runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: u}))
+	}
 	return append(evs, runs.NewEvent(runs.EventToolCallStarted, runs.ToolCallStartedData{
 		ID: l.ToolID, Name: l.ToolName, Input: append(json.RawMessage(nil), input...),
 	}))
@@ -155,6 +164,17 @@ func (d *decoder) toolResult(l *wireLine, line []byte) []runs.Event {
 		evs = append(evs, unparsed(line, fmt.Sprintf("unknown tool_result status %q", l.Status)))
 	}
 	return evs
+}
+
+// usageSoFar is the run's usage as the chat recording has it before the
+// result line: the responses recorded so far. ok is false without a
+// recording to read, or with nothing in it yet.
+func (d *decoder) usageSoFar() (runs.Usage, bool) {
+	if d.log == nil || d.sessionID == "" {
+		return runs.Usage{}, false
+	}
+	u, ok := d.log.soFar(d.sessionID)
+	return u, ok && !u.IsZero()
 }
 
 // close removes id from the open tool calls.

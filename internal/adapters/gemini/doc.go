@@ -44,7 +44,13 @@
 // system_prompt, effort, max_turns, max_budget_usd and output_schema are
 // refused as unsupported: 0.61.0 has no flag for any of them (only files:
 // GEMINI_SYSTEM_MD replaces the whole system prompt, model.maxSessionTurns
-// and thinking budgets live in settings.json, shared by every run).
+// and thinking budgets live in settings.json, shared by every run). The
+// gateway enforces max_turns and max_total_tokens itself, from the events,
+// and asks for output_schema in the prompt; it strips them from the spec
+// the adapter gets.
+//
+// mcp_servers and attachments make a run go over ACP (PrefersSession),
+// one-shot or not: see "MCP servers and images".
 //
 // # Permissions
 //
@@ -144,8 +150,16 @@
 // every case against the mock's billing. (toolUsePromptTokenCount, which
 // Gemini bills only for its built-in tools such as search grounding,
 // would be counted as reasoning; function calls never bill it.) A run
-// that ends without a result line (killed, cancelled, timed out) reports
-// no usage, whatever it was billed. The CLI reports no cost.
+// that ends without a result line (killed, cancelled, timed out, stopped
+// at a budget) reports what the CLI's chat recording holds (see "Usage
+// of a session"; the -p run records its session there too), and so does
+// usage.updated at each tool_use line, before the result: a response's
+// tokens are recorded once its stream ended, before its tool runs, so the
+// gateway's token budget sees a long run as it goes
+// (TestGivenUsageBeforeResult, TestGivenTokenBudget). Not for a resumed
+// run, whose recording holds the runs before it too: its usage is the
+// result line's alone, and none when it has none. The CLI reports no
+// cost.
 //
 // # Outcome
 //
@@ -239,9 +253,50 @@
 // inputs, which ACP gives as title, kind and content instead of the
 // model's call arguments.
 //
-// With an MCP server in the session the CLI does not exit at stdin EOF
-// (interactive.md §5.10); no MCP server is passed today, and the
-// supervisor's signals after the grace period would end it.
+// # MCP servers and images
+//
+// Verified with 0.61.0 against the mock and the project's stdio MCP
+// server (internal/mcptest), TestGivenMCPTool, TestGivenMCPAsk,
+// TestGivenMCPSecretRedacted, TestGivenImage, TestGivenImageFollowUp:
+//
+//   - A run given mcp_servers or attachments runs `gemini --acp`
+//     (runs.SessionPreferrer), even one-shot: -p takes an MCP server only
+//     from $HOME/.gemini/settings.json ("mcpServers" with "trust": true),
+//     in the home every run shares, and an image only as "@path" inside
+//     the workspace. Such a run cannot resume a session (ACP session/load
+//     does not work in 0.61.0, above).
+//   - The servers go in session/new's mcpServers (acp.MCPServers): stdio
+//     {name, command, args, env: [{name, value}]}, remote {type: "http",
+//     name, url, headers: [{name, value}]} (remote: built and unit-tested,
+//     not run end to end). The env and header values are the command's
+//     Secrets, redacted wherever they would appear.
+//   - The CLI offers the model each tool as mcp_<server>_<tool>
+//     (mcp_demo_reverse_text, beside mcp_demo_show_token; the request's
+//     tools list), and its ACP tool call id starts with that name, its
+//     title is "reverse_text (demo MCP Server)", kind "other", the tool's
+//     text output is the call's content. tool_call.started carries
+//     mcp_server and mcp_tool, split from the name against the run's
+//     servers (a server name may hold "_": the longest that matches wins).
+//   - Every mode but yolo asks for an MCP tool, offering
+//     proceed_always_server, proceed_always_tool (both allow_always),
+//     proceed_once and cancel. With approvals "never" the client allows
+//     each call once, unasked (acp.Profile.AllowMCP), at every permission
+//     level, read_only included: the run's creator named the server. With
+//     approvals "ask" it is an approval.requested whose mcp_server is set;
+//     allow_session picks the first allow_always the CLI lists,
+//     proceed_always_server.
+//   - With an MCP server the CLI does not exit at the end of its stdin
+//     (seen: not within 30 s; interactive.md §5.10). The supervisor stops
+//     a conversation's CLI that outlives the end of its stdin by the kill
+//     grace (SIGTERM, which ends 0.61.0 at once under
+//     GEMINI_CLI_NO_RELAUNCH, then SIGKILL): the run ends a few seconds
+//     after its last turn, with its outcome, and leaves no process.
+//   - Images (Invocation.Images, and Session.Send's) go as ACP image
+//     blocks {type: "image", mimeType, data: base64} after the prompt's
+//     text block; the CLI sends them to the model as
+//     {"inlineData":{"mimeType","data"}} parts of the user content, after
+//     a countTokens request, and a follow-up message's images go with
+//     that message only.
 //
 // Without a result line: a signal → process_killed; exit 41 (no
 // GEMINI_API_KEY, or an auth type headless mode rejects) →
@@ -288,6 +343,12 @@
 // reasoning). Each turn reads only the lines appended since the last
 // (a file found shorter was rewritten and is read again; its ids are
 // the same).
+//
+// Mid-turn, at every tool call's start, the same file gives the turn's
+// usage so far (acp.Profile.UsageSoFar), which usage.updated carries with
+// the turns before: the gateway's token budget sees a turn that loops on
+// tools. A turn the process did not finish (killed, stopped at a budget)
+// is billed what the file holds.
 //
 // When: the CLI records a response's tokens with a synchronous append
 // (appendFileSync) once its stream ended, inside the generator the ACP

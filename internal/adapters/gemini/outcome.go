@@ -57,6 +57,15 @@ func (d *decoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
 	r := d.result
 	if r == nil {
 		out.Status, out.Error = runs.Failed, d.classifyNoResult(exit, stderr)
+		// Killed, cancelled or stopped at a budget: what the recording
+		// holds is what the run was billed so far.
+		if u, ok := d.usageSoFar(); ok {
+			out.Usage = u
+			if u != d.reported {
+				out.Events = append(out.Events, runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: u}))
+				out.Events[len(out.Events)-1].SessionID = d.sessionID
+			}
+		}
 		return out
 	}
 	out.Usage = normalize(r.Stats)

@@ -253,12 +253,20 @@ func checkRun(t *testing.T, c cliCase, r *cliRun) {
 	if o.Usage != billed {
 		t.Errorf("usage = %+v, want the ledger's billed %+v", o.Usage, billed)
 	}
+	// usage.updated grows to the outcome's: the last one is the result
+	// line's, those before it the chat recording's so far.
+	var last *runs.Usage
 	for _, ev := range r.events {
 		if ev.Type == runs.EventUsageUpdated {
-			if u := ev.Data.(runs.UsageData).Usage; u != o.Usage {
-				t.Errorf("usage.updated = %+v, outcome %+v", u, o.Usage)
+			u := ev.Data.(runs.UsageData).Usage
+			if u.InputTokens > o.Usage.InputTokens || u.OutputTokens > o.Usage.OutputTokens || last != nil && u.InputTokens < last.InputTokens {
+				t.Errorf("usage.updated = %+v after %+v, outcome %+v", u, last, o.Usage)
 			}
+			last = &u
 		}
+	}
+	if last != nil && *last != o.Usage {
+		t.Errorf("last usage.updated = %+v, outcome %+v", *last, o.Usage)
 	}
 	if o.CostUSD != nil || o.SessionCostUSD != nil {
 		t.Errorf("cost %v / %v: the CLI reports none", o.CostUSD, o.SessionCostUSD)

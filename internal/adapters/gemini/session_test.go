@@ -42,6 +42,13 @@ func startSession(t *testing.T, spec runs.Spec, sc googleai.Scenario, env map[st
 // startSessionIn is startSession with the run's directory.
 func startSessionIn(t *testing.T, dir string, spec runs.Spec, sc googleai.Scenario, env map[string]string) *session {
 	t.Helper()
+	return startSessionWith(t, dir, spec, nil, sc, env)
+}
+
+// startSessionWith is startSessionIn with the prompt's images, as the
+// supervisor writes them for an invocation.
+func startSessionWith(t *testing.T, dir string, spec runs.Spec, images []runs.Image, sc googleai.Scenario, env map[string]string) *session {
+	t.Helper()
 	bin := agenttest.Bin(t, "gemini")
 	srv, err := googleai.Start("127.0.0.1:0", sc)
 	if err != nil {
@@ -49,7 +56,7 @@ func startSessionIn(t *testing.T, dir string, spec runs.Spec, sc googleai.Scenar
 	}
 	t.Cleanup(srv.Close)
 	home := preparedHome(t)
-	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Timeout: time.Minute, CLIVersion: VerifiedVersion}
+	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Timeout: time.Minute, CLIVersion: VerifiedVersion, Images: images}
 	a := New()
 	cmd, err := a.Command(inv)
 	if err != nil {
