@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -99,4 +100,16 @@ func FuzzDecodeMCPServers(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestMCPPolicyErrorsAre400s(t *testing.T) {
+	s := &server{}
+	for _, code := range []string{runs.CodeMCPCommandNotAllowed, runs.CodeMCPURLNotAllowed} {
+		err := fmt.Errorf("submit: %w", &runs.FieldError{Field: runs.FieldMCPServers, Kind: runs.ErrInvalid, Code: code,
+			Reason: `server "x": the command "/bin/sh" is not allowed`})
+		p := s.problem(err)
+		if p.status != 400 || p.detail.Code != code || p.detail.Field != runs.FieldMCPServers || !strings.Contains(p.detail.Message, "/bin/sh") {
+			t.Errorf("%s: %+v", code, p)
+		}
+	}
 }

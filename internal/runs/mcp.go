@@ -284,6 +284,9 @@ func sortedKeys(m map[string]string) []string {
 // for, at submission: its output_schema compiles, and its MCP servers are
 // ones the agent takes and the operator allows.
 func (s *Supervisor) checkGiven(d Description, spec Spec) error {
+	if spec.MaxTotalTokens < 0 {
+		return Invalid(FieldMaxTotalTokens, "must be at least 1")
+	}
 	if len(spec.OutputSchema) > 0 {
 		if _, err := CompileSchema(spec.OutputSchema); err != nil {
 			return err
