@@ -213,6 +213,11 @@ func TestRealCLIImage(t *testing.T) {
 	if !strings.Contains(req.UserText(), copied) {
 		t.Errorf("the request does not name the copy %s", copied)
 	}
+	// Nothing of the run's went to the shared temporary directory.
+	shared := filepath.Join(os.TempDir(), "claude-"+strconv.Itoa(os.Getuid()), strings.ReplaceAll(r.inv.Dir, "/", "-"))
+	if _, err := os.Stat(shared); err == nil {
+		t.Errorf("the CLI wrote %s outside the run's TMPDIR", shared)
+	}
 }
 
 // TestSessionMCPAsk asks for the MCP tool's call with approvals: ask; it
