@@ -164,11 +164,19 @@
 // {"type":"localImage","path"} before the text: Codex reads each file
 // itself and sends it to the model as an input_image data URL, between
 // input_text parts "<image name=[Image #1] path=…>" and "</image>", so
-// that the model sees the file's path. Verified with codex 0.171.0: a
-// small PNG reached the mock model byte for byte (base64 in the data
-// URL: TestRealCLIImage, TestSessionImageFollowUp). Codex may resize a
-// large image before sending it (not verified); the gateway checks type
-// and size before the adapter sees it.
+// that the model sees the file's path. Verified with codex 0.171.0:
+//
+//   - small PNG, JPEG and WebP images reached the mock model byte for
+//     byte, base64 in a data URL of their own type (TestRealCLIImage,
+//     TestRealCLIImageTypes, TestSessionImageFollowUp);
+//   - a GIF reached it re-encoded as a PNG of the same size, so the GIF's
+//     own bytes are not in the request;
+//   - a 4000×3000 PNG reached it resized to 1824×1368 (a PNG nine times
+//     the original's 190 KB), and that run took about 50 s on a loaded
+//     machine against a second or so for a small image.
+//
+// The gateway checks type, content and size before the adapter sees an
+// image.
 //
 // # Permissions
 //
