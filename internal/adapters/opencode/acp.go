@@ -73,11 +73,10 @@ func sessionPermission(perm runs.Permission, asks bool) string {
 
 // sessionProfile is OpenCode's ACP, as verified with 1.18.33 (doc.go).
 // rec reads OpenCode's store, where each turn's whole bill is.
-func sessionProfile(inv runs.Invocation, rec records) acp.Profile {
+func sessionProfile(inv runs.Invocation, bills *storeLog) acp.Profile {
 	oneShot := newDecoder(inv)
 	servers := acp.MCPServers(inv.Spec.MCPServers)
 	names, namer := toolNames(), newMCPNamer(inv.Spec.MCPServers)
-	bills := newStoreLog(rec)
 	return acp.Profile{
 		Agent:      Name,
 		MCPServers: servers,
@@ -205,20 +204,54 @@ func newSessionDecoder(inv runs.Invocation, rec records, checkImages func(runs.I
 		opts = append(opts, configOption{"effort", e})
 	}
 	var sess runs.Session
-	core := acp.NewDecoder(inv, sessionProfile(inv, rec))
+	bills := newStoreLog(rec)
+	core := acp.NewDecoder(inv, sessionProfile(inv, bills))
 	sess = core
 	if len(opts) > 0 {
 		sess = &sessionDecoder{Decoder: core, options: opts}
 	}
-	return &givenSession{Session: sess, inv: inv, checkImages: checkImages}
+	return &givenSession{Session: sess, inv: inv, checkImages: checkImages, bills: bills}
 }
 
 // givenSession is a Session run's client that refuses a message's images
-// the model would not get.
+// the model would not get, and adds the running turn's cost so far to
+// the usage.updated the core emits during a turn.
 type givenSession struct {
 	runs.Session
 	inv         runs.Invocation
 	checkImages func(runs.Invocation) error
+	bills       *storeLog
+}
+
+// Decode implements runs.Decoder. A usage.updated in a batch without
+// turn.completed is one the core emitted during the turn, from
+// Profile.UsageSoFar, which carries the cost of the turns before only;
+// the store's price of the turn so far, read with that usage, is added,
+// so that max_budget_usd sees a long turn's cost before it ends. Decode
+// is called from one goroutine, and the core reads the store under its
+// lock within the call.
+func (g *givenSession) Decode(line []byte) []runs.Event {
+	evs := g.Session.Decode(line)
+	cost, ok := g.bills.takeCostSoFar()
+	if !ok || cost <= 0 {
+		return evs
+	}
+	for _, ev := range evs {
+		if ev.Type == runs.EventTurnCompleted {
+			return evs
+		}
+	}
+	for i := range evs {
+		if d, isUsage := evs[i].Data.(runs.UsageData); isUsage && evs[i].Type == runs.EventUsageUpdated {
+			sum := cost
+			if d.CostUSD != nil {
+				sum += *d.CostUSD
+			}
+			d.CostUSD = &sum
+			evs[i].Data = d
+		}
+	}
+	return evs
 }
 
 // Send implements runs.Session. Images go as ACP image blocks after the

@@ -224,8 +224,8 @@ func TestGivenImageRefused(t *testing.T) {
 }
 
 // TestGivenUsageMidTurn: in a Session run whose model calls a tool on
-// every request, usage.updated comes during the turn, before it ends, and
-// grows, so that the gateway's token budget can stop a turn that never
+// every request, usage.updated comes during the turn, before it ends, with
+// its cost so far, and grows, so that the gateway's token budget can stop a turn that never
 // ends by itself; the store is read for it (no warning).
 func TestGivenUsageMidTurn(t *testing.T) {
 	t.Parallel()
@@ -242,8 +242,8 @@ func TestGivenUsageMidTurn(t *testing.T) {
 		}
 		i = j + 1
 	}
-	if first.Usage.InputTokens == 0 || first.Usage.OutputTokens == 0 {
-		t.Errorf("first usage.updated %+v", first.Usage)
+	if first.Usage.InputTokens == 0 || first.Usage.OutputTokens == 0 || first.CostUSD == nil || *first.CostUSD <= 0 {
+		t.Errorf("first usage.updated %+v, cost %v: want the turn's tokens and cost so far", first.Usage, first.CostUSD)
 	}
 	if n := len(ofType(s.Events(), runs.EventTurnCompleted)); n != 0 {
 		t.Fatalf("%d turns completed: the scenario never ends a turn", n)

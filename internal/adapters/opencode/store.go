@@ -150,6 +150,10 @@ type storeLog struct {
 	// lost: the store failed a turn once; that and every later turn take
 	// the prompt result's figures, so that nothing is counted twice.
 	lost bool
+	// soFarCost is the running turn's cost as usageSoFar last read it,
+	// until takeCostSoFar takes it (hasSoFar).
+	soFarCost float64
+	hasSoFar  bool
 }
 
 func newStoreLog(rec records) *storeLog {
@@ -214,10 +218,21 @@ func (c *storeLog) usageSoFar(session string) (runs.Usage, bool) {
 		return runs.Usage{}, false
 	}
 	var u runs.Usage
+	var cost float64
 	for id, b := range now {
 		u = u.Add(b.usage.Sub(c.seen[id].usage))
+		cost += max(b.cost-c.seen[id].cost, 0)
 	}
+	c.soFarCost, c.hasSoFar = cost, true
 	return u, true
+}
+
+// takeCostSoFar returns the cost of the turn so far that the last
+// usageSoFar read, once.
+func (c *storeLog) takeCostSoFar() (float64, bool) {
+	cost, ok := c.soFarCost, c.hasSoFar
+	c.soFarCost, c.hasSoFar = 0, false
+	return cost, ok
 }
 
 // read is what each assistant message of the session was billed, by id;

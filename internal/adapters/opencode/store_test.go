@@ -214,6 +214,12 @@ func TestStoreLogUsageSoFar(t *testing.T) {
 	if !ok || u != want1 {
 		t.Errorf("so far %+v %v, want %+v", u, ok, want1)
 	}
+	if cost, ok := c.takeCostSoFar(); !ok || math.Abs(cost-0.00495) > 1e-12 {
+		t.Errorf("cost so far %v %v, want req1's", cost, ok)
+	}
+	if _, ok := c.takeCostSoFar(); ok {
+		t.Error("the cost so far was taken twice")
+	}
 	m["ses_1"] = append(m["ses_1"], req2, req3)
 	b := c.turnBill("ses_1", promptResult(300, 23, 7, 4900))
 	if b.Usage.InputTokens != 15400 || b.Usage.OutputTokens != 110 {
