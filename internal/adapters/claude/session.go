@@ -76,9 +76,11 @@ func newSession(inv runs.Invocation) *session {
 }
 
 // userLine is a stream-json user message carrying text and, after it,
-// images as base64 image blocks: the content the CLI passes to the model
-// as it is (verified: the model got the same image block, and the CLI
-// added a text block naming a copy it wrote under $TMPDIR/claude-<uid>/).
+// images as base64 image blocks, which the CLI passes to the model
+// (verified: the model got the same block for a small image, a large one
+// re-encoded, and the CLI added a text block naming a copy it wrote under
+// $TMPDIR/claude-<uid>/). The type is checked again here because a bad
+// one would reach the model API, which refuses the whole request.
 func userLine(text string, images []runs.Image) ([]byte, error) {
 	var content any = text
 	if len(images) > 0 {
