@@ -127,8 +127,9 @@
 // for a resumed run), which overrides config.toml for that thread only:
 // nothing is written to the shared Codex home or the run's directory, and
 // nothing is on the command line. A stdio server is {command, args, env},
-// a remote one {url, http_headers} (Codex's streamable HTTP client; not
-// exercised here, the project has no HTTP MCP server). The env and header
+// a remote one {url, http_headers} (Codex's streamable HTTP client:
+// TestRealCLIRemoteMCP, against a small HTTP server in the test, saw the
+// run's headers on every request and the tool run). The env and header
 // values are the Command's Secrets, so that the supervisor redacts a tool
 // that echoes them. Server names are letters, digits, '_' and '-': Codex
 // offers a server's tools to the model as the namespace tool

@@ -37,8 +37,9 @@ type gateway struct {
 }
 
 // startGateway serves sc and starts a supervisor whose codex uses it,
-// with the test binary allowed as an MCP command.
-func startGateway(t *testing.T, sc openai.Scenario) *gateway {
+// with the test binary allowed as an MCP command, and mcpURLs as remote
+// MCP servers.
+func startGateway(t *testing.T, sc openai.Scenario, mcpURLs ...string) *gateway {
 	t.Helper()
 	bin := codexBin(t)
 	srv, images, err := openai.StartWithImages("127.0.0.1:0", sc)
@@ -62,7 +63,7 @@ func startGateway(t *testing.T, sc openai.Scenario) *gateway {
 	cfg := runs.Config{
 		Replica: "codex-given", WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), KillGrace: 2 * time.Second,
 		DefaultTimeout: 3 * time.Minute, Getenv: func(k string) string { return env[k] }, Redact: red,
-		MCPCommands: []string{exe, missingMCP},
+		MCPCommands: []string{exe, missingMCP}, MCPURLs: mcpURLs,
 	}
 	st := startStore(t)
 	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: home}}, nopObserver{},
