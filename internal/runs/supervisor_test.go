@@ -635,7 +635,10 @@ func TestSubmitErrors(t *testing.T) {
 	}{
 		{Spec{Agent: "nope", Prompt: "x"}, ErrUnknownAgent, ""},
 		{Spec{Agent: "fake", Prompt: " "}, ErrInvalid, "prompt"},
-		{Spec{Agent: "fake", Prompt: "x", MaxTurns: 3}, ErrUnsupported, FieldMaxTurns},
+		// max_turns is the gateway's to enforce for any agent; MCP
+		// servers are the agent's to take, and the fake takes none.
+		{Spec{Agent: "fake", Prompt: "x", MCPServers: map[string]MCPServer{"s": {Command: "x"}}}, ErrUnsupported, FieldMCPServers},
+		{Spec{Agent: "fake", Prompt: "x", OutputSchema: json.RawMessage(`{"type": 5}`)}, ErrInvalid, FieldOutputSchema},
 		{Spec{Agent: "fake", Prompt: "x", TimeoutSeconds: 7200}, ErrInvalid, FieldTimeoutSeconds},
 		{Spec{Agent: "fake", Prompt: "x", Cwd: "../etc"}, ErrInvalid, FieldCwd},
 		{Spec{Agent: "fake", Prompt: "x", Cwd: "/etc"}, ErrInvalid, FieldCwd},
