@@ -15,8 +15,8 @@
 // conversation through runs.Conversation:
 //
 //	→ initialize {clientInfo, capabilities.optOutNotificationMethods}
-//	← result                       → initialized, thread/start | thread/resume
-//	← result {thread.id, model}    → turn/start {threadId, input, effort, outputSchema}
+//	← result                       → initialized, thread/start | thread/resume {…, config.mcp_servers}
+//	← result {thread.id, model}    → turn/start {threadId, input (localImage…, text), effort, outputSchema}
 //	← notifications …              (a server→client request is declined, with a warning)
 //	← turn/completed of the root thread's turn → stdin closed; the server exits 0
 //
