@@ -17,6 +17,11 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
+// imageWithin bounds a run with images, or the first turn of one: an
+// adapter may check the CLI's configuration for image input before the
+// run, which starts a slow CLI once more (OpenCode's preflight does).
+const imageWithin = 2 * quick
+
 // imageCases are the cases of images given to a run: with its prompt and,
 // for an agent that takes interactive runs, with a follow-up message. For
 // an agent that does not take attachments, a case checks that it refuses
@@ -76,7 +81,7 @@ func (s *suite) imagePrompt(t *testing.T) {
 	if len(r.Spec.Attachments) != 1 || !runs.ValidFileID(r.Spec.Attachments[0].FileID) {
 		t.Fatalf("the run keeps attachments %+v", r.Spec.Attachments)
 	}
-	r, evs := g.wait(t, r.ID, quick)
+	r, evs := g.wait(t, r.ID, imageWithin)
 	if r.Status != runs.Succeeded {
 		t.Fatalf("status %s, error %+v; events %s", r.Status, r.Error, typesOf(evs))
 	}
@@ -111,7 +116,7 @@ func (s *suite) imageFollowUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := g.submit(t, runs.Spec{Prompt: "I will show you an image next.", Interactive: true})
-	g.turn(t, r.ID, 1)
+	g.waitEvents(t, r.ID, runs.EventTurnCompleted, 1, imageWithin)
 	if g.backend.Seen(b64) {
 		t.Fatal("the image reached the model before it was sent")
 	}
