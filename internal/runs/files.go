@@ -308,6 +308,10 @@ func (s *Supervisor) materialise(ctx context.Context, tenant, tmp string, atts [
 	}
 	images := make([]Image, 0, len(atts))
 	for _, a := range atts {
+		if !ValidFileID(a.FileID) {
+			// The id names a file under dir: nothing but an id may.
+			return nil, fmt.Errorf("attachment %q: %w", clipID(a.FileID), ErrNotFound)
+		}
 		data, err := s.store.FileData(ctx, tenant, a.FileID)
 		if err != nil {
 			return nil, fmt.Errorf("attachment %s: %w", a.FileID, err)
