@@ -162,7 +162,7 @@ type fileHarness struct {
 	files FileLimits
 }
 
-func newFileHarness(t *testing.T, lim FileLimits) *fileHarness {
+func newFileHarness(t *testing.T, lim FileLimits, opts ...func(*Config)) *fileHarness {
 	t.Helper()
 	fh := &fileHarness{tmp: t.TempDir(), now: new(atomic.Int64)}
 	store := newMemStore()
@@ -170,6 +170,9 @@ func newFileHarness(t *testing.T, lim FileLimits) *fileHarness {
 		WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), Reaper: os.Args[0], KillGrace: 300 * time.Millisecond,
 		StoreRetry: 500 * time.Millisecond, TempRoot: fh.tmp, Files: lim,
 		Now: func() time.Time { return time.Now().Add(time.Duration(fh.now.Load())) },
+	}
+	for _, o := range opts {
+		o(&cfg)
 	}
 	agents := []*Agent{
 		{Adapter: fakeAdapter{mode: "hello"}, Bin: os.Args[0], Home: t.TempDir()},
@@ -406,4 +409,38 @@ func TestAttachmentsAndIdempotencyKeys(t *testing.T) {
 		t.Errorf("the tenant has %d files after a replay, %v; want 1", n, err)
 	}
 	fh.wait(t, r1.ID, 20*time.Second)
+}
+
+// A file deleted while its run waits in the queue fails the run when it
+// starts, saying so, and leaves no directory behind.
+func TestAttachmentGoneBeforeTheRunStarts(t *testing.T) {
+	fh := newFileHarness(t, FileLimits{}, func(c *Config) { c.MaxConcurrent = 1 })
+	acme := tenantCtx("acme")
+	f, err := fh.sup.UploadFile(acme, "", "", testPNG(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := fh.sup.Submit(acme, Spec{Agent: "img", Prompt: "mode:sleeper"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.waitRecord(t, busy.ID, "running", func(r Run) bool { return r.Status == Running })
+	r, err := fh.sup.Submit(acme, Spec{Agent: "img", Prompt: "look", Attachments: []Attachment{{FileID: f.ID}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fh.sup.DeleteFile(acme, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.sup.Cancel(acme, busy.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := fh.wait(t, r.ID, 20*time.Second)
+	if done.Status != Failed || done.Error == nil || !strings.Contains(done.Error.Message, "no longer available") {
+		t.Fatalf("run %s, error %+v", done.Status, done.Error)
+	}
+	left, _ := filepath.Glob(filepath.Join(fh.tmp, "agentgate-run-"+r.ID+"-*"))
+	if len(left) != 0 {
+		t.Errorf("the run's temporary directory is left: %v", left)
+	}
 }
