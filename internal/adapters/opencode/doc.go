@@ -174,6 +174,16 @@
 // (TestSessionAllowThenDeny, TestSessionToolTurnsBilledApart, the
 // conformance cases approval_allow_then_deny and approval_allow_session).
 //
+// During a turn, at every tool call's start (Profile.UsageSoFar), the
+// store is read the same way without moving on, and usage.updated
+// carries the run's usage before the turn plus the turn's so far, and
+// the cost likewise (the wrapper adds the turn's cost, which the core's
+// hook does not carry): so the gateway's max_total_tokens and
+// max_budget_usd stop a turn that never ends by itself. The figure lags
+// one request: the request that asked for the call is stored once its
+// tools return (TestGivenUsageMidTurn: it grew from call to call, with a
+// cost, in a turn of endless bash calls).
+//
 // The rows are final when the prompt answers: OpenCode's ACP prompt
 // awaits its session's prompt, whose loop has written every message
 // (time.completed set) when it returns, then reads the session's
