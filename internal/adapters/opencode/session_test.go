@@ -359,9 +359,15 @@ func FuzzSessionDecode(f *testing.F) {
 {"jsonrpc":"2.0","id":"agentgate-config-2","result":{}}
 {"role":"assistant","tokens":{"input":-1,"output":1e300,"cache":{"read":"x"}},"cost":-4}
 {"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn","usage":{"inputTokens":300,"outputTokens":23,"thoughtTokens":7,"cachedReadTokens":4900}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}
+{"jsonrpc":"2.0","id":2,"result":{"sessionId":"ses_1"}}
+{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_1","update":{"sessionUpdate":"tool_call","toolCallId":"c1","title":"demo_x_reverse_text","kind":"other","status":"pending"}}}
+{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"ses_1","toolCall":{"toolCallId":"c1","title":"demo_x_reverse_text"},"options":[{"optionId":"once","kind":"allow_once"}]}}
+{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_1","update":{"sessionUpdate":"tool_call","toolCallId":"c2","title":"demo_","status":"pending"}}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"Internal error: Rate limit reached","data":{"service":"session","errorName":"APIError"}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		inv := runs.Invocation{Dir: "/work", Spec: runs.Spec{Prompt: "p", Approvals: runs.ApprovalsAsk, Model: "mock/m", Effort: "high"}}
+		inv := runs.Invocation{Dir: "/work", Spec: runs.Spec{Prompt: "p", Approvals: runs.ApprovalsAsk, Model: "mock/m", Effort: "high",
+			MCPServers: map[string]runs.MCPServer{"demo": {Command: "/bin/demo"}, "demo_x": {URL: "http://127.0.0.1:1/mcp"}}}}
 		// The store answers with messages made of the input's lines,
 		// so that its parser is fuzzed too.
 		mem := memStore{}
