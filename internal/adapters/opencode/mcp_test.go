@@ -204,3 +204,21 @@ func FuzzImageSupport(f *testing.F) {
 		_ = json.Unmarshal([]byte(text), &v)
 	})
 }
+
+// TestDecodeMCPTool: `run` prints an MCP call as tool demo_reverse_text
+// (verified with the config route, mcp.demo of type local); the one-shot
+// decoder names the run's server and tool on it too.
+func TestDecodeMCPTool(t *testing.T) {
+	d := newDecoder(inv(runs.Spec{Prompt: "p", MCPServers: map[string]runs.MCPServer{"demo": {Command: "/bin/demo"}}}))
+	line := `{"type":"tool_use","timestamp":1,"sessionID":"ses_1","part":{"id":"prt_1","messageID":"msg_1","sessionID":"ses_1","type":"tool",` +
+		`"tool":"demo_reverse_text","callID":"call_mcp_1","state":{"status":"completed","input":{"text":"hello mcp"},"output":"reversed:pcm olleh"}}}`
+	var started runs.ToolCallStartedData
+	for _, ev := range d.Decode([]byte(line)) {
+		if ev.Type == runs.EventToolCallStarted {
+			started = ev.Data.(runs.ToolCallStartedData)
+		}
+	}
+	if started.MCPServer != "demo" || started.MCPTool != "reverse_text" {
+		t.Errorf("tool_call.started %+v", started)
+	}
+}
