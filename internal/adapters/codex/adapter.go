@@ -144,14 +144,15 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if _, ok := sandboxModes[perm]; !ok {
 		return runs.Command{}, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
 	}
-	if err := checkMCPServers(s.MCPServers); err != nil {
-		return runs.Command{}, err
-	}
 	args := append([]string{"app-server"}, phoneHome...)
 	pass := append([]string(nil), credentialEnv...)
 	// A config.toml that cannot be read is Codex's to report, in its own
 	// words, when it starts.
-	if prov, err := loadProvider(inv.Home); err == nil {
+	prov, err := loadProvider(inv.Home)
+	if err := checkMCPServers(s.MCPServers, prov.MCPServers); err != nil {
+		return runs.Command{}, err
+	}
+	if err == nil {
 		args = append(args, prov.overrides()...)
 		if k := prov.Config.EnvKey; k != "" {
 			pass = append(pass, k)
@@ -177,6 +178,13 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 // interactive, or asks for approvals) gets one.
 func (a *Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
 	d := newDecoder(inv, a.methods)
+	if len(inv.Spec.MCPServers) > 0 {
+		// The operator's own MCP servers, which the run's thread turns
+		// off; Command reads the same file.
+		if prov, err := loadProvider(inv.Home); err == nil {
+			d.operatorMCP = prov.MCPServers
+		}
+	}
 	if inv.Spec.Session() {
 		return session{d}
 	}

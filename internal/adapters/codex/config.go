@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/BurntSushi/toml"
@@ -27,6 +29,7 @@ type configFile struct {
 	Profiles       map[string]struct {
 		ModelProvider string `toml:"model_provider"`
 	} `toml:"profiles"`
+	MCPServers map[string]any `toml:"mcp_servers"`
 }
 
 // providerConfig is one [model_providers.<id>] table.
@@ -55,6 +58,10 @@ type provider struct {
 	// Builtin is true when config.toml has no table for ID: Codex's own
 	// provider, or one of its local ones.
 	Builtin bool
+	// MCPServers names the operator's own [mcp_servers.<name>] tables in
+	// the same file, sorted: a run given servers of its own turns them
+	// off.
+	MCPServers []string
 }
 
 // loadProvider reads home/config.toml. A missing file means Codex's
@@ -80,7 +87,7 @@ func loadProvider(home string) (provider, error) {
 		id = builtinOpenAI
 	}
 	pc, ok := cfg.ModelProviders[id]
-	return provider{ID: id, Config: pc, Builtin: !ok}, nil
+	return provider{ID: id, Config: pc, Builtin: !ok, MCPServers: slices.Sorted(maps.Keys(cfg.MCPServers))}, nil
 }
 
 // Retry bounds the gateway sets on the active provider when the operator

@@ -43,6 +43,9 @@ var optOut = []string{
 type decoder struct {
 	inv     runs.Invocation
 	methods map[string]string
+	// operatorMCP names the MCP servers of the operator's config.toml,
+	// which a run with servers of its own turns off.
+	operatorMCP []string
 	// interactive is set for a run whose Spec asks for a Session; asks
 	// for one whose tool calls wait for approvals.
 	interactive, asks bool
@@ -279,7 +282,7 @@ func (d *decoder) threadRequest() (string, threadParams) {
 	p := threadParams{
 		Cwd: d.inv.Dir, Model: s.Model, Sandbox: sandboxModes[perm],
 		ApprovalPolicy: d.approvalPolicy(), DeveloperInstructions: s.SystemPrompt,
-		Config: mcpConfig(s.MCPServers, d.asks),
+		Config: mcpConfig(s.MCPServers, d.asks, d.operatorMCP),
 	}
 	if s.ResumeSessionID != "" {
 		p.ThreadID = s.ResumeSessionID

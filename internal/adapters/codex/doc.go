@@ -136,6 +136,14 @@
 // "mcp__<name>", whose functions are the tools' own names. Verified with
 // codex 0.171.0 and internal/mcptest:
 //
+//   - the operator's own [mcp_servers.<name>] tables in config.toml would
+//     be offered too: a run given servers turns each of them off for its
+//     thread ({"enabled": false} in the thread's config; -c
+//     mcp_servers.<name>.enabled=false on the app-server's command line
+//     did not, nor did enabled_tools=[]), and a run's server may not take
+//     one of their names (a 400), as its table would be merged into the
+//     operator's. A run without servers keeps the operator's
+//     (TestRealCLIOperatorMCPOff);
 //   - approval policy never fails every MCP call ("MCP tool call requires
 //     approval, but approval policy is never") unless the server entry
 //     has default_tools_approval_mode = "approve" ("auto" fails too); the

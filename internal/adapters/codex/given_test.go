@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -484,5 +485,39 @@ func TestRealCLIMCPResumed(t *testing.T) {
 	}
 	if c := onlyMCPCall(t, evs); c.completed.Output != mcptest.Reversed("hello mcp") || c.started.MCPServer != mcptest.Name {
 		t.Errorf("resumed run's MCP call %+v %+v", c.started, c.completed)
+	}
+}
+
+// TestRealCLIOperatorMCPOff: the operator's config.toml has an MCP server
+// of its own; a run given its own servers sees only those (the
+// operator's is turned off for its thread), and config.toml is left as
+// it was.
+func TestRealCLIOperatorMCPOff(t *testing.T) {
+	g := startGateway(t, openai.MCPTurn(mcptest.Name, "reverse_text", `{"text":"hello mcp"}`, "Reversed."))
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := mockConfig(g.srv.URL, "") + fmt.Sprintf("\n[mcp_servers.operator]\ncommand = %q\nargs = [\"-test.run=^$\"]\nenv = { %s = \"1\" }\n",
+		exe, mcptest.ServeEnv)
+	if err := os.WriteFile(filepath.Join(g.home, "config.toml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := g.submit(t, runs.Spec{Prompt: "Reverse 'hello mcp' with the demo tool.", MCPServers: demoServers(t, "unused-"+rand.Text())})
+	done, evs := g.wait(t, r.ID)
+	if done.Status != runs.Succeeded {
+		t.Fatalf("run %s: %+v; events: %s", done.Status, done.Error, eventTypes(evs))
+	}
+	reqs := g.srv.Ledger().Responses()
+	if len(reqs) == 0 {
+		t.Fatal("no model request")
+	}
+	for _, e := range reqs {
+		if e.Request.HasTool("mcp__operator") || !e.Request.HasTool("mcp__demo.reverse_text") {
+			t.Errorf("request %d offers %v: want the run's demo server and not the operator's", e.Request.Seq, e.Request.Tools)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(g.home, "config.toml")); err != nil || string(b) != config {
+		t.Errorf("config.toml changed: %v\n%s", err, b)
 	}
 }

@@ -22,9 +22,15 @@ import (
 var mcpName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // checkMCPServers refuses what Codex cannot be given: a name it would
-// misread, or an entry that is neither a command nor a URL.
-func checkMCPServers(servers map[string]runs.MCPServer) error {
+// misread, the name of a server of the operator's config.toml (whose
+// table the run's would be merged into), or an entry that is neither a
+// command nor a URL.
+func checkMCPServers(servers map[string]runs.MCPServer, operator []string) error {
 	for name, s := range servers {
+		if slices.Contains(operator, name) {
+			return runs.Invalid(runs.FieldMCPServers,
+				fmt.Sprintf("server name %q is taken by an MCP server of the gateway's Codex configuration; choose another", name))
+		}
 		if !mcpName.MatchString(name) {
 			return runs.Invalid(runs.FieldMCPServers,
 				fmt.Sprintf("server name %q: codex takes letters, digits, '_' and '-' only (at most 64)", clip(name, 80)))
@@ -41,8 +47,11 @@ func checkMCPServers(servers map[string]runs.MCPServer) error {
 // in advance (default_tools_approval_mode "approve"): Codex's policy
 // never otherwise fails each MCP call unasked. A run that asks leaves
 // them to Codex's default, so that each call is asked
-// (mcpServer/elicitation/request).
-func mcpConfig(servers map[string]runs.MCPServer, asks bool) *threadConfig {
+// (mcpServer/elicitation/request). The servers of the operator's
+// config.toml (operator) are turned off for the thread, as Claude's
+// --strict-mcp-config does, so that a run given its own servers sees
+// only those.
+func mcpConfig(servers map[string]runs.MCPServer, asks bool, operator []string) *threadConfig {
 	if len(servers) == 0 {
 		return nil
 	}
@@ -58,6 +67,12 @@ func mcpConfig(servers map[string]runs.MCPServer, asks bool) *threadConfig {
 			c.ToolsApproval = "approve"
 		}
 		cfg.MCPServers[name] = c
+	}
+	off := false
+	for _, name := range operator {
+		if _, ok := servers[name]; !ok {
+			cfg.MCPServers[name] = mcpServerConfig{Enabled: &off}
+		}
 	}
 	return cfg
 }

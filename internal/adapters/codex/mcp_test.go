@@ -30,7 +30,7 @@ func TestThreadConfigCarriesMCPServers(t *testing.T) {
 		for _, resume := range []string{"", "th0"} {
 			spec.ResumeSessionID = resume
 			inv := runs.Invocation{Dir: "/w/run", Spec: spec}
-			thread, _ := handshake(t, newDecoder(inv, nil), "th1")
+			thread, _ := handshake(t, newDecoder(inv, nil), "th1") // no config.toml: no operator servers
 			var p struct {
 				Config struct {
 					MCPServers map[string]map[string]any `json:"mcp_servers"`
@@ -76,6 +76,33 @@ func TestThreadConfigCarriesMCPServers(t *testing.T) {
 	}
 	if !slices.Contains(New().Describe().Fields, runs.FieldMCPServers) || !slices.Contains(New().Describe().Fields, runs.FieldAttachments) {
 		t.Errorf("Fields %v lack mcp_servers or attachments", New().Describe().Fields)
+	}
+}
+
+// TestOperatorMCPServersTurnedOff: a run with servers of its own turns
+// off those of the operator's config.toml in its thread's config, and
+// may not take one of their names; a run without servers leaves them.
+func TestOperatorMCPServersTurnedOff(t *testing.T) {
+	home := t.TempDir()
+	writeConfig(t, home, "[mcp_servers.ops]\ncommand = \"/opt/ops\"\n[mcp_servers.docs]\nurl = \"https://docs.example.test/mcp\"\n")
+	inv := runs.Invocation{Home: home, Spec: runs.Spec{Prompt: "p", MCPServers: map[string]runs.MCPServer{"demo": {Command: "/x"}}}}
+	if _, err := New().Command(inv); err != nil {
+		t.Fatal(err)
+	}
+	d := New().NewDecoder(inv).(*decoder)
+	thread, _ := handshake(t, d, "th1")
+	b, _ := json.Marshal(thread["params"].(map[string]any)["config"])
+	if want := `{"mcp_servers":{"demo":{"command":"/x","default_tools_approval_mode":"approve"},"docs":{"enabled":false},"ops":{"enabled":false}}}`; string(b) != want {
+		t.Errorf("config %s, want %s", b, want)
+	}
+	inv.Spec.MCPServers = map[string]runs.MCPServer{"ops": {Command: "/x"}}
+	if _, err := New().Command(inv); !errors.Is(err, runs.ErrInvalid) || !strings.Contains(err.Error(), "ops") {
+		t.Errorf("a run's server named as the operator's: %v, want invalid", err)
+	}
+	inv.Spec.MCPServers = nil
+	thread, _ = handshake(t, New().NewDecoder(inv).(*decoder), "th1")
+	if _, ok := thread["params"].(map[string]any)["config"]; ok {
+		t.Errorf("a run without servers turned the operator's off: %v", thread)
 	}
 }
 

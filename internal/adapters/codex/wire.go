@@ -107,6 +107,9 @@ type mcpServerConfig struct {
 	// every MCP call without it ("MCP tool call requires approval, but
 	// approval policy is never"); "auto" fails too.
 	ToolsApproval string `json:"default_tools_approval_mode,omitempty"`
+	// Enabled false turns off a server of the operator's config.toml for
+	// the thread.
+	Enabled *bool `json:"enabled,omitempty"`
 }
 
 type turnStartParams struct {
