@@ -140,3 +140,22 @@ func TestUsageSoFar(t *testing.T) {
 	evs = s.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"tool_call","toolCallId":"c2","status":"in_progress","kind":"execute"}}}`)
 	wantTypes(t, evs, runs.EventToolCallStarted) // no change, no event
 }
+
+// FuzzSplitMCPName: any name splits into a server of the run and a
+// non-empty tool that rebuild it, or not at all.
+func FuzzSplitMCPName(f *testing.F) {
+	f.Add("mcp_demo_reverse_text", "mcp_", "_")
+	f.Add("demo-reverse_text", "", "-")
+	f.Add("mcp_demo_", "mcp_", "_")
+	f.Add("", "", "")
+	servers := map[string]runs.MCPServer{"demo": {}, "demo_x": {}, "": {}}
+	f.Fuzz(func(t *testing.T, name, prefix, sep string) {
+		s, tool, ok := SplitMCPName(name, prefix, sep, servers)
+		if !ok {
+			return
+		}
+		if _, known := servers[s]; !known || tool == "" || prefix+s+sep+tool != name {
+			t.Errorf("%q → %q %q", name, s, tool)
+		}
+	})
+}

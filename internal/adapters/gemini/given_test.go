@@ -220,8 +220,19 @@ func mcpCall(t *testing.T, evs []storedEvent) (runs.ToolCallStartedData, runs.To
 func TestGivenMCPTool(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, googleai.MCPTool(mcptest.Name, "reverse_text", map[string]string{"text": "hello mcp"}, "Reversed it."))
-	r := g.submit(t, runs.Spec{Prompt: "Reverse hello mcp.", MCPServers: demoServer(t, "tok-"+rand.Text())})
+	token := "tok-" + rand.Text()
+	r := g.submit(t, runs.Spec{Prompt: "Reverse hello mcp.", MCPServers: demoServer(t, token)})
 	done, evs := g.wait(t, r.ID, runDeadline)
+	// The CLI outlives the end of its stdin with an MCP server; the
+	// supervisor stops it a kill grace later, far before the run's
+	// timeout (runDeadline).
+	if took := done.FinishedAt.Sub(*done.StartedAt); took > runDeadline/2 {
+		t.Errorf("the run took %s: the CLI was not stopped after its turn", took)
+	}
+	waitFor(func() bool { return len(serversOf(token)) == 0 }, 30*time.Second)
+	if pids := serversOf(token); len(pids) > 0 {
+		t.Errorf("the run's MCP server outlived it: pids %v", pids)
+	}
 	if done.Status != runs.Succeeded || done.Result != "Reversed it." {
 		t.Fatalf("run %s %+v, result %q", done.Status, done.Error, done.Result)
 	}
@@ -231,9 +242,6 @@ func TestGivenMCPTool(t *testing.T) {
 	}
 	if want := mcptest.Reversed("hello mcp"); !strings.Contains(c.Output, want) || c.IsError {
 		t.Errorf("tool output %q, want %q", c.Output, want)
-	}
-	if done.Exit == nil || done.FinishedAt.Sub(*done.StartedAt) > runDeadline {
-		t.Errorf("exit %+v", done.Exit)
 	}
 	if len(ofType(evs, runs.EventApprovalRequested)) != 0 {
 		t.Error("a run without approvals asked")
@@ -274,8 +282,12 @@ func TestGivenMCPSecretRedacted(t *testing.T) {
 func TestGivenMCPAsk(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, googleai.MCPTool(mcptest.Name, "reverse_text", map[string]string{"text": "hello mcp"}, "Reversed it."))
-	r := g.submit(t, runs.Spec{Prompt: "Reverse hello mcp.", Approvals: runs.ApprovalsAsk, MCPServers: demoServer(t, "tok-"+rand.Text())})
+	token := "tok-" + rand.Text()
+	r := g.submit(t, runs.Spec{Prompt: "Reverse hello mcp.", Approvals: runs.ApprovalsAsk, MCPServers: demoServer(t, token)})
 	ev := g.waitFor(t, r.ID, runs.EventApprovalRequested, runDeadline)
+	if len(serversOf(token)) == 0 {
+		t.Error("no MCP server process while its tool call waits: serversOf finds nothing")
+	}
 	var a runs.ApprovalRequestedData
 	if err := json.Unmarshal(ev.Data, &a); err != nil {
 		t.Fatal(err)
@@ -294,6 +306,25 @@ func TestGivenMCPAsk(t *testing.T) {
 	if s.MCPServer != "demo" || s.MCPTool != "reverse_text" || !strings.Contains(c.Output, mcptest.Reversed("hello mcp")) {
 		t.Errorf("tool call %+v → %+v", s, c)
 	}
+	waitFor(func() bool { return len(serversOf(token)) == 0 }, 30*time.Second)
+	if pids := serversOf(token); len(pids) > 0 {
+		t.Errorf("the run's MCP server outlived it: pids %v", pids)
+	}
+}
+
+// serversOf lists the pids of processes whose environment holds the MCP
+// server token: the run's MCP server, still alive.
+func serversOf(token string) []string {
+	want := []byte(mcptest.TokenEnv + "=" + token + "\x00")
+	ents, _ := os.ReadDir("/proc")
+	var pids []string
+	for _, e := range ents {
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && bytes.Contains(append(env, 0), want) {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
 }
 
 // testPNG is a small PNG, different per call.

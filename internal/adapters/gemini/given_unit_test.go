@@ -84,3 +84,19 @@ func TestSessionMCPTool(t *testing.T) {
 		t.Error("a run without servers has MCP calls")
 	}
 }
+
+// FuzzSessionMCPTool: any tool call id and title, MCP or not, is read
+// without a panic, and a call it names is of a server of the run.
+func FuzzSessionMCPTool(f *testing.F) {
+	f.Add("mcp_demo_reverse_text__mcp_demo_reverse_text_1796145492558_0", "reverse_text (demo MCP Server)")
+	f.Add("run_shell_command__run_shell_command_1_0", "ls -la")
+	f.Add("x", " (demo MCP Server)")
+	f.Add("mcp_demo___", "(demo MCP Server)")
+	servers := map[string]runs.MCPServer{"demo": {}, "de": {}, "my_srv": {}}
+	f.Fuzz(func(t *testing.T, id, title string) {
+		s, tool, ok := sessionMCPTool(acp.ToolCall{ToolCallID: id, Title: title}, servers)
+		if _, known := servers[s]; ok != (known && tool != "") {
+			t.Errorf("%q %q: %q %q %v", id, title, s, tool, ok)
+		}
+	})
+}
