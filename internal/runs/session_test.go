@@ -37,6 +37,9 @@ func (sessAdapter) NewDecoder(inv Invocation) Decoder {
 // sessDecoder: a turn whose text contains "ask" asks one approval, and
 // ends when it is answered; any other turn ends at once. Each turn bills
 // 10 input tokens.
+// sessDecoder must stay a Session: the supervisor finds out by assertion.
+var _ Session = (*sessDecoder)(nil)
+
 type sessDecoder struct {
 	prompt  string
 	out     []byte
@@ -107,7 +110,7 @@ func (d *sessDecoder) Answer(id string, dec Decision, msg string) error {
 	d.write("answer:" + id + ":" + string(dec))
 	return nil
 }
-func (d *sessDecoder) Send(text string, steer bool) error {
+func (d *sessDecoder) Send(text string, images []Image, steer bool) error {
 	if steer {
 		d.write("steer:" + text)
 	} else {
