@@ -74,6 +74,10 @@ const drainTimeout = 2 * time.Second
 // stopCause returns why ctx ended, or nil.
 func stopCause(ctx context.Context) error { return context.Cause(ctx) }
 
+// minLingerAfterEOF is the least time a conversation's CLI is given to
+// exit by itself once its stdin was closed, before it is stopped.
+const minLingerAfterEOF = 10 * time.Second
+
 // killTimeout bounds each wait for a run's processes to die of SIGKILL.
 const killTimeout = 10 * time.Second
 
@@ -228,8 +232,10 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 	reason := ""
 	// eof is closed once a conversation's stdin is: the CLI was told
 	// there is no more input and should exit by itself. One that does
-	// not (Gemini CLI over ACP with an MCP server) is stopped after the
-	// grace period, as a cancel would stop it.
+	// not (Gemini CLI over ACP with an MCP server) is stopped, as a
+	// cancel would stop it, after twice the grace or minLingerAfterEOF,
+	// whichever is longer: long enough for any CLI that does exit, even
+	// on a loaded machine.
 	var eof <-chan struct{}
 	if talk != nil {
 		eof = talk.done
@@ -244,7 +250,7 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 			stop(cmd.Process.Pid, p, tree, cg, talk, waited)
 			ended = true
 		case <-eof:
-			eof, linger = nil, time.After(p.Grace)
+			eof, linger = nil, time.After(max(2*p.Grace, minLingerAfterEOF))
 		case <-linger:
 			stop(cmd.Process.Pid, p, tree, cg, talk, waited)
 			ended = true

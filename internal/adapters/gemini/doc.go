@@ -287,9 +287,9 @@
 //     proceed_always_server.
 //   - With an MCP server the CLI does not exit at the end of its stdin
 //     (seen: not within 30 s; interactive.md §5.10). The supervisor stops
-//     a conversation's CLI that outlives the end of its stdin by the kill
-//     grace (SIGTERM, which ends 0.61.0 at once under
-//     GEMINI_CLI_NO_RELAUNCH, then SIGKILL): the run ends a few seconds
+//     a conversation's CLI that outlives the end of its stdin by 10 s
+//     (or twice the kill grace) with SIGTERM, which ends 0.61.0 at once
+//     under GEMINI_CLI_NO_RELAUNCH, then SIGKILL: the run ends about 10 s
 //     after its last turn, with its outcome, and leaves no process.
 //   - Images (Invocation.Images, and Session.Send's) go as ACP image
 //     blocks {type: "image", mimeType, data: base64} after the prompt's
