@@ -32,7 +32,7 @@ func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (run
 	s := inv.Spec
 	if s.ResumeSessionID != "" {
 		return runs.Command{}, runs.Unsupported(Name, runs.FieldResumeSessionID,
-			"an interactive run or one with approvals cannot resume a session yet (ACP session/load is not verified with gemini)")
+			"a run that is interactive, asks for approvals, or is given mcp_servers or attachments runs over ACP and cannot resume a session yet (ACP session/load does not work in gemini 0.61.0)")
 	}
 	args := []string{"--acp"}
 	if s.Model != "" {
