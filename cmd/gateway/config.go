@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -87,8 +88,16 @@ type config struct {
 	// Uploaded files are kept FILE_TTL; a tenant keeps at most
 	// MAX_FILES_PER_TENANT. MAX_FILE_BYTES and
 	// MAX_INLINE_ATTACHMENT_BYTES are api.Config's.
-	FileTTL           time.Duration `envconfig:"FILE_TTL" default:"24h"`
-	MaxFilesPerTenant int           `envconfig:"MAX_FILES_PER_TENANT" default:"1000"`
+	FileTTL time.Duration `envconfig:"FILE_TTL" default:"24h"`
+	// MCPCommands allow-lists the commands a run's stdio MCP servers may
+	// start (exact paths, or directories ending in "/"); MCPURLs the
+	// remote servers' URLs (prefixes). Empty: none.
+	MCPCommands []string `envconfig:"MCP_COMMANDS"`
+	MCPURLs     []string `envconfig:"MCP_URLS"`
+	// SecretsKey seals the env and header values of runs' MCP servers in
+	// the store; unset, a key derived from the stream token secret.
+	SecretsKey        string `envconfig:"SECRETS_KEY"`
+	MaxFilesPerTenant int    `envconfig:"MAX_FILES_PER_TENANT" default:"1000"`
 	// MaxConnsPerClient and MaxConns bound open connections per client
 	// address and in all (0: the defaults; negative: no bound, behind a
 	// load balancer that bounds its clients itself).
@@ -181,6 +190,19 @@ func (c *config) validate() error {
 	}
 	if s := c.StreamTokenSecret; s != "" && len(s) < 32 {
 		bad("STREAM_TOKEN_SECRET", "must be at least 32 characters")
+	}
+	if s := c.SecretsKey; s != "" && len(s) < 32 {
+		bad("SECRETS_KEY", "must be at least 32 characters")
+	}
+	for _, cmd := range c.MCPCommands {
+		if !filepath.IsAbs(cmd) {
+			bad("MCP_COMMANDS", "%q is not an absolute path: name each command, or a directory ending in /, by its full path", cmd)
+		}
+	}
+	for _, u := range c.MCPURLs {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			bad("MCP_URLS", "%q is not an http or https URL", u)
+		}
 	}
 	if c.HTTP.TenantRate < 0 || c.HTTP.TenantStreams < 0 {
 		bad("TENANT_RATE", "tenant limits must not be negative")

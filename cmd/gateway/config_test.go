@@ -30,6 +30,9 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"AGENTGATE_SANDBOX", "none", `AGENTGATE_SANDBOX: "none" is not one of auto, bubblewrap, cli-only`},
 		{"AGENTGATE_STREAM_TOKEN_SECRET", "short", "AGENTGATE_STREAM_TOKEN_SECRET: must be at least 32 characters"},
 		{"AGENTGATE_NATS_URL", "user:hunter2@nats", "xxxxx"},
+		{"AGENTGATE_SECRETS_KEY", "short", "AGENTGATE_SECRETS_KEY: must be at least 32 characters"},
+		{"AGENTGATE_MCP_COMMANDS", "/usr/bin/python3,npx", `AGENTGATE_MCP_COMMANDS: "npx" is not an absolute path`},
+		{"AGENTGATE_MCP_URLS", "ftp://tools.example", `AGENTGATE_MCP_URLS: "ftp://tools.example" is not an http or https URL`},
 	} {
 		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
 			t.Setenv("AGENTGATE_DATA_DIR", t.TempDir())
@@ -120,5 +123,19 @@ func TestConfigAddrWithKeysOrInsecure(t *testing.T) {
 		if err != nil || cfg.Addr != c.want {
 			t.Errorf("%v: addr %q, err %v; want %q", c.env, cfg.Addr, err, c.want)
 		}
+	}
+}
+
+func TestSealKeyIsSharedAndItsOwn(t *testing.T) {
+	stream := []byte("0123456789abcdef0123456789abcdef")
+	a, b := sealKey("", stream), sealKey("", stream)
+	if len(a) != 32 || string(a) != string(b) {
+		t.Fatalf("keys from one stream secret differ or are not AES-256: %x %x", a, b)
+	}
+	if string(a) == string(stream[:32]) {
+		t.Fatal("the seal key is the stream token secret itself")
+	}
+	if own := sealKey("an operator key of thirty-two chars!", stream); string(own) == string(a) {
+		t.Fatal("AGENTGATE_SECRETS_KEY did not change the seal key")
 	}
 }

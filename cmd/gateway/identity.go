@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"fmt"
 	"net/url"
 	"os"
@@ -22,15 +24,17 @@ import (
 // key stops working within it.
 const keysReload = time.Second
 
-// openIdentity loads the API keys (nil without a keys file) and the
-// stream token signer, whose secret is the operator's or, unset, the one
-// the store keeps for every replica.
-func openIdentity(ctx context.Context, cfg config, st *store.Store, log *zap.Logger) (api.Keys, api.Tokens, error) {
+// openIdentity loads the API keys (nil without a keys file), the stream
+// token signer, whose secret is the operator's or, unset, the one the
+// store keeps for every replica, and the key that seals the secrets of
+// runs' MCP servers: AGENTGATE_SECRETS_KEY, or one derived from the
+// stream token secret, so that every replica opens what any sealed.
+func openIdentity(ctx context.Context, cfg config, st *store.Store, log *zap.Logger) (api.Keys, api.Tokens, []byte, error) {
 	var keys api.Keys
 	if cfg.APIKeysFile != "" {
 		kf, err := auth.Watch(ctx, cfg.APIKeysFile, log.Named("keys"), keysReload)
 		if err != nil {
-			return nil, nil, fmt.Errorf("AGENTGATE_API_KEYS_FILE: %w", err)
+			return nil, nil, nil, fmt.Errorf("AGENTGATE_API_KEYS_FILE: %w", err)
 		}
 		log.Info("API keys loaded", zap.String("file", cfg.APIKeysFile), zap.Int("keys", kf.Keyring().Len()),
 			zap.Int("tenants", len(kf.Tenants())))
@@ -46,7 +50,7 @@ func openIdentity(ctx context.Context, cfg config, st *store.Store, log *zap.Log
 	if len(secret) == 0 {
 		var err error
 		if secret, err = st.StreamTokenSecret(ctx); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	var previous [][]byte
@@ -55,9 +59,22 @@ func openIdentity(ctx context.Context, cfg config, st *store.Store, log *zap.Log
 	}
 	signer, err := auth.NewSigner(secret, previous...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("stream tokens: %w", err)
+		return nil, nil, nil, fmt.Errorf("stream tokens: %w", err)
 	}
-	return keys, signer, nil
+	return keys, signer, sealKey(cfg.SecretsKey, secret), nil
+}
+
+// sealKey is the AES-256 key that seals MCP secrets: from the operator's
+// own key when set, else from the stream token secret, under a label of
+// its own so that neither key tells anything of the other.
+func sealKey(operator string, streamSecret []byte) []byte {
+	base := []byte(operator)
+	if len(base) == 0 {
+		base = streamSecret
+	}
+	mac := hmac.New(sha256.New, base)
+	mac.Write([]byte("agentgate mcp secrets seal v1"))
+	return mac.Sum(nil)
 }
 
 // newRedactor builds the redactor of logs, events and records: the
@@ -84,7 +101,7 @@ func newRedactor(cfg config, roster []runs.Adapter, getenv func(string) string) 
 			return nil, fmt.Errorf("AGENTGATE_REDACT_PATTERNS_FILE: %w", err)
 		}
 	}
-	literals := []string{cfg.StreamTokenSecret, cfg.StreamTokenSecretPrevious}
+	literals := []string{cfg.StreamTokenSecret, cfg.StreamTokenSecretPrevious, cfg.SecretsKey}
 	for _, a := range roster {
 		for _, name := range a.Describe().CredentialEnv {
 			literals = append(literals, getenv(name))

@@ -196,7 +196,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		agents = append(agents, &runs.Agent{Adapter: a, Bin: s.Bin, Home: s.Home})
 	}
-	keys, tokens, err := openIdentity(ctx, cfg, st, log)
+	keys, tokens, seal, err := openIdentity(ctx, cfg, st, log)
 	if err != nil {
 		return err
 	}
@@ -231,8 +231,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Limits: runs.Limits{MaxText: cfg.MaxEventText, MaxToolInput: runs.DefaultLimits.MaxToolInput},
 		// Snapshots of run directories are hidden with the data directory.
 		Redact: redactor, Sandbox: sandbox, TempRoot: tempRoot, ArtifactsDir: filepath.Join(cfg.DataDir, "artifacts"),
-		Quotas: runs.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
-		Files:  runs.FileLimits{TTL: cfg.FileTTL, MaxBytes: cfg.HTTP.MaxFileBytes, MaxPerTenant: cfg.MaxFilesPerTenant},
+		Quotas:      runs.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
+		Files:       runs.FileLimits{TTL: cfg.FileTTL, MaxBytes: cfg.HTTP.MaxFileBytes, MaxPerTenant: cfg.MaxFilesPerTenant},
+		MCPCommands: cfg.MCPCommands, MCPURLs: cfg.MCPURLs, SealKey: seal,
 	}, st, agents, rec, log)
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	defer stopLoops()
