@@ -187,7 +187,8 @@ func (s *Supervisor) RunChanges(ctx context.Context, r Run) ([]ChangedFile, bool
 // system's.
 func (s *Supervisor) OpenRunFile(ctx context.Context, r Run, path string) (*os.File, fs.FileInfo, error) {
 	if _, err := artifacts.CleanPath(path); err != nil {
-		return nil, nil, artifactErr(ArtifactInvalidPath, "the path %q: %v", clipPath(path), err)
+		return nil, nil, artifactErr(ArtifactInvalidPath, "the path %q is not a file's place in the run's directory: %s",
+			clipPath(path), strings.TrimPrefix(err.Error(), artifacts.ErrInvalidPath.Error()+": "))
 	}
 	root, err := s.runRoot(r)
 	if err != nil {
@@ -197,7 +198,8 @@ func (s *Supervisor) OpenRunFile(ctx context.Context, r Run, path string) (*os.F
 	f, fi, err := artifacts.Open(root, path)
 	switch {
 	case errors.Is(err, artifacts.ErrInvalidPath):
-		return nil, nil, artifactErr(ArtifactInvalidPath, "%v", err)
+		return nil, nil, artifactErr(ArtifactInvalidPath, "the path %q is not a file's place in the run's directory: %s",
+			clipPath(path), strings.TrimPrefix(err.Error(), artifacts.ErrInvalidPath.Error()+": "))
 	case errors.Is(err, artifacts.ErrFileNotFound):
 		return nil, nil, artifactErr(ArtifactFileNotFound, "no file %q in the run's directory", clipPath(path))
 	case err != nil:
