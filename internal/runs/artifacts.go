@@ -111,8 +111,10 @@ func (s *Supervisor) snapshotEnd(t *task, taken bool, out *Outcome, log *zap.Log
 		}
 		if err == nil {
 			out.Diff = res.Diff
-			t.run.DiffTruncated = res.Truncated
-			t.run.Files, t.run.FilesTruncated = recordedFiles(res.Changes)
+			files, cut := recordedFiles(res.Changes)
+			t.mu.Lock()
+			t.run.DiffTruncated, t.run.Files, t.run.FilesTruncated = res.Truncated, files, cut
+			t.mu.Unlock()
 		} else {
 			log.Warn("compare the run's directory with its snapshot", zap.Error(err))
 			s.emit(t, NewEvent(EventWarning, WarningData{Code: "snapshot_failed",
@@ -121,7 +123,9 @@ func (s *Supervisor) snapshotEnd(t *task, taken bool, out *Outcome, log *zap.Log
 	}
 	if len(out.Diff) > MaxRecordedDiff {
 		out.Diff, _ = artifacts.Bound(out.Diff, MaxRecordedDiff)
+		t.mu.Lock()
 		t.run.DiffTruncated = true
+		t.mu.Unlock()
 	}
 }
 
