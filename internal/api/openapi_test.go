@@ -133,7 +133,8 @@ func TestOpenAPIRoutes(t *testing.T) {
 	var routes []string
 	h := New(Config{}, &fakeService{}, nil, nil, nil)
 	err := chi.Walk(h.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
-		routes = append(routes, method+" "+route)
+		// chi's catch-all is the spec's {path} parameter.
+		routes = append(routes, method+" "+strings.Replace(route, "/*", "/{path}", 1))
 		return nil
 	})
 	if err != nil {
@@ -296,6 +297,9 @@ var allCodes = []string{
 	CodeRunNotFinished, CodeUnauthenticated, CodeInvalidAuthorization, CodeInvalidToken, CodeForbidden,
 	CodeOriginNotAllowed, CodeHostNotAllowed, CodeInvalidQuery, CodeBodyTimeout, CodeRequestTimeout, CodeRateLimited,
 	CodeTooManyRunning, CodeTooManyQueued, CodeDailyBudgetExceeded, CodeTooManyStreams,
+	CodeInvalidAttachment, CodeAttachmentFileNotFound, CodeFileTooLarge, CodeTooManyFiles,
+	runs.CodeMCPCommandNotAllowed, runs.CodeMCPURLNotAllowed,
+	CodeInvalidPath, CodeWorkspaceExpired, CodeWorkspaceOnOtherReplica, CodeArchiveTooLarge,
 	// Written by the listener (internal/netguard) before any request is
 	// read, or for one the HTTP server cannot parse, in the same shape.
 	"too_many_connections", "bad_request", "headers_too_large", "expectation_failed", "not_implemented",
