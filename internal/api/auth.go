@@ -320,7 +320,7 @@ func (s *server) cors(next http.Handler) http.Handler {
 		if allowed {
 			h := w.Header()
 			h.Set("Access-Control-Allow-Origin", origin)
-			h.Set("Access-Control-Expose-Headers", "Location, Retry-After, WWW-Authenticate")
+			h.Set("Access-Control-Expose-Headers", "Location, Retry-After, WWW-Authenticate, X-Diff-Truncated")
 		}
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			if !allowed {

@@ -163,7 +163,7 @@ func TestEdgeCORS(t *testing.T) {
 		if got := resp.Header.Get("Access-Control-Allow-Origin"); got != console {
 			t.Errorf("Access-Control-Allow-Origin %q", got)
 		}
-		if !listHas(resp.Header.Get("Access-Control-Expose-Headers"), "Retry-After") {
+		if !listHas(resp.Header.Get("Access-Control-Expose-Headers"), "Retry-After") || !listHas(resp.Header.Get("Access-Control-Expose-Headers"), "X-Diff-Truncated") {
 			t.Errorf("Access-Control-Expose-Headers %q", resp.Header.Get("Access-Control-Expose-Headers"))
 		}
 	})
