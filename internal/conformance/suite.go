@@ -27,7 +27,7 @@ import (
 // seconds, not after the CLI's default retries; the tool of the cancel
 // and timeout cases would run for a minute.
 const (
-	quick      = 45 * time.Second // a run that succeeds or fails on its own
+	quick      = 2 * time.Minute  // a run that succeeds or fails on its own: a bound against a hang, not a target (OpenCode took 45 s to start on a loaded machine)
 	stopWithin = 20 * time.Second // from cancel or deadline to run.completed
 	runTimeout = 20 * time.Second // the timeout case's first timeout_seconds: a Node CLI may take 10 s to reach its tool on a busy machine
 	maxTimeout = 50 * time.Second // its second, if the first came before the tool: the tool's minute still outlasts it
