@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentgate/agentgate/internal/runs/runstest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,7 +21,6 @@ import (
 	"github.com/agentgate/agentgate/internal/agenttest"
 	"github.com/agentgate/agentgate/internal/proctree"
 	"github.com/agentgate/agentgate/internal/runs"
-	"github.com/agentgate/agentgate/internal/store"
 )
 
 // Bounds of the suite's runs. A failure or a cancel must end a run in
@@ -81,25 +81,6 @@ type suite struct {
 	bin     string
 }
 
-func startStore(t *testing.T) runs.Store {
-	t.Helper()
-	emb, err := store.StartEmbedded(filepath.Join(t.TempDir(), "nats"), zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	st, err := store.Open(context.Background(), nc, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
 // gateway is one supervisor over a store of its own, with the agent
 // configured against one backend. The store is its own because replicas
 // on one store share its queue: a case's runs must run against the case's
@@ -129,9 +110,9 @@ func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]st
 		ArtifactsDir: filepath.Join(data, "artifacts"),
 	}
 	cfg.Sandbox = confine(t, cfg.WorkspaceRoot, data)
-	st := startStore(t)
+	st := runstest.Store(t)
 	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: s.adapter, Bin: s.bin, Home: home}},
-		nopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+		runstest.NopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sup.Start(ctx); err != nil {
 		cancel()
@@ -595,17 +576,3 @@ func (s *suite) hang(t *testing.T) {
 	}
 	wantNoProcesses(t, r.ID, fmt.Sprintf("no-marker-%s", r.ID))
 }
-
-type nopObserver struct{}
-
-func (nopObserver) RunQueued(string)           {}
-func (nopObserver) RunStarted(string, float64) {}
-func (nopObserver) RunFinished(string, string, runs.State, runs.Class, float64, runs.Usage, *float64) {
-}
-func (nopObserver) Event(string, runs.EventType)                            {}
-func (nopObserver) FirstEvent(string, float64)                              {}
-func (nopObserver) QueueDepth(int, int)                                     {}
-func (nopObserver) ApprovalRequested(string)                                {}
-func (nopObserver) ApprovalResolved(string, runs.Decision, string, float64) {}
-func (nopObserver) TurnStarted(string)                                      {}
-func (nopObserver) TurnFinished(string, runs.State, float64)                {}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"github.com/agentgate/agentgate/internal/runs/runstest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -292,7 +293,7 @@ func TestRealCLIMCPSecretNeverStored(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st := startStore(t)
+	st := runstest.Store(t)
 	red, err := redact.New(redact.Options{NoBuiltin: true})
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +305,7 @@ func TestRealCLIMCPSecretNeverStored(t *testing.T) {
 		MCPCommands: []string{exe},
 	}
 	core, logs := observer.New(zapcore.DebugLevel)
-	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}}, nopObserver{}, zap.New(core))
+	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}}, runstest.NopObserver{}, zap.New(core))
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sup.Start(ctx); err != nil {
 		cancel()
@@ -343,7 +344,7 @@ func TestRealCLIMCPSecretNeverStored(t *testing.T) {
 		t.Fatal("the model never got the secret from show_token: the server did not get its env, and the test proves nothing")
 	}
 	var started, marked bool
-	for _, e := range storedEvents(t, st, r.ID) {
+	for _, e := range runstest.StoredEvents(t, st, r.ID) {
 		if strings.Contains(string(e.JSON), secret) || strings.Contains(string(e.JSON), secret[:24]) {
 			t.Errorf("event %d (%s) holds the secret: %s", e.Seq, e.Type, e.JSON)
 		}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"github.com/agentgate/agentgate/internal/runs/runstest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +18,6 @@ import (
 	"github.com/agentgate/agentgate/internal/mock/anthropic"
 	"github.com/agentgate/agentgate/internal/redact"
 	"github.com/agentgate/agentgate/internal/runs"
-	"github.com/agentgate/agentgate/internal/store"
 )
 
 // TestRealCLIKeyNeverStored runs the real claude through the supervisor
@@ -36,7 +35,7 @@ func TestRealCLIKeyNeverStored(t *testing.T) {
 	}
 	t.Cleanup(srv.Close)
 
-	st := startStore(t)
+	st := runstest.Store(t)
 	red, err := redact.New(redact.Options{NoBuiltin: true}) // the literal, not the sk-ant- pattern, must find it
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +46,7 @@ func TestRealCLIKeyNeverStored(t *testing.T) {
 		DefaultTimeout: 3 * time.Minute, Getenv: func(k string) string { return gw[k] }, Redact: red,
 	}
 	core, logs := observer.New(zapcore.DebugLevel)
-	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}}, nopObserver{}, zap.New(core))
+	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}}, runstest.NopObserver{}, zap.New(core))
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sup.Start(ctx); err != nil {
 		cancel()
@@ -86,7 +85,7 @@ func TestRealCLIKeyNeverStored(t *testing.T) {
 		t.Fatal("the mock never saw the key in a tool result: the tool did not print it, and the test proves nothing")
 	}
 
-	events := storedEvents(t, st, r.ID)
+	events := runstest.StoredEvents(t, st, r.ID)
 	var marked []string
 	for _, e := range events {
 		if strings.Contains(string(e.JSON), key) || strings.Contains(string(e.JSON), key[:24]) {
@@ -121,61 +120,3 @@ func TestRealCLIKeyNeverStored(t *testing.T) {
 		}
 	}
 }
-
-func startStore(t *testing.T) runs.Store {
-	t.Helper()
-	emb, err := store.StartEmbedded(filepath.Join(t.TempDir(), "nats"), zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	st, err := store.Open(context.Background(), nc, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-// storedEvents reads the run's whole log as stored.
-func storedEvents(t *testing.T, st runs.Store, id string) []runs.StoredEvent {
-	t.Helper()
-	last, err := st.LastEvent(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur, err := st.OpenCursor(context.Background(), id, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cur.Close()
-	var out []runs.StoredEvent
-	for uint64(len(out)) < last.Seq {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		batch, err := cur.Next(ctx, 512)
-		cancel()
-		if err != nil {
-			t.Fatalf("read events of %s: %v", id, err)
-		}
-		out = append(out, batch...)
-	}
-	return out
-}
-
-type nopObserver struct{}
-
-func (nopObserver) RunQueued(string)           {}
-func (nopObserver) RunStarted(string, float64) {}
-func (nopObserver) RunFinished(string, string, runs.State, runs.Class, float64, runs.Usage, *float64) {
-}
-func (nopObserver) Event(string, runs.EventType)                            {}
-func (nopObserver) FirstEvent(string, float64)                              {}
-func (nopObserver) QueueDepth(int, int)                                     {}
-func (nopObserver) ApprovalRequested(string)                                {}
-func (nopObserver) ApprovalResolved(string, runs.Decision, string, float64) {}
-func (nopObserver) TurnStarted(string)                                      {}
-func (nopObserver) TurnFinished(string, runs.State, float64)                {}

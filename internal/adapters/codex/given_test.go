@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"github.com/agentgate/agentgate/internal/runs/runstest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,6 @@ import (
 	"github.com/agentgate/agentgate/internal/mock/openai"
 	"github.com/agentgate/agentgate/internal/redact"
 	"github.com/agentgate/agentgate/internal/runs"
-	"github.com/agentgate/agentgate/internal/store"
 )
 
 // The real codex given what a run is given, through the supervisor: MCP
@@ -66,8 +66,8 @@ func startGateway(t *testing.T, sc openai.Scenario, mcpURLs ...string) *gateway 
 		DefaultTimeout: 3 * time.Minute, Getenv: func(k string) string { return env[k] }, Redact: red,
 		MCPCommands: []string{exe, missingMCP}, MCPURLs: mcpURLs,
 	}
-	st := startStore(t)
-	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: home}}, nopObserver{},
+	st := runstest.Store(t)
+	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: home}}, runstest.NopObserver{},
 		zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sup.Start(ctx); err != nil {
@@ -109,10 +109,10 @@ func (g *gateway) wait(t *testing.T, id string) (runs.Run, []runs.StoredEvent) {
 			t.Fatal(err)
 		}
 		if r.Status.Terminal() {
-			return r, storedEvents(t, g.st, id)
+			return r, runstest.StoredEvents(t, g.st, id)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run %s did not end within %s; events: %s", id, givenWait, eventTypes(storedEvents(t, g.st, id)))
+			t.Fatalf("run %s did not end within %s; events: %s", id, givenWait, eventTypes(runstest.StoredEvents(t, g.st, id)))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -123,13 +123,13 @@ func (g *gateway) waitEvent(t *testing.T, id string, typ runs.EventType) runs.St
 	t.Helper()
 	deadline := time.Now().Add(givenWait)
 	for {
-		for _, e := range storedEvents(t, g.st, id) {
+		for _, e := range runstest.StoredEvents(t, g.st, id) {
 			if e.Type == typ {
 				return e
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %s; events: %s", typ, givenWait, eventTypes(storedEvents(t, g.st, id)))
+			t.Fatalf("no %s within %s; events: %s", typ, givenWait, eventTypes(runstest.StoredEvents(t, g.st, id)))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -292,7 +292,7 @@ func TestRealCLIMCPApproval(t *testing.T) {
 	if req.MCPServer != mcptest.Name || req.Tool != "mcp__demo__reverse_text" || !strings.Contains(string(req.Input), "hello mcp") {
 		t.Errorf("approval.requested %+v, want mcp_server demo, tool mcp__demo__reverse_text and the arguments", req)
 	}
-	if calls := mcpCalls(t, storedEvents(t, g.st, r.ID)); len(calls) > 0 {
+	if calls := mcpCalls(t, runstest.StoredEvents(t, g.st, r.ID)); len(calls) > 0 {
 		for _, c := range calls {
 			if c.done && !c.completed.IsError {
 				t.Fatalf("the MCP call completed before it was allowed: %+v", c.completed)
@@ -314,67 +314,6 @@ func TestRealCLIMCPApproval(t *testing.T) {
 		t.Errorf("tool_call.started %+v, want mcp_server demo, mcp_tool reverse_text", c.started)
 	}
 }
-
-func startStore(t *testing.T) runs.Store {
-	t.Helper()
-	emb, err := store.StartEmbedded(filepath.Join(t.TempDir(), "nats"), zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	st, err := store.Open(context.Background(), nc, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-// storedEvents reads the run's whole log as stored.
-func storedEvents(t *testing.T, st runs.Store, id string) []runs.StoredEvent {
-	t.Helper()
-	last, err := st.LastEvent(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if last.Seq == 0 {
-		return nil
-	}
-	cur, err := st.OpenCursor(context.Background(), id, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cur.Close()
-	var out []runs.StoredEvent
-	for uint64(len(out)) < last.Seq {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		batch, err := cur.Next(ctx, 512)
-		cancel()
-		if err != nil {
-			t.Fatalf("read events of %s: %v", id, err)
-		}
-		out = append(out, batch...)
-	}
-	return out
-}
-
-type nopObserver struct{}
-
-func (nopObserver) RunQueued(string)           {}
-func (nopObserver) RunStarted(string, float64) {}
-func (nopObserver) RunFinished(string, string, runs.State, runs.Class, float64, runs.Usage, *float64) {
-}
-func (nopObserver) Event(string, runs.EventType)                            {}
-func (nopObserver) FirstEvent(string, float64)                              {}
-func (nopObserver) QueueDepth(int, int)                                     {}
-func (nopObserver) ApprovalRequested(string)                                {}
-func (nopObserver) ApprovalResolved(string, runs.Decision, string, float64) {}
-func (nopObserver) TurnStarted(string)                                      {}
-func (nopObserver) TurnFinished(string, runs.State, float64)                {}
 
 // missingMCP is an MCP command the gateway allows that does not exist.
 const missingMCP = "/nonexistent/agentgate-mcp-server"

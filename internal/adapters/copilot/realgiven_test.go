@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"github.com/agentgate/agentgate/internal/runs/runstest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,7 +20,6 @@ import (
 	"github.com/agentgate/agentgate/internal/mock/openai"
 	"github.com/agentgate/agentgate/internal/redact"
 	"github.com/agentgate/agentgate/internal/runs"
-	"github.com/agentgate/agentgate/internal/store"
 )
 
 // The real copilot given what a run is given, through the supervisor: MCP
@@ -62,8 +62,8 @@ func startGateway(t *testing.T, sc openai.Scenario) *gateway {
 		DefaultTimeout: 3 * time.Minute, Getenv: func(k string) string { return env[k] }, Redact: red,
 		MCPCommands: []string{exe},
 	}
-	st := startGivenStore(t)
-	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}}, givenObserver{},
+	st := runstest.Store(t)
+	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}}, runstest.NopObserver{},
 		zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sup.Start(ctx); err != nil {
@@ -105,10 +105,10 @@ func (g *gateway) wait(t *testing.T, id string) (runs.Run, []runs.StoredEvent) {
 			t.Fatal(err)
 		}
 		if r.Status.Terminal() {
-			return r, givenEvents(t, g.st, id)
+			return r, runstest.StoredEvents(t, g.st, id)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run %s did not end within %s; events: %s", id, givenWait, givenTypes(givenEvents(t, g.st, id)))
+			t.Fatalf("run %s did not end within %s; events: %s", id, givenWait, givenTypes(runstest.StoredEvents(t, g.st, id)))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -120,7 +120,7 @@ func (g *gateway) waitEvent(t *testing.T, id string, typ runs.EventType, n int) 
 	deadline := time.Now().Add(givenWait)
 	for {
 		k := 0
-		evs := givenEvents(t, g.st, id)
+		evs := runstest.StoredEvents(t, g.st, id)
 		for _, e := range evs {
 			if e.Type == typ {
 				if k++; k == n {
@@ -411,67 +411,6 @@ func TestGivenImageFollowUp(t *testing.T) {
 		}
 	}
 }
-
-func startGivenStore(t *testing.T) runs.Store {
-	t.Helper()
-	emb, err := store.StartEmbedded(filepath.Join(t.TempDir(), "nats"), zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	st, err := store.Open(context.Background(), nc, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-// givenEvents reads the run's whole log as stored.
-func givenEvents(t *testing.T, st runs.Store, id string) []runs.StoredEvent {
-	t.Helper()
-	last, err := st.LastEvent(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if last.Seq == 0 {
-		return nil
-	}
-	cur, err := st.OpenCursor(context.Background(), id, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cur.Close()
-	var out []runs.StoredEvent
-	for uint64(len(out)) < last.Seq {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		batch, err := cur.Next(ctx, 512)
-		cancel()
-		if err != nil {
-			t.Fatalf("read events of %s: %v", id, err)
-		}
-		out = append(out, batch...)
-	}
-	return out
-}
-
-type givenObserver struct{}
-
-func (givenObserver) RunQueued(string)           {}
-func (givenObserver) RunStarted(string, float64) {}
-func (givenObserver) RunFinished(string, string, runs.State, runs.Class, float64, runs.Usage, *float64) {
-}
-func (givenObserver) Event(string, runs.EventType)                            {}
-func (givenObserver) FirstEvent(string, float64)                              {}
-func (givenObserver) QueueDepth(int, int)                                     {}
-func (givenObserver) ApprovalRequested(string)                                {}
-func (givenObserver) ApprovalResolved(string, runs.Decision, string, float64) {}
-func (givenObserver) TurnStarted(string)                                      {}
-func (givenObserver) TurnFinished(string, runs.State, float64)                {}
 
 // TestGivenTokenBudgetInteractive stops an interactive run whose model
 // calls a tool for ever at its max_total_tokens: the turn never ends, so

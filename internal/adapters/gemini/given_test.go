@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"github.com/agentgate/agentgate/internal/runs/runstest"
 	"image"
 	"image/color"
 	"image/png"
@@ -23,7 +24,6 @@ import (
 	"github.com/agentgate/agentgate/internal/mcptest"
 	"github.com/agentgate/agentgate/internal/mock/googleai"
 	"github.com/agentgate/agentgate/internal/runs"
-	"github.com/agentgate/agentgate/internal/store"
 )
 
 // The real-CLI tests of what a run is given: MCP servers, driven through
@@ -45,20 +45,7 @@ func startGateway(t *testing.T, sc googleai.Scenario) *gateway {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	emb, err := store.StartEmbedded(filepath.Join(t.TempDir(), "nats"), zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	st, err := store.Open(context.Background(), nc, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := runstest.Store(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +58,7 @@ func startGateway(t *testing.T, sc googleai.Scenario) *gateway {
 		MCPCommands: []string{exe}, // mcptest.Server: this test binary
 	}
 	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}},
-		nopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+		runstest.NopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sup.Start(ctx); err != nil {
 		cancel()
@@ -401,20 +388,6 @@ func TestGivenImageFollowUp(t *testing.T) {
 	}
 	s.close(t)
 }
-
-type nopObserver struct{}
-
-func (nopObserver) RunQueued(string)           {}
-func (nopObserver) RunStarted(string, float64) {}
-func (nopObserver) RunFinished(string, string, runs.State, runs.Class, float64, runs.Usage, *float64) {
-}
-func (nopObserver) Event(string, runs.EventType)                            {}
-func (nopObserver) FirstEvent(string, float64)                              {}
-func (nopObserver) QueueDepth(int, int)                                     {}
-func (nopObserver) ApprovalRequested(string)                                {}
-func (nopObserver) ApprovalResolved(string, runs.Decision, string, float64) {}
-func (nopObserver) TurnStarted(string)                                      {}
-func (nopObserver) TurnFinished(string, runs.State, float64)                {}
 
 // TestGivenUsageBeforeResult: a one-shot run that loops on a tool reports
 // its usage at each tool call, from the CLI's chat recording, before any
