@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agentgate/agentgate/internal/mcptest"
 	"io"
 	"math"
 	"net/http"
@@ -37,6 +38,7 @@ import (
 const asGatewayEnv = "AGENTGATE_TEST_AS_GATEWAY"
 
 func TestMain(m *testing.M) {
+	mcptest.Main() // the MCP server of TestGivenAndLeftEndToEnd is this binary
 	if len(os.Args) > 1 && os.Args[1] == proctree.ReaperArg {
 		os.Exit(proctree.Reap(os.Args[2:])) // the gateway runs agents under its own binary
 	}
