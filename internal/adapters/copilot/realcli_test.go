@@ -256,9 +256,14 @@ func TestRealCLIResume(t *testing.T) {
 	if len(reqs) == 0 || !strings.Contains(inputText(reqs[0].Request), "apricot") {
 		t.Error("the resumed request does not carry the first prompt")
 	}
+	// Usage during the run counts only this run's own requests (those its
+	// assistant messages name), never the session's total.
 	for _, ev := range second.events {
-		if ev.Type == runs.EventUsageUpdated {
-			t.Errorf("a resumed run emitted usage.updated %+v: it would show the session's total", ev.Data)
+		if ev.Type != runs.EventUsageUpdated {
+			continue
+		}
+		if d, ok := ev.Data.(runs.UsageData); !ok || d.Usage != own {
+			t.Errorf("a resumed run emitted usage.updated %+v, want its own billing %+v, not the session's total", ev.Data, own)
 		}
 	}
 
