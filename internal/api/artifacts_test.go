@@ -273,7 +273,7 @@ func FuzzRunFilePath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, p string) {
 		req, err := http.NewRequest(http.MethodGet, srv.URL+"/v1/runs/"+artifactRun+"/files/x", nil)
 		if err != nil {
-			t.Skip()
+			t.Fatal(err) // a constant URL: never
 		}
 		req.URL.Opaque = "/v1/runs/" + artifactRun + "/files/" + p
 		resp, err := http.DefaultClient.Do(req)
