@@ -1,0 +1,470 @@
+package fanout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Source is where a Hub reads runs' logs: the store. runs.Store implements
+// it.
+type Source interface {
+	// OpenCursor reads the run's log from the event after seq after.
+	OpenCursor(ctx context.Context, runID string, after uint64) (runs.Cursor, error)
+	// LastEvent returns the run's last stored event (its JSON unread).
+	LastEvent(ctx context.Context, runID string) (runs.StoredEvent, error)
+}
+
+// Options tune a Hub. Zero values take the defaults noted.
+type Options struct {
+	// RingEvents bounds how many of a run's recent events its ring keeps
+	// (default 4096).
+	RingEvents int
+	// RingBytes bounds the size of their envelopes (default 8 MiB); the
+	// newest event is kept whatever its size.
+	RingBytes int
+	// ReadBatch is how many events a feed asks its store cursor for at
+	// once (default 256).
+	ReadBatch int
+}
+
+func (o *Options) setDefaults() {
+	if o.RingEvents <= 0 {
+		o.RingEvents = 4096
+	}
+	if o.RingBytes <= 0 {
+		o.RingBytes = 8 << 20
+	}
+	if o.ReadBatch <= 0 {
+		o.ReadBatch = 256
+	}
+}
+
+// maxBatchBytes bounds the envelopes of one batch a reader gets from the
+// ring, like a store cursor's buffer: a reader of big events gets them a
+// few at a time (always at least one).
+const maxBatchBytes = 1 << 20
+
+// ErrClosed is what readers get once their Hub is closed, and what
+// OpenCursor returns after it.
+var ErrClosed = errors.New("event hub closed")
+
+// errReaderClosed is what Next returns after Close.
+var errReaderClosed = errors.New("cursor closed")
+
+// Hub hands out cursors on runs' logs that share, per run, one store cursor
+// and a ring of recent events. It is safe for concurrent use; each cursor
+// it returns has one reader, like any runs.Cursor.
+type Hub struct {
+	src  Source
+	opts Options
+	log  *zap.Logger
+
+	mu     sync.Mutex
+	feeds  map[string]*feed // by run id, while they have readers
+	closed bool
+	pumps  sync.WaitGroup
+}
+
+// New returns a Hub reading from src.
+func New(src Source, opts Options, log *zap.Logger) *Hub {
+	opts.setDefaults()
+	return &Hub{src: src, opts: opts, log: log, feeds: map[string]*feed{}}
+}
+
+// OpenCursor returns a cursor on the run's log from the event after seq
+// after. The first reader of a run on this Hub starts the run's feed (a
+// store cursor); errors opening it, or a store cursor of the reader's own
+// when it starts before the ring, are returned as the store gave them
+// (runs.ErrStreamCapacity among them). It fails with ErrClosed after
+// Close.
+func (h *Hub) OpenCursor(ctx context.Context, runID string, after uint64) (runs.Cursor, error) {
+	for {
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			return nil, fmt.Errorf("open events of run %s: %w", runID, ErrClosed)
+		}
+		f := h.feeds[runID]
+		opener := f == nil
+		if opener {
+			f = newFeed(h, runID)
+			h.feeds[runID] = f
+		}
+		f.readers++
+		h.mu.Unlock()
+
+		if opener {
+			f.openErr = f.start(ctx, after)
+			if f.openErr != nil {
+				// Gone before anyone waiting sees the failure, so that
+				// they start feeds of their own.
+				h.forget(f)
+			}
+			close(f.ready)
+			if f.openErr != nil {
+				h.leave(f)
+				return nil, f.openErr
+			}
+		} else {
+			select {
+			case <-f.ready:
+			case <-ctx.Done():
+				h.leave(f)
+				return nil, ctx.Err()
+			}
+			if f.openErr != nil {
+				// The opener's attempt failed, perhaps for its own
+				// context's sake: make one of our own.
+				h.leave(f)
+				continue
+			}
+		}
+		r := &reader{f: f, last: after}
+		if err := r.place(ctx); err != nil {
+			r.Close()
+			return nil, err
+		}
+		return r, nil
+	}
+}
+
+// Close ends every feed and waits for their goroutines. Readers still open
+// get ErrClosed once they have read what their feed's ring holds; they
+// must still be closed.
+func (h *Hub) Close() error {
+	h.mu.Lock()
+	h.closed = true
+	feeds := h.feeds
+	h.feeds = map[string]*feed{}
+	h.mu.Unlock()
+	for _, f := range feeds {
+		f.cancel()
+	}
+	h.pumps.Wait()
+	return nil
+}
+
+// leave drops one reader of f; the last one stops it.
+func (h *Hub) leave(f *feed) {
+	h.mu.Lock()
+	f.readers--
+	last := f.readers == 0
+	if last && h.feeds[f.id] == f {
+		delete(h.feeds, f.id)
+	}
+	h.mu.Unlock()
+	if last {
+		f.stop()
+	}
+}
+
+// forget removes f, whose store cursor failed, so that the next reader of
+// its run starts a new feed.
+func (h *Hub) forget(f *feed) {
+	h.mu.Lock()
+	if h.feeds[f.id] == f {
+		delete(h.feeds, f.id)
+	}
+	h.mu.Unlock()
+}
+
+// feed is one run's store cursor and ring. Its pump goroutine alone
+// appends to the ring; readers read it under mu.
+type feed struct {
+	h  *Hub
+	id string
+
+	readers int           // guarded by h.mu
+	ready   chan struct{} // closed once start returned
+	openErr error         // start's error; read after ready is closed
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	stopped chan struct{} // closed when the pump has ended (or never began)
+
+	mu sync.RWMutex
+	// evs is the ring: the events read after seq floor, in order; the
+	// absolute index of evs[0] is lo. Readers keep absolute indexes, so
+	// that one that fell off the ring (its index below lo) knows it.
+	evs   []runs.StoredEvent
+	lo    uint64
+	floor uint64
+	bytes int
+	// completed: run.completed is in the ring, and nothing follows it.
+	completed bool
+	// err is why the store cursor failed; readers get it after the ring.
+	err error
+	// wake is closed, and replaced, when the ring grows or the feed ends.
+	wake chan struct{}
+}
+
+func newFeed(h *Hub, id string) *feed {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &feed{
+		h: h, id: id,
+		ready:   make(chan struct{}),
+		ctx:     ctx,
+		cancel:  cancel,
+		stopped: make(chan struct{}),
+		wake:    make(chan struct{}),
+	}
+}
+
+// start opens the feed's store cursor and its pump, for a first reader
+// after seq after. The ring begins at most RingEvents before the run's
+// end: a reader further back reads from the store until it has caught up,
+// and the feed does not race through a long log only to drop it.
+func (f *feed) start(ctx context.Context, after uint64) error {
+	from := after
+	last, err := f.h.src.LastEvent(ctx, f.id)
+	if err != nil {
+		close(f.stopped)
+		return fmt.Errorf("open events of run %s: %w", f.id, err)
+	}
+	if n := uint64(f.h.opts.RingEvents); last.Seq > after+n {
+		from = last.Seq - n
+	}
+	cur, err := f.h.src.OpenCursor(ctx, f.id, from)
+	if err != nil {
+		close(f.stopped)
+		return err
+	}
+	f.floor = from
+	f.h.mu.Lock()
+	if f.h.closed {
+		f.h.mu.Unlock()
+		_ = cur.Close()
+		close(f.stopped)
+		return fmt.Errorf("open events of run %s: %w", f.id, ErrClosed)
+	}
+	// Under the Hub's lock, so that Close's Wait does not race the Add.
+	f.h.pumps.Add(1)
+	f.h.mu.Unlock()
+	go f.pump(cur)
+	f.h.log.Debug("event feed started", zap.String("run_id", f.id), zap.Uint64("after_seq", from))
+	return nil
+}
+
+// pump moves events from the store cursor into the ring, never waiting
+// for a reader, until run.completed, a failure, or the feed is stopped.
+func (f *feed) pump(cur runs.Cursor) {
+	defer f.h.pumps.Done()
+	defer close(f.stopped)
+	defer cur.Close()
+	for {
+		evs, err := cur.Next(f.ctx, f.h.opts.ReadBatch)
+		if err != nil {
+			if f.ctx.Err() != nil {
+				err = ErrClosed
+			} else {
+				f.h.log.Warn("event feed failed", zap.String("run_id", f.id), zap.Error(err))
+				f.h.forget(f)
+			}
+			f.mu.Lock()
+			f.err = err
+			f.wakeLocked()
+			f.mu.Unlock()
+			return
+		}
+		f.mu.Lock()
+		f.appendLocked(evs)
+		f.wakeLocked()
+		done := f.completed
+		f.mu.Unlock()
+		if done {
+			// Nothing is stored after run.completed: the store
+			// cursor goes now, and the ring stays for the readers.
+			return
+		}
+	}
+}
+
+// appendLocked adds evs to the ring and drops its oldest events beyond its
+// bounds.
+func (f *feed) appendLocked(evs []runs.StoredEvent) {
+	opts := f.h.opts
+	for _, ev := range evs {
+		if f.completed {
+			return
+		}
+		if n := len(f.evs); (n > 0 && ev.Seq <= f.evs[n-1].Seq) || (n == 0 && ev.Seq <= f.floor) {
+			continue // a store cursor never gives it; a reader must never get it twice
+		}
+		f.evs = append(f.evs, ev)
+		f.bytes += len(ev.JSON)
+		f.completed = ev.Type == runs.EventRunCompleted
+		for len(f.evs) > opts.RingEvents || (f.bytes > opts.RingBytes && len(f.evs) > 1) {
+			f.floor = f.evs[0].Seq
+			f.bytes -= len(f.evs[0].JSON)
+			// Cleared, so that the backing array does not keep its
+			// envelope alive until the next reallocation.
+			f.evs[0] = runs.StoredEvent{}
+			f.evs = f.evs[1:]
+			f.lo++
+		}
+	}
+}
+
+func (f *feed) wakeLocked() {
+	close(f.wake)
+	f.wake = make(chan struct{})
+}
+
+// indexAfterLocked is the absolute index of the first event of the ring
+// above seq (the ring's end when there is none).
+func (f *feed) indexAfterLocked(seq uint64) uint64 {
+	i := sort.Search(len(f.evs), func(i int) bool { return f.evs[i].Seq > seq })
+	return f.lo + uint64(i)
+}
+
+// stop ends the pump, which closes the store cursor, and waits for it.
+func (f *feed) stop() {
+	f.cancel()
+	<-f.stopped
+	f.h.log.Debug("event feed stopped", zap.String("run_id", f.id))
+}
+
+// reader is a runs.Cursor on a feed: a position in its ring, or, while it
+// is behind the ring, a store cursor of its own.
+type reader struct {
+	f *feed
+	// last is the seq of the last event returned (at first, the one it
+	// starts after): nothing at or below it is returned.
+	last uint64
+	// next is the absolute index in the ring of the next event to look
+	// at, while own is nil.
+	next   uint64
+	own    runs.Cursor
+	closed bool
+}
+
+// place puts a new reader in the ring, or on a store cursor of its own
+// when it starts before the ring.
+func (r *reader) place(ctx context.Context) error {
+	if r.join() {
+		return nil
+	}
+	cur, err := r.f.h.src.OpenCursor(ctx, r.f.id, r.last)
+	if err != nil {
+		return err
+	}
+	r.own = cur
+	return nil
+}
+
+// join moves the reader into the ring if the ring holds every event after
+// the reader's last, or will: it reports whether it did.
+func (r *reader) join() bool {
+	f := r.f
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.err != nil || r.last < f.floor {
+		return false
+	}
+	r.next = f.indexAfterLocked(r.last)
+	return true
+}
+
+// Next returns the next events after the reader's position, at most max,
+// waiting for one until ctx ends. A reader that fell off the ring opens a
+// store cursor from where it is, and comes back to the ring once that has
+// caught up. After its feed fails, a reader gets the events the ring still
+// holds, then the failure.
+func (r *reader) Next(ctx context.Context, max int) ([]runs.StoredEvent, error) {
+	if max <= 0 {
+		return nil, runs.Invalid("max", "must be positive")
+	}
+	if r.closed {
+		return nil, errReaderClosed
+	}
+	f := r.f
+	for {
+		if r.own != nil {
+			evs, err := r.own.Next(ctx, max)
+			if err != nil {
+				return nil, err
+			}
+			out := evs[:0]
+			for _, ev := range evs {
+				if ev.Seq > r.last {
+					out = append(out, ev)
+					r.last = ev.Seq
+				}
+			}
+			if r.join() {
+				_ = r.own.Close()
+				r.own = nil
+			}
+			if len(out) > 0 {
+				return out, nil
+			}
+			continue
+		}
+
+		f.mu.RLock()
+		if r.next < f.lo {
+			f.mu.RUnlock()
+			// Fell off the ring: read on from the store.
+			cur, err := f.h.src.OpenCursor(ctx, f.id, r.last)
+			if err != nil {
+				return nil, err
+			}
+			r.own = cur
+			continue
+		}
+		if i := int(r.next - f.lo); i < len(f.evs) {
+			out := make([]runs.StoredEvent, 0, min(max, len(f.evs)-i))
+			size := 0
+			for ; i < len(f.evs) && len(out) < max; i++ {
+				ev := f.evs[i]
+				if len(out) > 0 && size+len(ev.JSON) > maxBatchBytes {
+					break
+				}
+				r.next++
+				if ev.Seq <= r.last {
+					continue
+				}
+				out = append(out, ev)
+				size += len(ev.JSON)
+				r.last = ev.Seq
+			}
+			f.mu.RUnlock()
+			if len(out) > 0 {
+				return out, nil
+			}
+			continue
+		}
+		err, wake := f.err, f.wake
+		f.mu.RUnlock()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Close releases the reader, and its store cursor if it has one; the last
+// reader of a run stops the run's feed.
+func (r *reader) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	if r.own != nil {
+		_ = r.own.Close()
+		r.own = nil
+	}
+	r.f.h.leave(r.f)
+	return nil
+}
