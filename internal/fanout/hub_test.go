@@ -168,7 +168,7 @@ func TestEveryReaderGetsEveryEventEmbeddedStore(t *testing.T) {
 	}
 }
 
-func embeddedStore(t *testing.T) runs.Store {
+func embeddedStore(t testing.TB) runs.Store {
 	t.Helper()
 	emb, err := store.StartEmbedded(filepath.Join(t.TempDir(), "nats"), zap.NewNop())
 	if err != nil {
