@@ -24,10 +24,12 @@ type Source interface {
 // Options tune a Hub. Zero values take the defaults noted.
 type Options struct {
 	// RingEvents bounds how many of a run's recent events its ring keeps
-	// (default 4096).
+	// (default 1024): a reader that lags by more reads from the store.
 	RingEvents int
-	// RingBytes bounds the size of their envelopes (default 8 MiB); the
-	// newest event is kept whatever its size.
+	// RingBytes bounds the size of their envelopes (default 1 MiB, what
+	// one store cursor buffered before), so that a replica with many
+	// watched runs holds little for each; the newest event is kept
+	// whatever its size.
 	RingBytes int
 	// ReadBatch is how many events a feed asks its store cursor for at
 	// once (default 256).
@@ -36,10 +38,10 @@ type Options struct {
 
 func (o *Options) setDefaults() {
 	if o.RingEvents <= 0 {
-		o.RingEvents = 4096
+		o.RingEvents = 1024
 	}
 	if o.RingBytes <= 0 {
-		o.RingBytes = 8 << 20
+		o.RingBytes = 1 << 20
 	}
 	if o.ReadBatch <= 0 {
 		o.ReadBatch = 256

@@ -360,8 +360,12 @@ func TestLateFeedStartsNearTheEnd(t *testing.T) {
 	src.add("r", 1000, true)
 	cur := open(t, h, "r", 0)
 	defer cur.Close()
-	if f := feedOf(h, "r"); f.floor != 990 {
-		t.Fatalf("the feed starts after %d, want 990", f.floor)
+	f := feedOf(h, "r")
+	f.mu.RLock()
+	floor := f.floor
+	f.mu.RUnlock()
+	if floor != 990 {
+		t.Fatalf("the feed starts after %d, want 990", floor)
 	}
 	if err := readToEnd(cur, 0, 1000, 64); err != nil {
 		t.Fatal(err)
@@ -537,5 +541,67 @@ func TestOpenErrors(t *testing.T) {
 	cancel()
 	if _, err := live.Next(ctx, 1); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Next on an ended context: %v", err)
+	}
+}
+
+// TestRingBytes: the ring keeps no more than its byte bound (but always
+// the newest event), and a batch from it no more than maxBatchBytes (but
+// always one event), with every event still delivered.
+func TestRingBytes(t *testing.T) {
+	src := newMemLog()
+	h := New(src, Options{RingBytes: 3 << 20}, zap.NewNop())
+	defer h.Close()
+	big := func(seq uint64, typ runs.EventType) runs.StoredEvent {
+		return runs.StoredEvent{Seq: seq, Type: typ, JSON: make([]byte, 700<<10)}
+	}
+	src.mu.Lock()
+	src.events["r"] = []runs.StoredEvent{big(1, runs.EventMessageDelta)}
+	src.mu.Unlock()
+	cur := open(t, h, "r", 0)
+	defer cur.Close()
+	f := feedOf(h, "r")
+	src.mu.Lock()
+	for seq := uint64(2); seq <= 12; seq++ {
+		typ := runs.EventMessageDelta
+		if seq == 12 {
+			typ = runs.EventRunCompleted
+		}
+		src.events["r"] = append(src.events["r"], big(seq, typ))
+	}
+	close(src.changed)
+	src.changed = make(chan struct{})
+	src.mu.Unlock()
+	waitRing(t, f, 12)
+	f.mu.RLock()
+	n, size := len(f.evs), f.bytes
+	f.mu.RUnlock()
+	if size > 3<<20 || n != 4 {
+		t.Fatalf("the ring holds %d events, %d bytes; want 4 within 3 MiB", n, size)
+	}
+	if err := readToEnd(cur, 0, 12, 100); err != nil {
+		t.Fatal(err)
+	}
+	inRing := open(t, h, "r", 8)
+	defer inRing.Close()
+	if inRing.(*reader).own != nil {
+		t.Fatal("a reader after the ring's floor reads from the store")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	want := uint64(9)
+	for want <= 12 {
+		evs, err := inRing.Next(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) > 1 {
+			t.Fatalf("a batch of %d events of 700 KiB, beyond %d bytes", len(evs), maxBatchBytes)
+		}
+		for _, ev := range evs {
+			if ev.Seq != want {
+				t.Fatalf("event %d, want %d", ev.Seq, want)
+			}
+			want++
+		}
 	}
 }
