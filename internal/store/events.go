@@ -43,7 +43,12 @@ const (
 	headerBatchSeq     = "Nats-Batch-Sequence"
 	headerBatchCommit  = "Nats-Batch-Commit"
 	headerExpectSubSeq = "Nats-Expected-Last-Subject-Sequence"
+	headerExpectLastID = "Nats-Expected-Last-Msg-Id"
 )
+
+// errCodeWrongLastMsgID is the server's answer to a publish whose
+// Nats-Expected-Last-Msg-Id is not the stream's last message's.
+const errCodeWrongLastMsgID jetstream.ErrorCode = 10070
 
 // lastEvent is a run's last stored event: its seq and its sequence in the
 // stream.
@@ -62,9 +67,11 @@ var errStale = errors.New("stale view of the run's log")
 //   - What is stored of a run is always a dense prefix 1..k in seq order.
 //     On a cluster (Replicas > 1) a batch is stored whole or not at all
 //     (one atomic batch publish); on one server its events are published
-//     one by one. Either way a publish lands only right after the run's
-//     last stored event: the first event of each publish carries the
-//     stream sequence of that event as Nats-Expected-Last-Subject-Sequence,
+//     together and acknowledged after (publishChain). Either way a publish
+//     lands only right after the run's last stored event: the first event
+//     of each publish carries the stream sequence of that event as
+//     Nats-Expected-Last-Subject-Sequence, and on one server each later
+//     event the Nats-Msg-Id of the one before as Nats-Expected-Last-Msg-Id,
 //     so a publish racing an election, or another writer, cannot land out
 //     of order.
 //   - A nil error means every event of the batch is stored, once.
@@ -130,15 +137,29 @@ func (s *Store) appendOnce(ctx context.Context, runID string, events []runs.Stor
 		return runs.Invalid("seq", fmt.Sprintf("event %d would follow event %d: a run's log has no gaps", events[0].Seq, last.seq))
 	}
 	for len(events) > 0 {
-		n := min(len(events), maxAtomicBatch)
-		if s.replicas == 1 {
+		if s.replicas == 1 && len(events) > 1 {
 			// One server stages an atomic batch of a file stream in
-			// files of its own, synced at the commit: ten times the
-			// cost of the events one by one, each expecting the one
-			// before, which keeps the same guarantee (what fails
-			// leaves a prefix stored) at twice the cost of unchecked
-			// pipelined publishes.
-			n = 1
+			// files of its own, synced at the commit: a few ms per
+			// batch, whatever its size. A chain of checked publishes
+			// (publishChain) keeps the same guarantee without a
+			// round trip per event.
+			stored, streamSeq, err := s.publishChain(ctx, runID, events[:min(len(events), maxPipeline)], last.streamSeq)
+			if stored > 0 {
+				last = lastEvent{events[stored-1].Seq, streamSeq}
+				s.setLast(runID, last)
+				events = events[stored:]
+			}
+			if err != nil && !errors.Is(err, errInterleaved) {
+				// What landed after the last ack is unknown: the
+				// next attempt reads it.
+				s.forgetLast(runID)
+				return err
+			}
+			continue // the rest, if another run's event broke the chain
+		}
+		n := 1 // one event on one server: one round trip either way
+		if s.replicas > 1 {
+			n = min(len(events), maxAtomicBatch)
 		}
 		streamSeq, err := s.publish(ctx, runID, events[:n], last.streamSeq)
 		if err != nil {
@@ -153,15 +174,97 @@ func (s *Store) appendOnce(ctx context.Context, runID string, events []runs.Stor
 	return nil
 }
 
+// maxPipeline bounds the publishes of one chain awaiting their acks. The
+// client's async window (4,000 by default) is shared by every run, and a
+// chain broken early resends what follows the break.
+const maxPipeline = 256
+
+// errInterleaved marks a chain broken by another run's event landing
+// between two of its own: nothing is wrong, the rest is published again.
+var errInterleaved = errors.New("another run's event came between two events of the chain")
+
+// publishChain stores events on one server without a round trip per event,
+// and returns how many of them, a prefix, it stored, and the stream
+// sequence of the last of those. The publishes go out together and their
+// acks are awaited after. The first expects the run's last event at stream
+// sequence after, as publish's do; every later one expects the stream's
+// last message to be the event before it (Nats-Expected-Last-Msg-Id, which
+// every event carries as its Nats-Msg-Id). So an event lands only right
+// after its predecessor: once one fails, every later one fails too, and
+// what is stored stays a dense prefix, which is the guarantee publish
+// gives with a round trip per event.
+//
+// The stream's last message is any run's, so another run's event landing
+// inside the chain breaks it with nothing wrong; that answer is
+// errInterleaved, with what was stored before it.
+func (s *Store) publishChain(ctx context.Context, runID string, events []runs.StoredEvent, after uint64) (int, uint64, error) {
+	subject := eventsSubject(runID)
+	futures := make([]jetstream.PubAckFuture, 0, len(events))
+	var sendErr error
+	for i, ev := range events {
+		msg := eventMsg(subject, runID, ev)
+		if i == 0 {
+			msg.Header.Set(headerExpectSubSeq, strconv.FormatUint(after, 10))
+		} else {
+			msg.Header.Set(headerExpectLastID, msgID(runID, events[i-1].Seq))
+		}
+		f, err := s.js.PublishMsgAsync(msg)
+		if err != nil {
+			sendErr = err // those sent are still answered
+			break
+		}
+		futures = append(futures, f)
+	}
+	stored, streamSeq := 0, uint64(0)
+	for i, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			if ack.Duplicate {
+				// Stored before, by an attempt whose ack was lost:
+				// where the run ends is read again, after the acks
+				// of the rest, which this one's answer makes fail.
+				drain(ctx, futures[i+1:])
+				return stored, streamSeq, fmt.Errorf("%w: event %d stored before", errStale, events[i].Seq)
+			}
+			stored, streamSeq = i+1, ack.Sequence
+		case err := <-f.Err():
+			drain(ctx, futures[i+1:])
+			var apiErr *jetstream.APIError
+			if i > 0 && errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeWrongLastMsgID {
+				return stored, streamSeq, fmt.Errorf("%w: %w", errInterleaved, err)
+			}
+			return stored, streamSeq, classifyPublish(err)
+		case <-ctx.Done():
+			return stored, streamSeq, ctx.Err()
+		}
+	}
+	return stored, streamSeq, sendErr
+}
+
+// drain waits for the answers of a chain's publishes after its break, so
+// that the next attempt does not race them.
+func drain(ctx context.Context, futures []jetstream.PubAckFuture) {
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case <-f.Err():
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// msgID is the Nats-Msg-Id of the run's event seq.
+func msgID(runID string, seq uint64) string { return runID + "." + strconv.FormatUint(seq, 10) }
+
 func eventMsg(subject, runID string, ev runs.StoredEvent) *nats.Msg {
-	seq := strconv.FormatUint(ev.Seq, 10)
 	return &nats.Msg{
 		Subject: subject,
 		Data:    ev.JSON,
 		Header: nats.Header{
-			headerSeq:             {seq},
+			headerSeq:             {strconv.FormatUint(ev.Seq, 10)},
 			headerType:            {string(ev.Type)},
-			jetstream.MsgIDHeader: {runID + "." + seq},
+			jetstream.MsgIDHeader: {msgID(runID, ev.Seq)},
 		},
 	}
 }
