@@ -32,6 +32,7 @@ import (
 	"github.com/agentgate/agentgate/internal/adapters/opencode"
 	"github.com/agentgate/agentgate/internal/api"
 	"github.com/agentgate/agentgate/internal/diskguard"
+	"github.com/agentgate/agentgate/internal/fanout"
 	"github.com/agentgate/agentgate/internal/metrics"
 	"github.com/agentgate/agentgate/internal/proctree"
 	"github.com/agentgate/agentgate/internal/redact"
@@ -149,6 +150,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer st.Close()
+	// The clients of a run on this replica share one store cursor on it.
+	hub := fanout.New(st, fanout.Options{}, log.Named("fanout"))
+	defer hub.Close()
 
 	// The disks: a full one must not break the store. See diskguard.
 	guardOpts := diskguard.Options{
@@ -234,6 +238,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Quotas:      runs.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
 		Files:       runs.FileLimits{TTL: cfg.FileTTL, MaxBytes: cfg.HTTP.MaxFileBytes, MaxPerTenant: cfg.MaxFilesPerTenant},
 		MCPCommands: cfg.MCPCommands, MCPURLs: cfg.MCPURLs, SealKey: seal,
+		Cursors: hub,
 	}, st, agents, rec, log)
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	defer stopLoops()

@@ -122,6 +122,15 @@ type Config struct {
 	Quotas Quotas
 	// Files bound uploaded files and inline attachments.
 	Files FileLimits
+	// Cursors, when set, opens the cursors Events returns instead of the
+	// store: a replica's shared feed of each run's recent events (see
+	// internal/fanout), itself read from the store.
+	Cursors CursorOpener
+}
+
+// CursorOpener opens cursors on runs' logs, as Store.OpenCursor does.
+type CursorOpener interface {
+	OpenCursor(ctx context.Context, runID string, after uint64) (Cursor, error)
 }
 
 func (c *Config) setDefaults() {
@@ -382,6 +391,9 @@ func (s *Supervisor) List(ctx context.Context, f Filter) (Page, error) {
 func (s *Supervisor) Events(ctx context.Context, id string, after uint64) (Cursor, error) {
 	if _, err := s.store.GetRun(ctx, id); err != nil {
 		return nil, err
+	}
+	if s.cfg.Cursors != nil {
+		return s.cfg.Cursors.OpenCursor(ctx, id, after)
 	}
 	return s.store.OpenCursor(ctx, id, after)
 }
