@@ -149,12 +149,14 @@ func TestReaperKillsTreeWhenGatewayDies(t *testing.T) {
 }
 
 // killGatewayRunning starts a test gateway (this binary, see
-// PROCTREE_TEST_GATEWAY) in mode running evil's hanging tree, waits until
-// the tree is up, and kills the gateway with SIGKILL.
-func killGatewayRunning(t *testing.T, evil *proctreetest.Evil, mode string) {
+// PROCTREE_TEST_GATEWAY) in mode running evil's hanging tree, with env
+// added to its environment, waits until the tree is up, and kills the
+// gateway with SIGKILL.
+func killGatewayRunning(t *testing.T, evil *proctreetest.Evil, mode string, env ...string) {
 	t.Helper()
 	gw := exec.Command(os.Args[0])
 	gw.Env = append(os.Environ(), "PROCTREE_TEST_GATEWAY="+mode+evil.Bin+" "+strings.Join(evil.Args("hang"), " "))
+	gw.Env = append(gw.Env, env...)
 	gw.Stderr = os.Stderr
 	out, err := gw.StdoutPipe()
 	if err != nil {

@@ -18,9 +18,22 @@ import (
 // first in a run cgroup of its own.
 const gatewayEnv = "PROCTREE_TEST_GATEWAY"
 
+// reaperEnv names the reaper binary a fake gateway (gatewayEnv) runs its
+// run under; empty means this binary, as the gateway's own.
+const reaperEnv = "PROCTREE_TEST_REAPER"
+
+// ownCgroupEnv makes the test binary print what ownCgroup says of the
+// cgroup it was started in, with its parent as the gateway.
+const ownCgroupEnv = "PROCTREE_TEST_OWN_CGROUP"
+
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == ReaperArg {
 		os.Exit(Reap(os.Args[2:]))
+	}
+	if os.Getenv(ownCgroupEnv) != "" {
+		dir, ok := ownCgroup(os.Getppid())
+		fmt.Println(dir, ok)
+		os.Exit(0)
 	}
 	if spec := os.Getenv(gatewayEnv); spec != "" {
 		os.Exit(fakeGateway(spec))
@@ -38,7 +51,11 @@ func fakeGateway(spec string) int {
 	switch kind {
 	case "reaper":
 		argv := strings.Fields(rest)
-		cmd = exec.Command(os.Args[0], ReaperArgs(argv)...)
+		reaper := os.Getenv(reaperEnv)
+		if reaper == "" {
+			reaper = os.Args[0]
+		}
+		cmd = exec.Command(reaper, ReaperArgs(argv)...)
 		attr.Pdeathsig = DeathSignal
 	case "cgroup":
 		replica, line, _ := strings.Cut(rest, ":")

@@ -84,3 +84,36 @@ func FuzzParseInstance(f *testing.F) {
 		}
 	})
 }
+
+func TestParseCgroupFile(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"0::/agentgate/r/1-2-ab/run\n", "/agentgate/r/1-2-ab/run", true},
+		{"12:cpu,cpuacct:/x\n1:name=systemd:/y\n0::/unified/z\n", "/unified/z", true},
+		{"0::/\n", "/", true},
+		{"12:cpu:/x\n", "", false},
+		{"0::relative\n", "", false},
+		{"0::/a/../b\n", "", false},
+		{"0::/a/..\n", "", false},
+		{"", "", false},
+	} {
+		got, ok := parseCgroupFile([]byte(tc.in))
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("parseCgroupFile(%q) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func FuzzParseCgroupFile(f *testing.F) {
+	f.Add([]byte("0::/agentgate/r/1-2-ab/run\n"))
+	f.Add([]byte("12:cpu,cpuacct:/x\n0::/y\n"))
+	f.Add([]byte("0::/a/../b"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, ok := parseCgroupFile(b)
+		if ok && (!strings.HasPrefix(p, "/") || strings.Contains(p, "\n") || strings.Contains(p+"/", "/../")) {
+			t.Fatalf("parseCgroupFile(%q) = %q, a path that is not absolute and clean", b, p)
+		}
+	})
+}

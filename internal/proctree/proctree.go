@@ -14,13 +14,18 @@
 // cleared its environment is still found as long as its parent lives. A
 // process that both clears its environment and detaches escapes it.
 //
-// The reaper (Reap). The agent runs below the gateway's own binary, which
-// is its child subreaper: whatever dies above a process of the run, the
-// process is re-parented to the reaper, not to init. The agent has a
+// The reaper (Reap). The agent runs below a reaper, which is its child
+// subreaper: the light reaper, cmd/agentgate-reaper, when it is installed
+// beside the gateway's binary, or else the gateway's own binary started
+// again (ReaperBeside); both do the same. Whatever dies above a process
+// of the run, the process is re-parented to the reaper, not to init. The
+// agent has a
 // process group of its own, so that a group signal, the agent's or the
 // supervisor's, does not take the reaper down first. The reaper kills
 // everything below it when the agent exits, and exits only once it has no
-// child left, which, unlike a scan of /proc, proves nothing is below it;
+// child left, which, unlike a scan of /proc, proves nothing is below it
+// (in a run's cgroup it finds what to kill by the cgroup's list of
+// processes, so that its cost does not grow with the host's processes);
 // the supervisor's last step of a stop kills everything below the reaper
 // and then waits for the reaper rather than killing it; and when the
 // gateway dies, even by SIGKILL, the reaper is told by its parent-death

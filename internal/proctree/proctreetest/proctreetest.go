@@ -142,3 +142,20 @@ func describe(pids []int) string {
 	}
 	return b.String()
 }
+
+// BuildReaper compiles the light reaper, cmd/agentgate-reaper, into a
+// temporary directory of its own and returns its path: the gateway uses it
+// when it is installed beside the gateway's binary (see
+// proctree.ReaperBeside).
+func BuildReaper(t testing.TB) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	src := filepath.Join(filepath.Dir(file), "..", "..", "..", "cmd", "agentgate-reaper")
+	bin := filepath.Join(t.TempDir(), "agentgate-reaper")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = src
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the light reaper: %v\n%s", err, out)
+	}
+	return bin
+}

@@ -1,0 +1,224 @@
+package proctree_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentgate/agentgate/internal/proctree"
+	"github.com/agentgate/agentgate/internal/proctree/proctreetest"
+)
+
+// buildGateway compiles the gateway's binary, the reaper a gateway falls
+// back to when the light one is not installed beside it.
+func buildGateway(b *testing.B) string {
+	b.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	bin := filepath.Join(b.TempDir(), "agentgate")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..", "cmd", "gateway")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("build the gateway: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// reap runs argv under reaper, as the supervisor does, and returns how
+// long it took from the start to the reaper's exit.
+func reap(b *testing.B, reaper, id string, g *proctree.Cgroup, argv ...string) time.Duration {
+	b.Helper()
+	cmd := exec.Command(reaper, proctree.ReaperArgs(argv)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), proctree.Cookie(id)}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: proctree.DeathSignal}
+	if g != nil {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, g.FD()
+	}
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("%s: %v\n%s", reaper, err, out)
+	}
+	return time.Since(start)
+}
+
+// memoryOf starts reaper running a shell that waits on its stdin, waits
+// until the shell runs below it, and returns the reaper's resident memory
+// and the anonymous part of it, in KiB: what each run's reaper costs while
+// its agent runs.
+func memoryOf(b *testing.B, reaper string) (rss, anon float64) {
+	b.Helper()
+	cmd := exec.Command(reaper, proctree.ReaperArgs([]string{"/bin/sh", "-c", "read x"})...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: proctree.DeathSignal}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { in.Close(); _ = cmd.Wait() }()
+	pid := cmd.Process.Pid
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if len(childrenOf(pid)) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the reaper started no agent within a minute")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), ":")
+		n, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+		switch k {
+		case "VmRSS":
+			rss = n
+		case "RssAnon":
+			anon = n
+		}
+	}
+	return rss, anon
+}
+
+// BenchmarkReaperStart runs an agent that exits at once directly, under
+// the light reaper and under the gateway's binary as the reaper, in turns,
+// and reports the time from start to exit of each, the ratio of the two
+// reapers', and each reaper's memory while its agent runs.
+//
+//	go test -run XXX -bench BenchmarkReaperStart ./internal/proctree/
+func BenchmarkReaperStart(b *testing.B) {
+	light, fat := proctreetest.BuildReaper(b), buildGateway(b)
+	var tDirect, tLight, tFat time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		tDirect += time.Since(start)
+		tLight += reap(b, light, "bench", nil, "/bin/true")
+		tFat += reap(b, fat, "bench", nil, "/bin/true")
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(tDirect.Microseconds())/n, "direct-µs/run")
+	b.ReportMetric(float64(tLight.Microseconds())/n, "light-µs/run")
+	b.ReportMetric(float64(tFat.Microseconds())/n, "gateway-µs/run")
+	b.ReportMetric(float64(tFat)/float64(tLight), "start-ratio")
+	rl, al := memoryOf(b, light)
+	rf, af := memoryOf(b, fat)
+	b.ReportMetric(rl, "light-rss-KiB")
+	b.ReportMetric(al, "light-anon-KiB")
+	b.ReportMetric(rf, "gateway-rss-KiB")
+	b.ReportMetric(af, "gateway-anon-KiB")
+	b.ReportMetric(rf/rl, "rss-ratio")
+}
+
+// hostProcesses is how many sleeping processes BenchmarkEndOfRun starts
+// outside the run, standing for a busy host.
+const hostProcesses = 2000
+
+// startHost starts n sleeping processes outside any run, and waits until
+// they all run; the benchmark's cleanup kills them.
+func startHost(b *testing.B, n int) {
+	b.Helper()
+	cmd := exec.Command("/bin/sh", "-c", `i=0; while [ $i -lt `+strconv.Itoa(n)+` ]; do sleep 600 & i=$((i+1)); done; echo up; wait`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "up\n" {
+		b.Fatalf("the host's processes: %q", line)
+	}
+	go io.Copy(io.Discard, out)
+	for {
+		if len(childrenOf(cmd.Process.Pid)) >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// BenchmarkEndOfRun measures the end of a run whose agent left a process
+// behind, on a host running hostProcesses other processes, the way the
+// supervisor ends it: without a cgroup (the reaper scans /proc for what is
+// below it, and the supervisor scans it for the run's cookie) and with one
+// (the reaper kills by the cgroup's list of processes, and the supervisor
+// kills and removes the cgroup). Both run in turns, in the same run, and
+// the figures are the time from the reaper's start to the run's last
+// process gone.
+//
+//	go test -run XXX -bench BenchmarkEndOfRun ./internal/proctree/
+func BenchmarkEndOfRun(b *testing.B) {
+	reaper := proctreetest.BuildReaper(b)
+	cgs, err := proctree.OpenCgroups(context.Background(), proctree.CgroupOptions{Replica: "bench-" + uuid.NewString()[:8]})
+	if err != nil {
+		b.Fatalf("cgroups are needed for this benchmark (cgroup v2, as root): %v", err)
+	}
+	b.Cleanup(func() { _ = cgs.Close(context.Background()) })
+	startHost(b, hostProcesses)
+	tree := proctree.New()
+	agent := []string{"/bin/sh", "-c", "sleep 60 & exit 0"}
+	var scanReaper, scanSup, cgReaper, cgSup time.Duration
+	for b.Loop() {
+		id := uuid.NewString()
+		scanReaper += reap(b, reaper, id, nil, agent...)
+		start := time.Now()
+		if err := tree.Kill(context.Background(), id); err != nil {
+			b.Fatal(err)
+		}
+		scanSup += time.Since(start)
+
+		id = uuid.NewString()
+		g, err := cgs.New(context.Background(), id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cgReaper += reap(b, reaper, id, g, agent...)
+		start = time.Now()
+		if err := g.Remove(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		cgSup += time.Since(start)
+	}
+	n := float64(b.N)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / n }
+	b.ReportMetric(ms(scanReaper), "scan-reaper-ms/run")
+	b.ReportMetric(ms(scanSup), "scan-supervisor-ms/run")
+	b.ReportMetric(ms(cgReaper), "cgroup-reaper-ms/run")
+	b.ReportMetric(ms(cgSup), "cgroup-supervisor-ms/run")
+	b.ReportMetric(float64(scanReaper+scanSup)/float64(cgReaper+cgSup), "end-ratio")
+}
+
+// childrenOf returns the children of process pid, of any of its threads:
+// a Go program starts a child from whichever thread runs the goroutine.
+func childrenOf(pid int) []string {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var out []string
+	for _, t := range tasks {
+		c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+		out = append(out, strings.Fields(string(c))...)
+	}
+	return out
+}

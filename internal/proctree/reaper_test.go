@@ -1,0 +1,250 @@
+package proctree_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentgate/agentgate/internal/proctree"
+	"github.com/agentgate/agentgate/internal/proctree/proctreetest"
+)
+
+// reapers returns the two binaries a gateway may run its agents under:
+// its own (this test binary plays it, see TestMain) and the light reaper,
+// built for the test.
+func reapers(t *testing.T) map[string]string {
+	t.Helper()
+	return map[string]string{"gateway": os.Args[0], "light": proctreetest.BuildReaper(t)}
+}
+
+// startReaper starts reaper running argv as the supervisor does, marked
+// with run id's cookie, and in g when g is not nil.
+func startReaper(t *testing.T, reaper, id string, g *proctree.Cgroup, argv ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(reaper, proctree.ReaperArgs(argv)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), proctree.Cookie(id)}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: proctree.DeathSignal}
+	if g != nil {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, g.FD()
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+// exitCode waits for cmd and returns its exit code.
+func exitCode(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// assertDead fails the test when process pid is alive.
+func assertDead(t *testing.T, pid int, what string) {
+	t.Helper()
+	if err := syscall.Kill(pid, 0); err == nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("%s (%d) outlived its reaper", what, pid)
+	}
+}
+
+// readPid reads the pid a process of the test wrote to file.
+func readPid(t *testing.T, file string) int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid <= 0 {
+		t.Fatalf("no pid in %q", b)
+	}
+	return pid
+}
+
+// TestLightReaper runs the reaper tests against the light reaper,
+// cmd/agentgate-reaper, and the gateway's own binary alike: the grandchild
+// that clears its environment and leaves the session dies with the run,
+// the agent's exit code comes back, an evil tree that exits leaves
+// nothing, and one that hangs dies with a gateway killed by SIGKILL.
+func TestLightReaper(t *testing.T) {
+	for name, reaper := range reapers(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Run("reap", func(t *testing.T) {
+				pidFile := filepath.Join(t.TempDir(), "pid")
+				cmd := startReaper(t, reaper, uuid.NewString(), nil, "/bin/sh", "-c",
+					`env -i setsid sh -c 'echo $$ > `+pidFile+`.new && mv `+pidFile+`.new `+pidFile+`; exec sleep 60' & while [ ! -s `+pidFile+` ]; do sleep 0.01; done; exit 3`)
+				if code := exitCode(t, cmd); code != 3 {
+					t.Fatalf("exit code %d, want the shell's 3", code)
+				}
+				assertDead(t, readPid(t, pidFile), "the escaped grandchild")
+			})
+			t.Run("signal", func(t *testing.T) {
+				cmd := startReaper(t, reaper, uuid.NewString(), nil, "/bin/sh", "-c", "kill -KILL $$")
+				if err := cmd.Wait(); err == nil || cmd.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+					t.Fatalf("the reaper ended with %v, want the agent's SIGKILL", err)
+				}
+			})
+			t.Run("evil exits", func(t *testing.T) {
+				evil := proctreetest.Build(t, 2*time.Minute)
+				cmd := startReaper(t, reaper, uuid.NewString(), nil, append([]string{evil.Bin}, evil.Args("exit")...)...)
+				if code := exitCode(t, cmd); code != 0 {
+					t.Fatalf("exit code %d, want the evil agent's 0", code)
+				}
+				evil.AssertGone(t, 5*time.Second)
+			})
+			t.Run("gateway dies", func(t *testing.T) {
+				evil := proctreetest.Build(t, 2*time.Minute)
+				killGatewayRunning(t, evil, "reaper:", "PROCTREE_TEST_REAPER="+reaper)
+				evil.AssertGone(t, 10*time.Second)
+			})
+		})
+	}
+}
+
+// TestLightReaperUsage: started by hand, without the reaper argument, the
+// light reaper says what it is and runs nothing.
+func TestLightReaperUsage(t *testing.T) {
+	bin := proctreetest.BuildReaper(t)
+	out, err := exec.Command(bin, "/bin/echo", "ran").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 125 {
+		t.Fatalf("exit %v, want 125", err)
+	}
+	if !strings.Contains(string(out), "usage: agentgate-reaper") || strings.Contains(string(out), "ran") {
+		t.Fatalf("output %q", out)
+	}
+}
+
+func TestReaperBeside(t *testing.T) {
+	dir := t.TempDir()
+	gateway := filepath.Join(dir, "agentgate")
+	light := filepath.Join(dir, proctree.ReaperName)
+	if err := os.WriteFile(gateway, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := proctree.ReaperBeside(gateway); got != gateway {
+		t.Fatalf("no light reaper: %s, want the gateway's binary", got)
+	}
+	if err := os.WriteFile(light, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := proctree.ReaperBeside(gateway); got != gateway {
+		t.Fatalf("a light reaper that is not executable: %s, want the gateway's binary", got)
+	}
+	if err := os.Chmod(light, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := proctree.ReaperBeside(gateway); got != light {
+		t.Fatalf("ReaperBeside = %s, want %s", got, light)
+	}
+	if err := os.Remove(light); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(light, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := proctree.ReaperBeside(gateway); got != gateway {
+		t.Fatalf("a directory of the reaper's name: %s, want the gateway's binary", got)
+	}
+}
+
+// TestReaperKnowsItsRunCgroup: a reaper started in its run's cgroup (named
+// by the run's id, and not the gateway's) kills what is left by the
+// cgroup's list of processes; in any other cgroup it scans /proc.
+func TestReaperKnowsItsRunCgroup(t *testing.T) {
+	cgs := openCgroups(t, replicaName(t), false)
+	id := uuid.NewString()
+	g, err := cgs.New(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Remove(context.Background())
+	ask := func(g *proctree.Cgroup, cookie string) string {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = []string{"PROCTREE_TEST_OWN_CGROUP=1", proctree.Cookie(cookie)}
+		if g != nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: g.FD()}
+		}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got, want := ask(g, id), g.Path()+" true"; got != want {
+		t.Errorf("in the run's cgroup: %q, want %q", got, want)
+	}
+	if got := ask(g, "another-run"); got != "false" {
+		t.Errorf("in a cgroup of another name: %q, want false", got)
+	}
+	if got := ask(nil, id); got != "false" {
+		t.Errorf("in the gateway's own cgroup: %q, want false", got)
+	}
+}
+
+// TestReaperInRunCgroup runs each reaper in its run's cgroup, as the
+// supervisor does with PROCESS_ISOLATION=cgroup: an evil tree that exits
+// leaves nothing, and a privileged process that moved itself to another
+// cgroup (so that the cgroup's list no longer has it) is still found below
+// the reaper and killed before the reaper exits.
+func TestReaperInRunCgroup(t *testing.T) {
+	cgs := openCgroups(t, replicaName(t), false)
+	for name, reaper := range reapers(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Run("evil exits", func(t *testing.T) {
+				id := uuid.NewString()
+				g, err := cgs.New(context.Background(), id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer g.Remove(context.Background())
+				evil := proctreetest.Build(t, 2*time.Minute)
+				cmd := startReaper(t, reaper, id, g, append([]string{evil.Bin}, evil.Args("exit")...)...)
+				if code := exitCode(t, cmd); code != 0 {
+					t.Fatalf("exit code %d, want the evil agent's 0", code)
+				}
+				evil.AssertGone(t, 5*time.Second)
+				if left, err := g.Procs(); err != nil || len(left) != 0 {
+					t.Fatalf("left in the run's cgroup: %v %v", left, err)
+				}
+			})
+			t.Run("leaves the cgroup", func(t *testing.T) {
+				id := uuid.NewString()
+				g, err := cgs.New(context.Background(), id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer g.Remove(context.Background())
+				elsewhere := filepath.Join(cgs.Dir(), "elsewhere-"+id)
+				if err := os.Mkdir(elsewhere, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				defer os.Remove(elsewhere)
+				pidFile := filepath.Join(t.TempDir(), "pid")
+				cmd := startReaper(t, reaper, id, g, "/bin/sh", "-c",
+					`env -i setsid sh -c 'echo $$ > `+elsewhere+`/cgroup.procs && echo $$ > `+pidFile+`.new && mv `+pidFile+`.new `+pidFile+` && exec sleep 60' & while [ ! -s `+pidFile+` ]; do sleep 0.01; done; exit 3`)
+				if code := exitCode(t, cmd); code != 3 {
+					t.Fatalf("exit code %d, want the shell's 3", code)
+				}
+				assertDead(t, readPid(t, pidFile), "the process that left the run's cgroup")
+			})
+		})
+	}
+}
