@@ -21,6 +21,7 @@ type fanoutResult struct {
 	cpuPerDelivery time.Duration // process CPU (the embedded store's included)
 	bytesPerReader float64       // live heap and stacks, mid-run
 	goroutines     float64       // per reader, beyond the reader's own
+	storeReads     float64       // per reader: store cursors of its own (hub)
 	p50, p99       time.Duration // from the append to the reader
 }
 
@@ -40,6 +41,7 @@ func BenchmarkFanout(b *testing.B) {
 			for i := range b.N {
 				h := New(st, Options{}, zap.NewNop())
 				hub = fanoutPass(b, st, h, fmt.Sprintf("hub-%d", i), c.readers, c.rate, c.events)
+				hub.storeReads = float64(h.Stats().StoreReads) / float64(c.readers)
 				h.Close()
 				own = fanoutPass(b, st, st, fmt.Sprintf("own-%d", i), c.readers, c.rate, c.events)
 			}
@@ -49,6 +51,7 @@ func BenchmarkFanout(b *testing.B) {
 			b.ReportMetric(hub.bytesPerReader, "hub-B/reader")
 			b.ReportMetric(own.bytesPerReader, "own-B/reader")
 			b.ReportMetric(own.bytesPerReader/hub.bytesPerReader, "mem-ratio")
+			b.ReportMetric(hub.storeReads, "hub-store-reads/reader")
 			b.ReportMetric(hub.goroutines, "hub-goroutines/reader")
 			b.ReportMetric(own.goroutines, "own-goroutines/reader")
 			b.ReportMetric(float64(hub.p50.Microseconds()), "hub-p50-µs")

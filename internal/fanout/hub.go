@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -72,6 +73,26 @@ type Hub struct {
 	feeds  map[string]*feed // by run id, while they have readers
 	closed bool
 	pumps  sync.WaitGroup
+
+	// storeReads counts the store cursors readers opened of their own:
+	// starting before a ring, or fallen off it.
+	storeReads atomic.Int64
+}
+
+// Stats is what a Hub holds and has done.
+type Stats struct {
+	// Feeds is the runs with a feed now.
+	Feeds int
+	// StoreReads is how many times a reader read from a store cursor of
+	// its own, because it started before its run's ring or fell off it.
+	StoreReads int64
+}
+
+// Stats returns what the Hub holds now and has done so far.
+func (h *Hub) Stats() Stats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return Stats{Feeds: len(h.feeds), StoreReads: h.storeReads.Load()}
 }
 
 // New returns a Hub reading from src.
@@ -357,6 +378,7 @@ func (r *reader) place(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.f.h.storeReads.Add(1)
 	r.own = cur
 	return nil
 }
@@ -418,6 +440,7 @@ func (r *reader) Next(ctx context.Context, max int) ([]runs.StoredEvent, error) 
 			if err != nil {
 				return nil, err
 			}
+			f.h.storeReads.Add(1)
 			r.own = cur
 			continue
 		}

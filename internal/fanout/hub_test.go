@@ -128,6 +128,9 @@ func TestEveryReaderGetsEveryEvent(t *testing.T) {
 			if opened, open := src.counts(); opened != 1 || open != 0 {
 				t.Fatalf("store cursors: %d opened, %d left open; want 1 and 0", opened, open)
 			}
+			if st := h.Stats(); st.Feeds != 0 || st.StoreReads != 0 {
+				t.Fatalf("stats %+v, want no feed and no store read", st)
+			}
 		})
 	}
 }
@@ -238,6 +241,9 @@ func TestStalledReaderLagsOnlyItself(t *testing.T) {
 	}
 	if opened, _ := src.counts(); opened != before+1 {
 		t.Fatalf("%d store cursors opened for the stalled reader; want 1", opened-before)
+	}
+	if opened, _ := src.counts(); h.Stats().StoreReads != int64(opened-1) {
+		t.Fatalf("stats %+v, with %d store cursors opened", h.Stats(), opened)
 	}
 	if r.own != nil {
 		t.Fatal("the stalled reader never rejoined the ring")
