@@ -18,14 +18,21 @@ import (
 	"go.uber.org/zap"
 )
 
-// cursorBuffer is how many events a cursor holds ready for Next, and also
-// how many it asks the server for at once. Events are bounded by
-// runs.Limits, so a cursor's memory is bounded too.
-const cursorBuffer = 64
+// cursorBuffer is how many events a cursor holds ready for Next, which is
+// also the most one Next returns: a replay moves in batches this large
+// when its reader is the slower side. Events are bounded by runs.Limits,
+// and the bytes held by cursorBufferBytes, so a cursor's memory is bounded
+// too.
+const cursorBuffer = 256
+
+// pullBatch is how many events a cursor asks the server for at once, and
+// at most readers.pullBytes of them: a replay costs one round trip per
+// pullBatch/2 events (the client asks for more at half), not per 32.
+const pullBatch = 1024
 
 // cursorBufferBytes bounds the events a cursor holds ready by their size
 // too: a reader that does not call Next holds at most this (or one event),
-// not cursorBuffer big events (16 MiB of 256 KiB ones).
+// not cursorBuffer big events (64 MiB of 256 KiB ones).
 const cursorBufferBytes = 1 << 20
 
 // errCursorClosed is what Next returns after Close.
@@ -423,24 +430,19 @@ func parseSeq(h nats.Header) (uint64, error) {
 }
 
 // OpenCursor reads the run's log from the event after seq `after`. It reads
-// through an ordered consumer filtered on the run's subject. When the
-// reader is caught up (after ≥ LastSeq, the usual reconnect) the consumer
-// starts right after the run's last event; otherwise it replays the run
-// from its start and skips what the reader has seen.
+// through an ordered consumer filtered on the run's subject, started at the
+// stored position of the event after `after` (cursorStart finds it with a
+// few reads of single messages, whatever the run's length), so a late join
+// or a resume costs the same on a run of a million events as on one of
+// ten. A reader that is caught up (after ≥ LastSeq, the usual reconnect)
+// starts right after the run's last event.
 func (s *Store) OpenCursor(ctx context.Context, runID string, after uint64) (runs.Cursor, error) {
 	if err := checkID(runID); err != nil {
 		return nil, fmt.Errorf("open cursor: %w", err)
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{eventsSubject(runID)}}
-	if after > 0 {
-		seq, streamSeq, err := s.lastStored(ctx, runID)
-		if err != nil {
-			return nil, fmt.Errorf("open cursor on %s: %w", runID, err)
-		}
-		if streamSeq > 0 && seq <= after {
-			cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-			cfg.OptStartSeq = streamSeq + 1
-		}
+	cfg, err := s.cursorStart(ctx, runID, after)
+	if err != nil {
+		return nil, fmt.Errorf("open cursor on %s: %w", runID, err)
 	}
 	rd, err := s.readers.acquire()
 	if err != nil {
@@ -464,7 +466,7 @@ func (s *Store) OpenCursor(ctx context.Context, runID string, after uint64) (run
 		return nil, fmt.Errorf("open cursor on %s: %w", runID, err)
 	}
 	// Bounded in bytes too: see readers.
-	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(cursorBuffer, s.readers.pullBytes()))
+	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(pullBatch, s.readers.pullBytes()))
 	if err != nil {
 		s.deleteConsumer(cons)
 		s.readers.release(rd)
@@ -484,6 +486,168 @@ func (s *Store) OpenCursor(ctx context.Context, runID string, after uint64) (run
 	}
 	go c.pump(pumpCtx, after)
 	return c, nil
+}
+
+// cursorStart returns the configuration of the consumer of a cursor on the
+// run's events after seq after: delivering from the stream sequence of
+// event after+1, from the run's first stored event when after is 0 or
+// older than what is stored, or from right after the run's last event when
+// the reader has seen it.
+//
+// A log that is not a dense prefix in seq order (written by an earlier
+// version) may hide event after+1 from the search; the cursor then replays
+// the run from its first event and drops what the reader has seen, as
+// every cursor did before the search, which delivers the same events.
+func (s *Store) cursorStart(ctx context.Context, runID string, after uint64) (jetstream.OrderedConsumerConfig, error) {
+	subject := eventsSubject(runID)
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}}
+	if after == 0 {
+		return cfg, nil
+	}
+	lastSeq, lastPos, err := s.lastStored(ctx, runID)
+	if err != nil {
+		return cfg, err
+	}
+	if lastPos == 0 {
+		// Nothing stored yet: the run's first event is the first to
+		// come, and the pump drops it if the reader has seen it.
+		return cfg, nil
+	}
+	cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+	if lastSeq <= after {
+		cfg.OptStartSeq = lastPos + 1
+		return cfg, nil
+	}
+	pos, probes, err := s.findEvent(ctx, subject, after+1, lastSeq, lastPos)
+	if err != nil {
+		return cfg, err
+	}
+	if pos == 0 {
+		s.log.Warn("event not found by its seq, cursor replays the run", zap.String("run_id", runID),
+			zap.Uint64("seq", after+1), zap.Int("probes", probes))
+		return jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}}, nil
+	}
+	cfg.OptStartSeq = pos
+	return cfg, nil
+}
+
+// findEvent returns the stream sequence of the run's event of seq t, given
+// its last event, lastSeq ≥ t at stream sequence lastPos, subject being the
+// run's: the first stored event when that one's seq is t or more (older
+// ones expired), 0 when the log does not hold t where a dense prefix in
+// seq order would. It also returns how many reads it made.
+//
+// Each read is one get of "the run's first message at stream sequence x
+// or later", which the server answers from its index of subjects without
+// reading what lies between; the seq header of what it finds says on which
+// side of t it landed, since seqs rise with stream sequences. The reads
+// estimate where t lies from the run's density in the stream (stream
+// sequences per event) and aim just after where event t-1 would be: a run
+// alone in the stream takes one read, one interleaved with others at a
+// steady rate two to four. Until a read lands below t, the estimates go
+// down from the run's end, at first with density 1, the least a dense log
+// allows, so that the first never passes t, then with the density measured
+// between the run's last event and the lowest one read, doubled after each
+// read that found no event of the run closer to t. So a read near
+// the run's end stays near it: it does not read the run's first event,
+// whose file block, on a long run, is out of the server's cache (loading
+// one costs about 10 ms), unless nothing after it is below t. Once t is
+// bracketed, steps alternate between interpolating and halving, which
+// bounds the reads by about twice the bits of the stream's length.
+func (s *Store) findEvent(ctx context.Context, subject string, t, lastSeq, lastPos uint64) (pos uint64, probes int, err error) {
+	return searchEvent(t, lastSeq, lastPos, func(x uint64) (pos, seq uint64, ok bool, err error) {
+		var m *jetstream.RawStreamMsg
+		err = s.retry(ctx, "find event", func(ctx context.Context) error {
+			var err error
+			m, err = s.events.GetMsg(ctx, x, jetstream.WithGetMsgSubject(subject))
+			return err
+		})
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, 0, false, nil
+		}
+		if err != nil {
+			return 0, 0, false, err
+		}
+		seq, perr := parseSeq(m.Header)
+		if perr != nil {
+			return 0, 0, false, nil
+		}
+		return m.Sequence, seq, true, nil
+	})
+}
+
+// probeFunc returns the run's first event at stream sequence x or later:
+// its stream sequence and seq; ok is false when there is none or its seq
+// is unreadable.
+type probeFunc func(x uint64) (pos, seq uint64, ok bool, err error)
+
+// searchEvent is findEvent's search, reading the log through probe.
+func searchEvent(t, lastSeq, lastPos uint64, read probeFunc) (pos uint64, probes int, err error) {
+	probe := func(x uint64) (uint64, uint64, bool, error) {
+		probes++
+		return read(x)
+	}
+	// Invariant: the run's first event at stream sequence hi or later has
+	// seq hiSeq ≥ t and is at found; the event at lo, once lo > 0, has a
+	// seq below t.
+	hi, hiSeq, found := lastPos, lastSeq, lastPos
+	var lo, loSeq uint64
+	misses := 0
+	for step := 0; hiSeq != t; step++ {
+		if lo == 0 && hi <= 1 {
+			// Nothing of the run before found: t expired.
+			return found, probes, nil
+		}
+		if lo > 0 && hi-lo <= 1 {
+			break
+		}
+		var x float64
+		switch {
+		case lo == 0:
+			k := 1.0
+			if hiSeq < lastSeq {
+				k = max(1, float64(lastPos-found)/float64(lastSeq-hiSeq))
+			}
+			k *= float64(uint64(1) << min(misses, 62))
+			x = float64(found) - float64(hiSeq-t)*k - (k-1)/2
+		case step%2 == 0:
+			k := float64(hi-lo) / float64(hiSeq-loSeq)
+			x = float64(lo) + float64(t-loSeq)*k - (k-1)/2
+		default:
+			x = float64(lo + (hi-lo)/2)
+		}
+		// Within what is left: after lo, before hi.
+		at := lo + 1
+		if x > float64(at) {
+			at = min(uint64(x), hi-1)
+		}
+		at = min(at, hi-1)
+		p, seq, ok, err := probe(at)
+		if err != nil || !ok {
+			return 0, probes, err
+		}
+		switch {
+		case seq >= t:
+			if p == found {
+				// Nothing of the run between at and found: the
+				// others' share is larger than guessed.
+				misses++
+			} else {
+				misses = 0
+			}
+			hi, hiSeq, found = at, seq, p
+		case p >= hi:
+			// An earlier event after a later one, or events expiring
+			// under the search: not a dense prefix.
+			return 0, probes, nil
+		default:
+			lo, loSeq = p, seq
+		}
+	}
+	if hiSeq != t {
+		return 0, probes, nil
+	}
+	return found, probes, nil
 }
 
 // deleteConsumer removes a cursor's consumer from the server at once, instead
@@ -553,8 +717,9 @@ func (c *cursor) pump(ctx context.Context, after uint64) {
 		}
 		switch {
 		case seq <= after:
-			// Seen by the reader: a cursor that does not start at the
-			// end replays the run from its start.
+			// Seen by the reader: delivered only to a cursor opened
+			// before the run had events, or on a log whose event
+			// after the reader's was not found (cursorStart).
 			continue
 		case seq <= last:
 			// AppendEvents never stores this; a log written by an
@@ -685,7 +850,7 @@ func (c *cursor) firstMsg(ctx context.Context) (jetstream.Msg, error) {
 		if err != nil {
 			continue
 		}
-		it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(cursorBuffer, c.s.readers.pullBytes()))
+		it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(pullBatch, c.s.readers.pullBytes()))
 		if err != nil {
 			c.s.deleteConsumer(cons)
 			continue
