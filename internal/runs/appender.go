@@ -12,22 +12,31 @@ import (
 // appender writes one run's events to the store behind the run's reader,
 // so that reading the agent's output does not wait for a store round trip
 // per line. Whatever queued while one append was in flight goes in the
-// next, as one batch. The queue is bounded: a full queue blocks add, so a
-// store that falls behind slows the reader and, through the pipe, the
-// agent, and nothing is dropped.
+// next, as one batch. While the run writes in bursts (the lines of one
+// message, a tool's result, spread over a fraction of a millisecond) an
+// event that finds the appender idle waits up to its window for the rest
+// of its burst, since one append of a burst costs the store little more
+// than one of its first event. While events come one at a time, it does
+// not: a window that gathers nothing only adds its length to the event's
+// latency and a timer to its cost. The queue is bounded: a full queue blocks
+// add, so a store that falls behind slows the reader and, through the
+// pipe, the agent, and nothing is dropped.
 type appender struct {
-	store Store
-	runID string
-	log   *zap.Logger
-	max   int
-	retry time.Duration // how long one failing batch is tried
+	store  Store
+	runID  string
+	log    *zap.Logger
+	max    int
+	retry  time.Duration // how long one failing batch is tried
+	window time.Duration // how long an event arriving at an idle appender waits for others; 0: not at all
 
-	mu      sync.Mutex
-	changed *sync.Cond // on mu: queue grew, shrank, or closing
-	queue   []StoredEvent
-	closing bool
-	lost    int // events the store never took
-	done    chan struct{}
+	mu        sync.Mutex
+	changed   *sync.Cond // on mu: queue grew, shrank, or closing; the window ended
+	queue     []StoredEvent
+	closing   bool
+	gathering bool   // within a window: add wakes the loop only when a batch is full
+	adds      uint64 // calls of add so far
+	lost      int    // events the store never took
+	done      chan struct{}
 }
 
 // maxAppendBatch bounds the events of one AppendEvents call. The store
@@ -35,8 +44,18 @@ type appender struct {
 // past a few thousand publishes in flight, shared by every run.
 const maxAppendBatch = 512
 
+// appendWindow is an appender's window: about what an event's delivery
+// takes anyway, and ample for a burst of lines written together.
+const appendWindow = time.Millisecond
+
 func newAppender(store Store, runID string, max int, retry time.Duration, log *zap.Logger) *appender {
-	a := &appender{store: store, runID: runID, log: log, max: max, retry: retry, done: make(chan struct{})}
+	return newAppenderWindow(store, runID, max, retry, appendWindow, log)
+}
+
+// newAppenderWindow is newAppender with a window of its own; 0 appends
+// each event that finds the appender idle at once.
+func newAppenderWindow(store Store, runID string, max int, retry, window time.Duration, log *zap.Logger) *appender {
+	a := &appender{store: store, runID: runID, log: log, max: max, retry: retry, window: window, done: make(chan struct{})}
 	a.changed = sync.NewCond(&a.mu)
 	go a.loop()
 	return a
@@ -49,9 +68,19 @@ func (a *appender) add(evs []StoredEvent) {
 		a.changed.Wait()
 	}
 	a.queue = append(a.queue, evs...)
-	a.changed.Broadcast()
+	a.adds++
+	if !a.gathering || a.full() {
+		// Within a window the loop waits for its end or a full batch,
+		// not for each event: waking it per event would cost what the
+		// window saves.
+		a.changed.Broadcast()
+	}
 	a.mu.Unlock()
 }
+
+// full reports whether the queue holds a whole batch, or as much as it
+// may hold; on a.mu.
+func (a *appender) full() bool { return len(a.queue) >= min(maxAppendBatch, a.max) }
 
 // close appends everything queued and returns, once it is stored, how
 // many events of the run the store never took.
@@ -68,6 +97,8 @@ func (a *appender) close() (lost int) {
 
 func (a *appender) loop() {
 	defer close(a.done)
+	idle := true   // the queue was empty when the last append ended
+	bursty := true // a run starts with a burst: its first lines come together
 	for {
 		a.mu.Lock()
 		for len(a.queue) == 0 && !a.closing {
@@ -77,17 +108,54 @@ func (a *appender) loop() {
 			a.mu.Unlock()
 			return
 		}
+		if idle && bursty && a.window > 0 {
+			// What queued behind an append in flight goes at once:
+			// it has waited already. An event that found the
+			// appender idle waits for the others of its burst.
+			// One that nothing joined ends the bursts.
+			bursty = a.gather()
+		}
 		n := min(len(a.queue), maxAppendBatch)
 		batch := a.queue[:n:n]
 		a.queue = append([]StoredEvent(nil), a.queue[n:]...)
 		a.changed.Broadcast() // room again for add
 		a.mu.Unlock()
-		if err := appendWithRetry(a.store, a.runID, batch, a.retry, a.log); err != nil {
-			a.mu.Lock()
+		err := appendWithRetry(a.store, a.runID, batch, a.retry, a.log)
+		a.mu.Lock()
+		if err != nil {
 			a.lost += len(batch)
-			a.mu.Unlock()
 		}
+		idle = len(a.queue) == 0
+		if !idle {
+			bursty = true // events came while one was being stored
+		}
+		a.mu.Unlock()
 	}
+}
+
+// gather waits, on a.mu, until the window has passed since now, the queue
+// holds a whole batch, or the appender closes: close appends at once what
+// is queued, so that run.completed is not held back. It reports whether
+// anything was added meanwhile.
+func (a *appender) gather() (joined bool) {
+	if a.closing || a.full() {
+		return false
+	}
+	adds := a.adds
+	ended := false
+	t := time.AfterFunc(a.window, func() {
+		a.mu.Lock()
+		ended = true
+		a.changed.Broadcast()
+		a.mu.Unlock()
+	})
+	a.gathering = true
+	for !ended && !a.closing && !a.full() {
+		a.changed.Wait()
+	}
+	a.gathering = false
+	t.Stop()
+	return a.adds > adds
 }
 
 // appendWithRetry appends batch, retrying a failing store for up to retry:

@@ -120,3 +120,171 @@ func TestAppenderBoundsBatches(t *testing.T) {
 		t.Fatalf("%d appends, want 4", st.batches)
 	}
 }
+
+// countingStore is a memStore that counts the appends it was given.
+type countingStore struct {
+	*memStore
+	mu      sync.Mutex
+	batches int
+	events  int
+}
+
+func (c *countingStore) AppendEvents(ctx context.Context, id string, evs []StoredEvent) error {
+	c.mu.Lock()
+	c.batches++
+	c.events += len(evs)
+	c.mu.Unlock()
+	return c.memStore.AppendEvents(ctx, id, evs)
+}
+
+func (c *countingStore) counts() (batches, events int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.batches, c.events
+}
+
+// waitStored waits until the store holds n events, or fails the test.
+func waitStored(t *testing.T, c *countingStore, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, events := c.counts(); events >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			_, events := c.counts()
+			t.Fatalf("the store holds %d events after 30s, want %d", events, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Events reaching an idle appender within its window are stored in one
+// append, and close does not wait for the window to end: run.completed is
+// not held back.
+func TestAppenderWindowGathersABurst(t *testing.T) {
+	st := &countingStore{memStore: newMemStore()}
+	a := newAppenderWindow(st, "r", 1000, time.Second, time.Hour, zap.NewNop())
+	for s := uint64(1); s <= 5; s++ {
+		a.add(seqs(s, s))
+	}
+	done := make(chan struct{})
+	go func() {
+		a.close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("close waited for the window")
+	}
+	if batches, events := st.counts(); batches != 1 || events != 5 {
+		t.Fatalf("%d appends of %d events, want 1 of 5", batches, events)
+	}
+	for i, e := range st.eventsOf("r") {
+		if e.Seq != uint64(i+1) {
+			t.Fatalf("event %d has seq %d: out of order", i, e.Seq)
+		}
+	}
+}
+
+// A window ends by itself: a lone event is stored without close.
+func TestAppenderWindowEnds(t *testing.T) {
+	st := &countingStore{memStore: newMemStore()}
+	a := newAppenderWindow(st, "r", 1000, time.Second, time.Millisecond, zap.NewNop())
+	defer a.close()
+	a.add(seqs(1, 1))
+	waitStored(t, st, 1)
+	a.add(seqs(2, 2))
+	waitStored(t, st, 2)
+}
+
+// Once a window gathered nothing, events that find the appender idle go
+// at once, until some come while one is being stored: a run writing one
+// event at a time pays no window.
+func TestAppenderWindowOnlyForBursts(t *testing.T) {
+	st := &gatedStore{memStore: newMemStore(), gate: make(chan struct{}, 1000)}
+	a := newAppenderWindow(st, "r", maxAppendBatch, time.Second, time.Hour, zap.NewNop())
+	defer a.close()
+	open := func() { st.gate <- struct{}{} }
+	stored := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for len(st.eventsOf("r")) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("the store holds %d events after 30s, want %d: held by a window", len(st.eventsOf("r")), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// A full queue in one add: the window gathers nothing.
+	open()
+	a.add(seqs(1, maxAppendBatch))
+	stored(maxAppendBatch)
+	// One at a time now: each goes at once, with no window (of an hour).
+	const next = maxAppendBatch + 1
+	open()
+	a.add(seqs(next, next))
+	stored(next)
+	// One comes while another is being stored: bursts again, and the
+	// next idle event waits for the window, here for close.
+	a.add(seqs(next+1, next+1)) // taken, held at the gate
+	waitTaken(a)
+	a.add(seqs(next+2, next+2)) // queued behind it
+	open()
+	open()
+	stored(next + 2)
+	open()
+	a.add(seqs(next+3, next+3)) // gathering, for an hour
+	a.mu.Lock()
+	gathering := a.gathering
+	a.mu.Unlock()
+	for !gathering {
+		time.Sleep(time.Millisecond)
+		a.mu.Lock()
+		gathering = a.gathering
+		a.mu.Unlock()
+	}
+	a.close()
+	if n := len(st.eventsOf("r")); n != next+3 {
+		t.Fatalf("stored %d events, want %d", n, next+3)
+	}
+}
+
+// A whole batch goes at once, whatever is left of the window; so does a
+// full queue, so that the reader is not held for the window.
+func TestAppenderWindowEndsOnFullBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		max  int
+		want int
+	}{{"batch", 10000, maxAppendBatch}, {"queue", 20, 20}} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &countingStore{memStore: newMemStore()}
+			a := newAppenderWindow(st, "r", tc.max, time.Second, time.Hour, zap.NewNop())
+			defer a.close()
+			for s := uint64(1); s <= uint64(tc.want); s++ {
+				a.add(seqs(s, s))
+			}
+			waitStored(t, st, tc.want)
+			if batches, _ := st.counts(); batches != 1 {
+				t.Fatalf("%d appends, want 1", batches)
+			}
+		})
+	}
+}
+
+// Without a window an event finding the appender idle is appended alone,
+// at once, as before windows.
+func TestAppenderNoWindow(t *testing.T) {
+	st := &countingStore{memStore: newMemStore()}
+	a := newAppenderWindow(st, "r", 1000, time.Second, 0, zap.NewNop())
+	for s := uint64(1); s <= 3; s++ {
+		a.add(seqs(s, s))
+		waitStored(t, st, int(s))
+	}
+	a.close()
+	if batches, _ := st.counts(); batches != 3 {
+		t.Fatalf("%d appends of 3 events added one at a time, want 3", batches)
+	}
+}
