@@ -508,28 +508,32 @@ func BenchmarkGatewayLatency(b *testing.B) {
 	cs := newCountingStore(js)
 	sup := startSupervisor(b, cs, bin)
 	final := recording(b, "text")
-	linesFile := writeLines(b, [][]byte{stampedDelta(b)})
+	// Each line's text is "<stamp>": the gateway's redaction regroups a
+	// streamed text's deltas (it holds back each tail), so the stamps are
+	// read from the text, not one an event.
+	linesFile := writeLines(b, [][]byte{bracketedDelta(b)})
 	base := fakeSettings{Lines: linesFile, Count: latencyLines, IntervalNS: int64(latencyInterval), Stamp: true,
 		Final: string(final[len(final)-1])}
 	gates := b.TempDir()
 	var viaGateway, viaPipe, viaCursor, toEmit, fromEmit, cursorFromEmit []time.Duration
-	// sample records the latency of one stamped event, read at at, in
-	// total, and its emit-to-read part in fromEmitted.
-	sample := func(data []byte, at time.Time, total, fromEmitted *[]time.Duration) {
-		ns, ok := stampOf(data)
-		if !ok {
-			b.Fatalf("no stamp in %s", data)
-		}
+	// sample records the latency of each stamp an event completes, read at
+	// at, in total, and its emit-to-read part in fromEmitted; it returns
+	// how many it completed.
+	sample := func(st *stampText, data []byte, at time.Time, total, fromEmitted *[]time.Duration) int {
 		emitted, ok := emitTime(data)
 		if !ok {
 			b.Fatalf("no envelope time in %s", data)
 		}
-		written := time.Unix(0, ns)
-		*total = append(*total, at.Sub(written))
-		*fromEmitted = append(*fromEmitted, at.Sub(emitted))
-		if total == &viaGateway {
-			toEmit = append(toEmit, emitted.Sub(written))
+		stamps := st.take(data)
+		for _, ns := range stamps {
+			written := time.Unix(0, ns)
+			*total = append(*total, at.Sub(written))
+			*fromEmitted = append(*fromEmitted, at.Sub(emitted))
+			if total == &viaGateway {
+				toEmit = append(toEmit, emitted.Sub(written))
+			}
 		}
+		return len(stamps)
 	}
 	open := func(gate string) {
 		if err := os.WriteFile(gate, nil, 0o644); err != nil {
@@ -543,13 +547,13 @@ func BenchmarkGatewayLatency(b *testing.B) {
 		launched++
 		id := g.create(b, client, map[string]any{"agent": "claude", "prompt": s.prompt(b)})
 		got := 0
+		var st stampText
 		n, done := g.follow(b, client, id, func(typ string, data []byte, at time.Time) {
 			switch runs.EventType(typ) {
 			case runs.EventRunStarted:
 				open(s.Gate)
 			case runs.EventMessageDelta:
-				sample(data, at, &viaGateway, &fromEmit)
-				got++
+				got += sample(&st, data, at, &viaGateway, &fromEmit)
 			}
 		})
 		if got != latencyLines || done.Status != runs.Succeeded {
@@ -572,6 +576,7 @@ func BenchmarkGatewayLatency(b *testing.B) {
 		}
 		defer cur.Close()
 		got := 0
+		var st stampText
 		for completed := false; !completed; {
 			evs, err := cur.Next(ctx, 256)
 			at := time.Now()
@@ -583,8 +588,7 @@ func BenchmarkGatewayLatency(b *testing.B) {
 				case runs.EventRunStarted:
 					open(s.Gate)
 				case runs.EventMessageDelta:
-					sample(ev.JSON, at, &viaCursor, &cursorFromEmit)
-					got++
+					got += sample(&st, ev.JSON, at, &viaCursor, &cursorFromEmit)
 				case runs.EventRunCompleted:
 					completed = true
 				}
@@ -602,7 +606,7 @@ func BenchmarkGatewayLatency(b *testing.B) {
 	pipeRunOnce := func() {
 		got := 0
 		pipeRun(b, bin, base, func(line []byte, at time.Time) {
-			if ns, ok := stampOf(line); ok {
+			if ns, ok := bracketStamp(line); ok {
 				viaPipe = append(viaPipe, at.Sub(time.Unix(0, ns)))
 				got++
 			}

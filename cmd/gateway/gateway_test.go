@@ -722,7 +722,7 @@ func TestClaudeResumeCountsOnlyItsOwnCost(t *testing.T) {
 
 // startGatewayProcess runs the gateway as a process of its own (the test
 // binary as the gateway), so that a test can SIGKILL it.
-func startGatewayProcess(t *testing.T, settings, passEnv map[string]string) (*gateway, *exec.Cmd) {
+func startGatewayProcess(t testing.TB, settings, passEnv map[string]string) (*gateway, *exec.Cmd) {
 	t.Helper()
 	return startGatewayUnder(t, nil, settings, passEnv)
 }
@@ -730,7 +730,7 @@ func startGatewayProcess(t *testing.T, settings, passEnv map[string]string) (*ga
 // startGatewayUnder is startGatewayProcess with the gateway started by
 // launcher (a command and its arguments, such as prlimit's), or directly
 // when launcher is empty.
-func startGatewayUnder(t *testing.T, launcher []string, settings, passEnv map[string]string) (*gateway, *exec.Cmd) {
+func startGatewayUnder(t testing.TB, launcher []string, settings, passEnv map[string]string) (*gateway, *exec.Cmd) {
 	t.Helper()
 	argv := append(append([]string(nil), launcher...), os.Args[0])
 	cmd := exec.Command(argv[0], argv[1:]...)

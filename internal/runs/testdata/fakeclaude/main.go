@@ -18,10 +18,10 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"time"
@@ -57,9 +57,32 @@ func main() {
 }
 
 func run() error {
-	in, err := io.ReadAll(os.Stdin)
-	if err != nil {
-		return err
+	// The settings are the first line of stdin: the prompt itself, or,
+	// as the gateway drives Claude Code, a stream-json user line whose
+	// content is the prompt. Stdin may stay open after it.
+	in, err := bufio.NewReaderSize(os.Stdin, 1<<20).ReadBytes('\n')
+	if err != nil && len(in) == 0 {
+		return fmt.Errorf("settings on stdin: %w", err)
+	}
+	var user struct {
+		Type    string `json:"type"`
+		Message struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(in, &user) == nil && user.Type == "user" {
+		var text string
+		if err := json.Unmarshal(user.Message.Content, &text); err != nil {
+			var blocks []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			}
+			if err := json.Unmarshal(user.Message.Content, &blocks); err != nil || len(blocks) == 0 {
+				return fmt.Errorf("a user line without a text prompt: %s", in)
+			}
+			text = blocks[0].Text
+		}
+		in = []byte(text)
 	}
 	var s settings
 	if err := json.Unmarshal(in, &s); err != nil {
