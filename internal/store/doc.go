@@ -67,17 +67,23 @@
 //
 // Scale limits: ListRuns reads every key of the bucket on each call, which
 // is fine for tens of thousands of stored runs; past that it needs an index,
-// or a MaxAge that keeps the bucket small. A cursor that does not start at
-// the end of its run's log replays the run from its first event, which is
-// cheap for runs of thousands of events. Each open cursor costs the server
-// one in-memory consumer and the client a few goroutines and at most 64
-// events pulled (and at most 1 MiB of them) plus 64 ready for Next: a
-// replica serves a few thousand concurrent cursors, on one connection per
-// 32; past that, cursors should share one subscription per run. At most 50
-// runs per stream append a multi-event batch at the same instant (the
-// server's limit on atomic batches in flight); more are answered "too
-// many" and retried. An external server needs atomic batch publish
-// (nats-server 2.12 or later) and the default max_pending or more. The embedded server syncs its files to disk every two
-// minutes (the NATS default): a clean shutdown or a crash of the process
-// loses nothing, a crash of the machine may lose the last two minutes.
+// or a MaxAge that keeps the bucket small. A cursor starts at the stored
+// position of the event after the reader's, found by a few reads of single
+// messages (one for a run alone in the stream, a few for one interleaved
+// with others, at most about twice the bits of the stream's length), reading
+// down from the run's end, so that a client asking for the last events
+// touches only the file blocks that hold them. A log that is not a dense
+// prefix is replayed from its first event instead, with a warning. Each open
+// cursor costs the server one in-memory consumer and the client a few
+// goroutines and at most 1024 events pulled (and at most 1 MiB of them) plus
+// 256 ready for Next (and at most 1 MiB of them): a replica serves a few
+// thousand concurrent cursors, on one connection per 32; past that, cursors
+// should share one subscription per run. At most 50 runs per stream append a
+// multi-event batch at the same instant (the server's limit on atomic
+// batches in flight); more are answered "too many" and retried. An external
+// server needs atomic batch publish (nats-server 2.12 or later) and the
+// default max_pending or more. The embedded server syncs its files to disk
+// every two minutes (the NATS default): a clean shutdown or a crash of the
+// process loses nothing, a crash of the machine may lose the last two
+// minutes.
 package store
