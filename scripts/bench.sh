@@ -88,6 +88,11 @@ bench '^BenchmarkSupervisorStore$' 5x ./cmd/gateway
 bench '^BenchmarkGatewayRunOverhead$' 1s ./cmd/gateway
 bench '^BenchmarkClaudeRun$' 4x ./cmd/gateway
 bench '^BenchmarkCodexRun$' 10x ./cmd/gateway
+# At scale: many clients on one run, many runs at once, a burst, a late join.
+bench '^BenchmarkFanout$' 2x ./cmd/gateway
+bench '^BenchmarkConcurrentRuns$' 2x ./cmd/gateway
+bench '^BenchmarkBurst$' 3x ./cmd/gateway
+bench '^BenchmarkLateJoin$' 3x ./cmd/gateway
 # Any other package's benchmarks.
 mapfile -t rest < <(go list ./... | grep -v -x -e '.*/cmd/gateway' -e '.*/internal/adapters/claude' -e '.*/internal/runs' -e '.*/internal/store')
 if [ ${#rest[@]} -gt 0 ]; then
