@@ -93,6 +93,7 @@ bench '^BenchmarkFanout$' 2x ./cmd/gateway
 bench '^BenchmarkConcurrentRuns$' 2x ./cmd/gateway
 bench '^BenchmarkBurst$' 3x ./cmd/gateway
 bench '^BenchmarkLateJoin$' 3x ./cmd/gateway
+bench '^BenchmarkAppenderStore$' 3x ./internal/runs
 # Any other package's benchmarks.
 mapfile -t rest < <(go list ./... | grep -v -x -e '.*/cmd/gateway' -e '.*/internal/adapters/claude' -e '.*/internal/runs' -e '.*/internal/store')
 if [ ${#rest[@]} -gt 0 ]; then

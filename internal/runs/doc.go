@@ -40,15 +40,17 @@
 //
 // Decoders return events; the supervisor's emit is the one place they are
 // stamped (run id, seq, time, session), bounded (Limits) and encoded, then
-// queued to the run's appender, which stores them in order, in batches. The
-// stored log is the source of truth that every reader follows with its own
-// cursor. A failing store write is retried for Config.StoreRetry, through
-// a NATS leader election; the store makes a retried append safe. A run is
-// recorded finished before its run.completed event is stored (the record
-// is retried in the background if need be, and the event waits for it),
-// and run.completed is always the last event. A run some of whose events
-// the store never took fails with class store_failed: it never reports
-// succeeded over a log that is not whole.
+// queued to the run's appender, which stores them in order, in batches. What
+// arrives while an append is in flight goes in the next; while the run
+// writes in bursts, an event finding the appender idle waits up to 1 ms for
+// the rest of its burst. The stored log is the source of truth that every
+// reader follows with its own cursor. A failing store write is retried for
+// Config.StoreRetry, through a NATS leader election; the store makes a
+// retried append safe. A run is recorded finished before its run.completed
+// event is stored (the record is retried in the background if need be, and
+// the event waits for it), and run.completed is always the last event. A run
+// some of whose events the store never took fails with class store_failed:
+// it never reports succeeded over a log that is not whole.
 //
 // # Where things live
 //

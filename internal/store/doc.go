@@ -37,14 +37,16 @@
 //
 // Guarantees: the stored events of a run are always a dense prefix 1..k in
 // seq order. On a cluster a batch is one atomic batch publish, stored whole
-// or not at all; on one server, which stages an atomic batch in files
-// synced at its commit, the events go one by one. Each publish lands only
-// right after the run's last stored event (its first message expects that
-// event's stream sequence), so an election can neither leave a gap nor
-// store an earlier event after a later one; calling AppendEvents
-// again with the same batch stores nothing twice. A cursor that meets an
-// event out of order (a log written by an earlier version) skips it and
-// logs it. An UpdateRun or CreateRun whose ack was lost finds its record
+// or not at all; on one server, which stages an atomic batch in files synced
+// at its commit, a batch's events are sent together and acknowledged after,
+// each expecting the event before it as the stream's last message
+// (Nats-Expected-Last-Msg-Id), so that one refused ends the batch there.
+// Each publish lands only right after the run's last stored event (its first
+// message expects that event's stream sequence), so an election can neither
+// leave a gap nor store an earlier event after a later one; calling
+// AppendEvents again with the same batch stores nothing twice. A cursor that
+// meets an event out of order (a log written by an earlier version) skips it
+// and logs it. An UpdateRun or CreateRun whose ack was lost finds its record
 // stored on the retry and succeeds. GetRun reads from the runs bucket's
 // leader, so a run created on one replica is found on any other at once.
 //
