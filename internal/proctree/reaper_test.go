@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -246,5 +248,33 @@ func TestReaperInRunCgroup(t *testing.T) {
 				assertDead(t, readPid(t, pidFile), "the process that left the run's cgroup")
 			})
 		})
+	}
+}
+
+// TestLightReaperImportsLittle: the light reaper is light because it
+// imports nothing but this package, x/sys and the standard library; a
+// dependency of the gateway's (the store, the API, metrics, logging) that
+// crept in would initialise itself in every run's reaper again.
+func TestLightReaperImportsLittle(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".")
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..", "cmd", "agentgate-reaper")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	allowed := map[string]bool{
+		"github.com/agentgate/agentgate/cmd/agentgate-reaper": true,
+		"github.com/agentgate/agentgate/internal/proctree":    true,
+		"golang.org/x/sys/unix":                               true,
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/agentgate/agentgate/internal/proctree") {
+		t.Fatalf("go list names no proctree among the reaper's dependencies: %q", out)
+	}
+	for _, dep := range deps {
+		if !allowed[dep] {
+			t.Errorf("the light reaper imports %s", dep)
+		}
 	}
 }
