@@ -26,6 +26,8 @@ RUN go mod download
 COPY cmd ./cmd
 COPY internal ./internal
 RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/agentgate ./cmd/gateway
+# Each run's reaper: a small binary beside the gateway, which finds it there.
+RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/agentgate-reaper ./cmd/agentgate-reaper
 
 # The agent CLIs come from npm, pinned by tools/agents/package-lock.json
 # (installed as scripts/install-agents.sh does: see why not npm ci there).
@@ -49,6 +51,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
 COPY --from=agents /usr/local/bin/node /usr/local/bin/node
 COPY --from=agents /opt/agentgate/agents /opt/agentgate/agents
 COPY --from=build /out/agentgate /usr/local/bin/agentgate
+COPY --from=build /out/agentgate-reaper /usr/local/bin/agentgate-reaper
 ENV PATH=/opt/agentgate/agents/node_modules/.bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     AGENTGATE_ADDR=:8080 \
     AGENTGATE_DATA_DIR=/var/lib/agentgate \

@@ -580,6 +580,9 @@ func TestDeployDockerfile(t *testing.T) {
 		`http://127.0.0.1:8080/readyz`,
 		`AGENTGATE_WORKSPACE_ROOT=/var/lib/agentgate-workspaces`,
 		` curl `,
+		// The light reaper beside the gateway, where it looks for it.
+		`-o /out/agentgate-reaper ./cmd/agentgate-reaper`,
+		`COPY --from=build /out/agentgate-reaper /usr/local/bin/agentgate-reaper`,
 	} {
 		if !strings.Contains(df, want) {
 			t.Errorf("Dockerfile lacks %q", want)

@@ -173,8 +173,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 
-	// Each agent runs under this same binary as its subreaper, so that
-	// processes escaping the run's cookie scan still die with the run.
+	// Each agent runs under a subreaper, so that processes escaping the
+	// run's cookie scan still die with the run: agentgate-reaper beside
+	// this binary when installed (proctree.ReaperBeside), or else this
+	// same binary.
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own executable for the agent reaper: %w", err)

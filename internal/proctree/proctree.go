@@ -47,8 +47,10 @@
 // runs' cgroups behind; the reaper kills their contents at once, and the
 // next start of the same replica kills whatever is left (a run that also
 // killed its reaper) and removes them. What escapes it: a privileged
-// process of the run that moves itself to another cgroup (it is still
-// found by the cookie unless it also cleared its environment), and, after
+// process of the run that moves itself to another cgroup and kills its
+// reaper (the reaper takes an emigrant that is still its descendant; the
+// supervisor no longer scans /proc for the cookie of a run whose cgroup it
+// removed, so as not to pay a cost that grows with the host), and, after
 // a gateway's death, anything left until the replica starts again.
 package proctree
 

@@ -27,8 +27,9 @@
 //
 // One goroutine owns each run's process from start to reap. The agent runs
 // in its own process group, in a cgroup of its own where the machine
-// allows it (Config.Cgroups, see proctree.Cgroups), under a reaper (the
-// gateway's binary as child subreaper, see proctree.Reap), with a minimal
+// allows it (Config.Cgroups, see proctree.Cgroups), under a reaper (a
+// child subreaper: agentgate-reaper beside the gateway's binary, or the
+// gateway's binary itself, see proctree.Reap), with a minimal
 // environment that carries the run's cookie. Cancel, timeout and shutdown
 // send the adapter's interrupt signal, then SIGTERM, then SIGKILL, a grace
 // period apart; after the agent exits, however it exits, the run's cgroup

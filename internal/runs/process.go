@@ -113,17 +113,21 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 			log.Warn("run without a cgroup of its own", zap.Error(cerr))
 		}
 	}
-	// removeCgroup kills what is left in the run's cgroup and removes it.
-	removeCgroup := func() {
+	// removeCgroup kills what is left in the run's cgroup and removes it,
+	// and reports whether it did: the run had a cgroup, and every process
+	// in it is gone.
+	removeCgroup := func() bool {
 		if cg == nil {
-			return
+			return false
 		}
 		rctx, cancel := context.WithTimeout(context.Background(), killTimeout)
 		defer cancel()
-		if err := cg.Remove(rctx); err != nil {
+		err := cg.Remove(rctx)
+		if err != nil {
 			log.Error("kill the run's cgroup", zap.Error(err))
 		}
 		cg = nil
+		return err == nil
 	}
 	defer removeCgroup()
 	outR, outW, err := os.Pipe()
@@ -261,12 +265,20 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 	// process can leave a cgroup, but keeps its environment unless it
 	// clears it).
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	removeCgroup()
-	killCtx, cancel := context.WithTimeout(context.Background(), killTimeout)
-	if err := tree.Kill(killCtx, p.RunID); err != nil {
-		log.Error("kill the run's processes", zap.Error(err))
+	// The cgroup is the truth about a run's processes: once it is removed,
+	// with the reaper having taken what left it (a privileged process can
+	// move itself out; the reaper still has it as a descendant), nothing
+	// of the run is left, and reading all of /proc for the run's cookie
+	// would only cost time that grows with the host. Without a cgroup, or
+	// one that could not be removed, or without a reaper, the cookie scan
+	// is the fallback.
+	if contained := removeCgroup(); !contained || !p.Reaped {
+		killCtx, cancel := context.WithTimeout(context.Background(), killTimeout)
+		if err := tree.Kill(killCtx, p.RunID); err != nil {
+			log.Error("kill the run's processes", zap.Error(err))
+		}
+		cancel()
 	}
-	cancel()
 	// A process outside the run may still hold the pipes (it inherited
 	// them and cleared its cookie); read what is there, then stop.
 	out.drain()

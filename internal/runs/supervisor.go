@@ -92,9 +92,11 @@ type Config struct {
 	// runs of replicas whose heartbeat is older than it (the store's TTL).
 	ReplicaTTL time.Duration
 	// Reaper, when set, is a binary that runs each agent under a child
-	// subreaper when given proctree.ReaperArg and the agent's argv: the
-	// gateway's own executable (see proctree.Reap). Processes that escape
-	// the cookie scan are then still killed when the agent exits.
+	// subreaper when given proctree.ReaperArg and the agent's argv:
+	// agentgate-reaper beside the gateway's binary when it is installed,
+	// else the gateway's own executable (see proctree.ReaperBeside,
+	// proctree.Reap). Processes that escape the cookie scan are then still
+	// killed when the agent exits.
 	Reaper string
 	// Cgroups, when set, gives each run a cgroup of its own, killed whole
 	// when the run ends (see proctree.Cgroups); without it a run's
