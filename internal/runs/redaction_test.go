@@ -122,6 +122,9 @@ func testCredentialsNeverStored(t *testing.T, exit string) {
 	}
 	h := &harness{sup: sup, store: store}
 	done := h.wait(t, r.ID, 30*time.Second)
+	// The record is terminal before run.completed is stored: read the
+	// events once the last is there.
+	h.waitFor(t, r.ID, EventRunCompleted, "")
 
 	secrets := []string{key, leakedToken, key[:12], `tok\/en`, `tok/en`}
 	leaks := func(where, text string) {

@@ -293,7 +293,7 @@ func (h *harness) types(id string) []EventType {
 
 func (h *harness) waitFor(t *testing.T, id string, typ EventType, text string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second) // a bound against a hang, not a target
 	for time.Now().Before(deadline) {
 		for _, e := range h.store.eventsOf(id) {
 			if e.Type == typ && strings.Contains(string(e.JSON), text) {
