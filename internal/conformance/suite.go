@@ -158,7 +158,8 @@ func (g *gateway) wait(t *testing.T, id string, within time.Duration) (runs.Run,
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Status.Terminal() {
+		// The record ends before run.completed is stored: wait for both.
+		if r.Status.Terminal() && runstest.Completed(t, g.store, id) {
 			return r, g.events(t, id)
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -104,7 +104,8 @@ func (g *gateway) wait(t *testing.T, id string) (runs.Run, []runs.StoredEvent) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Status.Terminal() {
+		// The record ends before run.completed is stored: wait for both.
+		if r.Status.Terminal() && runstest.Completed(t, g.st, id) {
 			return r, runstest.StoredEvents(t, g.st, id)
 		}
 		if time.Now().After(deadline) {

@@ -94,7 +94,8 @@ func (g *gateway) wait(t *testing.T, id string, within time.Duration) (runs.Run,
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Status.Terminal() {
+		// The record ends before run.completed is stored: wait for both.
+		if r.Status.Terminal() && runstest.Completed(t, g.st, id) {
 			return r, g.events(t, id)
 		}
 		if time.Now().After(deadline) {

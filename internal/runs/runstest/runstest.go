@@ -64,6 +64,18 @@ func StoredEvents(t testing.TB, st runs.Store, id string) []runs.StoredEvent {
 	return out
 }
 
+// Completed reports whether the run's last stored event is run.completed.
+// A run is recorded finished before that event is stored, so a test that
+// reads the events once the record is terminal waits for this too.
+func Completed(t testing.TB, st runs.Store, id string) bool {
+	t.Helper()
+	last, err := st.LastEvent(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return last.Type == runs.EventRunCompleted
+}
+
 // NopObserver is a runs.Observer that records nothing.
 type NopObserver struct{}
 
