@@ -154,4 +154,3 @@ func BenchmarkBurst(b *testing.B) {
 	b.ReportMetric(d, "direct-runs/s")
 	b.ReportMetric(d/gw, "x-direct")
 }
-
