@@ -65,6 +65,10 @@ func New(opts Options) (*Bubblewrap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s not found (coreutils): %w", ErrUnavailable, opts.Env, err)
 	}
+	if strings.Contains(bw, "=") {
+		// env would take it for a variable to set (see Wrap).
+		return nil, fmt.Errorf("%w: the path of bwrap, %s, holds \"=\"", ErrUnavailable, bw)
+	}
 	b := &Bubblewrap{bwrap: bw, env: env, root: os.Geteuid() == 0}
 	for _, p := range opts.Hide {
 		if p == "" {
@@ -144,6 +148,13 @@ func (b *Bubblewrap) Wrap(c runs.Confinement, argv []string) ([]string, error) {
 		out = append(out, "--remount-ro", p)
 	}
 	out = append(out, "--chdir", dir, "--", b.env, "--default-signal=INT,TERM")
+	if strings.Contains(argv[0], "=") {
+		// env takes every word with "=" before the command for a
+		// variable to set, and has no way to say otherwise: a CLI
+		// installed under such a path is started through sh, which
+		// keeps the signals env gave it.
+		out = append(out, "/bin/sh", "-c", `exec "$0" "$@"`)
+	}
 	return append(out, argv...), nil
 }
 

@@ -344,3 +344,34 @@ func TestNewMissing(t *testing.T) {
 		t.Error("a relative hidden path was accepted")
 	}
 }
+
+// TestCommandPathWithEquals: env takes a word with "=" before its command
+// for a variable to set, so a CLI installed under such a path must still
+// start, with its arguments, under the sandbox.
+func TestCommandPathWithEquals(t *testing.T) {
+	b := newBwrap(t)
+	c := confinement(t, runs.WorkspaceWrite)
+	dir := filepath.Join(t.TempDir(), "rate=200")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cli := filepath.Join(dir, "cli")
+	if err := os.WriteFile(cli, []byte("#!/bin/sh\necho \"args:$#:$1:$2\"\ntrap - TERM\nkill -TERM $$\necho SURVIVED-TERM\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	argv, err := b.Wrap(c, []string{cli, "-p", "two words"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + c.TempDir, "HOME=" + c.Home}
+	cmd.Dir = c.Dir
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "args:2:-p:two words") {
+		t.Errorf("the CLI under %s did not run with its arguments: %s", dir, out)
+	}
+	// SIGTERM is back to its default for the CLI, as for any other path.
+	if strings.Contains(string(out), "SURVIVED-TERM") {
+		t.Errorf("SIGTERM is ignored by the CLI: %s", out)
+	}
+}
