@@ -123,13 +123,20 @@ type Result struct {
 // followed out of it.
 func Take(dir, store string, l Limits) error {
 	l = l.withDefaults()
-	if err := os.MkdirAll(filepath.Join(store, blobDir), 0o700); err != nil {
+	if err := os.MkdirAll(store, 0o700); err != nil {
 		return fmt.Errorf("snapshot store: %w", err)
 	}
 	var kept int64
+	blobs := false // the blob directory is made for the first copy: most runs start in an empty directory
 	entries, err := walk(dir, l, func(e *entry, content []byte) error {
 		if content == nil || e.Binary || kept+e.Size > l.MaxKeptBytes {
 			return nil
+		}
+		if !blobs {
+			if err := os.Mkdir(filepath.Join(store, blobDir), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("snapshot store: %w", err)
+			}
+			blobs = true
 		}
 		blob := filepath.Join(store, blobDir, e.Hash)
 		if _, err := os.Stat(blob); err != nil {
@@ -155,6 +162,13 @@ func Take(dir, store string, l Limits) error {
 // in store and returns the changes and their diff. It keeps both in store
 // too, for Load.
 func Compare(dir, store string, l Limits) (Result, error) {
+	return CompareRedacted(dir, store, l, nil)
+}
+
+// CompareRedacted is Compare with the diff passed through redact, when
+// not nil, before it is kept or returned: what is kept never held what
+// redact takes out, not even for a moment.
+func CompareRedacted(dir, store string, l Limits, redact func(string) string) (Result, error) {
 	l = l.withDefaults()
 	b, err := os.ReadFile(filepath.Join(store, manifestFile))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -212,6 +226,9 @@ func Compare(dir, store string, l Limits) (Result, error) {
 		w.write(fileDiff(root, store, l, c, o, n))
 	}
 	res.Diff, res.Truncated = w.String(), w.truncated
+	if redact != nil {
+		res.Diff = redact(res.Diff)
+	}
 	if err := writeAtomic(filepath.Join(store, diffFile), []byte(res.Diff)); err != nil {
 		return Result{}, err
 	}
@@ -518,10 +535,4 @@ func writeAtomic(name string, b []byte) error {
 		return err
 	}
 	return os.Rename(tmp, name)
-}
-
-// SaveDiff replaces the whole diff Compare kept in store, with one the
-// caller changed (redacted).
-func SaveDiff(store, diff string) error {
-	return writeAtomic(filepath.Join(store, diffFile), []byte(diff))
 }

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -315,4 +316,40 @@ func FuzzOpen(f *testing.F) {
 			t.Fatalf("Open(%q) read %q (%v)", p, b, fi.Mode())
 		}
 	})
+}
+
+// TestCompareRedacted: the diff kept in the store, and the one returned,
+// are redacted before anything is written; an empty directory's snapshot
+// keeps no copies, so it makes no directory for them.
+func TestCompareRedacted(t *testing.T) {
+	dir, store := t.TempDir(), filepath.Join(t.TempDir(), "snap")
+	if err := Take(dir, store, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(store, blobDir)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("an empty directory's snapshot made %s: %v", blobDir, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.txt"), []byte("token=hunter2-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := CompareRedacted(dir, store, Limits{}, func(s string) string {
+		return strings.ReplaceAll(s, "hunter2-secret", "[REDACTED]")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(res.Diff, "hunter2") || !strings.Contains(res.Diff, "+token=[REDACTED]") {
+		t.Errorf("returned diff: %q", res.Diff)
+	}
+	_, diffPath, _, err := Load(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := os.ReadFile(diffPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(kept) != res.Diff {
+		t.Errorf("kept diff %q, returned %q", kept, res.Diff)
+	}
 }

@@ -100,15 +100,13 @@ func (s *Supervisor) snapshotStart(t *task, log *zap.Logger) bool {
 func (s *Supervisor) snapshotEnd(t *task, taken bool, out *Outcome, log *zap.Logger) {
 	if taken {
 		dir := s.artifactDir(t.run.ID)
-		res, err := artifacts.Compare(t.inv.Dir, dir, artifacts.Limits{})
-		if err == nil {
-			if red := s.redactor(t); red != nil {
-				// The kept diff is served as the record is: without
-				// the run's secrets.
-				res.Diff = red.String(res.Diff)
-				err = artifacts.SaveDiff(dir, res.Diff)
-			}
+		// The kept diff is served as the record is: without the run's
+		// secrets.
+		var redact func(string) string
+		if red := s.redactor(t); red != nil {
+			redact = red.String
 		}
+		res, err := artifacts.CompareRedacted(t.inv.Dir, dir, artifacts.Limits{}, redact)
 		if err == nil {
 			out.Diff = res.Diff
 			files, cut := recordedFiles(res.Changes)
