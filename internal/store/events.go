@@ -154,6 +154,7 @@ func (s *Store) appendOnce(ctx context.Context, runID string, events []runs.Stor
 			if stored > 0 {
 				last = lastEvent{events[stored-1].Seq, streamSeq}
 				s.setLast(runID, last)
+				s.packed(runID, events[:stored])
 				events = events[stored:]
 			}
 			if err != nil && !errors.Is(err, errInterleaved) {
@@ -176,6 +177,7 @@ func (s *Store) appendOnce(ctx context.Context, runID string, events []runs.Stor
 		}
 		last = lastEvent{events[n-1].Seq, streamSeq}
 		s.setLast(runID, last)
+		s.packed(runID, events[:n])
 		events = events[n:]
 	}
 	return nil
@@ -429,33 +431,69 @@ func parseSeq(h nats.Header) (uint64, error) {
 	return seq, nil
 }
 
-// OpenCursor reads the run's log from the event after seq `after`. It reads
-// through an ordered consumer filtered on the run's subject, started at the
-// stored position of the event after `after` (cursorStart finds it with a
-// few reads of single messages, whatever the run's length), so a late join
-// or a resume costs the same on a run of a million events as on one of
-// ten. A reader that is caught up (after ≥ LastSeq, the usual reconnect)
-// starts right after the run's last event.
+// OpenCursor reads the run's log from the event after seq `after`. Where
+// the run's packs hold the events it must deliver (see packs.go), it reads
+// those, one get per pack with the next one fetched while the reader takes
+// the last, and only at the first pack missing (or unreadable, or partial)
+// goes on through an ordered consumer filtered on the run's subject, which
+// then also follows the live tail. That consumer is created only then, so
+// a replay served by packs costs no consumer, and one that ends at the
+// run's run.completed none at all unless its reader asks for more: an
+// error creating it (the server's consumer limit, as
+// runs.ErrStreamCapacity) comes from Next. Without a pack for after+1 the
+// consumer is created here, and its error returned. The consumer starts at
+// the stored position of the next event to deliver (cursorStart finds it
+// with a few reads of single messages, whatever the run's length), so a
+// late join or a resume costs the same on a run of a million events as on
+// one of ten. A reader that is caught up (after ≥ LastSeq, the usual
+// reconnect) starts right after the run's last event.
 func (s *Store) OpenCursor(ctx context.Context, runID string, after uint64) (runs.Cursor, error) {
 	if err := checkID(runID); err != nil {
 		return nil, fmt.Errorf("open cursor: %w", err)
-	}
-	cfg, err := s.cursorStart(ctx, runID, after)
-	if err != nil {
-		return nil, fmt.Errorf("open cursor on %s: %w", runID, err)
 	}
 	rd, err := s.readers.acquire()
 	if err != nil {
 		return nil, fmt.Errorf("open cursor on %s: %w", runID, err)
 	}
+	pumpCtx, cancel := context.WithCancel(context.Background())
+	c := &cursor{
+		s:      s,
+		runID:  runID,
+		rd:     rd,
+		cancel: cancel,
+		events: make(chan runs.StoredEvent, cursorBuffer),
+		room:   make(chan struct{}, 1),
+		want:   make(chan struct{}, 1),
+		names:  typeNames{},
+		log:    s.log.With(zap.String("run_id", runID)),
+	}
+	pack, err := c.getPack(ctx, packOf(after+1))
+	if err == nil && pack[len(pack)-1].Seq > after {
+		go c.pump(pumpCtx, after, pack)
+		return c, nil
+	}
+	cfg, err := s.cursorStart(ctx, runID, after)
+	if err == nil {
+		err = c.startConsumer(ctx, cfg)
+	}
+	if err != nil {
+		cancel()
+		s.readers.release(rd)
+		return nil, fmt.Errorf("open cursor on %s: %w", runID, err)
+	}
+	go c.pump(pumpCtx, after, nil)
+	return c, nil
+}
+
+// startConsumer gives the cursor its consumer, from cfg.
+func (c *cursor) startConsumer(ctx context.Context, cfg jetstream.OrderedConsumerConfig) error {
 	var cons jetstream.Consumer
-	err = s.retry(ctx, "open cursor", func(ctx context.Context) error {
+	err := c.s.retry(ctx, "open cursor", func(ctx context.Context) error {
 		var err error
-		cons, err = rd.js.OrderedConsumer(ctx, eventsStream, cfg)
+		cons, err = c.rd.js.OrderedConsumer(ctx, eventsStream, cfg)
 		return err
 	})
 	if err != nil {
-		s.readers.release(rd)
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeMaximumConsumersLimit {
 			// Every stream is a consumer, and the server has as many
@@ -463,29 +501,16 @@ func (s *Store) OpenCursor(ctx context.Context, runID string, after uint64) (run
 			// not this request's fault.
 			err = fmt.Errorf("%w: %w", runs.ErrStreamCapacity, err)
 		}
-		return nil, fmt.Errorf("open cursor on %s: %w", runID, err)
+		return err
 	}
 	// Bounded in bytes too: see readers.
-	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(pullBatch, s.readers.pullBytes()))
+	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(pullBatch, c.s.readers.pullBytes()))
 	if err != nil {
-		s.deleteConsumer(cons)
-		s.readers.release(rd)
-		return nil, fmt.Errorf("open cursor on %s: %w", runID, err)
+		c.s.deleteConsumer(cons)
+		return err
 	}
-	pumpCtx, cancel := context.WithCancel(context.Background())
-	c := &cursor{
-		s:      s,
-		cfg:    cfg,
-		rd:     rd,
-		cons:   cons,
-		it:     it,
-		cancel: cancel,
-		events: make(chan runs.StoredEvent, cursorBuffer),
-		room:   make(chan struct{}, 1),
-		log:    s.log.With(zap.String("run_id", runID)),
-	}
-	go c.pump(pumpCtx, after)
-	return c, nil
+	c.cfg, c.cons, c.it = cfg, cons, it
+	return nil
 }
 
 // cursorStart returns the configuration of the consumer of a cursor on the
@@ -667,31 +692,54 @@ func (s *Store) deleteConsumer(cons jetstream.Consumer) {
 	}
 }
 
-// cursor is a runs.Cursor. Its pump goroutine moves events from the
-// consumer's iterator into events, which gives Next a non-blocking look at
-// what has arrived: that is what lets Next return a batch. A single pump
-// keeps the order, and the bounded channel gives backpressure: a reader that
-// does not call Next stops the pump, and then the pulls.
+// cursor is a runs.Cursor. Its pump goroutine moves events from the run's
+// packs, then from the consumer's iterator, into events, which gives Next a
+// non-blocking look at what has arrived: that is what lets Next return a
+// batch. A single pump keeps the order, and the bounded channel gives
+// backpressure: a reader that does not call Next stops the pump, and then
+// the gets and pulls.
 type cursor struct {
 	s      *Store
-	cfg    jetstream.OrderedConsumerConfig
+	runID  string
 	rd     *reader // the connection it reads on
-	cons   jetstream.Consumer
-	it     jetstream.MessagesContext
 	cancel context.CancelFunc
 	events chan runs.StoredEvent // closed when the pump ends
 	err    error                 // why the pump ended; read after events is closed
 	log    *zap.Logger
+	names  typeNames // the event types of the packs read, owned by the pump
+	// cfg, cons and it are the consumer, nil until the cursor needs
+	// one; the pump owns them once it runs.
+	cfg  jetstream.OrderedConsumerConfig
+	cons jetstream.Consumer
+	it   jetstream.MessagesContext
 	// held is the bytes of the events in events; room is poked when
 	// Next takes some, for a pump waiting for held to fall.
 	held atomic.Int64
 	room chan struct{}
+	// want is poked by a Next that found nothing to take: the pump of a
+	// replay that ended at run.completed waits for it before it
+	// creates a consumer.
+	want chan struct{}
 
 	closeOnce sync.Once
 }
 
-func (c *cursor) pump(ctx context.Context, after uint64) {
+func (c *cursor) pump(ctx context.Context, after uint64, pack []runs.StoredEvent) {
 	defer close(c.events)
+	if pack != nil {
+		last, lastType, err := c.replayPacks(ctx, after, pack)
+		if err == nil {
+			err = c.switchToConsumer(ctx, last, lastType)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				err = errCursorClosed
+			}
+			c.err = err
+			return
+		}
+		after = last
+	}
 	last := after
 	first := true
 	for {
@@ -737,22 +785,129 @@ func (c *cursor) pump(ctx context.Context, after uint64) {
 			Type: runs.EventType(msg.Headers().Get(headerType)),
 			JSON: msg.Data(),
 		}
-		for c.held.Load() > 0 && c.held.Load()+int64(len(ev.JSON)) > cursorBufferBytes {
-			select {
-			case <-c.room:
-			case <-ctx.Done():
-				c.err = errCursorClosed
-				return
-			}
-		}
-		c.held.Add(int64(len(ev.JSON)))
-		select {
-		case c.events <- ev:
-		case <-ctx.Done():
-			c.err = errCursorClosed
+		if err := c.deliver(ctx, ev); err != nil {
+			c.err = err
 			return
 		}
 	}
+}
+
+// deliver hands ev to Next, waiting while the events held are full.
+func (c *cursor) deliver(ctx context.Context, ev runs.StoredEvent) error {
+	for c.held.Load() > 0 && c.held.Load()+int64(len(ev.JSON)) > cursorBufferBytes {
+		select {
+		case <-c.room:
+		case <-ctx.Done():
+			return errCursorClosed
+		}
+	}
+	c.held.Add(int64(len(ev.JSON)))
+	select {
+	case c.events <- ev:
+		return nil
+	case <-ctx.Done():
+		return errCursorClosed
+	}
+}
+
+// getPack reads pack k of the cursor's run, within the store's timeout.
+func (c *cursor) getPack(ctx context.Context, k uint64) ([]runs.StoredEvent, error) {
+	ctx, cancel := c.s.withTimeout(ctx)
+	defer cancel()
+	evs, err := getPack(ctx, c.rd.nc, c.runID, k, c.names)
+	if err != nil && !errors.Is(err, errNoPack) && ctx.Err() == nil {
+		c.log.Warn("pack unreadable, its events are read one by one", zap.Uint64("pack", k), zap.Error(err))
+	}
+	return evs, err
+}
+
+// replayPacks delivers the events after seq after of pack, which holds
+// after+1, and of the packs that follow it, up to the first pack missing
+// or partial, and returns the last seq delivered and its type. The next
+// pack is fetched while the reader takes this one's events: at most two
+// packs are held beside what deliver holds.
+func (c *cursor) replayPacks(ctx context.Context, after uint64, pack []runs.StoredEvent) (uint64, runs.EventType, error) {
+	fetched := make(chan []runs.StoredEvent)
+	fctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	next := packOf(pack[len(pack)-1].Seq) + 1
+	if pack[len(pack)-1].Seq == next*packEvents {
+		go c.fetchPacks(fctx, next, fetched, done)
+	} else {
+		close(fetched)
+		close(done)
+	}
+	defer func() {
+		stop()
+		<-done
+	}()
+	last := after
+	var lastType runs.EventType
+	for {
+		for _, ev := range pack {
+			if ev.Seq <= last {
+				continue
+			}
+			if err := c.deliver(ctx, ev); err != nil {
+				return last, lastType, err
+			}
+			last, lastType = ev.Seq, ev.Type
+		}
+		var ok bool
+		select {
+		case pack, ok = <-fetched:
+		case <-ctx.Done():
+			return last, lastType, errCursorClosed
+		}
+		if !ok {
+			return last, lastType, nil
+		}
+	}
+}
+
+// fetchPacks sends packs k, k+1, … of the cursor's run to out until one is
+// missing, unreadable or partial (which it still sends), then closes out.
+// It closes done when it returns.
+func (c *cursor) fetchPacks(ctx context.Context, k uint64, out chan<- []runs.StoredEvent, done chan<- struct{}) {
+	defer close(done)
+	defer close(out)
+	for ; ; k++ {
+		pack, err := c.getPack(ctx, k)
+		if err != nil {
+			return
+		}
+		select {
+		case out <- pack:
+		case <-ctx.Done():
+			return
+		}
+		if pack[len(pack)-1].Seq != (k+1)*packEvents {
+			return
+		}
+	}
+}
+
+// switchToConsumer gives a cursor whose packs ended at seq last a consumer
+// from the event after it. A replay that ended with the run's run.completed
+// first waits for its reader to ask for more, which the gateway's do not:
+// a finished run replayed from packs then costs no consumer at all.
+func (c *cursor) switchToConsumer(ctx context.Context, last uint64, lastType runs.EventType) error {
+	if lastType == runs.EventRunCompleted {
+		select {
+		case <-c.want: // asked before it had the end: not for more
+		default:
+		}
+		select {
+		case <-c.want:
+		case <-ctx.Done():
+			return errCursorClosed
+		}
+	}
+	cfg, err := c.s.cursorStart(ctx, c.runID, last)
+	if err != nil {
+		return err
+	}
+	return c.startConsumer(ctx, cfg)
 }
 
 // took tells the pump that Next took evs: there is room again.
@@ -791,8 +946,20 @@ func (c *cursor) Next(ctx context.Context, max int) ([]runs.StoredEvent, error) 
 			return nil, fmt.Errorf("read events: %w", c.err)
 		}
 		first = ev
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	default:
+		select {
+		case c.want <- struct{}{}:
+		default:
+		}
+		select {
+		case ev, ok := <-c.events:
+			if !ok {
+				return nil, fmt.Errorf("read events: %w", c.err)
+			}
+			first = ev
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	batch := make([]runs.StoredEvent, 1, min(max, cursorBuffer))
 	batch[0] = first
@@ -861,15 +1028,18 @@ func (c *cursor) firstMsg(ctx context.Context) (jetstream.Msg, error) {
 	}
 }
 
-// Close stops the pump, waits for it to end and deletes the consumer.
+// Close stops the pump, waits for it to end and deletes the consumer, if
+// the cursor has one.
 func (c *cursor) Close() error {
 	c.closeOnce.Do(func() {
 		c.cancel()
 		for range c.events {
 			// Wait for the pump to end: it owns it and cons until then.
 		}
-		c.it.Stop()
-		c.s.deleteConsumer(c.cons)
+		if c.it != nil {
+			c.it.Stop()
+			c.s.deleteConsumer(c.cons)
+		}
 		c.s.readers.release(c.rd)
 	})
 	return nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -147,6 +148,98 @@ func BenchmarkLateJoin(b *testing.B) {
 				b.ReportMetric(events/oldAll.Seconds(), "old-events/s")
 			})
 		}
+	}
+}
+
+// storePackedRun stores the events 1..n of a run as storeRun does, the
+// last its run.completed, and its packs as AppendEvents writes them.
+func storePackedRun(b testing.TB, s *Store, id string, n uint64) {
+	b.Helper()
+	const chunk = 1000
+	for from := uint64(1); from <= n; from += chunk {
+		evs := mkEvents(id, from, min(from+chunk-1, n))
+		if evs[len(evs)-1].Seq == n {
+			evs[len(evs)-1].Type = runs.EventRunCompleted
+		}
+		for _, ev := range evs {
+			if _, err := s.js.PublishMsgAsync(eventMsg(eventsSubject(id), id, ev)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		select {
+		case <-s.js.PublishAsyncComplete():
+		case <-time.After(time.Minute):
+			b.Fatal("stored events not acknowledged after a minute")
+		}
+		s.packed(id, evs)
+	}
+	select {
+	case <-s.js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		b.Fatal("packs not acknowledged after a minute")
+	}
+}
+
+// rawRead reads the run's n events with a bare ordered consumer pulling in
+// bulk, as fast as the server hands them out.
+func rawRead(b testing.TB, s *Store, id string, n int) time.Duration {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	cons, err := s.js.OrderedConsumer(ctx, eventsStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{eventsSubject(id)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(4096, 8<<20))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer it.Stop()
+	for range n {
+		if _, err := it.Next(jetstream.NextContext(ctx)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return time.Since(start)
+}
+
+// BenchmarkPackReplay replays a finished run of 100k events whole (after
+// = 0) and its second half (after = 50,000), from packs, against the same
+// run stored without packs (the per-event consumer) and a bare ordered
+// consumer reading the run without packs (the floor of a replay through
+// per-event messages), in the same iterations. "events/s" is the replay
+// with packs, "nopack-events/s" without, "raw-events/s" the bare
+// consumer's; "x-nopack" and "x-raw" are how many times faster the
+// replay from packs is.
+func BenchmarkPackReplay(b *testing.B) {
+	e := newEnv(b)
+	packed, plain := newID(b), newID(b)
+	storePackedRun(b, e.s, packed, lateJoinEvents)
+	storeRun(b, e.s, plain, "", lateJoinEvents)
+	for _, after := range []uint64{0, lateJoinEvents / 2} {
+		b.Run(fmt.Sprintf("after=%d", after), func(b *testing.B) {
+			var withPacks, without, raw time.Duration
+			n := 0
+			for b.Loop() {
+				_, a := lateJoin(b, e.s, packed, after, lateJoinEvents)
+				withPacks += a
+				_, a = lateJoin(b, e.s, plain, after, lateJoinEvents)
+				without += a
+				if after == 0 {
+					raw += rawRead(b, e.s, plain, lateJoinEvents)
+				}
+				n++
+			}
+			events := float64(n) * float64(lateJoinEvents-after)
+			b.ReportMetric(events/withPacks.Seconds(), "events/s")
+			b.ReportMetric(events/without.Seconds(), "nopack-events/s")
+			b.ReportMetric(float64(without)/float64(withPacks), "x-nopack")
+			if raw > 0 {
+				b.ReportMetric(events/raw.Seconds(), "raw-events/s")
+				b.ReportMetric(float64(raw)/float64(withPacks), "x-raw")
+			}
+		})
 	}
 }
 

@@ -330,16 +330,30 @@ func wrongRevision(err error) bool {
 	return strings.Contains(err.Error(), "wrong last sequence")
 }
 
-// DeleteRun removes a run's record and events: a submission that was
-// recorded but could not be queued.
+// DeleteRun removes a run's record, events and packs: a submission that
+// was recorded but could not be queued. A pack this store sent is awaited
+// first, so that it cannot land after the purge.
 func (s *Store) DeleteRun(ctx context.Context, runID string) error {
 	if err := checkID(runID); err != nil {
 		return fmt.Errorf("delete run: %w", err)
+	}
+	if f := s.packs.forget(runID); f != nil {
+		select {
+		case <-f.Ok():
+		case <-f.Err():
+		case <-ctx.Done():
+			return fmt.Errorf("delete packs of %s: %w", runID, ctx.Err())
+		}
 	}
 	if err := s.retry(ctx, "delete events", func(ctx context.Context) error {
 		return s.events.Purge(ctx, jetstream.WithPurgeSubject(eventsSubject(runID)))
 	}); err != nil {
 		return fmt.Errorf("delete events of %s: %w", runID, err)
+	}
+	if err := s.retry(ctx, "delete packs", func(ctx context.Context) error {
+		return s.events.Purge(ctx, jetstream.WithPurgeSubject(packsFilter(runID)))
+	}); err != nil {
+		return fmt.Errorf("delete packs of %s: %w", runID, err)
 	}
 	s.forgetLast(runID)
 	if err := s.retry(ctx, "delete run", func(ctx context.Context) error {

@@ -20,6 +20,7 @@ const (
 	replicasBucket = "agentgate_replicas"
 	eventsStream   = "AGENTGATE_EVENTS"
 	eventsPrefix   = "agentgate.events."
+	packsPrefix    = "agentgate.packs."
 	cancelPrefix   = "agentgate.cancel."
 	headerSeq      = "Agentgate-Seq"
 	headerType     = "Agentgate-Type"
@@ -85,6 +86,8 @@ type Store struct {
 	log      *zap.Logger
 	readers  *readers // the connections cursors read on, apart from nc
 
+	packs *packWriter // the packs of the runs this store appends to
+
 	mu   sync.Mutex
 	last map[string]lastEvent // run → its last stored event, as this store last appended or read it
 }
@@ -121,16 +124,20 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	}
 	s := &Store{nc: nc, js: js, timeout: opts.Timeout, retryFor: opts.RetryFor, replicas: opts.Replicas, log: opts.Log, last: map[string]lastEvent{}}
 	s.readers = newReaders(nc, opts.Timeout, opts.Log)
+	s.packs = newPackWriter(opts.Log)
 
 	dedupe := dedupeWindow
 	if opts.MaxAge > 0 && opts.MaxAge < dedupe {
 		// The server rejects a dedupe window longer than MaxAge.
 		dedupe = opts.MaxAge
 	}
+	// The stream holds a run's events, one a message, and its packs of
+	// them (packs.go); CreateOrUpdateStream adds the packs' subject to a
+	// stream made before them.
 	streamCfg := jetstream.StreamConfig{
 		Name:        eventsStream,
 		Description: "agentgate run events",
-		Subjects:    []string{eventsPrefix + "*"},
+		Subjects:    []string{eventsPrefix + "*", packsPrefix + "*.*"},
 		Storage:     jetstream.FileStorage,
 		Replicas:    opts.Replicas,
 		MaxAge:      opts.MaxAge,
