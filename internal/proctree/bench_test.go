@@ -222,3 +222,78 @@ func childrenOf(pid int) []string {
 	}
 	return out
 }
+
+// BenchmarkKillTurnTools measures the end of an interrupted turn's tools
+// on a host running hostProcesses other processes: a root playing the
+// reaper, its agent, and a tool below the agent, which is killed while
+// the agent is spared. By a scan of all of /proc (KillDescendants), and
+// by the run's cgroup (KillDescendantsIn), in turns in the same run.
+//
+//	go test -run XXX -bench BenchmarkKillTurnTools ./internal/proctree/
+func BenchmarkKillTurnTools(b *testing.B) {
+	cgs, err := proctree.OpenCgroups(context.Background(), proctree.CgroupOptions{Replica: "bench-" + uuid.NewString()[:8]})
+	if err != nil {
+		b.Fatalf("cgroups are needed for this benchmark (cgroup v2, as root): %v", err)
+	}
+	b.Cleanup(func() { _ = cgs.Close(context.Background()) })
+	startHost(b, hostProcesses)
+	tree := proctree.New()
+	var scan, cg time.Duration
+	turn := func(inCgroup bool) time.Duration {
+		g, err := cgs.New(context.Background(), uuid.NewString())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = g.Remove(context.Background()) }()
+		cmd := exec.Command("/bin/sh", "-c", `exec 9<&0; sh -c 'sleep 63 & read y' <&9 & read x`)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, UseCgroupFD: true, CgroupFD: g.FD()}
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		defer func() { stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		for {
+			procs, err := g.Procs()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(procs) == 3 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		start := time.Now()
+		if inCgroup {
+			err = tree.KillDescendantsIn(context.Background(), g, cmd.Process.Pid, true)
+		} else {
+			err = tree.KillDescendants(context.Background(), cmd.Process.Pid, true)
+		}
+		took := time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if procs, _ := g.Procs(); len(procs) != 2 {
+			b.Fatalf("%d processes left, want the root and the agent", len(procs))
+		}
+		return took
+	}
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			scan += turn(false)
+			cg += turn(true)
+		} else {
+			cg += turn(true)
+			scan += turn(false)
+		}
+		i++
+	}
+	n := float64(b.N)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / n }
+	b.ReportMetric(ms(scan), "scan-ms/turn")
+	b.ReportMetric(ms(cg), "cgroup-ms/turn")
+	b.ReportMetric(float64(scan)/float64(cg), "scan/cgroup")
+}

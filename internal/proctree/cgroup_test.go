@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -174,4 +175,63 @@ func killGatewayRunning(t *testing.T, evil *proctreetest.Evil, mode string, env 
 		t.Fatal(err)
 	}
 	_ = gw.Wait()
+}
+
+// TestKillDescendantsInCgroup ends an interrupted turn's tools the way a
+// session does with a cgroup: the root plays the reaper, its first child
+// the agent with a tool below it, and the root also holds an orphan. What
+// is below the root dies, the agent is spared, and both are left running.
+func TestKillDescendantsInCgroup(t *testing.T) {
+	cgs := openCgroups(t, replicaName(t), false)
+	g, err := cgs.New(context.Background(), "run-"+uuid.NewString()[:8])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Remove(context.Background()) })
+	cmd := exec.Command("/bin/sh", "-c", `exec 9<&0; sh -c 'sleep 63 & read y' <&9 & sleep 64 & read x`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, UseCgroupFD: true, CgroupFD: g.FD()}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	var procs []int
+	for deadline := time.Now().Add(time.Minute); len(procs) < 4; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the cgroup holds %v, want 4 processes", procs)
+		}
+		time.Sleep(5 * time.Millisecond)
+		if procs, err = g.Procs(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	children := childrenOf(cmd.Process.Pid)
+	if len(children) != 2 {
+		t.Fatalf("the root has children %v, want the agent and an orphan", children)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := proctree.New().KillDescendantsIn(ctx, g, cmd.Process.Pid, true); err != nil {
+		t.Fatal(err)
+	}
+	left, err := g.Procs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The agent is the child that runs the tool.
+	agent := -1
+	for _, c := range children {
+		if cl, _ := os.ReadFile("/proc/" + c + "/cmdline"); strings.Contains(string(cl), "read y") {
+			agent, _ = strconv.Atoi(c)
+		}
+	}
+	slices.Sort(left)
+	want := []int{cmd.Process.Pid, agent}
+	slices.Sort(want)
+	if !slices.Equal(left, want) {
+		t.Errorf("left in the cgroup %v, want the root and the agent %v", left, want)
+	}
 }

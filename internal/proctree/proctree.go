@@ -193,6 +193,21 @@ func (t *Tree) list() ([]proc, error) {
 	return procs, nil
 }
 
+// stats reads the processes pids from /proc, skipping those gone.
+func (t *Tree) stats(pids []int) []proc {
+	procs := make([]proc, 0, len(pids))
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("%s/%d/stat", t.procDir, pid))
+		if err != nil {
+			continue
+		}
+		if p, ok := parseStat(pid, stat); ok {
+			procs = append(procs, p)
+		}
+	}
+	return procs
+}
+
 // parseStat reads state and ppid from /proc/PID/stat. The command name is
 // in parentheses and may itself contain spaces and parentheses, so the
 // fields are taken after the last ')'.
@@ -290,10 +305,33 @@ func (t *Tree) Kill(ctx context.Context, id string) error {
 // reaper the proof is the reaper's own: it exits only once it has no
 // child left (killTree).
 func (t *Tree) KillDescendants(ctx context.Context, pid int, spareFirstChild bool) error {
+	return t.killDescendants(ctx, pid, spareFirstChild, t.list)
+}
+
+// KillDescendantsIn is KillDescendants among the processes of cgroup g:
+// each round reads g's cgroup.procs and those processes' stat, not all of
+// /proc, so its cost does not grow with the host's processes. A process
+// of the run that left g (only a privileged one can) is not found here;
+// the run's end still kills it by its cookie. With g nil, or once g
+// cannot be read (removed), it is KillDescendants.
+func (t *Tree) KillDescendantsIn(ctx context.Context, g *Cgroup, pid int, spareFirstChild bool) error {
+	if g == nil {
+		return t.KillDescendants(ctx, pid, spareFirstChild)
+	}
+	return t.killDescendants(ctx, pid, spareFirstChild, func() ([]proc, error) {
+		pids, err := g.Procs()
+		if err != nil {
+			return t.list()
+		}
+		return t.stats(pids), nil
+	})
+}
+
+func (t *Tree) killDescendants(ctx context.Context, pid int, spareFirstChild bool, list func() ([]proc, error)) error {
 	delay := 5 * time.Millisecond
 	f := newFreezer()
 	for {
-		procs, err := t.list()
+		procs, err := list()
 		if err != nil {
 			return err
 		}

@@ -138,8 +138,8 @@ func (s *Supervisor) execute(t *task) {
 	}
 	if sess != nil {
 		p.Conversation = stoppingSession{Session: sess.dec, ss: sess}
-		p.OnStart = func(w *stdinWriter, pid int) {
-			sess.started(w, pid, s.cfg.Reaper != "")
+		p.OnStart = func(w *stdinWriter, pid int, cg *proctree.Cgroup) {
+			sess.started(w, pid, s.cfg.Reaper != "", cg)
 			if confined {
 				go sess.confined(ctx, pid, log)
 			}

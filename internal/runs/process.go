@@ -34,8 +34,9 @@ type process struct {
 	// OnStart, when set with Conversation, is given stdin and the pid of
 	// the process once it runs, and drives the conversation itself: it
 	// writes Open, and the line handler writes what Pending returns.
-	// runProcess then only writes the Interrupt of a stop.
-	OnStart func(w *stdinWriter, pid int)
+	// runProcess then only writes the Interrupt of a stop. cg is the
+	// run's cgroup, nil without one; it is removed when the run ends.
+	OnStart func(w *stdinWriter, pid int, cg *proctree.Cgroup)
 	// Interrupt is sent to the CLI alone before the group gets SIGTERM;
 	// 0 skips the step.
 	Interrupt syscall.Signal
@@ -195,7 +196,7 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 	if talk != nil {
 		defer talk.close()
 		if p.OnStart != nil {
-			p.OnStart(talk, cmd.Process.Pid)
+			p.OnStart(talk, cmd.Process.Pid, cg)
 		} else {
 			talk.write(p.Conversation.Open())
 		}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
+
+	"github.com/agentgate/agentgate/internal/proctree"
 )
 
 // session is the turn state of a run whose adapter gave it a Session: its
@@ -48,11 +50,12 @@ type session struct {
 	log         *zap.Logger
 
 	mu       sync.Mutex
-	talk     *stdinWriter // nil until the process has started
-	agentPID int          // the process runProcess started (the reaper, when there is one)
-	reaped   bool         // a reaper runs the agent as its first child
-	ended    bool         // the process is gone; no more input
-	done     bool         // stdin was closed
+	talk     *stdinWriter     // nil until the process has started
+	agentPID int              // the process runProcess started (the reaper, when there is one)
+	cgroup   *proctree.Cgroup // the run's, where its processes are looked for; nil: all of /proc
+	reaped   bool             // a reaper runs the agent as its first child
+	ended    bool             // the process is gone; no more input
+	done     bool             // stdin was closed
 	inTurn   bool
 	turn     int  // number of the running or last turn
 	closing  bool // close once no turn runs
@@ -129,10 +132,10 @@ func (ss *session) begin() {
 
 // started hands the session the process's stdin, once it runs, and writes
 // the decoder's opening messages.
-func (ss *session) started(talk *stdinWriter, pid int, reaped bool) {
+func (ss *session) started(talk *stdinWriter, pid int, reaped bool, cg *proctree.Cgroup) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	ss.talk, ss.agentPID, ss.reaped = talk, pid, reaped
+	ss.talk, ss.agentPID, ss.reaped, ss.cgroup = talk, pid, reaped, cg
 	talk.write(ss.dec.Open())
 	ss.flushLocked()
 }
@@ -214,7 +217,7 @@ func (ss *session) turnEndedLocked(d TurnCompletedData) {
 	if ss.stopped && ss.caps.KillToolsOnInterrupt && ss.agentPID > 0 {
 		// The CLI ended the turn but left its command running.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := ss.s.tree.KillDescendants(ctx, ss.agentPID, ss.reaped); err != nil {
+		if err := ss.s.tree.KillDescendantsIn(ctx, ss.cgroup, ss.agentPID, ss.reaped); err != nil {
 			ss.log.Warn("kill the interrupted turn's tools", zap.Error(err))
 		}
 		cancel()
