@@ -27,7 +27,9 @@ type fanoutResult struct {
 
 // BenchmarkFanout: 1,000 readers of one run fed at 1,000 events/s from the
 // embedded store, through a Hub, against the same readers each with a
-// store cursor of its own (what the gateway did before), in the same run.
+// store cursor of its own (what the gateway did before), and through a Hub
+// that wakes its readers for every event (each-*: what it did before it
+// spaced its wake-ups), in the same run.
 // Each reader checks that it gets every event once, in order. Run it with
 // -benchtime=1x: one pass of each is several seconds.
 func BenchmarkFanout(b *testing.B) {
@@ -37,14 +39,22 @@ func BenchmarkFanout(b *testing.B) {
 	} {
 		b.Run(fmt.Sprintf("readers=%d/rate=%d", c.readers, c.rate), func(b *testing.B) {
 			st := embeddedStore(b)
-			var hub, own fanoutResult
+			var hub, each, own fanoutResult
 			for i := range b.N {
 				h := New(st, Options{}, zap.NewNop())
 				hub = fanoutPass(b, st, h, fmt.Sprintf("hub-%d", i), c.readers, c.rate, c.events)
 				hub.storeReads = float64(h.Stats().StoreReads) / float64(c.readers)
 				h.Close()
+				h = New(st, Options{WakePerReader: -1}, zap.NewNop())
+				each = fanoutPass(b, st, h, fmt.Sprintf("each-%d", i), c.readers, c.rate, c.events)
+				each.storeReads = float64(h.Stats().StoreReads) / float64(c.readers)
+				h.Close()
 				own = fanoutPass(b, st, st, fmt.Sprintf("own-%d", i), c.readers, c.rate, c.events)
 			}
+			b.ReportMetric(float64(each.cpuPerDelivery.Nanoseconds()), "each-cpu-ns/delivery")
+			b.ReportMetric(float64(each.cpuPerDelivery)/float64(hub.cpuPerDelivery), "each-cpu-ratio")
+			b.ReportMetric(float64(each.p99.Microseconds()), "each-p99-µs")
+			b.ReportMetric(each.storeReads, "each-store-reads/reader")
 			b.ReportMetric(float64(hub.cpuPerDelivery.Nanoseconds()), "hub-cpu-ns/delivery")
 			b.ReportMetric(float64(own.cpuPerDelivery.Nanoseconds()), "own-cpu-ns/delivery")
 			b.ReportMetric(float64(own.cpuPerDelivery)/float64(hub.cpuPerDelivery), "cpu-ratio")

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -25,7 +26,11 @@ type Source interface {
 // Options tune a Hub. Zero values take the defaults noted.
 type Options struct {
 	// RingEvents bounds how many of a run's recent events its ring keeps
-	// (default 1024): a reader that lags by more reads from the store.
+	// (default 4096): a reader that lags by more reads from the store.
+	// RingBytes is what bounds the memory; 1,024 small events were one
+	// second at 1,000 events/s, and readers that lagged that much on a
+	// busy machine fell off together, each then costing a store cursor
+	// that made the machine busier still.
 	RingEvents int
 	// RingBytes bounds the size of their envelopes (default 1 MiB, what
 	// one store cursor buffered before), so that a replica with many
@@ -35,17 +40,32 @@ type Options struct {
 	// ReadBatch is how many events a feed asks its store cursor for at
 	// once (default 256).
 	ReadBatch int
+	// WakePerReader sets the least time between two wake-ups of a feed's
+	// readers: this much for each reader in its ring (default 2µs), up to
+	// MaxWakeDelay (default 2ms). Each wake-up costs every waiting reader
+	// a goroutine switch and its client a write, so at a high rate many
+	// readers wake once for a few events rather than once for each; an
+	// event that comes after a quiet spell wakes them at once. A negative
+	// value wakes them for every event.
+	WakePerReader time.Duration
+	MaxWakeDelay  time.Duration
 }
 
 func (o *Options) setDefaults() {
 	if o.RingEvents <= 0 {
-		o.RingEvents = 1024
+		o.RingEvents = 4096
 	}
 	if o.RingBytes <= 0 {
 		o.RingBytes = 1 << 20
 	}
 	if o.ReadBatch <= 0 {
 		o.ReadBatch = 256
+	}
+	if o.WakePerReader == 0 {
+		o.WakePerReader = 2 * time.Microsecond
+	}
+	if o.MaxWakeDelay <= 0 {
+		o.MaxWakeDelay = 2 * time.Millisecond
 	}
 }
 
@@ -75,24 +95,48 @@ type Hub struct {
 	pumps  sync.WaitGroup
 
 	// storeReads counts the store cursors readers opened of their own:
-	// starting before a ring, or fallen off it.
+	// starting before a ring, or fallen off it; fellOff those of readers
+	// that fell off.
 	storeReads atomic.Int64
+	fellOff    atomic.Int64
+	// onRing and onStore are the open readers in a ring and on a store
+	// cursor of their own.
+	onRing  atomic.Int64
+	onStore atomic.Int64
+	// delivered counts the events readers returned.
+	delivered atomic.Int64
 }
 
 // Stats is what a Hub holds and has done.
 type Stats struct {
 	// Feeds is the runs with a feed now.
 	Feeds int
+	// RingReaders and StoreReaders are the open readers reading from
+	// their run's ring, and from a store cursor of their own.
+	RingReaders, StoreReaders int64
 	// StoreReads is how many times a reader read from a store cursor of
 	// its own, because it started before its run's ring or fell off it.
 	StoreReads int64
+	// FellOff is how many of those were readers that fell off the ring,
+	// slower than their run.
+	FellOff int64
+	// Delivered is how many events readers have returned.
+	Delivered int64
 }
 
 // Stats returns what the Hub holds now and has done so far.
 func (h *Hub) Stats() Stats {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	return Stats{Feeds: len(h.feeds), StoreReads: h.storeReads.Load()}
+	feeds := len(h.feeds)
+	h.mu.Unlock()
+	return Stats{
+		Feeds:        feeds,
+		RingReaders:  h.onRing.Load(),
+		StoreReaders: h.onStore.Load(),
+		StoreReads:   h.storeReads.Load(),
+		FellOff:      h.fellOff.Load(),
+		Delivered:    h.delivered.Load(),
+	}
 }
 
 // New returns a Hub reading from src.
@@ -224,8 +268,14 @@ type feed struct {
 	completed bool
 	// err is why the store cursor failed; readers get it after the ring.
 	err error
-	// wake is closed, and replaced, when the ring grows or the feed ends.
-	wake chan struct{}
+	// wake is closed, and replaced, when the ring grows or the feed ends,
+	// no sooner than wakeGap after the last time (woken): until then a
+	// timer (wakeTimer) holds the wake-up back.
+	wake      chan struct{}
+	woken     time.Time
+	wakeTimer *time.Timer
+	// ringReaders is the feed's open readers in its ring, for wakeGap.
+	ringReaders atomic.Int64
 }
 
 func newFeed(h *Hub, id string) *feed {
@@ -298,8 +348,12 @@ func (f *feed) pump(cur runs.Cursor) {
 		}
 		f.mu.Lock()
 		f.appendLocked(evs)
-		f.wakeLocked()
 		done := f.completed
+		if done {
+			f.wakeLocked()
+		} else {
+			f.wakeSoonLocked()
+		}
 		f.mu.Unlock()
 		if done {
 			// Nothing is stored after run.completed: the store
@@ -335,9 +389,49 @@ func (f *feed) appendLocked(evs []runs.StoredEvent) {
 	}
 }
 
+// wakeLocked wakes the readers now.
 func (f *feed) wakeLocked() {
+	if f.wakeTimer != nil {
+		f.wakeTimer.Stop()
+		f.wakeTimer = nil
+	}
 	close(f.wake)
 	f.wake = make(chan struct{})
+	f.woken = time.Now()
+}
+
+// wakeSoonLocked wakes the readers now if the last wake-up is wakeGap ago,
+// or else when it will be: a wake-up of many readers is one goroutine
+// switch and one client write each, which at a thousand readers and a
+// thousand events a second is more than a small machine has, while a
+// few milliseconds' wait lets each take several events at once.
+func (f *feed) wakeSoonLocked() {
+	if f.wakeTimer != nil {
+		return // the pending wake-up takes these events too
+	}
+	gap := f.wakeGap()
+	wait := gap - time.Since(f.woken)
+	if gap <= 0 || wait <= 0 {
+		f.wakeLocked()
+		return
+	}
+	f.wakeTimer = time.AfterFunc(wait, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.wakeTimer != nil {
+			f.wakeTimer = nil
+			f.wakeLocked()
+		}
+	})
+}
+
+// wakeGap is the least time between two wake-ups of f's readers.
+func (f *feed) wakeGap() time.Duration {
+	o := f.h.opts
+	if o.WakePerReader < 0 {
+		return 0
+	}
+	return min(o.MaxWakeDelay, time.Duration(f.ringReaders.Load())*o.WakePerReader)
 }
 
 // indexAfterLocked is the absolute index of the first event of the ring
@@ -366,12 +460,44 @@ type reader struct {
 	next   uint64
 	own    runs.Cursor
 	closed bool
+	// at is where the reader reads from now, as the Hub's Stats count it.
+	at readerPlace
+}
+
+// readerPlace is where a reader reads from.
+type readerPlace int
+
+const (
+	nowhere readerPlace = iota // not yet placed, or closed
+	inRing
+	onStoreCursor
+)
+
+// move records that the reader now reads from p.
+func (r *reader) move(p readerPlace) {
+	h := r.f.h
+	switch r.at {
+	case inRing:
+		h.onRing.Add(-1)
+		r.f.ringReaders.Add(-1)
+	case onStoreCursor:
+		h.onStore.Add(-1)
+	}
+	switch p {
+	case inRing:
+		h.onRing.Add(1)
+		r.f.ringReaders.Add(1)
+	case onStoreCursor:
+		h.onStore.Add(1)
+	}
+	r.at = p
 }
 
 // place puts a new reader in the ring, or on a store cursor of its own
 // when it starts before the ring.
 func (r *reader) place(ctx context.Context) error {
 	if r.join() {
+		r.move(inRing)
 		return nil
 	}
 	cur, err := r.f.h.src.OpenCursor(ctx, r.f.id, r.last)
@@ -380,6 +506,7 @@ func (r *reader) place(ctx context.Context) error {
 	}
 	r.f.h.storeReads.Add(1)
 	r.own = cur
+	r.move(onStoreCursor)
 	return nil
 }
 
@@ -425,8 +552,10 @@ func (r *reader) Next(ctx context.Context, max int) ([]runs.StoredEvent, error) 
 			if r.join() {
 				_ = r.own.Close()
 				r.own = nil
+				r.move(inRing)
 			}
 			if len(out) > 0 {
+				f.h.delivered.Add(int64(len(out)))
 				return out, nil
 			}
 			continue
@@ -441,25 +570,13 @@ func (r *reader) Next(ctx context.Context, max int) ([]runs.StoredEvent, error) 
 				return nil, err
 			}
 			f.h.storeReads.Add(1)
+			f.h.fellOff.Add(1)
 			r.own = cur
+			r.move(onStoreCursor)
 			continue
 		}
-		if i := int(r.next - f.lo); i < len(f.evs) {
-			out := make([]runs.StoredEvent, 0, min(max, len(f.evs)-i))
-			size := 0
-			for ; i < len(f.evs) && len(out) < max; i++ {
-				ev := f.evs[i]
-				if len(out) > 0 && size+len(ev.JSON) > maxBatchBytes {
-					break
-				}
-				r.next++
-				if ev.Seq <= r.last {
-					continue
-				}
-				out = append(out, ev)
-				size += len(ev.JSON)
-				r.last = ev.Seq
-			}
+		if int(r.next-f.lo) < len(f.evs) {
+			out := r.takeLocked(max)
 			f.mu.RUnlock()
 			if len(out) > 0 {
 				return out, nil
@@ -479,6 +596,69 @@ func (r *reader) Next(ctx context.Context, max int) ([]runs.StoredEvent, error) 
 	}
 }
 
+// takeLocked returns the ring's events from the reader's position on, at
+// most max and about maxBatchBytes, and moves the reader past them. It
+// returns none when the ring has nothing newer than the reader's last.
+func (r *reader) takeLocked(max int) []runs.StoredEvent {
+	f := r.f
+	for int(r.next-f.lo) < len(f.evs) {
+		i := int(r.next - f.lo)
+		out := make([]runs.StoredEvent, 0, min(max, len(f.evs)-i))
+		size := 0
+		for ; i < len(f.evs) && len(out) < max; i++ {
+			ev := f.evs[i]
+			if len(out) > 0 && size+len(ev.JSON) > maxBatchBytes {
+				break
+			}
+			r.next++
+			if ev.Seq <= r.last {
+				continue
+			}
+			out = append(out, ev)
+			size += len(ev.JSON)
+			r.last = ev.Seq
+		}
+		if len(out) > 0 {
+			f.h.delivered.Add(int64(len(out)))
+			return out
+		}
+	}
+	return nil
+}
+
+// Poll is Next without the wait, for a caller that waits on other things
+// too and would rather not spend a goroutine on each reader: it returns
+// the events the ring holds after the reader's position now, at most max.
+// With none, it returns a channel that is closed when the ring may have
+// more (Poll again then), or the feed's failure once the ring has nothing
+// left for the reader. A reader that reads from a store cursor of its own,
+// or has just fallen off the ring, returns no events and no channel: its
+// caller calls Next, which reads the store.
+func (r *reader) Poll(max int) ([]runs.StoredEvent, <-chan struct{}, error) {
+	if max <= 0 {
+		return nil, nil, runs.Invalid("max", "must be positive")
+	}
+	if r.closed {
+		return nil, nil, errReaderClosed
+	}
+	if r.own != nil {
+		return nil, nil, nil
+	}
+	f := r.f
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if r.next < f.lo {
+		return nil, nil, nil
+	}
+	if out := r.takeLocked(max); len(out) > 0 {
+		return out, nil, nil
+	}
+	if f.err != nil {
+		return nil, nil, f.err
+	}
+	return nil, f.wake, nil
+}
+
 // Close releases the reader, and its store cursor if it has one; the last
 // reader of a run stops the run's feed.
 func (r *reader) Close() error {
@@ -486,6 +666,7 @@ func (r *reader) Close() error {
 		return nil
 	}
 	r.closed = true
+	r.move(nowhere)
 	if r.own != nil {
 		_ = r.own.Close()
 		r.own = nil

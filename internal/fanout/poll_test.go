@@ -1,0 +1,153 @@
+package fanout
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// poller is what the api's streams use of a reader besides Next.
+type poller interface {
+	Poll(max int) ([]runs.StoredEvent, <-chan struct{}, error)
+}
+
+// TestPoll: Poll gives what the ring holds after the reader, then a channel
+// that closes when there is more; a reader that fell off the ring answers
+// neither, and Next reads it on from the store, without a gap; once back on
+// the ring, it polls again.
+func TestPoll(t *testing.T) {
+	src := newMemLog()
+	src.add("r", 3, false)
+	h := New(src, Options{RingEvents: 4}, zap.NewNop())
+	defer h.Close()
+	cur := open(t, h, "r", 0)
+	defer cur.Close()
+	p := cur.(poller)
+
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	want := uint64(1)
+	// take polls until it has the events up to end, waiting on the
+	// channels Poll gives.
+	take := func(end uint64) {
+		t.Helper()
+		for want <= end {
+			evs, wake, err := p.Poll(2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range evs {
+				if ev.Seq != want {
+					t.Fatalf("event %d, want %d", ev.Seq, want)
+				}
+				want++
+			}
+			if len(evs) == 0 {
+				if wake == nil {
+					t.Fatalf("Poll in the ring gave no events and no channel, at %d", want)
+				}
+				select {
+				case <-wake:
+				case <-ctx.Done():
+					t.Fatalf("no wake-up for event %d", want)
+				}
+			}
+		}
+	}
+	take(3)
+	src.add("r", 2, false)
+	take(5)
+
+	// 10 more: the ring keeps 4, so the reader, at 5, is off it.
+	src.add("r", 10, false)
+	waitFor(t, "the ring to move past the reader", func() bool {
+		evs, wake, err := p.Poll(100)
+		return len(evs) == 0 && wake == nil && err == nil
+	})
+	evs, err := cur.Next(ctx, 3)
+	if err != nil || len(evs) != 3 || evs[0].Seq != 6 {
+		t.Fatalf("Next off the ring: %d events from %v, %v", len(evs), evs, err)
+	}
+	want = 9
+	for want <= 15 {
+		evs, err := cur.Next(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.Seq != want {
+				t.Fatalf("event %d, want %d", ev.Seq, want)
+			}
+			want++
+		}
+	}
+	if st := h.Stats(); st.FellOff != 1 || st.RingReaders != 1 || st.StoreReaders != 0 {
+		t.Fatalf("stats %+v, want one fall, the reader back on the ring", st)
+	}
+	src.add("r", 1, true)
+	take(16)
+
+	_ = cur.Close()
+	if _, _, err := p.Poll(1); !errors.Is(err, errReaderClosed) {
+		t.Fatalf("Poll after Close: %v", err)
+	}
+}
+
+// TestSpacedWakeUps: with wake-ups spaced apart, events that come between
+// two are not lost: readers waiting in Next get them when the held-back
+// wake-up comes, and run.completed wakes them at once.
+func TestSpacedWakeUps(t *testing.T) {
+	src := newMemLog()
+	src.add("r", 1, false)
+	h := New(src, Options{WakePerReader: within, MaxWakeDelay: 100 * time.Millisecond}, zap.NewNop())
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	readers := make([]runs.Cursor, 3)
+	for i := range readers {
+		readers[i] = open(t, h, "r", 0)
+		defer readers[i].Close()
+	}
+	want := make([]uint64, len(readers))
+	// Each round adds events and waits for every reader to have them,
+	// whether their wake-up came at once or was held back.
+	for round := range 5 {
+		complete := round == 4
+		src.add("r", 3, complete)
+		end := uint64(1 + 3*(round+1))
+		for i, cur := range readers {
+			for want[i] < end {
+				evs, err := cur.Next(ctx, 64)
+				if err != nil {
+					t.Fatalf("reader %d in round %d: %v", i, round, err)
+				}
+				for _, ev := range evs {
+					if ev.Seq != want[i]+1 {
+						t.Fatalf("reader %d: event %d after %d", i, ev.Seq, want[i])
+					}
+					want[i] = ev.Seq
+				}
+			}
+		}
+	}
+	if st := h.Stats(); st.Delivered != 3*16 {
+		t.Fatalf("delivered %d, want %d", st.Delivered, 3*16)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after within.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
