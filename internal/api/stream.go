@@ -89,8 +89,9 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 		last:    after,
 		timeout: s.cfg.WriteTimeout,
 	}
-	log := s.log.With(zap.String("run_id", id))
 	err = st.serve(ctx, cancel, cur, s.cfg)
+	// Made only now, so that a stream does not hold it for its life.
+	log := s.log.With(zap.String("run_id", id))
 	if errors.Is(err, errDrained) {
 		log.Debug("event stream ended by the drain", zap.Uint64("last_seq", st.last))
 		err = nil
@@ -131,21 +132,67 @@ type batch struct {
 	err    error
 }
 
-// serve streams cur to the client until run.completed, ctx ends, a write
-// fails or the cursor fails. One goroutine pulls batches from the cursor,
-// so that pings go out while it waits; it hands over one batch at a time,
-// and the cursor is closed only after it has returned, since a cursor has
-// one reader.
-func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs.Cursor, cfg Config) error {
-	batches := make(chan batch)
+// pollingCursor is a cursor that tells, without waiting, what it has now
+// and when to look again: the fan-out hub's readers are. A stream on one
+// waits on that channel in its own loop, and needs no goroutine of its
+// own to wait in Next: with a thousand clients on a run, that is a
+// thousand fewer goroutines, and one goroutine switch fewer per batch.
+type pollingCursor interface {
+	// Poll returns the events available now, at most max. With none, it
+	// returns a channel closed when there may be more, or, when it cannot
+	// tell without waiting, no channel: the caller calls Next then.
+	Poll(max int) ([]runs.StoredEvent, <-chan struct{}, error)
+}
+
+// batchSource is where serve takes its batches: Poll while the cursor
+// answers it, and otherwise a goroutine that waits in Next (started once,
+// the first time it is needed), so that pings go out while it waits. The
+// goroutine hands over one batch at a time, and the cursor is closed only
+// after it has returned, since a cursor has one reader.
+type batchSource struct {
+	cur   runs.Cursor
+	poll  pollingCursor // nil: the cursor is read by the goroutine only
+	limit int
+	next  int // how many events to ask for next
+
+	batches chan batch // from the goroutine, once started
+}
+
+func newBatchSource(cur runs.Cursor, limit int) *batchSource {
+	src := &batchSource{cur: cur, limit: limit, next: limit}
+	src.poll, _ = cur.(pollingCursor)
+	return src
+}
+
+// take returns the events available now without waiting, if the cursor
+// can tell; otherwise, or with none, the channel to wait on: wake, closed
+// when it is worth polling again, or batches, which hands over a batch.
+func (src *batchSource) take(ctx context.Context) (evs []runs.StoredEvent, wake <-chan struct{}, batches <-chan batch, err error) {
+	if src.poll != nil && src.batches == nil {
+		evs, wake, err := src.poll.Poll(src.next)
+		if len(evs) > 0 || wake != nil || err != nil {
+			src.next = batchLen(evs, src.limit)
+			return evs, wake, nil, err
+		}
+	}
+	if src.batches == nil {
+		src.start(ctx)
+	}
+	return nil, nil, src.batches, nil
+}
+
+// start runs the goroutine that reads the cursor with Next until ctx ends
+// or the cursor fails.
+func (src *batchSource) start(ctx context.Context) {
+	src.batches = make(chan batch)
 	go func() {
-		defer close(batches)
-		n := cfg.BatchSize
+		defer close(src.batches)
+		n := src.next
 		for {
-			evs, err := cur.Next(ctx, n)
-			n = batchLen(evs, cfg.BatchSize)
+			evs, err := src.cur.Next(ctx, n)
+			n = batchLen(evs, src.limit)
 			select {
-			case batches <- batch{events: evs, err: err}:
+			case src.batches <- batch{events: evs, err: err}:
 			case <-ctx.Done():
 				return
 			}
@@ -154,11 +201,25 @@ func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs
 			}
 		}
 	}()
+}
+
+// close waits for the goroutine, if any (ctx must have ended), and closes
+// the cursor.
+func (src *batchSource) close() {
+	if src.batches != nil {
+		for range src.batches {
+		}
+	}
+	_ = src.cur.Close()
+}
+
+// serve streams cur to the client until run.completed, ctx ends, a write
+// fails or the cursor fails.
+func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs.Cursor, cfg Config) error {
+	src := newBatchSource(cur, cfg.BatchSize)
 	defer func() {
 		cancel()
-		for range batches {
-		}
-		_ = cur.Close()
+		src.close()
 	}()
 
 	h := st.w.Header()
@@ -186,31 +247,46 @@ func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs
 	// pending is the rest of a batch that did not fit in one write; it
 	// goes out, a write at a time, before the next batch is taken.
 	var pending []runs.StoredEvent
-	always := make(chan struct{})
-	close(always)
 	for {
-		in, more := batches, (<-chan struct{})(nil)
+		var wake <-chan struct{}
+		var in <-chan batch
+		if len(pending) == 0 {
+			evs, w, b, err := src.take(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("read events: %w", err)
+			}
+			pending, wake, in = evs, w, b
+		}
 		if len(pending) > 0 {
-			in, more = nil, always
+			// Something to write: the drain and the client's going are
+			// still seen first, as a wait would see them.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-cfg.Draining:
+				return st.drained()
+			default:
+			}
+			var done bool
+			var err error
+			if pending, done, err = st.writeBatch(pending); err != nil || done {
+				return err
+			}
+			continue
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-cfg.Draining:
-			// The replica is going away: tell the client to come back
-			// at once, and it resumes on another one.
-			if !st.ndjson {
-				hint := fmt.Appendf(nil, ": the gateway is shutting down; reconnect with Last-Event-ID\nretry: %d\n\n",
-					drainReconnectDelay.Milliseconds())
-				if err := st.write(hint); err != nil {
-					return err
-				}
-			}
-			return errDrained
+			return st.drained()
 		case <-ping:
 			if err := st.write([]byte(": ping\n\n")); err != nil {
 				return err
 			}
+		case <-wake:
 		case b, ok := <-in:
 			if !ok {
 				return nil
@@ -222,24 +298,44 @@ func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs
 				return fmt.Errorf("read events: %w", b.err)
 			}
 			pending = b.events
-		case <-more:
 			var done bool
-			pending, done = st.encode(pending)
-			if len(st.buf) > 0 {
-				if err := st.write(st.buf); err != nil {
-					return err
-				}
-			}
-			if cap(st.buf) > retainBytes {
-				// A batch of big events grew it: give the memory back
-				// rather than keep it for the stream's life.
-				st.buf = nil
-			}
-			if done {
-				return nil
+			var err error
+			if pending, done, err = st.writeBatch(pending); err != nil || done {
+				return err
 			}
 		}
 	}
+}
+
+// drained tells the client that the replica is going away, so that it
+// comes back at once and resumes on another one.
+func (st *stream) drained() error {
+	if !st.ndjson {
+		hint := fmt.Appendf(nil, ": the gateway is shutting down; reconnect with Last-Event-ID\nretry: %d\n\n",
+			drainReconnectDelay.Milliseconds())
+		if err := st.write(hint); err != nil {
+			return err
+		}
+	}
+	return errDrained
+}
+
+// writeBatch writes as much of evs as one write holds and returns the
+// rest; done reports that run.completed was written (or skipped as
+// already seen), which ends the stream.
+func (st *stream) writeBatch(evs []runs.StoredEvent) (rest []runs.StoredEvent, done bool, err error) {
+	rest, done = st.encode(evs)
+	if len(st.buf) > 0 {
+		if err := st.write(st.buf); err != nil {
+			return nil, false, err
+		}
+	}
+	if cap(st.buf) > retainBytes {
+		// A batch of big events grew it: give the memory back rather
+		// than keep it for the stream's life.
+		st.buf = nil
+	}
+	return rest, done, nil
 }
 
 // errDrained ends a stream because the gateway is shutting down.
@@ -254,8 +350,10 @@ const (
 	// deadline) then holds this much, not BatchSize events' worth: 64 MiB
 	// of 256 KiB events.
 	maxBatchBytes = 1 << 20
-	// retainBytes is the largest write buffer kept between writes.
-	retainBytes = 256 << 10
+	// retainBytes is the largest write buffer kept between writes: a
+	// batch of small events fits in it, and a thousand idle clients do
+	// not each keep what their largest batch once needed.
+	retainBytes = 16 << 10
 	// eventOverhead is about what the SSE framing adds to an event's
 	// envelope: its id, event and data fields.
 	eventOverhead = 64
@@ -282,7 +380,17 @@ func batchLen(evs []runs.StoredEvent, limit int) int {
 // it is written. A run.completed at or before st.last (the client resumed
 // past it) is not written, and still ends the stream.
 func (st *stream) encode(evs []runs.StoredEvent) (rest []runs.StoredEvent, done bool) {
-	st.buf = st.buf[:0]
+	// Sized once for the whole write: a client that lags gets batches
+	// larger than the buffer kept between writes, and growing it event by
+	// event would copy it over and over.
+	size := 0
+	for _, ev := range evs {
+		if size > 0 && size+len(ev.JSON)+eventOverhead > maxBatchBytes {
+			break
+		}
+		size += len(ev.JSON) + eventOverhead
+	}
+	st.buf = slices.Grow(st.buf[:0], size)
 	for i, ev := range evs {
 		if ev.Seq <= st.last {
 			if ev.Type == runs.EventRunCompleted {
@@ -340,6 +448,13 @@ func appendSSE(buf []byte, ev runs.StoredEvent) []byte {
 		buf = append(buf, '\n')
 	}
 	data := ev.JSON
+	if bytes.IndexByte(data, '\n') < 0 && bytes.IndexByte(data, '\r') < 0 {
+		// The usual envelope, one line: two vectorised scans, rather
+		// than IndexAny's byte by byte, for every event to every client.
+		buf = append(buf, "data: "...)
+		buf = append(buf, data...)
+		return append(buf, '\n', '\n')
+	}
 	for {
 		i := bytes.IndexAny(data, "\r\n")
 		if i < 0 {
