@@ -172,6 +172,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	rec.ObserveFanout(hub)
 
 	// Each agent runs under a subreaper, so that processes escaping the
 	// run's cookie scan still die with the run: agentgate-reaper beside

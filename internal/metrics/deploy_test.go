@@ -77,6 +77,7 @@ func gatewayMetrics(t *testing.T) exported {
 	r.HTTPRequest("/v1/runs", "POST", 201, 0.01)
 	r.SSEClientsAdd(1)
 	r.SetAgents([]runs.AgentInfo{{Name: "claude", Version: "2.1.3", Compatibility: runs.CompatVerified}})
+	r.ObserveFanout(fixedFanout{Feeds: 1, RingReaders: 1})
 
 	descs := make(chan *prometheus.Desc, 256)
 	for _, col := range c.collectors {

@@ -60,6 +60,8 @@ type Recorder struct {
 	approvalWait       *prometheus.HistogramVec
 	turnsStarted       *prometheus.CounterVec
 	turnDuration       *prometheus.HistogramVec
+
+	fanout *fanoutCollector
 }
 
 var _ runs.Observer = (*Recorder)(nil)
@@ -150,6 +152,7 @@ func New(reg prometheus.Registerer, opts Options) (*Recorder, error) {
 			"Time from a turn's start to its end, approvals included.",
 			[]float64{0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600},
 			"agent", "status"),
+		fanout: newFanoutCollector(),
 	}
 	// One collector for all of them makes registration all or nothing.
 	set := collectorSet{
@@ -158,6 +161,7 @@ func New(reg prometheus.Registerer, opts Options) (*Recorder, error) {
 		r.cost, r.runErrors, r.events, r.firstEvent, r.sseClients, r.agentInfo,
 		r.httpRequests, r.httpDurations,
 		r.approvalsRequested, r.approvalsResolved, r.approvalWait, r.turnsStarted, r.turnDuration,
+		r.fanout,
 	}
 	if err := reg.Register(set); err != nil {
 		return nil, fmt.Errorf("metrics: register collectors: %w", err)

@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
+	"github.com/agentgate/agentgate/internal/fanout"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -602,6 +603,11 @@ func TestLint(t *testing.T) {
 		"agentgate_agent_info",
 		"agentgate_cost_usd_total",
 		"agentgate_events_total",
+		"agentgate_fanout_events_delivered_total",
+		"agentgate_fanout_feeds",
+		"agentgate_fanout_fell_off_total",
+		"agentgate_fanout_readers",
+		"agentgate_fanout_store_reads_total",
 		"agentgate_http_request_duration_seconds",
 		"agentgate_http_requests_total",
 		"agentgate_input_tokens_total",
@@ -652,7 +658,13 @@ func exercise(r *Recorder) {
 	r.HTTPRequest("/v1/runs", "POST", 201, 0.002)
 	r.SSEClientsAdd(1)
 	r.SetAgents([]runs.AgentInfo{{Name: "claude", Version: "2.1.3", Compatibility: runs.CompatVerified}})
+	r.ObserveFanout(fixedFanout{Feeds: 1, RingReaders: 2, StoreReaders: 1, StoreReads: 3, FellOff: 1, Delivered: 9})
 }
+
+// fixedFanout is a FanoutSource that always reports the same.
+type fixedFanout fanout.Stats
+
+func (f fixedFanout) Stats() fanout.Stats { return fanout.Stats(f) }
 
 func TestConcurrentUse(t *testing.T) {
 	r, reg := newTest(t)
