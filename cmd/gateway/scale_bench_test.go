@@ -14,10 +14,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -160,29 +163,82 @@ func (c *streamClient) stamps(data []byte, at time.Time) {
 type stampText struct{ carry []byte }
 
 // take adds the text of one message.delta envelope and returns the stamps
-// it completes.
+// it completes. It finds the text without decoding the whole envelope (a
+// reader of a thousand streams at a thousand events a second parses a
+// million of them a second, on the machine it measures): data.text is
+// read in place when it holds no escape, and only then is the envelope
+// unmarshalled.
 func (st *stampText) take(envelope []byte) []int64 {
-	var env struct {
-		Data struct {
-			Text string `json:"text"`
-		} `json:"data"`
+	text, ok := deltaText(envelope)
+	if !ok {
+		var env struct {
+			Data struct {
+				Text string `json:"text"`
+			} `json:"data"`
+		}
+		if json.Unmarshal(envelope, &env) != nil {
+			return nil
+		}
+		text = []byte(env.Data.Text)
 	}
-	if json.Unmarshal(envelope, &env) != nil {
-		return nil
-	}
-	st.carry = append(st.carry, env.Data.Text...)
+	st.carry = append(st.carry, text...)
 	var out []int64
 	for {
 		i := bytes.IndexByte(st.carry, '<')
 		j := bytes.IndexByte(st.carry, '>')
 		if i < 0 || j < i {
-			return out
+			break
 		}
-		if ns, err := strconv.ParseInt(string(st.carry[i+1:j]), 10, 64); err == nil {
+		if ns, ok := parseStamp(st.carry[i+1 : j]); ok {
 			out = append(out, ns)
 		}
 		st.carry = st.carry[j+1:]
 	}
+	if len(st.carry) == 0 {
+		st.carry = st.carry[:0:0] // let the consumed text go
+	}
+	return out
+}
+
+// deltaText returns the text of a message.delta envelope, found after its
+// "data" key, when that string holds no escape: ok is false otherwise, and
+// the caller decodes the envelope.
+func deltaText(envelope []byte) (text []byte, ok bool) {
+	i := bytes.Index(envelope, []byte(`"data":`))
+	if i < 0 {
+		return nil, false
+	}
+	rest := envelope[i:]
+	j := bytes.Index(rest, []byte(`"text":"`))
+	if j < 0 {
+		return nil, false
+	}
+	rest = rest[j+len(`"text":"`):]
+	k := bytes.IndexByte(rest, '"')
+	if k < 0 || bytes.IndexByte(rest[:k], '\\') >= 0 {
+		return nil, false
+	}
+	return rest[:k], true
+}
+
+// parseStamp reads decimal Unix nanoseconds, digits only, without a
+// string copy.
+func parseStamp(b []byte) (int64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := int64(c - '0')
+		if n > (math.MaxInt64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
 }
 
 func (c *streamClient) follow(ctx context.Context, hc *http.Client, url, lastEventID string) {
@@ -210,21 +266,23 @@ func (c *streamClient) follow(ctx context.Context, hc *http.Client, url, lastEve
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 8<<20)
-	var typ string
+	// typ and data are reused from event to event: the reader allocates
+	// nothing per event but what it records.
+	var typ, data []byte
 	var id uint64
-	var data []byte
 	var at time.Time
 	for sc.Scan() {
 		line := sc.Bytes()
 		switch {
 		case len(line) == 0:
-			if typ == "" {
+			if len(typ) == 0 {
 				continue
 			}
-			if typ == string(runs.EventMessageDelta) {
+			if string(typ) == string(runs.EventMessageDelta) {
 				c.stamps(data, at)
 			}
-			if typ == string(runs.EventRunCompleted) && !bytes.Contains(data, []byte(`"status":"succeeded"`)) {
+			completed := string(typ) == string(runs.EventRunCompleted)
+			if completed && !bytes.Contains(data, []byte(`"status":"succeeded"`)) {
 				c.err = fmt.Errorf("the run did not succeed: %s", data)
 				return
 			}
@@ -234,23 +292,42 @@ func (c *streamClient) follow(ctx context.Context, hc *http.Client, url, lastEve
 			}
 			want++
 			c.events++
-			if typ == string(runs.EventRunStarted) {
+			if string(typ) == string(runs.EventRunStarted) {
 				c.markStarted()
 			}
-			if typ == string(runs.EventRunCompleted) {
+			if completed {
 				return
 			}
-			typ = ""
+			typ = typ[:0]
 		case bytes.HasPrefix(line, []byte("id: ")):
-			id, _ = strconv.ParseUint(string(line[4:]), 10, 64)
+			var ok bool
+			if id, ok = parseSeqBytes(line[4:]); !ok {
+				c.err = fmt.Errorf("a bad event id %q", line)
+				return
+			}
 		case bytes.HasPrefix(line, []byte("event: ")):
-			typ = string(line[7:])
+			typ = append(typ[:0], line[7:]...)
 		case bytes.HasPrefix(line, []byte("data: ")):
 			at = time.Now()
 			data = append(data[:0], line[6:]...)
 		}
 	}
 	c.err = fmt.Errorf("the stream ended after %d events without run.completed (%v)", c.events, sc.Err())
+}
+
+// parseSeqBytes reads an event id without a string copy.
+func parseSeqBytes(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
 }
 
 // markStarted closes started once, for a client that has one.
@@ -272,11 +349,20 @@ func bracketStamp(line []byte) (int64, bool) {
 
 // BenchmarkFanout: clients SSE clients follow one run whose agent writes
 // stamped text deltas at rate lines a second for two seconds. It reports
-// the delivery p50 and p99 across every client, the gateway's memory per
-// client (its RSS with the clients connected and the run gated, less its
-// RSS before), and, as the baseline of the same iterations, the same
-// agent read from a bare pipe: x-pipe-p99 is the gateway's p99 over the
-// pipe's.
+// the delivery p50 and p99 across every client and the gateway's memory
+// per client (its RSS with the clients connected and the run gated, less
+// its RSS before). Two baselines are measured in the same iterations, with
+// the timer stopped:
+//
+//   - the pipe: the same agent read from a bare pipe (x-pipe-p99 is the
+//     gateway's p99 over the pipe's);
+//   - the floor: the same agent's lines, as envelopes in the same SSE
+//     framing, broadcast to the same number of clients, read by the same
+//     reader, by the least an SSE server on 127.0.0.1 can do (floorServer).
+//     x-floor-p99 is the gateway's p99 over the floor's, and
+//     floor-KiB/client the floor's memory per client: the benchmark
+//     process's Go heap and stacks with its clients connected, less what
+//     the same clients of the gateway cost it.
 func BenchmarkFanout(b *testing.B) {
 	bin := buildFakeClaude(b)
 	final := recording(b, "text")
@@ -289,41 +375,28 @@ func BenchmarkFanout(b *testing.B) {
 				s := fakeSettings{Lines: lines, Count: 2 * rate, IntervalNS: int64(time.Second) / int64(rate), Stamp: true,
 					Final: string(final[len(final)-1])}
 				gates := b.TempDir()
-				var all, pipe []time.Duration
-				var perClient []float64
+				var all, pipe, floor []time.Duration
+				var perClient, floorPerClient []float64
 				n := 0
 				for b.Loop() {
 					run := s
 					run.Gate = filepath.Join(gates, strconv.Itoa(n))
 					n++
 					idle := rssKiB(b, cmd.Process.Pid, false)
+					readerIdle := goMemKiB()
 					id := g.create(b, hc, map[string]any{"agent": "claude", "prompt": run.prompt(b)})
-					ctx, cancel := context.WithTimeout(context.Background(), benchDeadline)
-					cs := make([]*streamClient, clients)
-					var wg sync.WaitGroup
-					for i := range cs {
-						cs[i] = &streamClient{started: make(chan struct{})}
-						started := cs[i].started
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							cs[i].follow(ctx, hc, g.URL+"/v1/runs/"+id+"/events", "")
-						}()
-						<-started // connected and streaming, before the next
-					}
+					cs := connectClients(b, hc, g.URL+"/v1/runs/"+id+"/events", clients)
 					perClient = append(perClient, float64(rssKiB(b, cmd.Process.Pid, false)-idle)/float64(clients))
+					readerKiB := float64(goMemKiB()-readerIdle) / float64(clients)
 					if err := os.WriteFile(run.Gate, nil, 0o644); err != nil {
 						b.Fatal(err)
 					}
-					wg.Wait()
-					cancel()
-					for _, c := range cs {
-						if c.err != nil || len(c.lat) != s.Count {
-							b.Fatalf("a client: %v, %d of %d stamped events", c.err, len(c.lat), s.Count)
-						}
-						all = append(all, c.lat...)
-					}
+					all = append(all, cs.wait(b, s.Count)...)
+
 					b.StopTimer()
+					floorLat, floorKiB := floorRun(b, bin, fakeSettings{Lines: lines, Count: s.Count, IntervalNS: s.IntervalNS, Stamp: true, Final: s.Final}, clients)
+					floor = append(floor, floorLat...)
+					floorPerClient = append(floorPerClient, floorKiB-readerKiB)
 					pipeRun(b, bin, fakeSettings{Lines: lines, Count: s.Count, IntervalNS: s.IntervalNS, Stamp: true, Final: s.Final},
 						func(line []byte, at time.Time) {
 							if ns, ok := bracketStamp(line); ok {
@@ -334,13 +407,176 @@ func BenchmarkFanout(b *testing.B) {
 				}
 				slices.Sort(all)
 				slices.Sort(pipe)
+				slices.Sort(floor)
 				slices.Sort(perClient)
+				slices.Sort(floorPerClient)
 				b.ReportMetric(micros(percentile(all, 50)), "p50-µs")
 				b.ReportMetric(micros(percentile(all, 99)), "p99-µs")
 				b.ReportMetric(micros(percentile(pipe, 99)), "pipe-p99-µs")
 				b.ReportMetric(float64(percentile(all, 99))/float64(max(percentile(pipe, 99), time.Microsecond)), "x-pipe-p99")
+				b.ReportMetric(micros(percentile(floor, 50)), "floor-p50-µs")
+				b.ReportMetric(micros(percentile(floor, 99)), "floor-p99-µs")
+				b.ReportMetric(float64(percentile(all, 99))/float64(max(percentile(floor, 99), time.Microsecond)), "x-floor-p99")
 				b.ReportMetric(perClient[len(perClient)/2], "KiB/client")
+				b.ReportMetric(floorPerClient[len(floorPerClient)/2], "floor-KiB/client")
 			})
+		}
+	}
+}
+
+// clientSet is the clients of one stream, connected one after another.
+type clientSet struct {
+	cs     []*streamClient
+	wg     sync.WaitGroup
+	cancel context.CancelFunc
+}
+
+// connectClients connects n clients to url, each streaming (its
+// run.started read) before the next connects.
+func connectClients(tb testing.TB, hc *http.Client, url string, n int) *clientSet {
+	ctx, cancel := context.WithTimeout(context.Background(), benchDeadline)
+	set := &clientSet{cs: make([]*streamClient, n), cancel: cancel}
+	for i := range set.cs {
+		c := &streamClient{started: make(chan struct{})}
+		set.cs[i] = c
+		set.wg.Add(1)
+		go func() {
+			defer set.wg.Done()
+			c.follow(ctx, hc, url, "")
+		}()
+		<-c.started
+		if c.err != nil {
+			cancel()
+			set.wg.Wait()
+			tb.Fatalf("client %d: %v", i, c.err)
+		}
+	}
+	return set
+}
+
+// wait waits for every client's stream to end, checks that each got count
+// stamps, and returns their latencies.
+func (set *clientSet) wait(tb testing.TB, count int) []time.Duration {
+	set.wg.Wait()
+	set.cancel()
+	var all []time.Duration
+	for _, c := range set.cs {
+		if c.err != nil || len(c.lat) != count {
+			tb.Fatalf("a client: %v, %d of %d stamped events", c.err, len(c.lat), count)
+		}
+		all = append(all, c.lat...)
+	}
+	return all
+}
+
+// goMemKiB is this process's Go heap in use and goroutine stacks, after a
+// collection.
+func goMemKiB() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse+m.StackInuse) / 1024
+}
+
+// floorRun is the floor of BenchmarkFanout: clients clients of a
+// floorServer, fed fakeclaude's stamped lines as message.delta envelopes
+// as the pipe reads them. It returns the clients' latencies and the
+// process's Go memory per client while they were connected (readers and
+// server together).
+func floorRun(tb testing.TB, bin string, s fakeSettings, clients int) ([]time.Duration, float64) {
+	f := newFloorServer()
+	defer f.close()
+	f.publish(runs.EventRunStarted, []byte(`{"prompt":"floor"}`))
+	hc := benchClient(tb)
+	idle := goMemKiB()
+	cs := connectClients(tb, hc, f.srv.URL+"/events", clients)
+	kib := float64(goMemKiB()-idle) / float64(clients)
+	var text []byte
+	pipeRun(tb, bin, s, func(line []byte, _ time.Time) {
+		ns, ok := bracketStamp(line)
+		if !ok {
+			return
+		}
+		text = strconv.AppendInt(append(text[:0], `{"message_id":"msg_floor","text":"<`...), ns, 10)
+		f.publish(runs.EventMessageDelta, append(text, `>"}`...))
+	})
+	f.publish(runs.EventRunCompleted, []byte(`{"status":"succeeded"}`))
+	lat := cs.wait(tb, s.Count)
+	hc.CloseIdleConnections()
+	return lat, kib
+}
+
+// floorServer is the least an SSE broadcaster on 127.0.0.1 does: it frames
+// each event once, as the gateway frames a stored envelope, and each
+// client's handler writes what it has not sent yet in one write and one
+// flush, woken when there is more. No store, no hub, no middleware.
+type floorServer struct {
+	srv *httptest.Server
+
+	mu     sync.Mutex
+	frames [][]byte      // the framed events, seq i+1 at i
+	ended  bool          // run.completed is among them
+	wake   chan struct{} // closed, and replaced, when frames grows
+}
+
+func newFloorServer() *floorServer {
+	f := &floorServer{wake: make(chan struct{})}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve)) // on 127.0.0.1
+	return f
+}
+
+func (f *floorServer) close() {
+	f.srv.CloseClientConnections()
+	f.srv.Close()
+}
+
+// publish frames one event whose envelope has data as its data, and wakes
+// the clients.
+func (f *floorServer) publish(typ runs.EventType, data []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	seq := len(f.frames) + 1
+	env := fmt.Appendf(nil, `{"v":1,"run_id":"run_floor","seq":%d,"time":%q,"type":%q,"agent":"claude","data":%s}`,
+		seq, time.Now().UTC().Format(time.RFC3339Nano), typ, data)
+	frame := fmt.Appendf(nil, "id: %d\nevent: %s\ndata: %s\n\n", seq, typ, env)
+	f.frames = append(f.frames, frame)
+	f.ended = f.ended || typ == runs.EventRunCompleted
+	close(f.wake)
+	f.wake = make(chan struct{})
+}
+
+func (f *floorServer) serve(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	var buf []byte
+	sent := 0
+	for {
+		f.mu.Lock()
+		frames, ended, wake := f.frames[sent:], f.ended, f.wake
+		f.mu.Unlock()
+		if len(frames) == 0 {
+			if ended {
+				return
+			}
+			select {
+			case <-wake:
+				continue
+			case <-r.Context().Done():
+				return
+			}
+		}
+		buf = buf[:0]
+		for _, fr := range frames {
+			buf = append(buf, fr...)
+		}
+		sent += len(frames)
+		if _, err := w.Write(buf); err != nil {
+			return
+		}
+		if rc.Flush() != nil {
+			return
 		}
 	}
 }
@@ -441,4 +677,72 @@ func BenchmarkLateJoin(b *testing.B) {
 	b.ReportMetric(replay[len(replay)/2], "replay-events/s")
 	b.ReportMetric(rawRate[len(rawRate)/2], "raw-events/s")
 	b.ReportMetric(rawRate[len(rawRate)/2]/replay[len(replay)/2], "x-raw")
+}
+
+// TestStampReader checks the benchmarks' reader of streamed text: stamps
+// split across deltas, several in one, an escaped text (decoded the slow
+// way) and ids read without a copy.
+func TestStampReader(t *testing.T) {
+	var st stampText
+	var got []int64
+	for _, text := range []string{"<12", "3>", "<4><5", ">x<6>", `<7\u003e`, "<8>"} {
+		env, err := json.Marshal(map[string]any{"v": 1, "type": "message.delta", "data": map[string]string{"message_id": "m", "text": text}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text == `<7\u003e` {
+			env = bytes.Replace(env, []byte(`\\u003e`), []byte(`\u003e`), 1) // a JSON escape of '>'
+		}
+		got = append(got, st.take(env)...)
+	}
+	if want := []int64{123, 4, 5, 6, 7, 8}; !slices.Equal(got, want) {
+		t.Errorf("stamps %v, want %v", got, want)
+	}
+	for in, want := range map[string]uint64{"1": 1, "18446744073709551615": 0, "": 0, "12a": 0, "42": 42} {
+		if n, ok := parseSeqBytes([]byte(in)); n != want || ok != (want != 0) {
+			t.Errorf("parseSeqBytes(%q) = %d, %v", in, n, ok)
+		}
+	}
+}
+
+// FuzzStampText: for any text a message.delta envelope carries, the
+// reader finds the same stamps as decoding the envelope whole would.
+func FuzzStampText(f *testing.F) {
+	for _, s := range []string{"<1764448932123456789>", "a<1>b<2", `"<3>"`, "<\\4>", "é<5>\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		env, err := json.Marshal(map[string]any{"v": 1, "seq": 3, "type": "message.delta",
+			"data": map[string]string{"message_id": "m", "text": text}})
+		if err != nil {
+			t.Skip()
+		}
+		var fast stampText
+		got := fast.take(env)
+		// The reference: the envelope decoded whole.
+		var dec struct {
+			Data struct {
+				Text string `json:"text"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(env, &dec); err != nil {
+			t.Fatal(err)
+		}
+		var want []int64
+		carry := []byte(dec.Data.Text)
+		for {
+			i, j := bytes.IndexByte(carry, '<'), bytes.IndexByte(carry, '>')
+			if i < 0 || j < i {
+				break
+			}
+			digits := len(carry[i+1:j]) > 0 && !bytes.ContainsFunc(carry[i+1:j], func(r rune) bool { return r < '0' || r > '9' })
+			if ns, err := strconv.ParseInt(string(carry[i+1:j]), 10, 64); err == nil && digits {
+				want = append(want, ns)
+			}
+			carry = carry[j+1:]
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("text %q: stamps %v, want %v", text, got, want)
+		}
+	})
 }
