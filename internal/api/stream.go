@@ -30,67 +30,25 @@ const (
 // run.completed. A run that has ended with nothing newer than the cursor
 // answers 204, which tells an EventSource to stop reconnecting.
 func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
-	id, err := runID(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	after, err := resumeAfter(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	ndjson := prefersNDJSON(r.Header.Values("Accept"))
-
-	if s.draining() {
-		s.fail(w, r, fmt.Errorf("open events of run %s: %w", id, runs.ErrShuttingDown))
-		return
-	}
-
-	ctx := r.Context()
-	run, err := s.svc.Get(ctx, id)
-	if err != nil {
-		s.fail(w, r, fmt.Errorf("get run %s: %w", id, err))
-		return
-	}
-	// The cursor starts at most at the log's end: a client resumed past
-	// the end of a running run (a Last-Event-ID from a log that was
-	// lost, or made up) still sees run.completed, and its stream ends
-	// with the run; only events after its resume point are written.
-	from := after
-	if after > 0 || run.Status.Terminal() {
-		last, err := s.svc.LastEventSeq(ctx, id)
-		if err != nil {
-			s.fail(w, r, fmt.Errorf("last event of run %s: %w", id, err))
-			return
-		}
-		if run.Status.Terminal() && last <= after {
-			w.Header().Set("Cache-Control", "no-cache")
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		from = min(after, last)
-	}
-
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	cur, err := s.svc.Events(ctx, id, from)
-	if err != nil {
-		s.fail(w, r, fmt.Errorf("open events of run %s: %w", id, err))
+	// Opened in a call of its own: what it looks at on the way (the run,
+	// the request's fields) is off the stack before the stream begins,
+	// and a thousand parked streams each keep a smaller one.
+	id, st, cur, ok := s.openEvents(ctx, w, r)
+	if !ok {
 		return
 	}
 	s.obs.SSEClientsAdd(1)
 	defer s.obs.SSEClientsAdd(-1)
+	s.streamEnded(w, id, st, st.serve(ctx, cancel, cur, &s.cfg))
+}
 
-	st := &stream{
-		w:       w,
-		rc:      http.NewResponseController(w),
-		ndjson:  ndjson,
-		last:    after,
-		timeout: s.cfg.WriteTimeout,
-	}
-	err = st.serve(ctx, cancel, cur, s.cfg)
-	// Made only now, so that a stream does not hold it for its life.
+// streamEnded logs why a stream ended, if it says anything worth knowing.
+// It is a call of its own for the same reason as openEvents.
+//
+//go:noinline
+func (s *server) streamEnded(w http.ResponseWriter, id string, st *stream, err error) {
 	log := s.log.With(zap.String("run_id", id))
 	if errors.Is(err, errDrained) {
 		log.Debug("event stream ended by the drain", zap.Uint64("last_seq", st.last))
@@ -106,6 +64,66 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 			rec.err = err
 		}
 	}
+}
+
+// openEvents checks the request and opens the run's cursor on ctx, or
+// answers the request itself (an error, or 204) and reports !ok.
+//
+//go:noinline
+func (s *server) openEvents(ctx context.Context, w http.ResponseWriter, r *http.Request) (id string, st *stream, cur runs.Cursor, ok bool) {
+	id, err := runID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return "", nil, nil, false
+	}
+	after, err := resumeAfter(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return "", nil, nil, false
+	}
+	ndjson := prefersNDJSON(r.Header.Values("Accept"))
+
+	if s.draining() {
+		s.fail(w, r, fmt.Errorf("open events of run %s: %w", id, runs.ErrShuttingDown))
+		return "", nil, nil, false
+	}
+
+	run, err := s.svc.Get(ctx, id)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("get run %s: %w", id, err))
+		return "", nil, nil, false
+	}
+	// The cursor starts at most at the log's end: a client resumed past
+	// the end of a running run (a Last-Event-ID from a log that was
+	// lost, or made up) still sees run.completed, and its stream ends
+	// with the run; only events after its resume point are written.
+	from := after
+	if after > 0 || run.Status.Terminal() {
+		last, err := s.svc.LastEventSeq(ctx, id)
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("last event of run %s: %w", id, err))
+			return "", nil, nil, false
+		}
+		if run.Status.Terminal() && last <= after {
+			w.Header().Set("Cache-Control", "no-cache")
+			w.WriteHeader(http.StatusNoContent)
+			return "", nil, nil, false
+		}
+		from = min(after, last)
+	}
+
+	cur, err = s.svc.Events(ctx, id, from)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("open events of run %s: %w", id, err))
+		return "", nil, nil, false
+	}
+	return id, &stream{
+		w:       w,
+		rc:      http.NewResponseController(w),
+		ndjson:  ndjson,
+		last:    after,
+		timeout: s.cfg.WriteTimeout,
+	}, cur, true
 }
 
 // stream writes one client's events. Only the handler's goroutine uses it.
@@ -215,7 +233,7 @@ func (src *batchSource) close() {
 
 // serve streams cur to the client until run.completed, ctx ends, a write
 // fails or the cursor fails.
-func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs.Cursor, cfg Config) error {
+func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs.Cursor, cfg *Config) error {
 	src := newBatchSource(cur, cfg.BatchSize)
 	defer func() {
 		cancel()

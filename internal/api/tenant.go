@@ -24,24 +24,36 @@ func ownedRun(ctx context.Context) (runs.Run, bool) {
 // the run's tenant.
 func (s *server) owned(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := runID(r)
-		if err != nil {
-			s.fail(w, r, err)
-			return
+		if r, ok := s.ownedRequest(w, r); ok {
+			next.ServeHTTP(w, r)
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-		run, err := s.ownRun(ctx, id)
-		cancel()
-		if err != nil {
-			s.fail(w, r, fmt.Errorf("run %s: %w", id, err))
-			return
-		}
-		if p := principalFrom(r.Context()); p.token != nil && !p.token.Allows(run.ID) {
-			s.fail(w, r, edgeErr(http.StatusUnauthorized, CodeInvalidToken, "", "the stream token is for another run"))
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ownedRunKey{}, run)))
 	})
+}
+
+// ownedRequest is owned's check: the request with its run, or !ok once it
+// has answered. A call of its own, so that the run it looks at is not on
+// the stack of a handler below it, such as an event stream that lasts as
+// long as its run.
+//
+//go:noinline
+func (s *server) ownedRequest(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	id, err := runID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	run, err := s.ownRun(ctx, id)
+	cancel()
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("run %s: %w", id, err))
+		return nil, false
+	}
+	if p := principalFrom(r.Context()); p.token != nil && !p.token.Allows(run.ID) {
+		s.fail(w, r, edgeErr(http.StatusUnauthorized, CodeInvalidToken, "", "the stream token is for another run"))
+		return nil, false
+	}
+	return r.WithContext(context.WithValue(r.Context(), ownedRunKey{}, run)), true
 }
 
 // streamGate bounds the tenant's open streams on this replica and answers
