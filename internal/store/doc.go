@@ -12,6 +12,10 @@
 //     1, 2, …) and "Agentgate-Type", and Nats-Msg-Id "<run_id>.<seq>".
 //     The stream allows atomic batch publish. Cursors are ordered
 //     consumers on one run's subject, deleted when the cursor is closed.
+//   - In the same stream, on subjects "agentgate.packs.<run_id>.<k>", a
+//     run's packs: pack k holds the run's events k*512+1 .. (k+1)*512 in
+//     one message, to replay them without a message per event. They are
+//     an index, never the log: see Packs below.
 //   - The KV bucket "agentgate_sessions": "<agent>.<session id>" → a JSON
 //     runs.SessionRecord: the session's directory, so that a resumed run
 //     continues there on any replica, and its cumulative cost, so that a
@@ -63,6 +67,29 @@
 // whose consumer has events pending and no pull waiting is given a new
 // consumer.
 //
+// Packs: JetStream delivers a consumer one message per event, which bounds
+// a replay through one to a few hundred thousand events a second. So as
+// AppendEvents stores a run's events, the store also builds, from the
+// events it stored itself, the run's packs, and sends each once it is full
+// without waiting for its ack: a version byte, the first seq, each event's
+// type and JSON prefixed by their lengths, and a CRC-32C. Only a dense run
+// of seqs from a pack's first enters it: an event that does not follow the
+// one before (another writer's, a retry's) abandons the pack, and so does a
+// pack past 512 KiB. A run's run.completed sends its last, partial pack and
+// frees its buffer, so that a finished run, short or long, replays from
+// packs to its end. The store buffers packs for at most 1024 runs (the one
+// appended least recently loses its buffer) and 32 MiB. A pack is stored
+// once (its publish expects no message on its subject). A cursor reads the
+// packs holding the events it must deliver, one get by subject each (from
+// the stream's leader, with a few in flight at once), and at the first pack
+// missing, unreadable or partial goes on through an ordered consumer from
+// the stored position of the next event, which then follows the live tail;
+// the consumer is created only then, and after a run.completed only if its
+// reader asks for more. A pack lost, abandoned or damaged costs its range
+// (and the rest of that replay) the slower path, never an event. DeleteRun
+// purges a run's packs with its events; MaxAge expires them as it does
+// events.
+//
 // Run ids are UUIDv7 strings made by the gateway; the store accepts any id
 // of 1 to 64 ASCII letters, digits, '-' and '_', which keeps ids safe as
 // subject tokens and keys, and rejects the rest with runs.ErrInvalid.
@@ -75,10 +102,13 @@
 // with others, at most about twice the bits of the stream's length), reading
 // down from the run's end, so that a client asking for the last events
 // touches only the file blocks that hold them. A log that is not a dense
-// prefix is replayed from its first event instead, with a warning. Each open
-// cursor costs the server one in-memory consumer and the client a few
-// goroutines and at most 1024 events pulled (and at most 1 MiB of them) plus
-// 256 ready for Next (and at most 1 MiB of them): a replica serves a few
+// prefix is replayed from its first event instead, with a warning. A replay
+// from packs runs at about a million events a second in the cursor, and
+// holds at most five packs (about 1 MiB of fetched packs, by the size of
+// the last) plus 256 events ready for Next (and at most 1 MiB of them).
+// Each open cursor on the log costs the server one in-memory consumer and
+// the client a few goroutines and at most 1024 events pulled (and at most 1
+// MiB of them) plus 256 ready for Next (and at most 1 MiB of them): a replica serves a few
 // thousand concurrent cursors, on one connection per 32; past that, cursors
 // should share one subscription per run. At most 50 runs per stream append a
 // multi-event batch at the same instant (the server's limit on atomic

@@ -464,7 +464,6 @@ func (s *Store) OpenCursor(ctx context.Context, runID string, after uint64) (run
 		events: make(chan runs.StoredEvent, cursorBuffer),
 		room:   make(chan struct{}, 1),
 		want:   make(chan struct{}, 1),
-		names:  typeNames{},
 		log:    s.log.With(zap.String("run_id", runID)),
 	}
 	pack, err := c.getPack(ctx, packOf(after+1))
@@ -706,7 +705,6 @@ type cursor struct {
 	events chan runs.StoredEvent // closed when the pump ends
 	err    error                 // why the pump ended; read after events is closed
 	log    *zap.Logger
-	names  typeNames // the event types of the packs read, owned by the pump
 	// cfg, cons and it are the consumer, nil until the cursor needs
 	// one; the pump owns them once it runs.
 	cfg  jetstream.OrderedConsumerConfig
@@ -811,80 +809,20 @@ func (c *cursor) deliver(ctx context.Context, ev runs.StoredEvent) error {
 }
 
 // getPack reads pack k of the cursor's run, within the store's timeout.
+// Several may run at once.
 func (c *cursor) getPack(ctx context.Context, k uint64) ([]runs.StoredEvent, error) {
 	ctx, cancel := c.s.withTimeout(ctx)
 	defer cancel()
-	evs, err := getPack(ctx, c.rd.nc, c.runID, k, c.names)
-	if err != nil && !errors.Is(err, errNoPack) && ctx.Err() == nil {
-		c.log.Warn("pack unreadable, its events are read one by one", zap.Uint64("pack", k), zap.Error(err))
+	evs, err := getPack(ctx, c.rd.nc, c.runID, k, typeNames{})
+	switch {
+	case errors.Is(err, errBadPack):
+		c.log.Warn("pack damaged, its range is read from the log", zap.Uint64("pack", k), zap.Error(err))
+	case err != nil && !errors.Is(err, errNoPack) && ctx.Err() == nil:
+		// A timeout, an election: the log is read instead, as it
+		// would be if the pack were not stored.
+		c.log.Debug("pack not read", zap.Uint64("pack", k), zap.Error(err))
 	}
 	return evs, err
-}
-
-// replayPacks delivers the events after seq after of pack, which holds
-// after+1, and of the packs that follow it, up to the first pack missing
-// or partial, and returns the last seq delivered and its type. The next
-// pack is fetched while the reader takes this one's events: at most two
-// packs are held beside what deliver holds.
-func (c *cursor) replayPacks(ctx context.Context, after uint64, pack []runs.StoredEvent) (uint64, runs.EventType, error) {
-	fetched := make(chan []runs.StoredEvent)
-	fctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	next := packOf(pack[len(pack)-1].Seq) + 1
-	if pack[len(pack)-1].Seq == next*packEvents {
-		go c.fetchPacks(fctx, next, fetched, done)
-	} else {
-		close(fetched)
-		close(done)
-	}
-	defer func() {
-		stop()
-		<-done
-	}()
-	last := after
-	var lastType runs.EventType
-	for {
-		for _, ev := range pack {
-			if ev.Seq <= last {
-				continue
-			}
-			if err := c.deliver(ctx, ev); err != nil {
-				return last, lastType, err
-			}
-			last, lastType = ev.Seq, ev.Type
-		}
-		var ok bool
-		select {
-		case pack, ok = <-fetched:
-		case <-ctx.Done():
-			return last, lastType, errCursorClosed
-		}
-		if !ok {
-			return last, lastType, nil
-		}
-	}
-}
-
-// fetchPacks sends packs k, k+1, … of the cursor's run to out until one is
-// missing, unreadable or partial (which it still sends), then closes out.
-// It closes done when it returns.
-func (c *cursor) fetchPacks(ctx context.Context, k uint64, out chan<- []runs.StoredEvent, done chan<- struct{}) {
-	defer close(done)
-	defer close(out)
-	for ; ; k++ {
-		pack, err := c.getPack(ctx, k)
-		if err != nil {
-			return
-		}
-		select {
-		case out <- pack:
-		case <-ctx.Done():
-			return
-		}
-		if pack[len(pack)-1].Seq != (k+1)*packEvents {
-			return
-		}
-	}
 }
 
 // switchToConsumer gives a cursor whose packs ended at seq last a consumer

@@ -135,7 +135,7 @@ func decodePack(data []byte, names typeNames, evs []runs.StoredEvent) ([]runs.St
 	if body[0] != packVersion {
 		return evs, fmt.Errorf("%w: version %d", errBadPack, body[0])
 	}
-	seq, n := binary.Uvarint(body[1:])
+	seq, n := packUvarint(body[1:])
 	if n <= 0 || seq == 0 {
 		return evs, fmt.Errorf("%w: first seq", errBadPack)
 	}
@@ -169,9 +169,20 @@ func decodePack(data []byte, names typeNames, evs []runs.StoredEvent) ([]runs.St
 	return evs, nil
 }
 
+// packUvarint is binary.Uvarint refusing (n = 0) the longer encodings of
+// a number, which a writer never makes: a pack decodes from one encoding
+// only.
+func packUvarint(b []byte) (uint64, int) {
+	v, n := binary.Uvarint(b)
+	if n > 1 && b[n-1] == 0 {
+		return 0, 0
+	}
+	return v, n
+}
+
 // packField reads one uvarint-prefixed field.
 func packField(b []byte) (field, rest []byte, ok bool) {
-	l, n := binary.Uvarint(b)
+	l, n := packUvarint(b)
 	if n <= 0 || l > uint64(len(b)-n) {
 		return nil, nil, false
 	}

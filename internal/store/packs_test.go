@@ -417,15 +417,16 @@ func TestDecodePackRejects(t *testing.T) {
 		t.Fatalf("decoded %+v", evs)
 	}
 	cases := map[string][]byte{
-		"empty":       nil,
-		"short":       good[:5],
-		"checksum":    append(bytes.Clone(good[:len(good)-1]), good[len(good)-1]^1),
-		"version":     finishPack(append([]byte{9}, startPack(nil, 7)[1:]...)),
-		"no events":   finishPack(startPack(nil, 7)),
-		"seq 0":       finishPack(appendPackEvent(startPack(nil, 0), runs.StoredEvent{Type: "a", JSON: []byte("{}")})),
-		"cut field":   finishPack(append(startPack(nil, 1), 1, 'a', 5, '{')),
-		"empty type":  finishPack(append(startPack(nil, 1), 0, 2, '{', '}')),
-		"empty event": finishPack(append(startPack(nil, 1), 1, 'a', 0)),
+		"empty":        nil,
+		"short":        good[:5],
+		"checksum":     append(bytes.Clone(good[:len(good)-1]), good[len(good)-1]^1),
+		"version":      finishPack(append([]byte{9}, startPack(nil, 7)[1:]...)),
+		"no events":    finishPack(startPack(nil, 7)),
+		"seq 0":        finishPack(appendPackEvent(startPack(nil, 0), runs.StoredEvent{Type: "a", JSON: []byte("{}")})),
+		"cut field":    finishPack(append(startPack(nil, 1), 1, 'a', 5, '{')),
+		"empty type":   finishPack(append(startPack(nil, 1), 0, 2, '{', '}')),
+		"empty event":  finishPack(append(startPack(nil, 1), 1, 'a', 0)),
+		"long uvarint": finishPack([]byte{packVersion, 0xd3, 0x00, 1, 'b', 2, '{', '}'}),
 		"overflow": finishPack(appendPackEvent(appendPackEvent(startPack(nil, ^uint64(0)),
 			runs.StoredEvent{Type: "a", JSON: []byte("{}")}), runs.StoredEvent{Type: "a", JSON: []byte("{}")})),
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/nats-io/nats.go"
@@ -103,4 +104,84 @@ func parseMsgGet(answer []byte, subject string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: payload: %w", errBadPack, err)
 	}
 	return data[:n], nil
+}
+
+// packPrefetchBytes bounds the packs a cursor fetches ahead of the one it
+// delivers, by the size of the last one read, and maxPacksAhead their
+// number: a get waits mostly on the server (a pack's block loaded, its
+// answer encoded), so a few in flight at once go several times faster
+// than one after another, and a cursor holds about what its pulls held
+// before packs (1 MiB) and at most maxPacksAhead+1 packs of 512 KiB.
+const (
+	packPrefetchBytes = 1 << 20
+	maxPacksAhead     = 4
+)
+
+// packGot is a get of one pack, in flight or done.
+type packGot struct {
+	events []runs.StoredEvent
+	err    error
+	done   chan struct{}
+}
+
+// replayPacks delivers the events after seq after of pack, which holds
+// after+1, and of the packs that follow it, up to the first pack missing,
+// unreadable or partial, and returns the last seq delivered and its type.
+// The packs that follow are fetched while the reader takes this one's
+// events, a few at once (packPrefetchBytes); those fetched past the first
+// missing one are dropped.
+func (c *cursor) replayPacks(ctx context.Context, after uint64, pack []runs.StoredEvent) (uint64, runs.EventType, error) {
+	fctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+	var ahead []*packGot // in order of their packs
+	next := packOf(pack[len(pack)-1].Seq) + 1
+	last := after
+	var lastType runs.EventType
+	for {
+		full := pack[len(pack)-1].Seq == (packOf(pack[0].Seq)+1)*packEvents
+		if full {
+			size := 0
+			for _, ev := range pack {
+				size += len(ev.JSON)
+			}
+			for len(ahead) < min(maxPacksAhead, max(1, packPrefetchBytes/max(size, 1))) {
+				g := &packGot{done: make(chan struct{})}
+				ahead = append(ahead, g)
+				wg.Add(1)
+				go func(k uint64) {
+					defer wg.Done()
+					defer close(g.done)
+					g.events, g.err = c.getPack(fctx, k)
+				}(next)
+				next++
+			}
+		}
+		for _, ev := range pack {
+			if ev.Seq <= last {
+				continue
+			}
+			if err := c.deliver(ctx, ev); err != nil {
+				return last, lastType, err
+			}
+			last, lastType = ev.Seq, ev.Type
+		}
+		if !full || len(ahead) == 0 {
+			return last, lastType, nil
+		}
+		g := ahead[0]
+		ahead = ahead[1:]
+		select {
+		case <-g.done:
+		case <-ctx.Done():
+			return last, lastType, errCursorClosed
+		}
+		if g.err != nil {
+			return last, lastType, nil
+		}
+		pack = g.events
+	}
 }
