@@ -156,9 +156,10 @@ type batch struct {
 // own to wait in Next: with a thousand clients on a run, that is a
 // thousand fewer goroutines, and one goroutine switch fewer per batch.
 type pollingCursor interface {
-	// Poll returns the events available now, at most max. With none, it
-	// returns a channel closed when there may be more, or, when it cannot
-	// tell without waiting, no channel: the caller calls Next then.
+	// Poll returns the events available now, at most max, in a slice
+	// the cursor may use again at the next Poll. With none, it returns a
+	// channel closed when there may be more, or, when it cannot tell
+	// without waiting, no channel: the caller calls Next then.
 	Poll(max int) ([]runs.StoredEvent, <-chan struct{}, error)
 }
 

@@ -462,7 +462,14 @@ type reader struct {
 	closed bool
 	// at is where the reader reads from now, as the Hub's Stats count it.
 	at readerPlace
+	// polled is what the last Poll returned, reused by the next while
+	// small: a stream polls again only once it has written it.
+	polled []runs.StoredEvent
 }
+
+// maxReusedPoll bounds the batch a reader keeps for its next Poll: the few
+// events a wake-up brings at a steady rate, not a lagging reader's 256.
+const maxReusedPoll = 16
 
 // readerPlace is where a reader reads from.
 type readerPlace int
@@ -576,7 +583,7 @@ func (r *reader) Next(ctx context.Context, max int) ([]runs.StoredEvent, error) 
 			continue
 		}
 		if int(r.next-f.lo) < len(f.evs) {
-			out := r.takeLocked(max)
+			out := r.takeLocked(max, nil)
 			f.mu.RUnlock()
 			if len(out) > 0 {
 				return out, nil
@@ -597,13 +604,17 @@ func (r *reader) Next(ctx context.Context, max int) ([]runs.StoredEvent, error) 
 }
 
 // takeLocked returns the ring's events from the reader's position on, at
-// most max and about maxBatchBytes, and moves the reader past them. It
-// returns none when the ring has nothing newer than the reader's last.
-func (r *reader) takeLocked(max int) []runs.StoredEvent {
+// most max and about maxBatchBytes, and moves the reader past them: in
+// reuse when they fit in it, else in a new slice. It returns none when the
+// ring has nothing newer than the reader's last.
+func (r *reader) takeLocked(max int, reuse []runs.StoredEvent) []runs.StoredEvent {
 	f := r.f
 	for int(r.next-f.lo) < len(f.evs) {
 		i := int(r.next - f.lo)
-		out := make([]runs.StoredEvent, 0, min(max, len(f.evs)-i))
+		out := reuse[:0]
+		if n := min(max, len(f.evs)-i); cap(out) < n {
+			out = make([]runs.StoredEvent, 0, n)
+		}
 		size := 0
 		for ; i < len(f.evs) && len(out) < max; i++ {
 			ev := f.evs[i]
@@ -628,7 +639,9 @@ func (r *reader) takeLocked(max int) []runs.StoredEvent {
 
 // Poll is Next without the wait, for a caller that waits on other things
 // too and would rather not spend a goroutine on each reader: it returns
-// the events the ring holds after the reader's position now, at most max.
+// the events the ring holds after the reader's position now, at most max,
+// in a slice that is the reader's again at its next Poll (a caller polls
+// once it is done with them; Next's are the caller's to keep).
 // With none, it returns a channel that is closed when the ring may have
 // more (Poll again then), or the feed's failure once the ring has nothing
 // left for the reader. A reader that reads from a store cursor of its own,
@@ -650,7 +663,10 @@ func (r *reader) Poll(max int) ([]runs.StoredEvent, <-chan struct{}, error) {
 	if r.next < f.lo {
 		return nil, nil, nil
 	}
-	if out := r.takeLocked(max); len(out) > 0 {
+	if out := r.takeLocked(max, r.polled); len(out) > 0 {
+		if cap(out) <= maxReusedPoll {
+			r.polled = out
+		}
 		return out, nil, nil
 	}
 	if f.err != nil {

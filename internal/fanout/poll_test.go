@@ -151,3 +151,52 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestPollReusesOnlyItsOwn: a reader reuses the slice of its last Poll for
+// the next, and only its own: two readers of one ring never share one, and
+// what Next returned stays the caller's.
+func TestPollReusesOnlyItsOwn(t *testing.T) {
+	src := newMemLog()
+	src.add("r", 2, false)
+	h := New(src, Options{}, zap.NewNop())
+	defer h.Close()
+	a, b := open(t, h, "r", 0), open(t, h, "r", 0)
+	defer a.Close()
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	kept, err := a.Next(ctx, 1)
+	if err != nil || len(kept) != 1 || kept[0].Seq != 1 {
+		t.Fatalf("Next: %v, %v", kept, err)
+	}
+	pollAll := func(p poller) []runs.StoredEvent {
+		t.Helper()
+		for {
+			evs, wake, err := p.Poll(8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) > 0 {
+				return evs
+			}
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				t.Fatal("no events")
+			}
+		}
+	}
+	first := pollAll(a.(poller))
+	evB := pollAll(b.(poller))
+	if &first[0] == &evB[0] {
+		t.Fatal("two readers' polls share a slice")
+	}
+	src.add("r", 1, false)
+	second := pollAll(a.(poller))
+	if second[0].Seq != 3 || kept[0].Seq != 1 {
+		t.Fatalf("second poll %v, kept %v", second, kept)
+	}
+	if &first[:1][0] != &second[:1][0] {
+		t.Error("a reader's second poll did not reuse its first's slice")
+	}
+}
