@@ -897,149 +897,22 @@ func startSupervisor(b *testing.B, st runs.Store, bin string) *runs.Supervisor {
 	return sup
 }
 
-// writeBehind is a store whose AppendEvents returns at once and whose
-// goroutine appends, in one call per run, everything queued meanwhile.
-// UpdateRun, and an append holding run.completed, wait until what was
-// queued is stored. It was the experiment behind the supervisor's own
-// appender; with that in place it should add nothing (x-writebehind ≈ 1),
-// which is what the benchmark now checks by eye.
-type writeBehind struct {
-	runs.Store
-	in   chan writeItem
-	done chan struct{}
-
-	mu      sync.Mutex
-	calls   int
-	events  int
-	lastErr error
-}
-
-// writeItem is a run's events, or, with flushed set, a request to report
-// once everything before it is stored.
-type writeItem struct {
-	id      string
-	evs     []runs.StoredEvent
-	flushed chan error
-}
-
-func newWriteBehind(s runs.Store) *writeBehind {
-	w := &writeBehind{Store: s, in: make(chan writeItem, 1024), done: make(chan struct{})}
-	go w.loop()
-	return w
-}
-
-func (w *writeBehind) AppendEvents(_ context.Context, id string, evs []runs.StoredEvent) error {
-	w.in <- writeItem{id: id, evs: evs}
-	for _, ev := range evs {
-		if ev.Type == runs.EventRunCompleted {
-			return w.flush() // a run's end is stored when it is reported
-		}
-	}
-	return nil
-}
-
-// flush waits until everything queued before it is stored.
-func (w *writeBehind) flush() error {
-	flushed := make(chan error, 1)
-	w.in <- writeItem{flushed: flushed}
-	return <-flushed
-}
-
-func (w *writeBehind) UpdateRun(ctx context.Context, r runs.Run) error {
-	if err := w.flush(); err != nil {
-		return err
-	}
-	return w.Store.UpdateRun(ctx, r)
-}
-
-// close stops the goroutine once the queue is empty.
-func (w *writeBehind) close() {
-	close(w.in)
-	<-w.done
-}
-
-// take returns and resets the number of real AppendEvents calls and the
-// events they carried.
-func (w *writeBehind) take() (calls, events int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	calls, events = w.calls, w.events
-	w.calls, w.events = 0, 0
-	return calls, events
-}
-
-func (w *writeBehind) loop() {
-	defer close(w.done)
-	for first := range w.in {
-		pending := []writeItem{first}
-	drain:
-		for {
-			select {
-			case it, ok := <-w.in:
-				if !ok {
-					break drain
-				}
-				pending = append(pending, it)
-			default:
-				break drain
-			}
-		}
-		var id string
-		var batch []runs.StoredEvent
-		flush := func() {
-			if len(batch) == 0 {
-				return
-			}
-			err := w.Store.AppendEvents(context.Background(), id, batch)
-			w.mu.Lock()
-			w.calls++
-			w.events += len(batch)
-			if err != nil && w.lastErr == nil {
-				w.lastErr = err
-			}
-			w.mu.Unlock()
-			batch = nil
-		}
-		for _, it := range pending {
-			switch {
-			case it.flushed != nil:
-				flush()
-				w.mu.Lock()
-				err := w.lastErr
-				w.lastErr = nil
-				w.mu.Unlock()
-				it.flushed <- err
-			case it.id != id:
-				flush()
-				id, batch = it.id, it.evs
-			default:
-				batch = append(batch, it.evs...)
-			}
-		}
-		flush()
-	}
-}
-
 // BenchmarkSupervisorStore splits the pipeline's cost without HTTP: the
 // same fakeclaude run (throughputLines text deltas, as fast as it can)
-// through the real Supervisor over three stores, in rotating order every
-// iteration: the embedded JetStream store as the gateway uses it; a store
-// that drops events (the baseline: process, pipe, decoder, stamping and
-// encoding, nothing stored); and the same JetStream store behind
-// writeBehind, the experiment that led to the supervisor's appender and
-// should now add nothing. One op is one run on each.
+// through the real Supervisor over two stores, in turns every iteration:
+// the embedded JetStream store as the gateway uses it, and a store that
+// drops events (the baseline: process, pipe, decoder, stamping and
+// encoding, nothing stored). One op is one run on each. (Its third store,
+// a write-behind wrapper, was the experiment that led to the supervisor's
+// appender; once the appender measured the same, it was retired.)
 //
-// Metrics: jetstream-events/s, discard-events/s, writebehind-events/s;
-// x-discard and x-writebehind (each over jetstream); append-µs (the mean
-// AppendEvents call on JetStream, which the supervisor's appender makes
-// once per batch), append-share (the fraction of the JetStream run's wall time
-// spent inside AppendEvents) and writebehind-events/append (the batches
-// the experiment reached).
+// Metrics: jetstream-events/s, discard-events/s; x-discard (over
+// jetstream); append-µs (the mean AppendEvents call on JetStream, which
+// the supervisor's appender makes once per batch) and append-share (the
+// fraction of the JetStream run's wall time spent inside AppendEvents).
 func BenchmarkSupervisorStore(b *testing.B) {
 	bin := buildFakeClaude(b)
 	js := openJetStream(b)
-	wb := newWriteBehind(js)
-	b.Cleanup(wb.close) // after the supervisors' shutdown, registered below
 
 	mix := mixes(b)[0]
 	lines := mix.expand(throughputLines)
@@ -1055,20 +928,21 @@ func BenchmarkSupervisorStore(b *testing.B) {
 		events   int
 		inAppend time.Duration
 	}
-	lastSeq := func(id string) uint64 {
-		last, err := js.LastEvent(context.Background(), id)
-		if err != nil {
-			b.Fatal(err)
+	lastSeq := func(st *store.Store) func(id string) uint64 {
+		return func(id string) uint64 {
+			last, err := st.LastEvent(context.Background(), id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return last.Seq
 		}
-		return last.Seq
 	}
 	newVariant := func(s runs.Store, stored func(string) uint64) *variant {
 		st := newCountingStore(s)
 		return &variant{st: st, sup: startSupervisor(b, st, bin), stored: stored}
 	}
-	jet := newVariant(js, lastSeq)
+	jet := newVariant(js, lastSeq(js))
 	discard := newVariant(&discardStore{runs: map[string]runs.Run{}}, nil)
-	behind := newVariant(wb, lastSeq)
 	measure := func(v *variant) {
 		v.st.take()
 		start := time.Now()
@@ -1096,8 +970,7 @@ func BenchmarkSupervisorStore(b *testing.B) {
 		v.events += events
 		v.inAppend += in
 	}
-	order := []*variant{jet, discard, behind}
-	wb.take()
+	order := []*variant{jet, discard}
 	i := 0
 	for b.Loop() {
 		for k := range order {
@@ -1105,16 +978,12 @@ func BenchmarkSupervisorStore(b *testing.B) {
 		}
 		i++
 	}
-	wbCalls, wbEvents := wb.take()
 	rate := func(v *variant) float64 { return float64(v.events) / v.wall.Seconds() }
 	b.ReportMetric(rate(jet), "jetstream-events/s")
 	b.ReportMetric(rate(discard), "discard-events/s")
-	b.ReportMetric(rate(behind), "writebehind-events/s")
 	b.ReportMetric(rate(discard)/rate(jet), "x-discard")
-	b.ReportMetric(rate(behind)/rate(jet), "x-writebehind")
 	b.ReportMetric(micros(jet.inAppend)/float64(jet.appends), "append-µs")
 	b.ReportMetric(jet.inAppend.Seconds()/jet.wall.Seconds(), "append-share")
-	b.ReportMetric(float64(wbEvents)/float64(wbCalls), "writebehind-events/append")
 }
 
 // reportVersus reports n runs launched directly (total d) against n through
