@@ -117,6 +117,7 @@ func (s *server) openEvents(ctx context.Context, w http.ResponseWriter, r *http.
 		s.fail(w, r, fmt.Errorf("open events of run %s: %w", id, err))
 		return "", nil, nil, false
 	}
+	releaseOwnedRun(r.Context())
 	return id, &stream{
 		w:       w,
 		rc:      http.NewResponseController(w),
@@ -369,10 +370,11 @@ const (
 	// deadline) then holds this much, not BatchSize events' worth: 64 MiB
 	// of 256 KiB events.
 	maxBatchBytes = 1 << 20
-	// retainBytes is the largest write buffer kept between writes: a
-	// batch of small events fits in it, and a thousand idle clients do
-	// not each keep what their largest batch once needed.
-	retainBytes = 16 << 10
+	// retainBytes is the largest write buffer kept between writes: the
+	// few small events of a steady stream's batch fit in it, and a
+	// thousand clients do not each keep what their largest batch (the
+	// first, with run.started and its prompt) once needed.
+	retainBytes = 2 << 10
 	// eventOverhead is about what the SSE framing adds to an event's
 	// envelope: its id, event and data fields.
 	eventOverhead = 64

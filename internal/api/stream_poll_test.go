@@ -243,3 +243,22 @@ func TestEventsThroughHub(t *testing.T) {
 		t.Errorf("the hub delivered %d events, want %d", st.Delivered, 40+37)
 	}
 }
+
+// TestReleaseOwnedRun: once a stream has opened its cursor it lets go of
+// the run owned put in its request's context, which would otherwise stay
+// there for the stream's life; a request without one is left alone.
+func TestReleaseOwnedRun(t *testing.T) {
+	run := sampleRun(runA, runs.Running)
+	ctx := context.WithValue(context.Background(), ownedRunKey{}, &ownedRunBox{run: run, found: true})
+	if got, ok := ownedRun(ctx); !ok || got.ID != runA {
+		t.Fatalf("ownedRun = %v, %v", got.ID, ok)
+	}
+	releaseOwnedRun(ctx)
+	if got, ok := ownedRun(ctx); ok || got.ID != "" {
+		t.Fatalf("ownedRun after release = %q, %v", got.ID, ok)
+	}
+	releaseOwnedRun(context.Background()) // nothing to release
+	if _, ok := ownedRun(context.Background()); ok {
+		t.Fatal("ownedRun found a run in an empty context")
+	}
+}

@@ -12,10 +12,30 @@ import (
 
 type ownedRunKey struct{}
 
+// ownedRunBox holds the run owned found for a request, in its context.
+type ownedRunBox struct {
+	run   runs.Run
+	found bool
+}
+
 // ownedRun returns the run that owned found for the request.
 func ownedRun(ctx context.Context) (runs.Run, bool) {
-	r, ok := ctx.Value(ownedRunKey{}).(runs.Run)
-	return r, ok
+	b, _ := ctx.Value(ownedRunKey{}).(*ownedRunBox)
+	if b == nil || !b.found {
+		return runs.Run{}, false
+	}
+	return b.run, true
+}
+
+// releaseOwnedRun lets go of the run owned found, for a handler that
+// outlives its use of it: an event stream lasts as long as its run, and
+// the run (its prompt among it) would stay in the request's context all
+// that time, a few KiB for each client. ownedRun finds nothing after it.
+// Only the request's own goroutine may call it.
+func releaseOwnedRun(ctx context.Context) {
+	if b, _ := ctx.Value(ownedRunKey{}).(*ownedRunBox); b != nil {
+		*b = ownedRunBox{}
+	}
 }
 
 // owned answers 404 for a route of a run that is not the caller's
@@ -53,7 +73,7 @@ func (s *server) ownedRequest(w http.ResponseWriter, r *http.Request) (*http.Req
 		s.fail(w, r, edgeErr(http.StatusUnauthorized, CodeInvalidToken, "", "the stream token is for another run"))
 		return nil, false
 	}
-	return r.WithContext(context.WithValue(r.Context(), ownedRunKey{}, run)), true
+	return r.WithContext(context.WithValue(r.Context(), ownedRunKey{}, &ownedRunBox{run: run, found: true})), true
 }
 
 // streamGate bounds the tenant's open streams on this replica and answers
