@@ -297,6 +297,9 @@ func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs
 			}
 			continue
 		}
+		if cap(st.buf) > idleBytes {
+			st.buf = nil // waiting: see idleBytes
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -370,11 +373,15 @@ const (
 	// deadline) then holds this much, not BatchSize events' worth: 64 MiB
 	// of 256 KiB events.
 	maxBatchBytes = 1 << 20
-	// retainBytes is the largest write buffer kept between writes: the
-	// few small events of a steady stream's batch fit in it, and a
-	// thousand clients do not each keep what their largest batch (the
-	// first, with run.started and its prompt) once needed.
-	retainBytes = 2 << 10
+	// retainBytes is the largest write buffer kept from one write to
+	// the next while a stream has more to write (it is behind), and
+	// idleBytes the largest kept while it waits: the few small events of
+	// a steady stream's batch fit in it, and a thousand waiting clients do
+	// not each keep what their largest batch (the first, with run.started
+	// and its prompt) once needed, while one that lags does not allocate
+	// its buffer anew for every batch.
+	retainBytes = 64 << 10
+	idleBytes   = 2 << 10
 	// eventOverhead is about what the SSE framing adds to an event's
 	// envelope: its id, event and data fields.
 	eventOverhead = 64
