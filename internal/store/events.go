@@ -714,10 +714,15 @@ type cursor struct {
 	// Next takes some, for a pump waiting for held to fall.
 	held atomic.Int64
 	room chan struct{}
-	// want is poked by a Next that found nothing to take: the pump of a
-	// replay that ended at run.completed waits for it before it
-	// creates a consumer.
-	want chan struct{}
+	// want is poked by a Next that found nothing to take, after it set
+	// asked to the events its reader had taken before (taken, which
+	// took counts): the pump of a replay that ended at run.completed
+	// waits for a poke with every event it delivered taken before it
+	// creates a consumer. delivered is the pump's own count.
+	want      chan struct{}
+	taken     atomic.Uint64
+	asked     atomic.Uint64
+	delivered uint64
 
 	closeOnce sync.Once
 }
@@ -802,6 +807,7 @@ func (c *cursor) deliver(ctx context.Context, ev runs.StoredEvent) error {
 	c.held.Add(int64(len(ev.JSON)))
 	select {
 	case c.events <- ev:
+		c.delivered++
 		return nil
 	case <-ctx.Done():
 		return errCursorClosed
@@ -830,11 +836,9 @@ func (c *cursor) getPack(ctx context.Context, k uint64) ([]runs.StoredEvent, err
 // first waits for its reader to ask for more, which the gateway's do not:
 // a finished run replayed from packs then costs no consumer at all.
 func (c *cursor) switchToConsumer(ctx context.Context, last uint64, lastType runs.EventType) error {
-	if lastType == runs.EventRunCompleted {
-		select {
-		case <-c.want: // asked before it had the end: not for more
-		default:
-		}
+	for lastType == runs.EventRunCompleted && c.asked.Load() < c.delivered {
+		// A poke from before the reader took the end is not a
+		// request for more.
 		select {
 		case <-c.want:
 		case <-ctx.Done():
@@ -855,6 +859,7 @@ func (c *cursor) took(evs []runs.StoredEvent) {
 		n += len(ev.JSON)
 	}
 	c.held.Add(-int64(n))
+	c.taken.Add(uint64(len(evs)))
 	select {
 	case c.room <- struct{}{}:
 	default:
@@ -885,6 +890,7 @@ func (c *cursor) Next(ctx context.Context, max int) ([]runs.StoredEvent, error) 
 		}
 		first = ev
 	default:
+		c.asked.Store(c.taken.Load())
 		select {
 		case c.want <- struct{}{}:
 		default:
@@ -899,7 +905,10 @@ func (c *cursor) Next(ctx context.Context, max int) ([]runs.StoredEvent, error) 
 			return nil, ctx.Err()
 		}
 	}
-	batch := make([]runs.StoredEvent, 1, min(max, cursorBuffer))
+	// Sized by what has arrived, not by max: a reader keeping up with a
+	// fast replay finds a few events each time, and a batch of
+	// cursorBuffer would be allocated and cleared for them.
+	batch := make([]runs.StoredEvent, 1, min(max, len(c.events)+1))
 	batch[0] = first
 	defer func() { c.took(batch) }()
 	for len(batch) < max {
