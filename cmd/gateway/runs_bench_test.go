@@ -165,13 +165,24 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 // BenchmarkBurst: 200 short runs (one text delta and the result) posted at
 // once, and the time until every one has ended, as runs a second; the
 // baseline is the same agent started 200 times at once directly, read from
-// pipes (x-direct: how many times slower the gateway is).
+// pipes (x-direct: how many times slower the gateway is). It runs with
+// the gateway's bubblewrap sandbox, as a production gateway does, and with
+// the CLIs' own flags only (AGENTGATE_SANDBOX=cli-only), which leaves what
+// the gateway adds to a run besides confining it.
 func BenchmarkBurst(b *testing.B) {
+	for _, sandbox := range []string{"bubblewrap", "cli-only"} {
+		b.Run("sandbox="+sandbox, func(b *testing.B) { benchBurst(b, sandbox) })
+	}
+}
+
+func benchBurst(b *testing.B, sandbox string) {
 	const burst = 200
 	bin := buildFakeClaude(b)
 	final := recording(b, "text")
 	lines := writeLines(b, [][]byte{bracketedDelta(b)})
-	g, _ := startGatewayProcess(b, scaleEnv(b, bin, burst), nil)
+	env := scaleEnv(b, bin, burst)
+	env["AGENTGATE_SANDBOX"] = sandbox
+	g, _ := startGatewayProcess(b, env, nil)
 	hc := benchClient(b)
 	s := fakeSettings{Lines: lines, Count: 1, Final: string(final[len(final)-1])}
 	var viaGateway, direct []float64
