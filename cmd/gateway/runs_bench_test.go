@@ -108,9 +108,14 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 				for _, c := range cs {
 					<-c.started
 				}
+				// run.started comes before its process: wait for every
+				// run's reaper, held with its agent at the gate.
 				mem := memoryByRole(cmd.Process.Pid)
-				if mem.nReapers < k {
-					b.Fatalf("%d reapers running, want one for each of %d runs", mem.nReapers, k)
+				for deadline := time.Now().Add(benchDeadline); mem.nReapers < k; mem = memoryByRole(cmd.Process.Pid) {
+					if time.Now().After(deadline) {
+						b.Fatalf("%d reapers running, want one for each of %d runs", mem.nReapers, k)
+					}
+					time.Sleep(10 * time.Millisecond)
 				}
 				perRun = append(perRun, float64(mem.gateway-idle)/float64(k))
 				reaperRun = append(reaperRun, float64(mem.reapers)/float64(mem.nReapers))
