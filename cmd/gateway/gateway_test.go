@@ -419,6 +419,13 @@ func assertMetrics(t *testing.T, g *gateway, u runs.Usage, cost float64) {
 	if sum("agentgate_http_requests_total", map[string]string{"route": "/v1/runs/{id}/events"}) == 0 {
 		t.Error("metrics: SSE requests not counted by route pattern")
 	}
+	// The finished run is in a pack, which the streams after its end read.
+	if n := sum("agentgate_store_packs_sent_total", nil); n < 1 {
+		t.Errorf("metrics: %v packs sent, want the finished run's", n)
+	}
+	if n := sum("agentgate_store_packs_reads_total", map[string]string{"result": "read"}); n < 1 {
+		t.Errorf("metrics: %v packs read, want the replays' after the run's end", n)
+	}
 }
 
 // metrics scrapes /metrics and returns a function that sums the counters

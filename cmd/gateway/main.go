@@ -173,6 +173,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	rec.ObserveFanout(hub)
+	rec.ObservePacks(st)
 
 	// Each agent runs under a subreaper, so that processes escaping the
 	// run's cookie scan still die with the run: agentgate-reaper beside

@@ -78,6 +78,7 @@ func gatewayMetrics(t *testing.T) exported {
 	r.SSEClientsAdd(1)
 	r.SetAgents([]runs.AgentInfo{{Name: "claude", Version: "2.1.3", Compatibility: runs.CompatVerified}})
 	r.ObserveFanout(fixedFanout{Feeds: 1, RingReaders: 1})
+	r.ObservePacks(fixedPacks{Sent: 1, Read: 1})
 
 	descs := make(chan *prometheus.Desc, 256)
 	for _, col := range c.collectors {

@@ -62,6 +62,7 @@ type Recorder struct {
 	turnDuration       *prometheus.HistogramVec
 
 	fanout *fanoutCollector
+	packs  *packCollector
 }
 
 var _ runs.Observer = (*Recorder)(nil)
@@ -153,6 +154,7 @@ func New(reg prometheus.Registerer, opts Options) (*Recorder, error) {
 			[]float64{0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600},
 			"agent", "status"),
 		fanout: newFanoutCollector(),
+		packs:  newPackCollector(),
 	}
 	// One collector for all of them makes registration all or nothing.
 	set := collectorSet{
@@ -162,6 +164,7 @@ func New(reg prometheus.Registerer, opts Options) (*Recorder, error) {
 		r.httpRequests, r.httpDurations,
 		r.approvalsRequested, r.approvalsResolved, r.approvalWait, r.turnsStarted, r.turnDuration,
 		r.fanout,
+		r.packs,
 	}
 	if err := reg.Register(set); err != nil {
 		return nil, fmt.Errorf("metrics: register collectors: %w", err)

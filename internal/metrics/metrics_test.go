@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/fanout"
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -621,6 +622,9 @@ func TestLint(t *testing.T) {
 		"agentgate_runs_queued",
 		"agentgate_runs_started_total",
 		"agentgate_sse_clients",
+		"agentgate_store_packs_abandoned_total",
+		"agentgate_store_packs_reads_total",
+		"agentgate_store_packs_sent_total",
 		"agentgate_time_to_first_event_seconds",
 		"agentgate_usage_inconsistent_total",
 	}
@@ -659,7 +663,13 @@ func exercise(r *Recorder) {
 	r.SSEClientsAdd(1)
 	r.SetAgents([]runs.AgentInfo{{Name: "claude", Version: "2.1.3", Compatibility: runs.CompatVerified}})
 	r.ObserveFanout(fixedFanout{Feeds: 1, RingReaders: 2, StoreReaders: 1, StoreReads: 3, FellOff: 1, Delivered: 9})
+	r.ObservePacks(fixedPacks{Sent: 2, Abandoned: 1, Read: 3, Missed: 1, Damaged: 1})
 }
+
+// fixedPacks is a PackSource that always reports the same.
+type fixedPacks store.PackStats
+
+func (f fixedPacks) PackStats() store.PackStats { return store.PackStats(f) }
 
 // fixedFanout is a FanoutSource that always reports the same.
 type fixedFanout fanout.Stats

@@ -820,8 +820,14 @@ func (c *cursor) getPack(ctx context.Context, k uint64) ([]runs.StoredEvent, err
 	ctx, cancel := c.s.withTimeout(ctx)
 	defer cancel()
 	evs, err := getPack(ctx, c.rd.nc, c.runID, k, typeNames{})
+	st := &c.s.packStats
 	switch {
+	case err == nil:
+		st.read.Add(1)
+	case errors.Is(err, errNoPack):
+		st.missed.Add(1)
 	case errors.Is(err, errBadPack):
+		st.damaged.Add(1)
 		c.log.Warn("pack damaged, its range is read from the log", zap.Uint64("pack", k), zap.Error(err))
 	case err != nil && !errors.Is(err, errNoPack) && ctx.Err() == nil:
 		// A timeout, an election: the log is read instead, as it

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/nats-io/nats.go"
@@ -210,7 +211,8 @@ type packBuf struct {
 // end, with no consumer at all (OpenCursor), which matters most for the
 // many runs shorter than a pack.
 type packWriter struct {
-	log *zap.Logger
+	log   *zap.Logger
+	stats *packStats
 
 	mu    sync.Mutex
 	runs  map[string]*packBuf
@@ -218,8 +220,30 @@ type packWriter struct {
 	clock uint64 // ticks once per stored batch
 }
 
-func newPackWriter(log *zap.Logger) *packWriter {
-	return &packWriter{log: log, runs: map[string]*packBuf{}}
+func newPackWriter(log *zap.Logger, stats *packStats) *packWriter {
+	return &packWriter{log: log, stats: stats, runs: map[string]*packBuf{}}
+}
+
+// packStats counts what becomes of packs, for PackStats.
+type packStats struct {
+	sent, abandoned, read, missed, damaged atomic.Int64
+}
+
+// PackStats is what a store's packs did since it opened: packs sent, packs
+// abandoned before they were complete (their range is replayed from the
+// log: a gap, a pack past its size, the writer's memory bound), and of the
+// packs cursors asked for, those read, those not found (a range never
+// packed, or the live tail, where every cursor's first ask finds none) and
+// those damaged.
+type PackStats struct {
+	Sent, Abandoned, Read, Missed, Damaged int64
+}
+
+// PackStats returns the counts of the store's packs.
+func (s *Store) PackStats() PackStats {
+	st := &s.packStats
+	return PackStats{Sent: st.sent.Load(), Abandoned: st.abandoned.Load(), Read: st.read.Load(),
+		Missed: st.missed.Load(), Damaged: st.damaged.Load()}
 }
 
 // stored takes events the store has just stored for the run, in seq
@@ -240,11 +264,11 @@ func (w *packWriter) stored(runID string, events []runs.StoredEvent) []*nats.Msg
 	var out []*nats.Msg
 	for _, ev := range events {
 		if ev.Seq != b.next && b.first != 0 {
-			w.abandonLocked(b)
+			w.dropLocked(b)
 		}
 		b.next = ev.Seq + 1
 		if packOf(ev.Seq)*packEvents+1 == ev.Seq {
-			w.abandonLocked(b) // a pack cut short by a restart of the seqs
+			w.dropLocked(b) // a pack cut short by a restart of the seqs
 			b.first = ev.Seq
 			b.buf = startPack(make([]byte, 0, 4<<10), ev.Seq)
 			w.bytes += cap(b.buf)
@@ -259,7 +283,7 @@ func (w *packWriter) stored(runID string, events []runs.StoredEvent) []*nats.Msg
 		w.bytes += cap(b.buf) - before
 		switch {
 		case len(b.buf)+4 > maxPackBytes || w.bytes > maxPackMemory:
-			w.abandonLocked(b)
+			w.dropLocked(b)
 		case ev.Seq%packEvents == 0 || ev.Type == runs.EventRunCompleted:
 			out = append(out, w.takeLocked(runID, b))
 		}
@@ -293,6 +317,15 @@ func (w *packWriter) takeLocked(runID string, b *packBuf) *nats.Msg {
 	return msg
 }
 
+// dropLocked abandons the pack b is building, if any, and counts it: its
+// range will be replayed from the log.
+func (w *packWriter) dropLocked(b *packBuf) {
+	if b.first != 0 {
+		w.stats.abandoned.Add(1)
+	}
+	w.abandonLocked(b)
+}
+
 func (w *packWriter) abandonLocked(b *packBuf) {
 	w.bytes -= cap(b.buf)
 	b.buf, b.first, b.count = nil, 0, 0
@@ -307,7 +340,7 @@ func (w *packWriter) evictLocked() {
 			oldest, at = id, b.used
 		}
 	}
-	w.abandonLocked(w.runs[oldest])
+	w.dropLocked(w.runs[oldest])
 	delete(w.runs, oldest)
 }
 
@@ -344,6 +377,7 @@ func (s *Store) sendPacks(runID string, packs []*nats.Msg) {
 			s.log.Debug("pack not sent", zap.String("subject", msg.Subject), zap.Error(err))
 			continue
 		}
+		s.packStats.sent.Add(1)
 		s.packs.sent(runID, f)
 	}
 }

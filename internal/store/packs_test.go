@@ -124,6 +124,16 @@ func TestPacksReplay(t *testing.T) {
 	if got, want := len(storedPacks(t, e.s, id)), int(packOf(n)+1); got != want {
 		t.Fatalf("%d packs stored, want %d", got, want)
 	}
+	if st := e.s.PackStats(); st.Sent != int64(packOf(n)+1) || st.Abandoned != 0 || st.Read != 0 {
+		t.Errorf("PackStats after storing: %+v, want %d sent, none abandoned or read", st, packOf(n)+1)
+	}
+	before := e.s.PackStats()
+	c0 := openCursor(t, e.s, id, 0)
+	readAll(t, c0, evs)
+	c0.Close()
+	if st := e.s.PackStats(); st.Read-before.Read != int64(packOf(n)+1) || st.Damaged != 0 {
+		t.Errorf("PackStats after a whole replay: %+v (before %+v), want every pack read once", st, before)
+	}
 	for _, after := range []uint64{0, 1, 511, 512, 513, 700, 2500, 4608, 4700, 4999} {
 		t.Run(fmt.Sprint(after), func(t *testing.T) {
 			c := openCursor(t, e.s, id, after)
@@ -205,8 +215,23 @@ func TestPacksDamaged(t *testing.T) {
 			if tc.damage != nil {
 				tc.damage(t, id, packs)
 			}
+			before := e.s.PackStats()
 			for _, after := range []uint64{0, 600, 1100, 1600, 2100} {
 				readAll(t, openCursor(t, e.s, id, after), evs[after:])
+			}
+			st := e.s.PackStats()
+			switch tc.name {
+			case "missing", "too big":
+				if st.Missed == before.Missed {
+					t.Errorf("PackStats %+v (before %+v): no pack counted missing", st, before)
+				}
+			case "corrupt":
+				if st.Damaged == before.Damaged {
+					t.Errorf("PackStats %+v (before %+v): no pack counted damaged", st, before)
+				}
+			}
+			if tc.name == "too big" && st.Abandoned == 0 {
+				t.Errorf("PackStats %+v: the pack past its size is not counted abandoned", st)
 			}
 		})
 	}
@@ -308,7 +333,7 @@ func TestPackStoredOnce(t *testing.T) {
 	e := newEnv(t)
 	id := newID(t)
 	evs := packRun(id, 512, nil)
-	w := newPackWriter(e.s.log)
+	w := newPackWriter(e.s.log, &packStats{})
 	first := w.stored(id, evs)
 	if len(first) != 1 {
 		t.Fatalf("%d packs for a full range", len(first))
@@ -317,7 +342,7 @@ func TestPackStoredOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs[3].JSON = []byte(`{"other":true}`)
-	again := newPackWriter(e.s.log).stored(id, evs)
+	again := newPackWriter(e.s.log, &packStats{}).stored(id, evs)
 	if _, err := e.s.js.PublishMsg(ctx(t), again[0]); err == nil {
 		t.Fatal("a second pack for the same range was stored")
 	}
@@ -346,7 +371,7 @@ func decoded(t *testing.T, data []byte) []runs.StoredEvent {
 func TestPackWriterTakesOnlyDenseRanges(t *testing.T) {
 	id := "r"
 	evs := packRun(id, 2100, nil)
-	w := newPackWriter(nil)
+	w := newPackWriter(nil, &packStats{})
 	var packs [][]byte
 	feed := func(from, to int) { // evs[from:to]
 		for _, m := range w.stored(id, evs[from:to]) {
@@ -381,7 +406,7 @@ func TestPackWriterTakesOnlyDenseRanges(t *testing.T) {
 // The writer's memory is bounded: runs past maxPackRuns evict the least
 // recently appended, and a pack that would pass maxPackMemory is abandoned.
 func TestPackWriterBounded(t *testing.T) {
-	w := newPackWriter(nil)
+	w := newPackWriter(nil, &packStats{})
 	for i := range maxPackRuns + 10 {
 		id := fmt.Sprint("r", i)
 		w.stored(id, mkEvents(id, 1, 3))
@@ -442,7 +467,7 @@ func TestDecodePackRejects(t *testing.T) {
 // The events a pack decodes to are capped: appending to one does not
 // write over the next.
 func TestDecodedEventsAreCapped(t *testing.T) {
-	w := newPackWriter(nil)
+	w := newPackWriter(nil, &packStats{})
 	evs := packRun("r", 3, nil)
 	data := w.stored("r", evs)[0].Data
 	got := decoded(t, data)
@@ -486,7 +511,7 @@ func TestParseMsgGet(t *testing.T) {
 // read with a valid checksum appended, so that the mutations reach the
 // framing behind it.
 func FuzzDecodePack(f *testing.F) {
-	w := newPackWriter(nil)
+	w := newPackWriter(nil, &packStats{})
 	for _, pack := range [][]byte{
 		w.stored("r", packRun("r", 3, nil))[0].Data,
 		w.stored("s", packRun("s", 40, func(seq uint64) int { return int(seq % 7) }))[0].Data,

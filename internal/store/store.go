@@ -86,7 +86,8 @@ type Store struct {
 	log      *zap.Logger
 	readers  *readers // the connections cursors read on, apart from nc
 
-	packs *packWriter // the packs of the runs this store appends to
+	packs     *packWriter // the packs of the runs this store appends to
+	packStats packStats
 
 	mu   sync.Mutex
 	last map[string]lastEvent // run → its last stored event, as this store last appended or read it
@@ -124,7 +125,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	}
 	s := &Store{nc: nc, js: js, timeout: opts.Timeout, retryFor: opts.RetryFor, replicas: opts.Replicas, log: opts.Log, last: map[string]lastEvent{}}
 	s.readers = newReaders(nc, opts.Timeout, opts.Log)
-	s.packs = newPackWriter(opts.Log)
+	s.packs = newPackWriter(opts.Log, &s.packStats)
 
 	dedupe := dedupeWindow
 	if opts.MaxAge > 0 && opts.MaxAge < dedupe {
