@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,23 +31,9 @@ type treeMemory struct {
 func memoryByRole(pid int) treeMemory {
 	var m treeMemory
 	for _, p := range descendants(pid) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
-		if err != nil {
+		name, rss, anon, ok := procStatus(p)
+		if !ok {
 			continue // gone meanwhile
-		}
-		var rss, anon int64
-		var name string
-		for _, l := range strings.Split(string(b), "\n") {
-			k, v, _ := strings.Cut(l, ":")
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			switch k {
-			case "Name":
-				name = strings.TrimSpace(v)
-			case "VmRSS":
-				rss = n
-			case "RssAnon":
-				anon = n
-			}
 		}
 		switch {
 		case p == pid:
@@ -87,7 +72,7 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 			n := 0
 			// The gateway's memory before any run: after one, its heap
 			// holds what the runs left to the collector.
-			idle := rssKiB(b, cmd.Process.Pid, false)
+			idle := rssKiB(cmd.Process.Pid)
 			for b.Loop() {
 				gate := filepath.Join(gates, strconv.Itoa(n))
 				n++
@@ -154,10 +139,7 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 			slices.Sort(all)
 			slices.Sort(pipe)
 			slices.Sort(perRun)
-			b.ReportMetric(micros(percentile(all, 50)), "p50-µs")
-			b.ReportMetric(micros(percentile(all, 99)), "p99-µs")
-			b.ReportMetric(micros(percentile(pipe, 99)), "pipe-p99-µs")
-			b.ReportMetric(float64(percentile(all, 99))/float64(max(percentile(pipe, 99), time.Microsecond)), "x-pipe-p99")
+			reportDelivery(b, all, pipe)
 			slices.Sort(reaperRun)
 			slices.Sort(reaperAnon)
 			b.ReportMetric(perRun[len(perRun)/2], "gateway-KiB/run")

@@ -77,28 +77,33 @@ func installLightReaper(tb testing.TB) {
 	}
 }
 
-// rssKiB is the resident memory of process pid, and with tree that of its
-// descendants too (the runs' reapers and agents), from /proc.
-func rssKiB(tb testing.TB, pid int, tree bool) int64 {
-	tb.Helper()
-	pids := []int{pid}
-	if tree {
-		pids = descendants(pid)
+// procStatus reads the name and the resident memory of process pid, all of
+// it and its anonymous part, in KiB, from /proc; ok is false once it is gone.
+func procStatus(pid int) (name string, rss, anon int64, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "", 0, 0, false
 	}
-	var total int64
-	for _, p := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
-		if err != nil {
-			continue // gone meanwhile
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-				n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-				total += n
-			}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		v = strings.TrimSpace(v)
+		n, _ := strconv.ParseInt(strings.TrimSuffix(v, " kB"), 10, 64)
+		switch k {
+		case "Name":
+			name = v
+		case "VmRSS":
+			rss = n
+		case "RssAnon":
+			anon = n
 		}
 	}
-	return total
+	return name, rss, anon, true
+}
+
+// rssKiB is the resident memory of process pid.
+func rssKiB(pid int) int64 {
+	_, rss, _, _ := procStatus(pid)
+	return rss
 }
 
 // descendants is pid and every process below it.
@@ -337,6 +342,15 @@ func (c *streamClient) markStarted() {
 	}
 }
 
+// reportDelivery reports the delivery p50 and p99 of all, sorted, beside
+// the p99 of its baseline of bare pipes, sorted too, and their ratio.
+func reportDelivery(b *testing.B, all, pipe []time.Duration) {
+	b.ReportMetric(micros(percentile(all, 50)), "p50-µs")
+	b.ReportMetric(micros(percentile(all, 99)), "p99-µs")
+	b.ReportMetric(micros(percentile(pipe, 99)), "pipe-p99-µs")
+	b.ReportMetric(float64(percentile(all, 99))/float64(max(percentile(pipe, 99), time.Microsecond)), "x-pipe-p99")
+}
+
 // bracketStamp reads the stamp of a raw "<stamp>" line.
 func bracketStamp(line []byte) (int64, bool) {
 	i, j := bytes.IndexByte(line, '<'), bytes.IndexByte(line, '>')
@@ -382,11 +396,11 @@ func BenchmarkFanout(b *testing.B) {
 					run := s
 					run.Gate = filepath.Join(gates, strconv.Itoa(n))
 					n++
-					idle := rssKiB(b, cmd.Process.Pid, false)
+					idle := rssKiB(cmd.Process.Pid)
 					readerIdle := goMemKiB()
 					id := g.create(b, hc, map[string]any{"agent": "claude", "prompt": run.prompt(b)})
 					cs := connectClients(b, hc, g.URL+"/v1/runs/"+id+"/events", clients)
-					perClient = append(perClient, float64(rssKiB(b, cmd.Process.Pid, false)-idle)/float64(clients))
+					perClient = append(perClient, float64(rssKiB(cmd.Process.Pid)-idle)/float64(clients))
 					readerKiB := float64(goMemKiB()-readerIdle) / float64(clients)
 					if err := os.WriteFile(run.Gate, nil, 0o644); err != nil {
 						b.Fatal(err)
@@ -410,10 +424,7 @@ func BenchmarkFanout(b *testing.B) {
 				slices.Sort(floor)
 				slices.Sort(perClient)
 				slices.Sort(floorPerClient)
-				b.ReportMetric(micros(percentile(all, 50)), "p50-µs")
-				b.ReportMetric(micros(percentile(all, 99)), "p99-µs")
-				b.ReportMetric(micros(percentile(pipe, 99)), "pipe-p99-µs")
-				b.ReportMetric(float64(percentile(all, 99))/float64(max(percentile(pipe, 99), time.Microsecond)), "x-pipe-p99")
+				reportDelivery(b, all, pipe)
 				b.ReportMetric(micros(percentile(floor, 50)), "floor-p50-µs")
 				b.ReportMetric(micros(percentile(floor, 99)), "floor-p99-µs")
 				b.ReportMetric(float64(percentile(all, 99))/float64(max(percentile(floor, 99), time.Microsecond)), "x-floor-p99")

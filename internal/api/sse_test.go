@@ -220,6 +220,22 @@ func TestEvents204(t *testing.T) {
 	}
 }
 
+// readComments reads an event stream until it has held n comments, and
+// returns what it read.
+func readComments(t *testing.T, body io.Reader, n int) *eventSource {
+	t.Helper()
+	p := newEventSource()
+	buf := make([]byte, 512)
+	for len(p.comments) < n {
+		k, err := body.Read(buf)
+		p.feed(buf[:k])
+		if err != nil {
+			t.Fatalf("read: %v (comments %q)", err, p.comments)
+		}
+	}
+	return p
+}
+
 // TestEventsHeartbeat waits on a quiet run for the ping comment.
 func TestEventsHeartbeat(t *testing.T) {
 	l := newMemLog(runLog(t, runA, 3)[:1]...)
@@ -228,15 +244,7 @@ func TestEventsHeartbeat(t *testing.T) {
 	defer cancel()
 	resp := connectES(ctx, t, h.srv.Client(), h.srv.URL+"/v1/runs/"+runA+"/events", "")
 	defer resp.Body.Close()
-	p := newEventSource()
-	buf := make([]byte, 512)
-	for len(p.comments) < 2 {
-		k, err := resp.Body.Read(buf)
-		p.feed(buf[:k])
-		if err != nil {
-			t.Fatalf("read: %v (comments %q)", err, p.comments)
-		}
-	}
+	p := readComments(t, resp.Body, 2)
 	for _, c := range p.comments {
 		if c != " ping" {
 			t.Errorf("comment %q, want \" ping\"", c)

@@ -158,15 +158,7 @@ func TestEventsPolledHeartbeatAndDrain(t *testing.T) {
 	defer cancel()
 	resp := connectES(ctx, t, h.srv.Client(), h.srv.URL+"/v1/runs/"+runA+"/events", "")
 	defer resp.Body.Close()
-	p := newEventSource()
-	buf := make([]byte, 512)
-	for len(p.comments) < 2 {
-		k, err := resp.Body.Read(buf)
-		p.feed(buf[:k])
-		if err != nil {
-			t.Fatalf("read: %v (comments %q)", err, p.comments)
-		}
-	}
+	p := readComments(t, resp.Body, 2)
 	close(draining)
 	rest, err := io.ReadAll(resp.Body)
 	if err != nil {

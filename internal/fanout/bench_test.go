@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/runstest"
 )
 
 // fanoutResult is what one pass of the fan-out benchmark measured.
@@ -38,7 +39,7 @@ func BenchmarkFanout(b *testing.B) {
 		{1000, 200, 1000},
 	} {
 		b.Run(fmt.Sprintf("readers=%d/rate=%d", c.readers, c.rate), func(b *testing.B) {
-			st := embeddedStore(b)
+			st := runstest.Store(b)
 			var hub, each, own fanoutResult
 			for i := range b.N {
 				h := New(st, Options{}, zap.NewNop())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentgate/agentgate/internal/runs"
-	"github.com/agentgate/agentgate/internal/store"
+	"github.com/agentgate/agentgate/internal/runs/runstest"
 )
 
 func TestMain(m *testing.M) {
@@ -139,7 +138,7 @@ func TestEveryReaderGetsEveryEvent(t *testing.T) {
 // store, with a ring smaller than the run, so that readers also fall off
 // it and read on from the store.
 func TestEveryReaderGetsEveryEventEmbeddedStore(t *testing.T) {
-	st := embeddedStore(t)
+	st := runstest.Store(t)
 	ctx := context.Background()
 	const id, total, readers = "run-1", 600, 20
 	if err := st.AppendEvents(ctx, id, events(id, 1, 10, false)); err != nil {
@@ -169,26 +168,6 @@ func TestEveryReaderGetsEveryEventEmbeddedStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-}
-
-func embeddedStore(t testing.TB) runs.Store {
-	t.Helper()
-	emb, err := store.StartEmbedded(filepath.Join(t.TempDir(), "nats"), zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(emb.Shutdown)
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	st, err := store.Open(context.Background(), nc, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
 }
 
 // events are n envelopes of run id from seq first, the last run.completed

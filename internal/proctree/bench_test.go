@@ -160,6 +160,18 @@ func startHost(b *testing.B, n int) {
 	}
 }
 
+// benchCgroups opens the cgroups of a replica of the benchmark's own; the
+// machine must have cgroup v2 writable.
+func benchCgroups(b *testing.B) *proctree.Cgroups {
+	b.Helper()
+	cgs, err := proctree.OpenCgroups(context.Background(), proctree.CgroupOptions{Replica: "bench-" + uuid.NewString()[:8]})
+	if err != nil {
+		b.Fatalf("cgroups are needed for this benchmark (cgroup v2, as root): %v", err)
+	}
+	b.Cleanup(func() { _ = cgs.Close(context.Background()) })
+	return cgs
+}
+
 // BenchmarkEndOfRun measures the end of a run whose agent left a process
 // behind, on a host running hostProcesses other processes, the way the
 // supervisor ends it: without a cgroup (the reaper scans /proc for what is
@@ -172,11 +184,7 @@ func startHost(b *testing.B, n int) {
 //	go test -run XXX -bench BenchmarkEndOfRun ./internal/proctree/
 func BenchmarkEndOfRun(b *testing.B) {
 	reaper := proctreetest.BuildReaper(b)
-	cgs, err := proctree.OpenCgroups(context.Background(), proctree.CgroupOptions{Replica: "bench-" + uuid.NewString()[:8]})
-	if err != nil {
-		b.Fatalf("cgroups are needed for this benchmark (cgroup v2, as root): %v", err)
-	}
-	b.Cleanup(func() { _ = cgs.Close(context.Background()) })
+	cgs := benchCgroups(b)
 	startHost(b, hostProcesses)
 	tree := proctree.New()
 	agent := []string{"/bin/sh", "-c", "sleep 60 & exit 0"}
@@ -231,11 +239,7 @@ func childrenOf(pid int) []string {
 //
 //	go test -run XXX -bench BenchmarkKillTurnTools ./internal/proctree/
 func BenchmarkKillTurnTools(b *testing.B) {
-	cgs, err := proctree.OpenCgroups(context.Background(), proctree.CgroupOptions{Replica: "bench-" + uuid.NewString()[:8]})
-	if err != nil {
-		b.Fatalf("cgroups are needed for this benchmark (cgroup v2, as root): %v", err)
-	}
-	b.Cleanup(func() { _ = cgs.Close(context.Background()) })
+	cgs := benchCgroups(b)
 	startHost(b, hostProcesses)
 	tree := proctree.New()
 	var scan, cg time.Duration
