@@ -160,15 +160,10 @@ func Take(dir, store string, l Limits) error {
 
 // Compare snapshots dir again, compares it with the snapshot Take left
 // in store and returns the changes and their diff. It keeps both in store
-// too, for Load.
-func Compare(dir, store string, l Limits) (Result, error) {
-	return CompareRedacted(dir, store, l, nil)
-}
-
-// CompareRedacted is Compare with the diff passed through redact, when
-// not nil, before it is kept or returned: what is kept never held what
-// redact takes out, not even for a moment.
-func CompareRedacted(dir, store string, l Limits, redact func(string) string) (Result, error) {
+// too, for Load. The diff goes through redact, when not nil, before it is
+// kept or returned: what is kept never held what redact takes out, not
+// even for a moment.
+func Compare(dir, store string, l Limits, redact func(string) string) (Result, error) {
 	l = l.withDefaults()
 	b, err := os.ReadFile(filepath.Join(store, manifestFile))
 	if errors.Is(err, fs.ErrNotExist) {

@@ -73,7 +73,7 @@ func TestSnapshotCompare(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(dir, "pipe"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Compare(dir, store, l)
+	res, err := Compare(dir, store, l, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestCompareBounded(t *testing.T) {
 	for _, n := range []string{"a", "b", "c", "d"} {
 		write(t, dir, n+".txt", strings.Repeat(n+"\n", 100))
 	}
-	res, err := Compare(dir, store, Limits{MaxDiffBytes: 500})
+	res, err := Compare(dir, store, Limits{MaxDiffBytes: 500}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestTooManyFiles(t *testing.T) {
 	if err := Take(dir, t.TempDir(), Limits{MaxFiles: 2}); !errors.Is(err, ErrTooManyFiles) {
 		t.Errorf("Take = %v, want ErrTooManyFiles", err)
 	}
-	if _, err := Compare(dir, t.TempDir(), Limits{}); !errors.Is(err, ErrNoSnapshot) {
+	if _, err := Compare(dir, t.TempDir(), Limits{}, nil); !errors.Is(err, ErrNoSnapshot) {
 		t.Errorf("Compare without Take = %v", err)
 	}
 }
@@ -332,7 +332,7 @@ func TestCompareRedacted(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "config.txt"), []byte("token=hunter2-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	res, err := CompareRedacted(dir, store, Limits{}, func(s string) string {
+	res, err := Compare(dir, store, Limits{}, func(s string) string {
 		return strings.ReplaceAll(s, "hunter2-secret", "[REDACTED]")
 	})
 	if err != nil {

@@ -106,7 +106,7 @@ func (s *Supervisor) snapshotEnd(t *task, taken bool, out *Outcome, log *zap.Log
 		if red := s.redactor(t); red != nil {
 			redact = red.String
 		}
-		res, err := artifacts.CompareRedacted(t.inv.Dir, dir, artifacts.Limits{}, redact)
+		res, err := artifacts.Compare(t.inv.Dir, dir, artifacts.Limits{}, redact)
 		if err == nil {
 			out.Diff = res.Diff
 			files, cut := recordedFiles(res.Changes)
