@@ -271,13 +271,20 @@ func (g *gateway) waitEvent(t *testing.T, id string, typ runs.EventType, within 
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 8<<20)
+	var seen []string
+	var last []byte
 	for sc.Scan() {
 		var ev runs.Event
-		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Type == typ {
-			return
+		if json.Unmarshal(sc.Bytes(), &ev) == nil {
+			if ev.Type == typ {
+				return
+			}
+			seen = append(seen, string(ev.Type))
+			last = append(last[:0], sc.Bytes()...)
 		}
 	}
-	t.Fatalf("no %s event in run %s within %s", typ, id, within)
+	t.Fatalf("no %s event in run %s within %s (status %d, read error %v; events %v; the last %s)",
+		typ, id, within, resp.StatusCode, sc.Err(), seen, last)
 }
 
 func normalized(u anthropic.Usage) runs.Usage {

@@ -111,7 +111,11 @@ func TestDeadReplicaRunsAreTakenOver(t *testing.T) {
 		s := gatewayEnv(t, t.TempDir())
 		s["AGENTGATE_NATS_URL"] = natsURL
 		s["AGENTGATE_REPLICA_ID"] = name
-		s["AGENTGATE_REPLICA_TTL"] = "2s"
+		// Short, for the test to end soon, yet a loaded machine (two
+		// suites under -race) can delay a beat by a second or two: at
+		// 2s the live replica took the other, still running, for dead
+		// and interrupted its run before its tool started.
+		s["AGENTGATE_REPLICA_TTL"] = "5s"
 		return s
 	}
 	dead, cmd := startGatewayProcess(t, replica("replica-dead"), mockCreds(mock))
@@ -125,7 +129,7 @@ func TestDeadReplicaRunsAreTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	done := live.waitRun(t, r.ID, 20*time.Second)
+	done := live.waitRun(t, r.ID, time.Minute)
 	if done.Status != runs.Failed || done.Error == nil || done.Error.Class != runs.Interrupted ||
 		!strings.Contains(done.Error.Message, "replica-dead") {
 		t.Fatalf("run of the dead replica: %s %+v", done.Status, done.Error)
