@@ -37,8 +37,11 @@ go test -race -count=1 -run '^$' ./... >/dev/null
 # Three packages at a time: most of the suite's time is real CLIs starting
 # and answering, so a third package in flight shortens the run by a third
 # on two cores; the tests hold under two whole suites at once, which loads
-# the machine more than this does.
-tests=(go test -race -count=1 -p 3 -timeout 15m "$@" ./...)
+# the machine more than this does. The timeout only catches a hang: alone
+# the slowest package (opencode's real CLI) takes about 8 minutes, and with
+# two or three suites at once on two cores more than 15, which must not
+# read as a hang.
+tests=(go test -race -count=1 -p 3 -timeout 30m "$@" ./...)
 if [ "$(id -u)" != 0 ] && unshare -rn true 2>/dev/null; then
   netns=(unshare -rn)
 elif unshare -n true 2>/dev/null; then
