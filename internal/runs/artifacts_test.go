@@ -239,6 +239,19 @@ func TestArtifactsGoWithTheRun(t *testing.T) {
 	if _, err := os.Stat(kept); err != nil {
 		t.Errorf("a young run's snapshot was swept: %v", err)
 	}
+	// A run's task is let go just after its end is stored, and a sweep
+	// spares the snapshots of runs still tracked: wait for that.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		h.sup.mu.Lock()
+		_, tracked := h.sup.tasks[r.ID]
+		h.sup.mu.Unlock()
+		if !tracked {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s still tracked a minute after its end", r.ID)
+		}
+	}
 	later.Store(int64(2 * time.Hour))
 	h.sup.sweepArtifacts()
 	if _, err := os.Stat(kept); !errors.Is(err, os.ErrNotExist) {
