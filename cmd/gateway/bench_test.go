@@ -371,10 +371,20 @@ func pipeRun(tb testing.TB, bin string, s fakeSettings, onLine func(line []byte,
 // ratios e2e/decode and e2e/pipe (lines per second).
 func BenchmarkGatewayThroughput(b *testing.B) {
 	bin := buildFakeClaude(b)
-	g := startGateway(b, benchGatewayEnv(b.TempDir(), bin), nil)
 	client := benchClient(b)
+	// per=1 stores each event in a message of its own, as before the log
+	// grouped them: the baseline of the default, per=256.
+	for _, per := range []string{"256", "1"} {
+		env := benchGatewayEnv(b.TempDir(), bin)
+		env["AGENTGATE_EVENTS_PER_MESSAGE"] = per
+		g := startGateway(b, env, nil)
+		benchThroughput(b, g, client, bin, "per="+per+"/")
+	}
+}
+
+func benchThroughput(b *testing.B, g *gateway, client *http.Client, bin, prefix string) {
 	for _, mix := range mixes(b) {
-		b.Run("lines="+mix.name, func(b *testing.B) {
+		b.Run(prefix+"lines="+mix.name, func(b *testing.B) {
 			lines := mix.expand(throughputLines)
 			settings := fakeSettings{Lines: writeLines(b, mix.body), Count: throughputLines, Final: string(mix.final)}
 			prompt := settings.prompt(b)

@@ -24,15 +24,19 @@ type config struct {
 	// Addr defaults to :8080 with API keys, and to 127.0.0.1:8080
 	// without: a gateway nobody authenticates must not be reachable from
 	// the network unless its operator says so (InsecureNoAuth).
-	Addr          string        `envconfig:"ADDR"`
-	DataDir       string        `envconfig:"DATA_DIR" default:"agentgate-data"`
-	NATSURL       string        `envconfig:"NATS_URL"`
-	NATSReplicas  int           `envconfig:"NATS_REPLICAS" default:"1"`
-	WorkspaceRoot string        `envconfig:"WORKSPACE_ROOT"`
-	ReplicaID     string        `envconfig:"REPLICA_ID"`
-	ReplicaTTL    time.Duration `envconfig:"REPLICA_TTL" default:"45s"`
-	LogLevel      string        `envconfig:"LOG_LEVEL" default:"info"`
-	AgentPath     string        `envconfig:"AGENT_PATH"`
+	Addr         string `envconfig:"ADDR"`
+	DataDir      string `envconfig:"DATA_DIR" default:"agentgate-data"`
+	NATSURL      string `envconfig:"NATS_URL"`
+	NATSReplicas int    `envconfig:"NATS_REPLICAS" default:"1"`
+	// EventsPerMessage bounds the events one message of a run's log
+	// holds (store.Options); 1 while replicas of a version that does not
+	// read such messages still run.
+	EventsPerMessage int           `envconfig:"EVENTS_PER_MESSAGE" default:"256"`
+	WorkspaceRoot    string        `envconfig:"WORKSPACE_ROOT"`
+	ReplicaID        string        `envconfig:"REPLICA_ID"`
+	ReplicaTTL       time.Duration `envconfig:"REPLICA_TTL" default:"45s"`
+	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info"`
+	AgentPath        string        `envconfig:"AGENT_PATH"`
 	// Agents, when set, enables only the agents named (comma-separated);
 	// the others are neither probed nor offered.
 	Agents    []string      `envconfig:"AGENTS"`
@@ -222,6 +226,9 @@ func (c *config) validate() error {
 	}
 	if c.NATSReplicas < 1 || c.NATSReplicas > 5 {
 		bad("NATS_REPLICAS", "must be 1 to 5, got %d", c.NATSReplicas)
+	}
+	if c.EventsPerMessage < 1 || c.EventsPerMessage > 4096 {
+		bad("EVENTS_PER_MESSAGE", "must be 1 to 4096, got %d", c.EventsPerMessage)
 	}
 	if c.MaxConcurrentRuns < 1 || c.MaxConcurrentRuns > 1024 {
 		bad("MAX_CONCURRENT_RUNS", "must be 1 to 1024, got %d", c.MaxConcurrentRuns)

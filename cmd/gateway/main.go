@@ -144,6 +144,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	st, err := store.Open(openCtx, nc, store.Options{
 		Replicas: cfg.NATSReplicas, MaxAge: cfg.Retention, ReplicaTTL: cfg.ReplicaTTL,
 		QueueSize: cfg.QueueSize, Log: log.Named("store"), FileTTL: cfg.FileTTL,
+		EventsPerMessage: cfg.EventsPerMessage,
 	})
 	cancelOpen()
 	if err != nil {

@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -14,7 +16,10 @@ import (
 // Runs appending batches at once on one server break each other's chains
 // (publishChain): each run still ends with every event, once, in order.
 func TestChainsOfRunsInterleave(t *testing.T) {
-	e := newEnv(t)
+	perMessage(t, newEnv(t), testChainsOfRunsInterleave)
+}
+
+func testChainsOfRunsInterleave(t *testing.T, s *Store, _ int) {
 	const runsAtOnce, batches, size = 4, 20, 50
 	ids := make([]string, runsAtOnce)
 	var wg sync.WaitGroup
@@ -25,7 +30,7 @@ func TestChainsOfRunsInterleave(t *testing.T) {
 		go func(id string) {
 			defer wg.Done()
 			for b := range uint64(batches) {
-				if err := e.s.AppendEvents(ctx(t), id, mkEvents(id, b*size+1, (b+1)*size)); err != nil {
+				if err := s.AppendEvents(ctx(t), id, mkEvents(id, b*size+1, (b+1)*size)); err != nil {
 					errs <- err
 					return
 				}
@@ -38,7 +43,7 @@ func TestChainsOfRunsInterleave(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		checkStored(t, e.s, id, batches*size)
+		checkStored(t, s, id, batches*size)
 	}
 }
 
@@ -47,29 +52,75 @@ func TestChainsOfRunsInterleave(t *testing.T) {
 func checkStored(t *testing.T, s *Store, id string, n uint64) {
 	t.Helper()
 	want := mkEvents(id, 1, n)
-	var pos uint64 = 1
+	got, msgs := storedEvents(t, s, id)
 	for i, w := range want {
-		m, err := s.events.GetMsg(ctx(t), pos, jetstream.WithGetMsgSubject(eventsSubject(id)))
-		if err != nil {
-			t.Fatalf("run %s: event %d: %v", id, w.Seq, err)
+		if i >= len(got) {
+			t.Fatalf("run %s: %d events stored in %d messages, want %d", id, len(got), msgs, n)
 		}
-		seq, err := parseSeq(m.Header)
-		if err != nil || seq != w.Seq || string(m.Data) != string(w.JSON) {
-			t.Fatalf("run %s: stored event %d is seq %d (%v) %s, want %d %s", id, i, seq, err, m.Data, w.Seq, w.JSON)
+		if g := got[i]; g.Seq != w.Seq || g.Type != w.Type || string(g.JSON) != string(w.JSON) {
+			t.Fatalf("run %s: stored event %d is seq %d %q %s, want %d %q %s", id, i, g.Seq, g.Type, g.JSON, w.Seq, w.Type, w.JSON)
 		}
-		pos = m.Sequence + 1
 	}
-	if _, err := s.events.GetMsg(ctx(t), pos, jetstream.WithGetMsgSubject(eventsSubject(id))); !errors.Is(err, jetstream.ErrMsgNotFound) {
-		t.Fatalf("run %s: something stored after event %d (%v)", id, n, err)
+	if len(got) > len(want) {
+		t.Fatalf("run %s: %d events stored after event %d", id, len(got)-len(want), n)
 	}
 }
 
-// An event the server refuses in the middle of a chain leaves what follows
+// storedEvents reads the run's log message by message, and returns its
+// events and how many messages held them.
+func storedEvents(t *testing.T, s *Store, id string) ([]runs.StoredEvent, int) {
+	t.Helper()
+	var evs []runs.StoredEvent
+	msgs := 0
+	for pos := uint64(1); ; msgs++ {
+		m, err := s.events.GetMsg(ctx(t), pos, jetstream.WithGetMsgSubject(eventsSubject(id)))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return evs, msgs
+		}
+		if err != nil {
+			t.Fatalf("run %s: message at %d or after: %v", id, pos, err)
+		}
+		if evs, err = logEvents(m.Header, m.Data, nil, evs); err != nil {
+			t.Fatalf("run %s: message at %d: %v", id, m.Sequence, err)
+		}
+		pos = m.Sequence + 1
+	}
+}
+
+// perMessage runs test on a store on e's server whose messages hold at most
+// each of 1 (every event alone, as before grouping), 4 and the default
+// events.
+func perMessage(t *testing.T, e *env, test func(t *testing.T, s *Store, per int)) {
+	for _, per := range []int{1, 4, defaultEventsPerMessage} {
+		t.Run(fmt.Sprintf("per message %d", per), func(t *testing.T) {
+			s, err := Open(ctx(t), e.nc, Options{EventsPerMessage: per})
+			if err != nil {
+				t.Fatal(err)
+			}
+			test(t, s, per)
+		})
+	}
+}
+
+// A message the server refuses in the middle of a chain leaves what follows
 // it unstored, so the run's log stays a dense prefix. The refusal here is
-// the stream's dedupe: another message already carries the event's
-// Nats-Msg-Id, so the server answers "duplicate" and stores nothing.
+// the stream's dedupe: another message already carries the Nats-Msg-Id of
+// the message holding events 3.., so the server answers "duplicate" and
+// stores nothing.
 func TestChainStopsAtARefusedEvent(t *testing.T) {
 	e := newEnv(t)
+	for _, per := range []int{1, 2} {
+		t.Run(fmt.Sprintf("per message %d", per), func(t *testing.T) {
+			s, err := Open(ctx(t), e.nc, Options{EventsPerMessage: per})
+			if err != nil {
+				t.Fatal(err)
+			}
+			testChainStopsAtARefusedEvent(t, e, s, per)
+		})
+	}
+}
+
+func testChainStopsAtARefusedEvent(t *testing.T, e *env, s *Store, per int) {
 	id, other := newID(t), newID(t)
 	nc := e.connect()
 	defer nc.Close()
@@ -78,37 +129,41 @@ func TestChainStopsAtARefusedEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	squatter := &nats.Msg{Subject: eventsSubject(other), Data: []byte(`{}`),
-		Header: nats.Header{jetstream.MsgIDHeader: {msgID(id, 3)}}}
+		Header: nats.Header{jetstream.MsgIDHeader: {msgID(id, uint64(2+per))}}}
 	if _, err := js.PublishMsg(ctx(t), squatter); err != nil {
 		t.Fatal(err)
 	}
 	c, cancel := context.WithTimeout(ctx(t), 2*time.Second)
 	defer cancel()
-	err = e.s.AppendEvents(c, id, mkEvents(id, 1, 6))
+	err = s.AppendEvents(c, id, mkEvents(id, 1, 6))
 	if err == nil {
 		t.Fatal("append of an event the stream takes for a duplicate succeeded")
 	}
 	if !errors.Is(err, errStale) && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("append failed with %v, want a stale view retried until the deadline", err)
 	}
-	last, err := e.s.LastEvent(ctx(t), id)
+	last, err := s.LastEvent(ctx(t), id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if last.Seq != 2 {
 		t.Fatalf("the run's last stored event is %d, want 2: events after the refused one landed", last.Seq)
 	}
-	checkStored(t, e.s, id, 2)
+	checkStored(t, s, id, 2)
 }
 
 // A chain cut by a stale view (another writer stored the first events)
 // completes from where the log ends, each event once.
 func TestChainAfterAnotherWriter(t *testing.T) {
 	e := newEnv(t)
+	perMessage(t, e, func(t *testing.T, s *Store, per int) { testChainAfterAnotherWriter(t, e, s, per) })
+}
+
+func testChainAfterAnotherWriter(t *testing.T, e *env, s *Store, per int) {
 	id := newID(t)
-	appendEvents(t, e.s, id, 1, 3)
+	appendEvents(t, s, id, 1, 3)
 	// A second store on the same stream, which has not seen the run.
-	other, err := Open(ctx(t), e.connect(), Options{})
+	other, err := Open(ctx(t), e.connect(), Options{EventsPerMessage: per})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,8 +171,8 @@ func TestChainAfterAnotherWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The first store's view (3) is stale now.
-	if err := e.s.AppendEvents(ctx(t), id, mkEvents(id, 4, 20)); err != nil {
+	if err := s.AppendEvents(ctx(t), id, mkEvents(id, 4, 20)); err != nil {
 		t.Fatal(err)
 	}
-	checkStored(t, e.s, id, 20)
+	checkStored(t, s, id, 20)
 }

@@ -16,13 +16,13 @@ import (
 // (index+1), the seq of the run's event there, or 0 for another run's.
 type synthLog []uint64
 
-func (l synthLog) probe(x uint64) (pos, seq uint64, ok bool, err error) {
+func (l synthLog) probe(x uint64) (pos, first, last uint64, ok bool, err error) {
 	for i := x; i >= 1 && i <= uint64(len(l)); i++ {
 		if l[i-1] != 0 {
-			return i, l[i-1], true, nil
+			return i, l[i-1], l[i-1], true, nil
 		}
 	}
-	return 0, 0, false, nil
+	return 0, 0, 0, false, nil
 }
 
 // last is the run's last event and its stream sequence.
@@ -33,6 +33,30 @@ func (l synthLog) last() (seq, pos uint64) {
 		}
 	}
 	return 0, 0
+}
+
+// groupedLog is a stream of messages of several events as searchEvent
+// sees it: at each stream sequence (index+1), the seqs of the first and
+// last events of the run's message there, or zeros for another run's.
+type groupedLog [][2]uint64
+
+func (l groupedLog) probe(x uint64) (pos, first, last uint64, ok bool, err error) {
+	for i := x; i >= 1 && i <= uint64(len(l)); i++ {
+		if m := l[i-1]; m[0] != 0 {
+			return i, m[0], m[1], true, nil
+		}
+	}
+	return 0, 0, 0, false, nil
+}
+
+// last is the run's last message and its stream sequence.
+func (l groupedLog) last() (m [2]uint64, pos uint64) {
+	for i := len(l); i >= 1; i-- {
+		if l[i-1][0] != 0 {
+			return l[i-1], uint64(i)
+		}
+	}
+	return [2]uint64{}, 0
 }
 
 // dense builds a log of the run's events first..first+n-1 with gaps[i]
@@ -55,12 +79,18 @@ func dense(first uint64, n int, gaps []int) (synthLog, map[uint64]uint64) {
 // probeBound is the most reads searchEvent may make on a stream of n.
 func probeBound(n int) int { return 2*bits.Len(uint(n)) + 4 }
 
+// groupedProbeBound is the most on a stream of n whose run's messages hold
+// different numbers of events: the density near the run's end says less
+// of where t lies, and up to bits(n) guesses step back from the end
+// before one lands below t.
+func groupedProbeBound(n int) int { return 3*bits.Len(uint(n)) + 4 }
+
 // checkDense checks searchEvent for every t on a dense log.
 func checkDense(t *testing.T, l synthLog, at map[uint64]uint64, first uint64, maxProbes int) (worst int) {
 	t.Helper()
 	lastSeq, lastPos := l.last()
 	for want := uint64(1); want <= lastSeq; want++ {
-		pos, probes, err := searchEvent(want, lastSeq, lastPos, l.probe)
+		pos, probes, err := searchEvent(want, lastSeq, lastSeq, lastPos, l.probe)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,10 +148,10 @@ func TestSearchEvent(t *testing.T) {
 	})
 	t.Run("gap in the run", func(t *testing.T) {
 		l := synthLog{1, 0, 2, 3, 0, 5, 6}
-		if pos, _, err := searchEvent(4, 6, 7, l.probe); pos != 0 || err != nil {
+		if pos, _, err := searchEvent(4, 6, 6, 7, l.probe); pos != 0 || err != nil {
 			t.Errorf("seq 4 of a log without it: %d, %v; want 0", pos, err)
 		}
-		if pos, _, _ := searchEvent(5, 6, 7, l.probe); pos != 6 {
+		if pos, _, _ := searchEvent(5, 6, 6, 7, l.probe); pos != 6 {
 			t.Errorf("seq 5 found at %d, want 6", pos)
 		}
 	})
@@ -164,7 +194,7 @@ func FuzzSearchEvent(f *testing.F) {
 			bound = len(l) + 2
 		}
 		for want := uint64(1); want <= lastSeq; want++ {
-			pos, probes, err := searchEvent(want, lastSeq, lastPos, l.probe)
+			pos, probes, err := searchEvent(want, lastSeq, lastSeq, lastPos, l.probe)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,12 +207,109 @@ func FuzzSearchEvent(f *testing.F) {
 				}
 				continue
 			}
-			firstPos, firstSeq, _, _ := l.probe(1)
+			firstPos, firstSeq, _, _, _ := l.probe(1)
 			got := l[pos-1]
 			if got != want && !(pos == firstPos && firstSeq > want) {
 				t.Fatalf("seq %d: found seq %d at %d", want, got, pos)
 			}
 		}
+	})
+}
+
+// grouped builds a log of messages of the run holding events 1..n, the
+// i-th message sizes[i%len(sizes)] events after gaps[i%len(gaps)] of other
+// runs' messages. It returns where each event is stored.
+func grouped(n uint64, sizes, gaps []int) (groupedLog, map[uint64]uint64) {
+	var l groupedLog
+	at := map[uint64]uint64{}
+	next := uint64(1)
+	for i := 0; next <= n; i++ {
+		for range gaps[i%len(gaps)] {
+			l = append(l, [2]uint64{})
+		}
+		last := min(n, next+uint64(max(1, sizes[i%len(sizes)]))-1)
+		l = append(l, [2]uint64{next, last})
+		for seq := next; seq <= last; seq++ {
+			at[seq] = uint64(len(l))
+		}
+		next = last + 1
+	}
+	return l, at
+}
+
+// checkGrouped checks searchEvent for every t on a log of grouped
+// messages: it finds the message holding t within maxProbes reads.
+func checkGrouped(t *testing.T, l groupedLog, at map[uint64]uint64, maxProbes int) (worst int) {
+	t.Helper()
+	lastMsg, lastPos := l.last()
+	for want := uint64(1); want <= lastMsg[1]; want++ {
+		pos, probes, err := searchEvent(want, lastMsg[0], lastMsg[1], lastPos, l.probe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pos != at[want] {
+			t.Fatalf("seq %d: found at %d, want %d", want, pos, at[want])
+		}
+		if probes > maxProbes {
+			t.Fatalf("seq %d: %d reads, want at most %d", want, probes, maxProbes)
+		}
+		worst = max(worst, probes)
+	}
+	return worst
+}
+
+// The search finds the message holding an event when messages hold many
+// events, of varying counts, alone in the stream or between other runs'.
+func TestSearchGroupedEvents(t *testing.T) {
+	for name, tc := range map[string]struct{ sizes, gaps []int }{
+		"alone, even":        {[]int{256}, []int{0}},
+		"alone, uneven":      {[]int{1, 40, 3, 256, 1, 1, 17}, []int{0}},
+		"interleaved":        {[]int{5, 1, 90}, []int{1, 0, 4}},
+		"bursts of others":   {[]int{32}, []int{0, 0, 0, 300, 0, 2}},
+		"lone events":        {[]int{1}, []int{2}},
+		"one message of all": {[]int{5000}, []int{3}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			l, at := grouped(3000, tc.sizes, tc.gaps)
+			worst := checkGrouped(t, l, at, groupedProbeBound(len(l)))
+			t.Logf("%d messages: worst %d reads", len(l), worst)
+		})
+	}
+	t.Run("gap in the run", func(t *testing.T) {
+		l := groupedLog{{1, 3}, {}, {4, 6}, {9, 12}}
+		if pos, _, err := searchEvent(7, 9, 12, 4, l.probe); pos != 0 || err != nil {
+			t.Errorf("seq 7 of a log without it: %d, %v; want 0", pos, err)
+		}
+		if pos, _, _ := searchEvent(5, 9, 12, 4, l.probe); pos != 3 {
+			t.Errorf("seq 5 found at %d, want 3", pos)
+		}
+		if pos, _, _ := searchEvent(10, 9, 12, 4, l.probe); pos != 4 {
+			t.Errorf("seq 10 found at %d, want 4", pos)
+		}
+	})
+}
+
+// FuzzSearchGroupedEvents checks the search on logs of grouped messages
+// made from the input: each byte's low 4 bits are how many other messages
+// come before the run's next one, and its high 4 how many events more
+// than one that message holds. On such a log, dense by construction, every
+// event is found in the message holding it, within the bound.
+func FuzzSearchGroupedEvents(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0})
+	f.Add([]byte{0xf0, 0x01, 0x3f, 0x00, 0x12})
+	f.Add([]byte{0x0f, 0x0f, 0xf0, 0xf0, 0xf0, 0x01})
+	f.Fuzz(func(t *testing.T, layout []byte) {
+		if len(layout) == 0 || len(layout) > 512 {
+			return
+		}
+		sizes, gaps := make([]int, len(layout)), make([]int, len(layout))
+		n := uint64(0)
+		for i, b := range layout {
+			gaps[i], sizes[i] = int(b&0x0f), int(b>>4)+1
+			n += uint64(sizes[i])
+		}
+		l, at := grouped(n, sizes, gaps)
+		checkGrouped(t, l, at, groupedProbeBound(len(l)))
 	})
 }
 
@@ -349,7 +476,9 @@ func TestCursorStartOnImperfectLogs(t *testing.T) {
 	})
 	t.Run("expired head", func(t *testing.T) {
 		id := newID(t)
-		appendEvents(t, s, id, 1, 30)
+		for seq := uint64(1); seq <= 30; seq++ {
+			appendEvents(t, s, id, seq, seq) // a message each
+		}
 		_, pos20, err := s.lastStored(ctx(t), id)
 		if err != nil {
 			t.Fatal(err)
@@ -365,5 +494,28 @@ func TestCursorStartOnImperfectLogs(t *testing.T) {
 		c2 := openCursor(t, s, id, 25)
 		checkStart(t, c2, pos20+6)
 		read(t, c2, id, 26, 30)
+	})
+	t.Run("expired head of grouped messages", func(t *testing.T) {
+		id := newID(t)
+		appendEvents(t, s, id, 1, 10)
+		appendEvents(t, s, id, 11, 20)
+		_, pos11, err := s.lastStored(ctx(t), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendEvents(t, s, id, 21, 30)
+		// The message of events 1..10 goes, as MaxAge would take it.
+		if err := s.events.Purge(ctx(t), jetstream.WithPurgeSubject(eventsSubject(id)), jetstream.WithPurgeSequence(pos11)); err != nil {
+			t.Fatal(err)
+		}
+		c := openCursor(t, s, id, 5)
+		checkStart(t, c, pos11)
+		read(t, c, id, 11, 30)
+		// In the middle of a message: the cursor starts at it and
+		// drops what the reader has seen.
+		c2 := openCursor(t, s, id, 15)
+		checkStart(t, c2, pos11)
+		read(t, c2, id, 16, 30)
+		expectNothing(t, c2)
 	})
 }

@@ -7,11 +7,18 @@
 //     {"run": …, "spec": …, "owner": …} as JSON, so the spec and owner,
 //     which the public run object leaves out, survive a restart.
 //   - The stream "AGENTGATE_EVENTS" on subjects "agentgate.events.<run_id>":
-//     one message per event, its body the event's JSON envelope as
-//     appended, its headers "Agentgate-Seq" (the run's own sequence,
-//     1, 2, …) and "Agentgate-Type", and Nats-Msg-Id "<run_id>.<seq>".
-//     The stream allows atomic batch publish. Cursors are ordered
-//     consumers on one run's subject, deleted when the cursor is closed.
+//     the run's log, each message holding a run of its consecutive
+//     events (at most Options.EventsPerMessage, 256 by default, and 256
+//     KiB). A message of one event has the event's JSON envelope as
+//     appended as its body, and headers "Agentgate-Seq" (the run's own
+//     sequence, 1, 2, …) and "Agentgate-Type"; a message of several has
+//     those of its first event, "Agentgate-Last-Seq" and
+//     "Agentgate-Last-Type" of its last, and a pack's framing (below) as
+//     its body. Either has Nats-Msg-Id "<run_id>.<seq of its last
+//     event>". Versions before grouping wrote and read only messages of
+//     one event. The stream allows atomic batch publish. Cursors are
+//     ordered consumers on one run's subject, deleted when the cursor is
+//     closed.
 //   - In the same stream, on subjects "agentgate.packs.<run_id>.<k>", a
 //     run's packs: pack k holds the run's events k*512+1 .. (k+1)*512 in
 //     one message, to replay them without a message per event. They are
@@ -40,13 +47,14 @@
 // Reads are not retried.
 //
 // Guarantees: the stored events of a run are always a dense prefix 1..k in
-// seq order. On a cluster a batch is one atomic batch publish, stored whole
-// or not at all; on one server, which stages an atomic batch in files synced
-// at its commit, a batch's events are sent together and acknowledged after,
-// each expecting the event before it as the stream's last message
+// seq order. A batch that fits one message is one publish. On a cluster a
+// batch of several messages is one atomic batch publish, stored whole or
+// not at all; on one server, which stages an atomic batch in files synced
+// at its commit, a batch's messages are sent together and acknowledged
+// after, each expecting the message before it as the stream's last
 // (Nats-Expected-Last-Msg-Id), so that one refused ends the batch there.
-// Each publish lands only right after the run's last stored event (its first
-// message expects that event's stream sequence), so an election can neither
+// Each publish lands only right after the run's last stored message (its
+// first message expects that one's stream sequence), so an election can neither
 // leave a gap nor store an earlier event after a later one; calling
 // AppendEvents again with the same batch stores nothing twice. A cursor that
 // meets an event out of order (a log written by an earlier version) skips it
@@ -67,8 +75,9 @@
 // whose consumer has events pending and no pull waiting is given a new
 // consumer.
 //
-// Packs: JetStream delivers a consumer one message per event, which bounds
-// a replay through one to a few hundred thousand events a second. So as
+// Packs: JetStream delivers a consumer one message at a time, and a live
+// run's log is mostly messages of a few events, which bounds a replay
+// through a consumer to a few hundred thousand events a second. So as
 // AppendEvents stores a run's events, the store also builds, from the
 // events it stored itself, the run's packs, and sends each once it is full
 // without waiting for its ack: a version byte, the first seq, each event's

@@ -144,13 +144,18 @@ func (s *Store) appendOnce(ctx context.Context, runID string, events []runs.Stor
 		return runs.Invalid("seq", fmt.Sprintf("event %d would follow event %d: a run's log has no gaps", events[0].Seq, last.seq))
 	}
 	for len(events) > 0 {
-		if s.replicas == 1 && len(events) > 1 {
+		limit := maxAtomicBatch
+		if s.replicas == 1 {
+			limit = maxPipeline
+		}
+		groups := groupEvents(runID, events, limit, s.eventsPerMessage, s.groupBytes)
+		if s.replicas == 1 && len(groups) > 1 {
 			// One server stages an atomic batch of a file stream in
 			// files of its own, synced at the commit: a few ms per
 			// batch, whatever its size. A chain of checked publishes
 			// (publishChain) keeps the same guarantee without a
-			// round trip per event.
-			stored, streamSeq, err := s.publishChain(ctx, runID, events[:min(len(events), maxPipeline)], last.streamSeq)
+			// round trip per message.
+			stored, streamSeq, err := s.publishChain(ctx, runID, groups, last.streamSeq)
 			if stored > 0 {
 				last = lastEvent{events[stored-1].Seq, streamSeq}
 				s.setLast(runID, last)
@@ -165,16 +170,15 @@ func (s *Store) appendOnce(ctx context.Context, runID string, events []runs.Stor
 			}
 			continue // the rest, if another run's event broke the chain
 		}
-		n := 1 // one event on one server: one round trip either way
-		if s.replicas > 1 {
-			n = min(len(events), maxAtomicBatch)
-		}
-		streamSeq, err := s.publish(ctx, runID, events[:n], last.streamSeq)
+		// One message, one round trip; on a cluster, several in one
+		// atomic batch.
+		streamSeq, err := s.publish(ctx, runID, groups, last.streamSeq)
 		if err != nil {
 			// What landed is unknown: the next attempt reads it.
 			s.forgetLast(runID)
 			return err
 		}
+		n := eventCount(groups)
 		last = lastEvent{events[n-1].Seq, streamSeq}
 		s.setLast(runID, last)
 		s.packed(runID, events[:n])
@@ -192,30 +196,30 @@ const maxPipeline = 256
 // between two of its own: nothing is wrong, the rest is published again.
 var errInterleaved = errors.New("another run's event came between two events of the chain")
 
-// publishChain stores events on one server without a round trip per event,
-// and returns how many of them, a prefix, it stored, and the stream
-// sequence of the last of those. The publishes go out together and their
-// acks are awaited after. The first expects the run's last event at stream
-// sequence after, as publish's do; every later one expects the stream's
-// last message to be the event before it (Nats-Expected-Last-Msg-Id, which
-// every event carries as its Nats-Msg-Id). So an event lands only right
-// after its predecessor: once one fails, every later one fails too, and
-// what is stored stays a dense prefix, which is the guarantee publish
-// gives with a round trip per event.
+// publishChain stores the messages of groups on one server without a round
+// trip per message, and returns how many events it stored, those of a
+// prefix of groups, and the stream sequence of the last message stored.
+// The publishes go out together and their acks are awaited after. The first
+// expects the run's last message at stream sequence after, as publish's
+// do; every later one expects the stream's last message to be the one
+// before it (Nats-Expected-Last-Msg-Id, which every message carries as its
+// Nats-Msg-Id). So a message lands only right after its predecessor: once
+// one fails, every later one fails too, and what is stored stays a dense
+// prefix, which is the guarantee publish gives with a round trip per
+// message.
 //
-// The stream's last message is any run's, so another run's event landing
+// The stream's last message is any run's, so another run's message landing
 // inside the chain breaks it with nothing wrong; that answer is
 // errInterleaved, with what was stored before it.
-func (s *Store) publishChain(ctx context.Context, runID string, events []runs.StoredEvent, after uint64) (int, uint64, error) {
-	subject := eventsSubject(runID)
-	futures := make([]jetstream.PubAckFuture, 0, len(events))
+func (s *Store) publishChain(ctx context.Context, runID string, groups []logGroup, after uint64) (int, uint64, error) {
+	futures := make([]jetstream.PubAckFuture, 0, len(groups))
 	var sendErr error
-	for i, ev := range events {
-		msg := eventMsg(subject, runID, ev)
+	for i, g := range groups {
+		msg := g.msg
 		if i == 0 {
 			msg.Header.Set(headerExpectSubSeq, strconv.FormatUint(after, 10))
 		} else {
-			msg.Header.Set(headerExpectLastID, msgID(runID, events[i-1].Seq))
+			msg.Header.Set(headerExpectLastID, msgID(runID, groups[i-1].last))
 		}
 		f, err := s.js.PublishMsgAsync(msg)
 		if err != nil {
@@ -233,9 +237,9 @@ func (s *Store) publishChain(ctx context.Context, runID string, events []runs.St
 				// where the run ends is read again, after the acks
 				// of the rest, which this one's answer makes fail.
 				drain(ctx, futures[i+1:])
-				return stored, streamSeq, fmt.Errorf("%w: event %d stored before", errStale, events[i].Seq)
+				return stored, streamSeq, fmt.Errorf("%w: events %d..%d stored before", errStale, groups[i].first, groups[i].last)
 			}
-			stored, streamSeq = i+1, ack.Sequence
+			stored, streamSeq = stored+groups[i].n, ack.Sequence
 		case err := <-f.Err():
 			drain(ctx, futures[i+1:])
 			var apiErr *jetstream.APIError
@@ -263,9 +267,11 @@ func drain(ctx context.Context, futures []jetstream.PubAckFuture) {
 	}
 }
 
-// msgID is the Nats-Msg-Id of the run's event seq.
+// msgID is the Nats-Msg-Id of the message of the run's log whose last
+// event is seq.
 func msgID(runID string, seq uint64) string { return runID + "." + strconv.FormatUint(seq, 10) }
 
+// eventMsg is the message of a run's log holding ev alone.
 func eventMsg(subject, runID string, ev runs.StoredEvent) *nats.Msg {
 	return &nats.Msg{
 		Subject: subject,
@@ -278,14 +284,13 @@ func eventMsg(subject, runID string, ev runs.StoredEvent) *nats.Msg {
 	}
 }
 
-// publish stores events, all or none, right after the run's event at
-// stream sequence after (0: the run has none), and returns the stream
-// sequence of the last.
-func (s *Store) publish(ctx context.Context, runID string, events []runs.StoredEvent, after uint64) (uint64, error) {
-	subject := eventsSubject(runID)
+// publish stores the messages of groups, all or none, right after the run's
+// message at stream sequence after (0: the run has none), and returns the
+// stream sequence of the last.
+func (s *Store) publish(ctx context.Context, runID string, groups []logGroup, after uint64) (uint64, error) {
 	expect := strconv.FormatUint(after, 10)
-	if len(events) == 1 {
-		msg := eventMsg(subject, runID, events[0])
+	if len(groups) == 1 {
+		msg := groups[0].msg
 		msg.Header.Set(headerExpectSubSeq, expect)
 		ack, err := s.js.PublishMsg(ctx, msg)
 		if err != nil {
@@ -294,7 +299,7 @@ func (s *Store) publish(ctx context.Context, runID string, events []runs.StoredE
 		if ack.Duplicate {
 			// Stored before, by an attempt whose ack was lost; where
 			// it ends is read again.
-			return 0, fmt.Errorf("%w: event %d stored before", errStale, events[0].Seq)
+			return 0, fmt.Errorf("%w: events %d..%d stored before", errStale, groups[0].first, groups[0].last)
 		}
 		return ack.Sequence, nil
 	}
@@ -302,14 +307,14 @@ func (s *Store) publish(ctx context.Context, runID string, events []runs.StoredE
 	// the server stages them and stores them with the commit, or drops
 	// them all (a leader change, a gap, a failed check).
 	batchID := uuid.NewString()
-	for i, ev := range events {
-		msg := eventMsg(subject, runID, ev)
+	for i, g := range groups {
+		msg := g.msg
 		msg.Header.Set(headerBatchID, batchID)
 		msg.Header.Set(headerBatchSeq, strconv.Itoa(i+1))
 		if i == 0 {
 			msg.Header.Set(headerExpectSubSeq, expect)
 		}
-		if i < len(events)-1 {
+		if i < len(groups)-1 {
 			if err := s.nc.PublishMsg(msg); err != nil {
 				return 0, err
 			}
@@ -331,8 +336,8 @@ func (s *Store) publish(ctx context.Context, runID string, events []runs.StoredE
 		if resp.Error != nil {
 			return 0, classifyPublish(resp.Error)
 		}
-		if resp.Count != len(events) {
-			return 0, fmt.Errorf("atomic batch: %d of %d events stored", resp.Count, len(events))
+		if resp.Count != len(groups) {
+			return 0, fmt.Errorf("atomic batch: %d of %d messages stored", resp.Count, len(groups))
 		}
 		return resp.Seq, nil
 	}
@@ -393,33 +398,44 @@ func (s *Store) LastEvent(ctx context.Context, runID string) (runs.StoredEvent, 
 	if err != nil {
 		return runs.StoredEvent{}, fmt.Errorf("last event of %s: %w", runID, err)
 	}
-	seq, err := parseSeq(m.Header)
+	_, seq, err := msgSeqs(m.Header)
 	if err != nil {
 		return runs.StoredEvent{}, fmt.Errorf("last event of %s: %w", runID, err)
 	}
-	return runs.StoredEvent{Seq: seq, Type: runs.EventType(m.Header.Get(headerType))}, nil
+	return runs.StoredEvent{Seq: seq, Type: lastType(m.Header)}, nil
 }
 
-// last returns the run's last event's seq and its stream sequence, zeros
-// when the run has no events.
+// lastStored returns the run's last event's seq and the stream sequence of
+// the message holding it, zeros when the run has no events.
 func (s *Store) lastStored(ctx context.Context, runID string) (seq, streamSeq uint64, err error) {
+	last, err := s.lastMessage(ctx, runID)
+	return last.seq, last.pos, err
+}
+
+// lastMsg is where a run's log ends: its last message, at stream sequence
+// pos, holding events first..seq.
+type lastMsg struct{ first, seq, pos uint64 }
+
+// lastMessage returns the run's last message, zeros when the run has no
+// events.
+func (s *Store) lastMessage(ctx context.Context, runID string) (lastMsg, error) {
 	var m *jetstream.RawStreamMsg
-	err = s.retry(ctx, "last event", func(ctx context.Context) error {
+	err := s.retry(ctx, "last event", func(ctx context.Context) error {
 		var err error
 		m, err = s.events.GetLastMsgForSubject(ctx, eventsSubject(runID))
 		return err
 	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, 0, nil
+		return lastMsg{}, nil
 	}
 	if err != nil {
-		return 0, 0, err
+		return lastMsg{}, err
 	}
-	seq, err = parseSeq(m.Header)
+	first, seq, err := msgSeqs(m.Header)
 	if err != nil {
-		return 0, 0, err
+		return lastMsg{}, err
 	}
-	return seq, m.Sequence, nil
+	return lastMsg{first, seq, m.Sequence}, nil
 }
 
 func parseSeq(h nats.Header) (uint64, error) {
@@ -528,21 +544,21 @@ func (s *Store) cursorStart(ctx context.Context, runID string, after uint64) (je
 	if after == 0 {
 		return cfg, nil
 	}
-	lastSeq, lastPos, err := s.lastStored(ctx, runID)
+	last, err := s.lastMessage(ctx, runID)
 	if err != nil {
 		return cfg, err
 	}
-	if lastPos == 0 {
+	if last.pos == 0 {
 		// Nothing stored yet: the run's first event is the first to
 		// come, and the pump drops it if the reader has seen it.
 		return cfg, nil
 	}
 	cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-	if lastSeq <= after {
-		cfg.OptStartSeq = lastPos + 1
+	if last.seq <= after {
+		cfg.OptStartSeq = last.pos + 1
 		return cfg, nil
 	}
-	pos, probes, err := s.findEvent(ctx, subject, after+1, lastSeq, lastPos)
+	pos, probes, err := s.findEvent(ctx, subject, after+1, last)
 	if err != nil {
 		return cfg, err
 	}
@@ -555,16 +571,17 @@ func (s *Store) cursorStart(ctx context.Context, runID string, after uint64) (je
 	return cfg, nil
 }
 
-// findEvent returns the stream sequence of the run's event of seq t, given
-// its last event, lastSeq ≥ t at stream sequence lastPos, subject being the
-// run's: the first stored event when that one's seq is t or more (older
-// ones expired), 0 when the log does not hold t where a dense prefix in
-// seq order would. It also returns how many reads it made.
+// findEvent returns the stream sequence of the message holding the run's
+// event of seq t, given its last message, whose last event is t or later,
+// subject being the run's: the first stored message when its first seq is t
+// or more (older ones expired), 0 when the log does not hold t where a
+// dense prefix in seq order would. It also returns how many reads it made.
 //
 // Each read is one get of "the run's first message at stream sequence x
 // or later", which the server answers from its index of subjects without
-// reading what lies between; the seq header of what it finds says on which
-// side of t it landed, since seqs rise with stream sequences. The reads
+// reading what lies between; the seq headers of what it finds say on which
+// side of t it landed, or that it holds t, since seqs rise with stream
+// sequences. The reads
 // estimate where t lies from the run's density in the stream (stream
 // sequences per event) and aim just after where event t-1 would be: a run
 // alone in the stream takes one read, one interleaved with others at a
@@ -578,8 +595,8 @@ func (s *Store) cursorStart(ctx context.Context, runID string, after uint64) (je
 // one costs about 10 ms), unless nothing after it is below t. Once t is
 // bracketed, steps alternate between interpolating and halving, which
 // bounds the reads by about twice the bits of the stream's length.
-func (s *Store) findEvent(ctx context.Context, subject string, t, lastSeq, lastPos uint64) (pos uint64, probes int, err error) {
-	return searchEvent(t, lastSeq, lastPos, func(x uint64) (pos, seq uint64, ok bool, err error) {
+func (s *Store) findEvent(ctx context.Context, subject string, t uint64, last lastMsg) (pos uint64, probes int, err error) {
+	return searchEvent(t, last.first, last.seq, last.pos, func(x uint64) (pos, first, last uint64, ok bool, err error) {
 		var m *jetstream.RawStreamMsg
 		err = s.retry(ctx, "find event", func(ctx context.Context) error {
 			var err error
@@ -587,37 +604,40 @@ func (s *Store) findEvent(ctx context.Context, subject string, t, lastSeq, lastP
 			return err
 		})
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return 0, 0, false, nil
+			return 0, 0, 0, false, nil
 		}
 		if err != nil {
-			return 0, 0, false, err
+			return 0, 0, 0, false, err
 		}
-		seq, perr := parseSeq(m.Header)
+		first, last, perr := msgSeqs(m.Header)
 		if perr != nil {
-			return 0, 0, false, nil
+			return 0, 0, 0, false, nil
 		}
-		return m.Sequence, seq, true, nil
+		return m.Sequence, first, last, true, nil
 	})
 }
 
-// probeFunc returns the run's first event at stream sequence x or later:
-// its stream sequence and seq; ok is false when there is none or its seq
-// is unreadable.
-type probeFunc func(x uint64) (pos, seq uint64, ok bool, err error)
+// probeFunc returns the run's first message at stream sequence x or
+// later: its stream sequence and the seqs of its first and last events; ok
+// is false when there is none or its seqs are unreadable.
+type probeFunc func(x uint64) (pos, first, last uint64, ok bool, err error)
 
-// searchEvent is findEvent's search, reading the log through probe.
-func searchEvent(t, lastSeq, lastPos uint64, read probeFunc) (pos uint64, probes int, err error) {
-	probe := func(x uint64) (uint64, uint64, bool, error) {
+// searchEvent is findEvent's search, reading the log through probe, given
+// the run's last message: at stream sequence lastPos, holding events
+// lastFirst..lastSeq.
+func searchEvent(t, lastFirst, lastSeq, lastPos uint64, read probeFunc) (pos uint64, probes int, err error) {
+	probe := func(x uint64) (uint64, uint64, uint64, bool, error) {
 		probes++
 		return read(x)
 	}
-	// Invariant: the run's first event at stream sequence hi or later has
-	// seq hiSeq ≥ t and is at found; the event at lo, once lo > 0, has a
-	// seq below t.
-	hi, hiSeq, found := lastPos, lastSeq, lastPos
+	// Invariant: the run's first message at stream sequence hi or later
+	// holds t or later events, starts at seq hiSeq and is at found; the
+	// message at lo, once lo > 0, ends at loSeq, below t. The search ends
+	// when found's message holds t (hiSeq ≤ t).
+	hi, hiSeq, found := lastPos, lastFirst, lastPos
 	var lo, loSeq uint64
-	misses := 0
-	for step := 0; hiSeq != t; step++ {
+	misses, above := 0, 0
+	for step := 0; hiSeq > t; step++ {
 		if lo == 0 && hi <= 1 {
 			// Nothing of the run before found: t expired.
 			return found, probes, nil
@@ -634,6 +654,14 @@ func searchEvent(t, lastSeq, lastPos uint64, read probeFunc) (pos uint64, probes
 			}
 			k *= float64(uint64(1) << min(misses, 62))
 			x = float64(found) - float64(hiSeq-t)*k - (k-1)/2
+			// And at least twice as far back from the run's end as
+			// the guess before: the density measured near the end
+			// can be far off nearer t (messages of many events
+			// there, of one event each and far apart earlier), and
+			// this bounds the guesses above t by the bits of the
+			// stream's length.
+			x = min(x, float64(lastPos)-float64(uint64(1)<<min(above, 62))+1)
+			above++
 		case step%2 == 0:
 			k := float64(hi-lo) / float64(hiSeq-loSeq)
 			x = float64(lo) + float64(t-loSeq)*k - (k-1)/2
@@ -646,12 +674,12 @@ func searchEvent(t, lastSeq, lastPos uint64, read probeFunc) (pos uint64, probes
 			at = min(uint64(x), hi-1)
 		}
 		at = min(at, hi-1)
-		p, seq, ok, err := probe(at)
+		p, first, last, ok, err := probe(at)
 		if err != nil || !ok {
 			return 0, probes, err
 		}
 		switch {
-		case seq >= t:
+		case last >= t:
 			if p == found {
 				// Nothing of the run between at and found: the
 				// others' share is larger than guessed.
@@ -659,16 +687,16 @@ func searchEvent(t, lastSeq, lastPos uint64, read probeFunc) (pos uint64, probes
 			} else {
 				misses = 0
 			}
-			hi, hiSeq, found = at, seq, p
+			hi, hiSeq, found = at, first, p
 		case p >= hi:
 			// An earlier event after a later one, or events expiring
 			// under the search: not a dense prefix.
 			return 0, probes, nil
 		default:
-			lo, loSeq = p, seq
+			lo, loSeq = p, last
 		}
 	}
-	if hiSeq != t {
+	if hiSeq > t {
 		return 0, probes, nil
 	}
 	return found, probes, nil
@@ -745,6 +773,8 @@ func (c *cursor) pump(ctx context.Context, after uint64, pack []runs.StoredEvent
 	}
 	last := after
 	first := true
+	var evs []runs.StoredEvent
+	names := typeNames{}
 	for {
 		var msg jetstream.Msg
 		var err error
@@ -761,36 +791,37 @@ func (c *cursor) pump(ctx context.Context, after uint64, pack []runs.StoredEvent
 			c.err = err
 			return
 		}
-		seq, err := parseSeq(msg.Headers())
+		evs, err = logEvents(msg.Headers(), msg.Data(), names, evs[:0])
 		if err != nil {
-			c.log.Warn("event skipped", zap.String("subject", msg.Subject()), zap.Error(err))
+			c.log.Warn("message of the run's log skipped", zap.String("subject", msg.Subject()),
+				zap.Uint64("stream_seq", streamSeq(msg)), zap.Error(err))
 			continue
 		}
-		switch {
-		case seq <= after:
-			// Seen by the reader: delivered only to a cursor opened
-			// before the run had events, or on a log whose event
-			// after the reader's was not found (cursorStart).
-			continue
-		case seq <= last:
-			// AppendEvents never stores this; a log written by an
-			// earlier version may hold it. Skipped, never silently.
-			c.log.Warn("event out of order skipped", zap.Uint64("seq", seq), zap.Uint64("after_seq", last),
-				zap.Uint64("stream_seq", streamSeq(msg)))
-			continue
-		case seq > last+1:
-			c.log.Warn("gap in the run's log", zap.Uint64("seq", seq), zap.Uint64("after_seq", last),
-				zap.Uint64("stream_seq", streamSeq(msg)))
-		}
-		last = seq
-		ev := runs.StoredEvent{
-			Seq:  seq,
-			Type: runs.EventType(msg.Headers().Get(headerType)),
-			JSON: msg.Data(),
-		}
-		if err := c.deliver(ctx, ev); err != nil {
-			c.err = err
-			return
+		for _, ev := range evs {
+			switch {
+			case ev.Seq <= after:
+				// Seen by the reader: delivered only to a cursor
+				// opened before the run had events, or from the
+				// message holding the reader's next event, or on a
+				// log whose event after the reader's was not found
+				// (cursorStart).
+				continue
+			case ev.Seq <= last:
+				// AppendEvents never stores this; a log written by
+				// an earlier version may hold it. Skipped, never
+				// silently.
+				c.log.Warn("event out of order skipped", zap.Uint64("seq", ev.Seq), zap.Uint64("after_seq", last),
+					zap.Uint64("stream_seq", streamSeq(msg)))
+				continue
+			case ev.Seq > last+1:
+				c.log.Warn("gap in the run's log", zap.Uint64("seq", ev.Seq), zap.Uint64("after_seq", last),
+					zap.Uint64("stream_seq", streamSeq(msg)))
+			}
+			last = ev.Seq
+			if err := c.deliver(ctx, ev); err != nil {
+				c.err = err
+				return
+			}
 		}
 	}
 }

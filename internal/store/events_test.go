@@ -111,11 +111,15 @@ func TestCursorAfter(t *testing.T) {
 	})
 	t.Run("caught up", func(t *testing.T) {
 		c := openCursor(t, e.s, id, 5)
-		// The consumer starts after the run's last event instead of
+		// The consumer starts after the run's last message instead of
 		// replaying the run.
+		_, pos, err := e.s.lastStored(ctx(t), id)
+		if err != nil {
+			t.Fatal(err)
+		}
 		cfg := c.cons.CachedInfo().Config
-		if cfg.DeliverPolicy != jetstream.DeliverByStartSequencePolicy || cfg.OptStartSeq != 6 {
-			t.Errorf("consumer starts with %v at %d, want by start sequence at 6", cfg.DeliverPolicy, cfg.OptStartSeq)
+		if cfg.DeliverPolicy != jetstream.DeliverByStartSequencePolicy || cfg.OptStartSeq != pos+1 {
+			t.Errorf("consumer starts with %v at %d, want by start sequence at %d", cfg.DeliverPolicy, cfg.OptStartSeq, pos+1)
 		}
 		expectNothing(t, c)
 		appendEvents(t, e.s, id, 6, 7)
@@ -200,13 +204,7 @@ func TestAppendIsDeduplicated(t *testing.T) {
 	appendEvents(t, e.s, id, 1, 3)
 	appendEvents(t, e.s, id, 1, 3)
 	appendEvents(t, e.s, id, 2, 4)
-	info, err := e.s.events.Info(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs != 4 {
-		t.Errorf("stream has %d messages, want 4", info.State.Msgs)
-	}
+	checkStored(t, e.s, id, 4)
 	read(t, openCursor(t, e.s, id, 0), id, 1, 4)
 }
 

@@ -17,14 +17,15 @@ import (
 
 // Packs: a run's events stored many to a message, to replay them fast.
 //
-// JetStream delivers a consumer one message per event, which bounds a
-// replay to a few hundred thousand events a second whatever the reader
-// does. So besides each event's own message, which stays the log, the
-// store writes pack k of a run: one message on packsPrefix.<run_id>.<k>
-// holding the run's events k*packEvents+1 .. (k+1)*packEvents. A reader
-// finds the pack holding any seq with one get by subject. A pack is only an
-// index: a missing, abandoned or unreadable one costs its range a replay
-// through the per-event messages, never an event.
+// JetStream delivers a consumer one message at a time, and the log of a run
+// that wrote at a human pace is mostly messages of one or a few events
+// (logmsgs.go), which bounds a replay to a few hundred thousand events a
+// second whatever the reader does. So besides the log, the store writes
+// pack k of a run: one message on packsPrefix.<run_id>.<k> holding the
+// run's events k*packEvents+1 .. (k+1)*packEvents. A reader finds the pack
+// holding any seq with one get by subject. A pack is only an index: a
+// missing, abandoned or unreadable one costs its range a replay through
+// the log, never an event.
 
 // packEvents is how many events one pack holds: a replay costs one get per
 // packEvents events, and a writer buffers at most that many per run.
@@ -32,7 +33,7 @@ const packEvents = 512
 
 // maxPackBytes bounds a pack's encoded size, well under the server's
 // largest message (1 MiB by default): a pack that would pass it is
-// abandoned, and its range is replayed from the per-event messages.
+// abandoned, and its range is replayed from the log.
 const maxPackBytes = 512 << 10
 
 // maxPackRuns bounds the runs a store builds packs for at once, and
@@ -98,7 +99,7 @@ func finishPack(buf []byte) []byte {
 }
 
 // errBadPack marks a pack whose bytes are not a pack: it is replayed from
-// the per-event messages.
+// the log.
 var errBadPack = errors.New("malformed pack")
 
 // typeNames interns event types while decoding, so that a pack's events

@@ -64,6 +64,12 @@ type Options struct {
 	RetryFor time.Duration
 	// FileTTL is how long uploaded files are kept; 0 means 24h.
 	FileTTL time.Duration
+	// EventsPerMessage is how many of a run's events one message of its
+	// log holds at most (see logmsgs.go); 0 means 256. Every version
+	// reads messages of one event, but only versions that group write or
+	// read messages of several: while replicas of a version that does not
+	// group still run beside this one (a rolling upgrade from one), set 1.
+	EventsPerMessage int
 }
 
 // Store is the runs.Store on NATS JetStream. It is safe for concurrent use
@@ -84,7 +90,10 @@ type Store struct {
 	retryFor time.Duration
 	replicas int
 	log      *zap.Logger
-	readers  *readers // the connections cursors read on, apart from nc
+	// eventsPerMessage and groupBytes bound the messages of a run's log
+	// (groupEvents).
+	eventsPerMessage, groupBytes int
+	readers                      *readers // the connections cursors read on, apart from nc
 
 	packs     *packWriter // the packs of the runs this store appends to
 	packStats packStats
@@ -102,7 +111,7 @@ var _ runs.Store = (*Store)(nil)
 // create racing another) until ctx ends, and fails at once on a
 // configuration the server rejects.
 func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
-	if opts.Replicas < 0 || opts.MaxAge < 0 || opts.Timeout < 0 || opts.ReplicaTTL < 0 || opts.RetryFor < 0 {
+	if opts.Replicas < 0 || opts.MaxAge < 0 || opts.Timeout < 0 || opts.ReplicaTTL < 0 || opts.RetryFor < 0 || opts.EventsPerMessage < 0 {
 		return nil, fmt.Errorf("open store: negative option: %+v", opts)
 	}
 	if opts.Replicas == 0 {
@@ -117,6 +126,9 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	if opts.RetryFor == 0 {
 		opts.RetryFor = defaultRetryFor
 	}
+	if opts.EventsPerMessage == 0 {
+		opts.EventsPerMessage = defaultEventsPerMessage
+	}
 	js, err := jetstream.New(nc,
 		jetstream.WithDefaultTimeout(opts.Timeout),
 		jetstream.WithPublishAsyncTimeout(opts.Timeout))
@@ -124,6 +136,10 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s := &Store{nc: nc, js: js, timeout: opts.Timeout, retryFor: opts.RetryFor, replicas: opts.Replicas, log: opts.Log, last: map[string]lastEvent{}}
+	// A server that takes smaller messages than the default (1 MiB) gets
+	// smaller groups; one event alone is bounded by runs.Limits, as ever.
+	s.eventsPerMessage = opts.EventsPerMessage
+	s.groupBytes = min(maxGroupBytes, max(1, int(nc.MaxPayload())/4))
 	s.readers = newReaders(nc, opts.Timeout, opts.Log)
 	s.packs = newPackWriter(opts.Log, &s.packStats)
 
@@ -132,7 +148,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		// The server rejects a dedupe window longer than MaxAge.
 		dedupe = opts.MaxAge
 	}
-	// The stream holds a run's events, one a message, and its packs of
+	// The stream holds a run's events, many a message, and its packs of
 	// them (packs.go); CreateOrUpdateStream adds the packs' subject to a
 	// stream made before them.
 	streamCfg := jetstream.StreamConfig{
