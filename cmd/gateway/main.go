@@ -151,7 +151,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer st.Close()
-	// The clients of a run on this replica share one store cursor on it.
+	// The clients of a run on this replica share one store cursor on it,
+	// or none while this replica runs the run: the supervisor writes
+	// through hub.Offering, which hands the hub what it stored.
 	hub := fanout.New(st, fanout.Options{}, log.Named("fanout"))
 	defer hub.Close()
 
@@ -244,7 +246,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Files:       runs.FileLimits{TTL: cfg.FileTTL, MaxBytes: cfg.HTTP.MaxFileBytes, MaxPerTenant: cfg.MaxFilesPerTenant},
 		MCPCommands: cfg.MCPCommands, MCPURLs: cfg.MCPURLs, SealKey: seal,
 		Cursors: hub,
-	}, st, agents, rec, log)
+	}, hub.Offering(st), agents, rec, log)
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	defer stopLoops()
 	if err := sup.Start(loopCtx); err != nil {

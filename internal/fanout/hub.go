@@ -49,6 +49,11 @@ type Options struct {
 	// value wakes them for every event.
 	WakePerReader time.Duration
 	MaxWakeDelay  time.Duration
+	// LocalCheck is how long a feed kept current by this replica's own
+	// appends (Offer) may go without one before it asks the store whether
+	// the run's log has moved on without it (another replica wrote to the
+	// run), and goes back to a store cursor if so (default 1s).
+	LocalCheck time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -66,6 +71,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxWakeDelay <= 0 {
 		o.MaxWakeDelay = 2 * time.Millisecond
+	}
+	if o.LocalCheck <= 0 {
+		o.LocalCheck = time.Second
 	}
 }
 
@@ -105,6 +113,12 @@ type Hub struct {
 	onStore atomic.Int64
 	// delivered counts the events readers returned.
 	delivered atomic.Int64
+	// offered counts the events that entered rings from Offer;
+	// localFeeds the feeds kept by Offer alone now, and fallbacks the
+	// times one went back to a store cursor.
+	offered    atomic.Int64
+	localFeeds atomic.Int64
+	fallbacks  atomic.Int64
 }
 
 // Stats is what a Hub holds and has done.
@@ -122,6 +136,14 @@ type Stats struct {
 	FellOff int64
 	// Delivered is how many events readers have returned.
 	Delivered int64
+	// Offered is how many events entered rings from this replica's own
+	// appends (Offer) rather than from a store cursor.
+	Offered int64
+	// LocalFeeds is the feeds kept current by Offer alone now, without a
+	// store cursor; LocalFallbacks how many times one found its run's
+	// log written without it and went back to a store cursor.
+	LocalFeeds     int
+	LocalFallbacks int64
 }
 
 // Stats returns what the Hub holds now and has done so far.
@@ -130,13 +152,60 @@ func (h *Hub) Stats() Stats {
 	feeds := len(h.feeds)
 	h.mu.Unlock()
 	return Stats{
-		Feeds:        feeds,
-		RingReaders:  h.onRing.Load(),
-		StoreReaders: h.onStore.Load(),
-		StoreReads:   h.storeReads.Load(),
-		FellOff:      h.fellOff.Load(),
-		Delivered:    h.delivered.Load(),
+		Feeds:          feeds,
+		RingReaders:    h.onRing.Load(),
+		StoreReaders:   h.onStore.Load(),
+		StoreReads:     h.storeReads.Load(),
+		FellOff:        h.fellOff.Load(),
+		Delivered:      h.delivered.Load(),
+		Offered:        h.offered.Load(),
+		LocalFeeds:     int(h.localFeeds.Load()),
+		LocalFallbacks: h.fallbacks.Load(),
 	}
+}
+
+// Offer hands the Hub events of the run that this replica has just stored:
+// AppendEvents returned nil for them, so they are the log's, in order. A
+// feed of the run whose ring ends right before them takes them at once,
+// without waiting for its store cursor to deliver them, and then closes
+// that cursor: while the run's events keep coming through Offer, in
+// order, its readers cost the store nothing. A feed that sees a gap
+// between its ring and an offer (its store cursor has not caught up, or
+// another writer stored events in between) leaves it to the store cursor,
+// and one kept by Offer alone goes back to a store cursor then, or when no
+// offer came for Options.LocalCheck and the store holds events past its
+// ring. Events the ring holds already are dropped, so offering a batch
+// twice is harmless. Offer does not keep evs' slice; it keeps their JSON,
+// which must not change after.
+func (h *Hub) Offer(runID string, evs []runs.StoredEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	h.mu.Lock()
+	f := h.feeds[runID]
+	h.mu.Unlock()
+	if f == nil {
+		return
+	}
+	f.offer(evs)
+}
+
+// Offering returns st with AppendEvents offering what it stored to the
+// Hub: the store a replica's supervisor writes through, so that the
+// replica's own readers of its runs get their events from memory.
+func (h *Hub) Offering(st runs.Store) runs.Store { return offeringStore{st, h} }
+
+type offeringStore struct {
+	runs.Store
+	h *Hub
+}
+
+func (s offeringStore) AppendEvents(ctx context.Context, runID string, evs []runs.StoredEvent) error {
+	err := s.Store.AppendEvents(ctx, runID, evs)
+	if err == nil {
+		s.h.Offer(runID, evs)
+	}
+	return err
 }
 
 // New returns a Hub reading from src.
@@ -276,6 +345,17 @@ type feed struct {
 	wakeTimer *time.Timer
 	// ringReaders is the feed's open readers in its ring, for wakeGap.
 	ringReaders atomic.Int64
+
+	// local: the ring is kept current by offers alone, and the pump has
+	// no store cursor. dropCursor, while the pump reads a store cursor,
+	// ends that read: an offer that brings the ring to the log's end
+	// calls it. gap: an offer found the ring behind the log while local.
+	// offeredAt is when the last offer came. poke wakes a local pump.
+	local      bool
+	dropCursor context.CancelFunc
+	gap        bool
+	offeredAt  time.Time
+	poke       chan struct{}
 }
 
 func newFeed(h *Hub, id string) *feed {
@@ -287,6 +367,7 @@ func newFeed(h *Hub, id string) *feed {
 		cancel:  cancel,
 		stopped: make(chan struct{}),
 		wake:    make(chan struct{}),
+		poke:    make(chan struct{}, 1),
 	}
 }
 
@@ -327,24 +408,69 @@ func (f *feed) start(ctx context.Context, after uint64) error {
 
 // pump moves events from the store cursor into the ring, never waiting
 // for a reader, until run.completed, a failure, or the feed is stopped.
+// While offers keep the ring current it closes its store cursor and waits
+// (waitLocal), and opens another from the ring's end when they no longer
+// do.
 func (f *feed) pump(cur runs.Cursor) {
 	defer f.h.pumps.Done()
 	defer close(f.stopped)
-	defer cur.Close()
+	defer func() {
+		f.mu.Lock()
+		if f.local {
+			f.local = false
+			f.h.localFeeds.Add(-1)
+		}
+		f.mu.Unlock()
+	}()
 	for {
-		evs, err := cur.Next(f.ctx, f.h.opts.ReadBatch)
+		err := f.follow(cur)
+		_ = cur.Close()
+		if err != nil {
+			f.fail(err)
+			return
+		}
+		if !f.waitLocal() {
+			return
+		}
+		f.mu.RLock()
+		after := f.lastLocked()
+		f.mu.RUnlock()
+		cur, err = f.h.src.OpenCursor(f.ctx, f.id, after)
+		if err != nil {
+			f.fail(err)
+			return
+		}
+		f.h.log.Debug("event feed reads the store again", zap.String("run_id", f.id), zap.Uint64("after_seq", after))
+	}
+}
+
+// follow reads cur into the ring until run.completed (nil, the feed
+// done), an offer brings the ring to the log's end (nil, the feed local),
+// or cur fails.
+func (f *feed) follow(cur runs.Cursor) error {
+	ctx, drop := context.WithCancel(f.ctx)
+	defer drop()
+	f.mu.Lock()
+	f.dropCursor = drop
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.dropCursor = nil
+		f.mu.Unlock()
+	}()
+	for {
+		evs, err := cur.Next(ctx, f.h.opts.ReadBatch)
 		if err != nil {
 			if f.ctx.Err() != nil {
-				err = ErrClosed
-			} else {
-				f.h.log.Warn("event feed failed", zap.String("run_id", f.id), zap.Error(err))
-				f.h.forget(f)
+				return ErrClosed
 			}
-			f.mu.Lock()
-			f.err = err
-			f.wakeLocked()
-			f.mu.Unlock()
-			return
+			f.mu.RLock()
+			local := f.local
+			f.mu.RUnlock()
+			if ctx.Err() != nil && local {
+				return nil
+			}
+			return err
 		}
 		f.mu.Lock()
 		f.appendLocked(evs)
@@ -358,8 +484,150 @@ func (f *feed) pump(cur runs.Cursor) {
 		if done {
 			// Nothing is stored after run.completed: the store
 			// cursor goes now, and the ring stays for the readers.
-			return
+			return nil
 		}
+	}
+}
+
+// fail ends the feed with err: its readers get what the ring holds, then
+// err.
+func (f *feed) fail(err error) {
+	if f.ctx.Err() != nil {
+		err = ErrClosed
+	} else {
+		f.h.log.Warn("event feed failed", zap.String("run_id", f.id), zap.Error(err))
+		f.h.forget(f)
+	}
+	f.mu.Lock()
+	f.err = err
+	f.wakeLocked()
+	f.mu.Unlock()
+}
+
+// waitLocal waits while the feed is kept by offers alone, and reports
+// whether it needs a store cursor again: an offer found a gap, or none came
+// for LocalCheck and the store holds events past the ring. It returns
+// false when the run has completed or the feed is stopped.
+func (f *feed) waitLocal() bool {
+	check := f.h.opts.LocalCheck
+	timer := time.NewTimer(check)
+	defer timer.Stop()
+	for {
+		f.mu.Lock()
+		switch {
+		case f.completed:
+			f.mu.Unlock()
+			return false
+		case !f.local:
+			// Not kept by offers: only a store cursor keeps it.
+			f.mu.Unlock()
+			return true
+		case f.gap:
+			f.leaveLocalLocked()
+			f.mu.Unlock()
+			return true
+		}
+		idle := time.Since(f.offeredAt)
+		f.mu.Unlock()
+		if idle >= check {
+			stored, err := f.h.src.LastEvent(f.ctx, f.id)
+			if f.ctx.Err() != nil {
+				return false
+			}
+			f.mu.Lock()
+			// A store that cannot answer is asked again next period:
+			// a cursor opened on it now would only fail the feed, and
+			// creating a consumer on a store in trouble (its disk
+			// full) adds to the trouble.
+			behind := err == nil && stored.Seq > f.lastLocked()
+			if behind && f.local && !f.completed {
+				// Written without this replica (another took the
+				// run over): the store cursor brings it.
+				f.leaveLocalLocked()
+				f.mu.Unlock()
+				return true
+			}
+			f.offeredAt = time.Now() // checked: wait another period
+			f.mu.Unlock()
+			idle = 0
+		}
+		timer.Reset(check - idle)
+		select {
+		case <-f.ctx.Done():
+			return false
+		case <-f.poke:
+		case <-timer.C:
+		}
+	}
+}
+
+// leaveLocalLocked marks the feed as reading a store cursor again.
+func (f *feed) leaveLocalLocked() {
+	f.local, f.gap = false, false
+	f.h.localFeeds.Add(-1)
+	f.h.fallbacks.Add(1)
+}
+
+// lastLocked is the seq of the ring's last event, or the seq it begins
+// after.
+func (f *feed) lastLocked() uint64 {
+	if n := len(f.evs); n > 0 {
+		return f.evs[n-1].Seq
+	}
+	return f.floor
+}
+
+// offer adds evs, stored by this replica, to the ring if they follow it
+// (see Hub.Offer).
+func (f *feed) offer(evs []runs.StoredEvent) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.completed || f.err != nil || f.ctx.Err() != nil || (!f.local && f.dropCursor == nil) {
+		// Done, or the pump is not reading (not yet started, or
+		// opening a store cursor again), which then brings these.
+		return
+	}
+	last := f.lastLocked()
+	i := 0
+	for i < len(evs) && evs[i].Seq <= last {
+		i++
+	}
+	if i < len(evs) && evs[i].Seq != last+1 {
+		// The ring is behind the log: its store cursor brings what is
+		// between, and a feed kept by offers alone needs one again.
+		if f.local {
+			f.gap = true
+			f.pokeLocked()
+		}
+		return
+	}
+	f.offeredAt = time.Now()
+	if i < len(evs) {
+		f.appendLocked(evs[i:])
+		f.h.offered.Add(int64(len(evs) - i))
+	}
+	if !f.local && f.dropCursor != nil {
+		// The ring is at the log's end, having taken these events or
+		// holding them already (its store cursor, racing this
+		// replica's acknowledgement, often brings them first): the
+		// store cursor is not needed while offers keep it there.
+		f.local = true
+		f.h.localFeeds.Add(1)
+		f.dropCursor()
+	}
+	switch {
+	case f.completed:
+		f.wakeLocked()
+		f.pokeLocked()
+	case i < len(evs):
+		f.wakeSoonLocked()
+	}
+}
+
+func (f *feed) pokeLocked() {
+	select {
+	case f.poke <- struct{}{}:
+	default:
 	}
 }
 

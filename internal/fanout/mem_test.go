@@ -17,8 +17,10 @@ type memLog struct {
 	events  map[string][]runs.StoredEvent
 	opened  int // store cursors opened
 	open    int // store cursors not yet closed
-	// openErr, when set, is what OpenCursor returns.
-	openErr error
+	// openErr, when set, is what OpenCursor returns; lastErr, what
+	// LastEvent returns.
+	openErr, lastErr error
+	lastCalls        int // LastEvent calls
 	// failAfter, when positive, makes every cursor opened from then on
 	// fail with errInjected once it has returned that many events.
 	failAfter int
@@ -64,6 +66,10 @@ func (m *memLog) counts() (opened, open int) {
 func (m *memLog) LastEvent(_ context.Context, runID string) (runs.StoredEvent, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.lastCalls++
+	if m.lastErr != nil {
+		return runs.StoredEvent{}, m.lastErr
+	}
 	evs := m.events[runID]
 	if len(evs) == 0 {
 		return runs.StoredEvent{}, nil

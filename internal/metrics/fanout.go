@@ -26,6 +26,7 @@ func (r *Recorder) ObserveFanout(src FanoutSource) {
 // Prometheus.
 type fanoutCollector struct {
 	feeds, readers, storeReads, fellOff, delivered *prometheus.Desc
+	offered, localFeeds, fallbacks                 *prometheus.Desc
 
 	mu  sync.Mutex
 	src FanoutSource
@@ -47,6 +48,12 @@ func newFanoutCollector() *fanoutCollector {
 			"Event streams that fell off their run's ring, reading more slowly than the run wrote, and read on from the store."),
 		delivered: desc("events_delivered_total",
 			"Events handed to event streams on this replica, from a ring or the store."),
+		offered: desc("events_offered_total",
+			"Events that entered a run's ring straight from this replica's own appends to the store, not through a store cursor."),
+		localFeeds: desc("local_feeds",
+			"Feeds kept current by this replica's own appends alone, with no store cursor: runs this replica runs, watched here."),
+		fallbacks: desc("local_fallbacks_total",
+			"Times a feed kept by this replica's appends found its run's log written without them, and read the store again."),
 	}
 }
 
@@ -57,7 +64,7 @@ func (c *fanoutCollector) set(src FanoutSource) {
 }
 
 func (c *fanoutCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.feeds, c.readers, c.storeReads, c.fellOff, c.delivered} {
+	for _, d := range []*prometheus.Desc{c.feeds, c.readers, c.storeReads, c.fellOff, c.delivered, c.offered, c.localFeeds, c.fallbacks} {
 		ch <- d
 	}
 }
@@ -76,4 +83,7 @@ func (c *fanoutCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.storeReads, prometheus.CounterValue, float64(max(st.StoreReads, 0)))
 	ch <- prometheus.MustNewConstMetric(c.fellOff, prometheus.CounterValue, float64(max(st.FellOff, 0)))
 	ch <- prometheus.MustNewConstMetric(c.delivered, prometheus.CounterValue, float64(max(st.Delivered, 0)))
+	ch <- prometheus.MustNewConstMetric(c.offered, prometheus.CounterValue, float64(max(st.Offered, 0)))
+	ch <- prometheus.MustNewConstMetric(c.localFeeds, prometheus.GaugeValue, float64(max(st.LocalFeeds, 0)))
+	ch <- prometheus.MustNewConstMetric(c.fallbacks, prometheus.CounterValue, float64(max(st.LocalFallbacks, 0)))
 }

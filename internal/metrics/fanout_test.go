@@ -23,13 +23,25 @@ type fanoutLog struct {
 
 func newFanoutLog() *fanoutLog { return &fanoutLog{changed: make(chan struct{})} }
 
-func (l *fanoutLog) add(n int) {
+func (l *fanoutLog) add(n int) { l.put(l.next(n)) }
+
+// next makes the log's next n events, without storing them.
+func (l *fanoutLog) next(n int) []runs.StoredEvent {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for range n {
-		seq := uint64(len(l.events)) + 1
-		l.events = append(l.events, runs.StoredEvent{Seq: seq, Type: runs.EventMessageDelta, JSON: []byte(`{"v":1}`)})
+	var evs []runs.StoredEvent
+	for i := range n {
+		seq := uint64(len(l.events)+i) + 1
+		evs = append(evs, runs.StoredEvent{Seq: seq, Type: runs.EventMessageDelta, JSON: []byte(`{"v":1}`)})
 	}
+	return evs
+}
+
+// put stores evs, made by next.
+func (l *fanoutLog) put(evs []runs.StoredEvent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, evs...)
 	close(l.changed)
 	l.changed = make(chan struct{})
 }
@@ -148,9 +160,25 @@ func TestFanoutMetrics(t *testing.T) {
 		`agentgate_fanout_events_delivered_total{}`: 40,
 	})
 
+	// Events this replica stored itself, offered to the hub, keep the feed
+	// without its store cursor.
+	// (Offered before the log has them, so that the store cursor cannot
+	// bring them first.)
+	stored := log.next(3)
+	hub.Offer("run", stored)
+	log.put(stored)
+	read(fast, 23)
+	read(slow, 23)
+	assertFanout(t, reg, map[string]float64{
+		`agentgate_fanout_events_offered_total{}`:  3,
+		`agentgate_fanout_local_feeds{}`:           1,
+		`agentgate_fanout_local_fallbacks_total{}`: 0,
+	})
+
 	_ = fast.Close()
 	_ = slow.Close()
 	assertFanout(t, reg, map[string]float64{
+		`agentgate_fanout_local_feeds{}`:           0,
 		`agentgate_fanout_feeds{}`:                 0,
 		`agentgate_fanout_readers{source="ring"}`:  0,
 		`agentgate_fanout_readers{source="store"}`: 0,
