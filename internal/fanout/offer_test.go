@@ -124,20 +124,29 @@ func TestOfferAfterAGapGoesBackToTheStore(t *testing.T) {
 	}
 }
 
+// localFeed is a hub on a log of run "r" with one reader, whose feed has
+// taken `offered` events after the first from offers and closed its store
+// cursor. The hub and the reader go when the test ends.
+func localFeed(t *testing.T, check time.Duration, offered int) (*memLog, *Hub, runs.Cursor) {
+	t.Helper()
+	src := newMemLog()
+	h := New(src, Options{LocalCheck: check}, zap.NewNop())
+	t.Cleanup(func() { h.Close() })
+	src.add("r", 1, false)
+	cur := open(t, h, "r", 0)
+	t.Cleanup(func() { cur.Close() })
+	waitRing(t, feedOf(h, "r"), 1)
+	h.Offer("r", src.store("r", offered, false))
+	waitStats(t, h, "a local feed", func(s Stats) bool { return s.LocalFeeds == 1 })
+	waitOpen(t, src, 0)
+	return src, h, cur
+}
+
 // A feed kept by offers whose run is written by someone else (another
 // replica took the run over) finds out when no offer came for LocalCheck,
 // and reads what was written from the store.
 func TestLocalFeedNoticesAnotherWriter(t *testing.T) {
-	src := newMemLog()
-	h := New(src, Options{LocalCheck: 20 * time.Millisecond}, zap.NewNop())
-	defer h.Close()
-	src.add("r", 1, false)
-	cur := open(t, h, "r", 0)
-	defer cur.Close()
-	waitRing(t, feedOf(h, "r"), 1)
-	h.Offer("r", src.store("r", 4, false))
-	waitStats(t, h, "a local feed", func(s Stats) bool { return s.LocalFeeds == 1 })
-	waitOpen(t, src, 0)
+	src, h, cur := localFeed(t, 20*time.Millisecond, 4)
 	src.add("r", 3, true) // 6..8, written elsewhere
 	if err := readToEnd(cur, 0, 8, 100); err != nil {
 		t.Fatal(err)
@@ -151,16 +160,7 @@ func TestLocalFeedNoticesAnotherWriter(t *testing.T) {
 // stays as it is, and asks again later: a store cursor opened then would
 // only fail the feed.
 func TestLocalFeedKeepsThroughAStoreThatCannotAnswer(t *testing.T) {
-	src := newMemLog()
-	h := New(src, Options{LocalCheck: 5 * time.Millisecond}, zap.NewNop())
-	defer h.Close()
-	src.add("r", 1, false)
-	cur := open(t, h, "r", 0)
-	defer cur.Close()
-	waitRing(t, feedOf(h, "r"), 1)
-	h.Offer("r", src.store("r", 2, false))
-	waitStats(t, h, "a local feed", func(s Stats) bool { return s.LocalFeeds == 1 })
-	waitOpen(t, src, 0)
+	src, h, cur := localFeed(t, 5*time.Millisecond, 2)
 	src.mu.Lock()
 	src.lastErr = errInjected
 	src.openErr = errInjected
