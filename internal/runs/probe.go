@@ -11,8 +11,13 @@ import (
 	"time"
 )
 
-// probeTimeout bounds the version probe of one CLI.
-const probeTimeout = 15 * time.Second
+// probeTimeout bounds the version probe of one CLI. A Node CLI's --version
+// loads the whole CLI first: well under a second on a quiet machine, but
+// more than 15 s was seen (copilot, opencode) on a 2-core machine running
+// several test suites, and a probe cut short reports a working CLI as
+// unrecognized. A CLI that hangs delays the start by this much at most
+// (the agents are probed together).
+const probeTimeout = 45 * time.Second
 
 // Probe finds an agent's CLI and asks it for its version, once, at startup.
 // bin is a path, or a name looked up on the PATH in env. The result says
