@@ -3,6 +3,7 @@ package fanout
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -26,29 +27,19 @@ func (m *memLog) store(runID string, n int, complete bool) []runs.StoredEvent {
 // waitStats waits until the hub's stats satisfy cond.
 func waitStats(t *testing.T, h *Hub, what string, cond func(Stats) bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond(h.Stats()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never %s: %+v", what, h.Stats())
+	var last Stats
+	defer func() {
+		if t.Failed() {
+			t.Logf("the hub's stats: %+v", last)
 		}
-		time.Sleep(time.Millisecond)
-	}
+	}()
+	waitFor(t, what, func() bool { last = h.Stats(); return cond(last) })
 }
 
 // waitOpen waits until the log has n store cursors open.
 func waitOpen(t *testing.T, m *memLog, n int) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		if _, open := m.counts(); open == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			_, open := m.counts()
-			t.Fatalf("%d store cursors open, want %d", open, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, fmt.Sprintf("%d store cursors open", n), func() bool { _, open := m.counts(); return open == n })
 }
 
 // A run whose events this replica stores and offers is read by its readers
@@ -168,17 +159,11 @@ func TestLocalFeedKeepsThroughAStoreThatCannotAnswer(t *testing.T) {
 	src.mu.Unlock()
 	src.add("r", 2, false) // 4..5, written elsewhere, not yet seen
 	// Three checks fail meanwhile; none ends the feed.
-	for deadline := time.Now().Add(within); ; time.Sleep(time.Millisecond) {
+	waitFor(t, "three checks of the store", func() bool {
 		src.mu.Lock()
-		n := src.lastCalls - calls
-		src.mu.Unlock()
-		if n >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d checks of the store", n)
-		}
-	}
+		defer src.mu.Unlock()
+		return src.lastCalls-calls >= 3
+	})
 	if st := h.Stats(); st.LocalFeeds != 1 || st.LocalFallbacks != 0 {
 		t.Fatalf("after failed checks: %+v", st)
 	}

@@ -594,7 +594,10 @@ func (s *Store) cursorStart(ctx context.Context, runID string, after uint64) (je
 // whose file block, on a long run, is out of the server's cache (loading
 // one costs about 10 ms), unless nothing after it is below t. Once t is
 // bracketed, steps alternate between interpolating and halving, which
-// bounds the reads by about twice the bits of the stream's length.
+// bounds the reads by about twice the bits of the stream's length; three
+// times when the run's messages hold very different numbers of events,
+// since every guess above t also steps back at least twice as far from the
+// run's end as the one before.
 func (s *Store) findEvent(ctx context.Context, subject string, t uint64, last lastMsg) (pos uint64, probes int, err error) {
 	return searchEvent(t, last.first, last.seq, last.pos, func(x uint64) (pos, first, last uint64, ok bool, err error) {
 		var m *jetstream.RawStreamMsg
