@@ -256,6 +256,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// A low disk stops this replica's runs and keeps it from taking more
 	// until there is room again.
 	guard.OnChange(sup.Degrade)
+	guard.HoldReserveWhile(sup.StoppingForDisk)
 	sup.Degrade(guard.Healthy())
 	go func() { _ = guard.Run(loopCtx) }()
 

@@ -8,7 +8,10 @@
 // When that filesystem's free space falls below the low-water mark, most
 // often because an agent filled a workspace on the same disk, and has
 // stopped falling for a second (a writer still going would take the freed
-// blocks first), the guard deletes the reserve, so that the store has room
+// blocks first), and nothing registered with HoldReserveWhile says it is
+// still stopping what may fill it (the gateway registers its runs stopped
+// for the low disk, until their processes are gone), the guard deletes the
+// reserve, so that the store has room
 // for what it must still write: the last events and final records of the
 // runs being stopped. It makes the reserve again once there is room for it
 // above the mark.

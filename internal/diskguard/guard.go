@@ -113,10 +113,11 @@ type Guard struct {
 	backoff     time.Duration
 	key         string // what made the last state, to notice changes
 
-	mu   sync.Mutex
-	err  error
-	subs []func(error)
-	stat []FS
+	mu    sync.Mutex
+	err   error
+	subs  []func(error)
+	holds []func() bool
+	stat  []FS
 }
 
 // FS is what Status reports about one watched filesystem.
@@ -251,6 +252,32 @@ func (g *Guard) OnChange(f func(err error)) {
 	g.subs = append(g.subs, f)
 }
 
+// HoldReserveWhile registers busy, asked before the reserve is released:
+// while it reports true, something that may still fill the disk is being
+// stopped (the runs stopped for a low disk, whose processes are not all
+// gone yet), and the freed blocks would go to it rather than to the
+// store, so the reserve is kept. busy is called from the guard's
+// goroutine and must not block.
+func (g *Guard) HoldReserveWhile(busy func() bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.holds = append(g.holds, busy)
+}
+
+// holding reports whether a function given to HoldReserveWhile asks to
+// keep the reserve.
+func (g *Guard) holding() bool {
+	g.mu.Lock()
+	holds := g.holds
+	g.mu.Unlock()
+	for _, busy := range holds {
+		if busy() {
+			return true
+		}
+	}
+	return false
+}
+
 // Status returns the watched filesystems as at the last look, the store's
 // first, for metrics.
 func (g *Guard) Status() []FS {
@@ -337,7 +364,10 @@ func (g *Guard) statfs(f *fsys) {
 // looks, for the store's own small writes) for a while (settle): soon
 // after a filler met ENOSPC and gave up, or after its run was stopped. A
 // filler that pauses longer than that and goes on still takes the reserve;
-// then the store fails, and is restarted once space is back.
+// then the store fails, and is restarted once space is back. Settled is
+// not enough on a disk that is full: its free space cannot fall further
+// while the filler still lives and retries, so the reserve also waits for
+// HoldReserveWhile's functions to say that what they stop is gone.
 func (g *Guard) keepReserve(f *fsys) {
 	now := time.Now()
 	if f.prev < 0 || f.prev-f.free > f.low/64 {
@@ -348,6 +378,11 @@ func (g *Guard) keepReserve(f *fsys) {
 	case g.held && f.free < f.low && !settled:
 		g.log.Debug("disk guard: store filesystem low and still filling, reserve kept",
 			zap.String("dir", f.dirs[0]), zap.Int64("free_bytes", f.free), zap.Int64("prev_free_bytes", f.prev))
+	case g.held && f.free < f.low && g.holding():
+		// A full disk stops falling at once; what filled it may still
+		// be alive and retrying.
+		g.log.Debug("disk guard: store filesystem low and what may fill it is still being stopped, reserve kept",
+			zap.String("dir", f.dirs[0]), zap.Int64("free_bytes", f.free))
 	case g.held && f.free < f.low:
 		if err := removeReserve(g.reservePath); err != nil {
 			g.log.Error("disk guard: cannot release the reserve", zap.String("path", g.reservePath), zap.Error(err))

@@ -278,3 +278,42 @@ func TestReserveKeptWhileFilling(t *testing.T) {
 		t.Fatalf("Healthy = %v, reserve held %v, with the disk free", err, reserveHeld(path, 4<<20))
 	}
 }
+
+// A full disk stops falling at once, whether or not what filled it still
+// lives: while a function given to HoldReserveWhile says it is still being
+// stopped, the reserve stays, and it goes at the first look after.
+func TestReserveHeldWhileStopping(t *testing.T) {
+	dir := mkdir(t, tmpfs(t, "64m"), "nats")
+	g, err := New(Options{StoreDir: dir, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.settle = 0
+	var mu sync.Mutex
+	stopping, asked := true, 0
+	g.HoldReserveWhile(func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		asked++
+		return stopping
+	})
+	path := filepath.Join(dir, ReserveFile)
+	fill(t, filepath.Join(dir, "big"))
+	g.check() // the fall
+	for i := 0; i < 3; i++ {
+		g.check() // settled, but still stopping
+		if !reserveHeld(path, 4<<20) {
+			t.Fatalf("look %d: reserve released while what fills the disk was still being stopped", i)
+		}
+	}
+	mu.Lock()
+	if asked < 3 {
+		t.Errorf("the hold was asked %d times over three settled looks", asked)
+	}
+	stopping = false
+	mu.Unlock()
+	g.check()
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("reserve kept once nothing was being stopped: %v", err)
+	}
+}

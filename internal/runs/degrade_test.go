@@ -51,6 +51,58 @@ func TestDegradeStopsRunsAndResumes(t *testing.T) {
 	}
 }
 
+// A run stopped for a low disk gets no grace: its every process is killed
+// at once, even one that ignores SIGTERM, and StoppingForDisk says so
+// until they are gone, so that the disk guard keeps its reserve from them.
+func TestDegradeKillsAtOnce(t *testing.T) {
+	// A grace of two minutes: a stop that used it would outlast the wait.
+	h := newHarness(t, Config{MaxConcurrent: 1, KillGrace: 2 * time.Minute})
+	r := h.submit(t, "mode:stubborn")
+	h.waitFor(t, r.ID, EventMessageCompleted, "ignoring signals")
+	if h.sup.StoppingForDisk() {
+		t.Fatal("StoppingForDisk before anything was stopped")
+	}
+	h.sup.Degrade(errors.New("the store's disk has 0 B free"))
+	done := h.wait(t, r.ID, 60*time.Second)
+	if done.Status != Failed || done.Error == nil || done.Error.Class != DiskFull {
+		t.Fatalf("run stopped for a low disk: %s %+v", done.Status, done.Error)
+	}
+	if done.Exit == nil || done.Exit.Signal != "SIGKILL" {
+		t.Fatalf("exit = %+v, want SIGKILL without a grace", done.Exit)
+	}
+	assertNoProcesses(t, r.ID)
+	if h.sup.StoppingForDisk() {
+		t.Fatal("StoppingForDisk once the run's processes are gone")
+	}
+}
+
+// StoppingForDisk holds from the stop until the agent's processes are
+// gone, not longer: the run's last writes need what the guard frees.
+func TestStoppingForDiskWhileProcessLives(t *testing.T) {
+	h := newHarness(t, Config{MaxConcurrent: 1})
+	r := h.submit(t, "mode:stubborn")
+	h.waitFor(t, r.ID, EventMessageCompleted, "ignoring signals")
+	h.sup.mu.Lock()
+	tk := h.sup.tasks[r.ID]
+	h.sup.mu.Unlock()
+	// As a stop for the disk looks between its cause and the kill.
+	tk.mu.Lock()
+	tk.stopErr = errDiskFull
+	tk.mu.Unlock()
+	if !h.sup.StoppingForDisk() {
+		t.Fatal("StoppingForDisk is false while a run stopped for the disk has its process")
+	}
+	tk.mu.Lock()
+	cancel := tk.cancel
+	tk.mu.Unlock()
+	cancel(errDiskFull)
+	h.wait(t, r.ID, 60*time.Second)
+	assertNoProcesses(t, r.ID)
+	if h.sup.StoppingForDisk() {
+		t.Fatal("StoppingForDisk once the run ended")
+	}
+}
+
 // While degraded, the workers take nothing from the queue: a worker whose
 // pull was already waiting when the disk ran low gives the run back
 // unclaimed, and the others do not pull.

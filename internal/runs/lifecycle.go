@@ -146,6 +146,7 @@ func (s *Supervisor) execute(t *task) {
 		}
 	}
 	snapped := s.snapshotStart(t, log)
+	t.setProcess(true)
 	exit, stderrTail, err := runProcess(ctx, s.tree, p, func(l line) {
 		if first {
 			first = false
@@ -165,6 +166,7 @@ func (s *Supervisor) execute(t *task) {
 		}
 		s.emit(t, dec.Decode(l.Bytes)...)
 	})
+	t.setProcess(false)
 	if sess != nil {
 		sess.end()
 	}

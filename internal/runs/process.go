@@ -251,8 +251,18 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 		case <-waited:
 			ended = true
 		case <-ctx.Done():
-			reason = stopReason(stopCause(ctx))
-			stop(cmd.Process.Pid, p, tree, cg, talk, waited)
+			cause := stopCause(ctx)
+			reason = stopReason(cause)
+			if errors.Is(cause, errDiskFull) {
+				// No grace for a run stopped for a low disk: while any
+				// of its processes lives it can take the space the store
+				// needs to record the run, and a graceful exit would
+				// only write more.
+				killAll(cmd.Process.Pid, p, tree, cg, waited)
+				<-waited
+			} else {
+				stop(cmd.Process.Pid, p, tree, cg, talk, waited)
+			}
 			ended = true
 		case <-eof:
 			eof, linger = nil, time.After(max(2*p.Grace, minLingerAfterEOF))

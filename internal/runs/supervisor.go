@@ -253,6 +253,15 @@ type task struct {
 	tmp string
 	// budget follows the run's budgets (nil: none); guarded by mu.
 	budget *budget
+	// process is true while the agent's processes may live: from just
+	// before they start until every one of them is gone; guarded by mu.
+	process bool
+}
+
+func (t *task) setProcess(on bool) {
+	t.mu.Lock()
+	t.process = on
+	t.mu.Unlock()
 }
 
 // NewSupervisor returns a supervisor over store for agents. Call Start
@@ -478,6 +487,24 @@ func (s *Supervisor) Degrade(why error) {
 	for _, t := range running {
 		s.stopTask(t, errDiskFull)
 	}
+}
+
+// StoppingForDisk reports whether a run that Degrade stopped still has
+// processes: until none has, one of them may go on filling the disk, and
+// a disk watcher should not yet free the space it keeps for the store's
+// last writes.
+func (s *Supervisor) StoppingForDisk() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.tasks {
+		t.mu.Lock()
+		busy := t.process && errors.Is(t.stopErr, errDiskFull)
+		t.mu.Unlock()
+		if busy {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Supervisor) degradedErr() error {
