@@ -31,7 +31,11 @@ type Adapter interface {
 // understand becomes an agent.unparsed event.
 type Decoder interface {
 	// Decode maps one line of stdout (without its newline) to zero or more
-	// events.
+	// events. The events are the caller's once Decode returns: they must
+	// not point into line, whose buffer is reused for the next line, nor
+	// be changed by later calls, since the supervisor stores them on
+	// another goroutine while the next line is decoded
+	// (agenttest.Decode checks both).
 	Decode(line []byte) []Event
 	// Finish is called once, after stdout ended and the process was
 	// reaped. It closes anything left open (tool calls without a result)

@@ -50,11 +50,7 @@ func TestGolden(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			lines, meta := loadRecording(t, c.name)
 			dec := New().NewDecoder(runs.Invocation{CLIVersion: meta.CLIVersion})
-			var evs []runs.Event
-			for _, l := range lines {
-				evs = append(evs, dec.Decode(l)...)
-			}
-			o := dec.Finish(meta.Exit, []byte(meta.Stderr))
+			evs, o := agenttest.Decode(t, dec, lines, meta.Exit, []byte(meta.Stderr), nil)
 
 			all := append(append([]runs.Event(nil), evs...), o.Events...)
 			if got := collapse(all); !slices.Equal(got, c.wantTypes) {
@@ -110,11 +106,7 @@ func FuzzDecode(f *testing.F) {
 		// StructuredOutput results are read too.
 		dec := New().NewDecoder(runs.Invocation{CLIVersion: "9.9.9", Spec: runs.Spec{
 			MCPServers: map[string]runs.MCPServer{"demo": {Command: "/bin/demo"}}, OutputSchema: json.RawMessage(`{}`)}})
-		var evs []runs.Event
-		for _, l := range bytes.Split(data, []byte("\n")) {
-			evs = append(evs, dec.Decode(l)...)
-		}
-		o := dec.Finish(runs.Exit{Code: 1}, data)
+		evs, o := agenttest.Decode(t, dec, bytes.Split(data, []byte("\n")), runs.Exit{Code: 1}, data, nil)
 		evs = append(evs, o.Events...)
 		for _, ev := range evs {
 			if ev.Type == "" || ev.Data == nil {

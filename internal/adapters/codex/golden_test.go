@@ -59,13 +59,10 @@ func TestGolden(t *testing.T) {
 			lines, meta := loadRecording(t, c.name)
 			dec := newDecoder(runs.Invocation{CLIVersion: meta.CLIVersion, Dir: meta.Dir, Spec: c.spec}, c.methods)
 			dec.Open()
-			var evs []runs.Event
-			for _, l := range lines {
-				replayInterrupt(dec, c, l)
-				evs = append(evs, dec.Decode(l)...)
-				dec.Pending()
-			}
-			o := dec.Finish(meta.Exit, []byte(meta.Stderr))
+			evs, o := agenttest.Decode(t, dec, lines, meta.Exit, []byte(meta.Stderr), &agenttest.Around{
+				Before: func(l []byte) { replayInterrupt(dec, c, l) },
+				After:  func() { dec.Pending() },
+			})
 			all := append(append([]runs.Event(nil), evs...), o.Events...)
 			if c.wantTypes != nil {
 				if got := story(all); !reflect.DeepEqual(got, c.wantTypes) {
@@ -167,16 +164,17 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		check(dec.Open())
-		var evs []runs.Event
-		for i, l := range bytes.Split(data, []byte("\n")) {
-			evs = append(evs, dec.Decode(l)...)
-			out, _ := dec.Pending()
-			check(out)
-			if i == 2 {
-				check(dec.Interrupt())
-			}
-		}
-		o := dec.Finish(runs.Exit{Code: 1}, data)
+		i := 0
+		evs, o := agenttest.Decode(t, dec, bytes.Split(data, []byte("\n")), runs.Exit{Code: 1}, data, &agenttest.Around{
+			After: func() {
+				out, _ := dec.Pending()
+				check(out)
+				if i == 2 {
+					check(dec.Interrupt())
+				}
+				i++
+			},
+		})
 		evs = append(evs, o.Events...)
 		for _, ev := range evs {
 			if _, err := json.Marshal(ev); err != nil {

@@ -54,14 +54,10 @@ func loadRecording(t *testing.T, name string) ([][]byte, recorded) {
 }
 
 // replay decodes a recording as the run decoded it.
-func replay(c cliCase, lines [][]byte, meta recorded) ([]runs.Event, runs.Outcome) {
+func replay(t testing.TB, c cliCase, lines [][]byte, meta recorded) ([]runs.Event, runs.Outcome) {
 	inv := runs.Invocation{RunID: meta.RunID, Home: meta.Home, Dir: meta.Dir, CLIVersion: meta.CLIVersion, Spec: c.spec}
 	dec := newDecoder(inv, replayFiles{usage: meta.Usage})
-	var evs []runs.Event
-	for _, l := range lines {
-		evs = append(evs, dec.Decode(l)...)
-	}
-	return evs, dec.Finish(meta.Exit, []byte(meta.Stderr))
+	return agenttest.Decode(t, dec, lines, meta.Exit, []byte(meta.Stderr), nil)
 }
 
 // TestGolden decodes each recording of the real CLI and compares the
@@ -72,7 +68,7 @@ func TestGolden(t *testing.T) {
 	for _, c := range cliCases() {
 		t.Run(c.name, func(t *testing.T) {
 			lines, meta := loadRecording(t, c.name)
-			evs, o := replay(c, lines, meta)
+			evs, o := replay(t, c, lines, meta)
 			all := append(append([]runs.Event(nil), evs...), o.Events...)
 			if c.wantTypes != nil {
 				if got := story(all); !slices.Equal(got, c.wantTypes) {
@@ -124,11 +120,7 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		inv := runs.Invocation{RunID: "r", Home: "/h", CLIVersion: "9.9.9", Spec: runs.Spec{Prompt: "p"}}
 		dec := newDecoder(inv, replayFiles{usage: data})
-		var evs []runs.Event
-		for _, l := range bytes.Split(data, []byte("\n")) {
-			evs = append(evs, dec.Decode(l)...)
-		}
-		o := dec.Finish(runs.Exit{Code: 1}, data)
+		evs, o := agenttest.Decode(t, dec, bytes.Split(data, []byte("\n")), runs.Exit{Code: 1}, data, nil)
 		evs = append(evs, o.Events...)
 		for _, ev := range evs {
 			if _, err := json.Marshal(ev); err != nil {

@@ -47,11 +47,7 @@ func TestGolden(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			lines, meta := loadRecording(t, c.name)
 			dec := New().NewDecoder(runs.Invocation{CLIVersion: meta.CLIVersion})
-			var evs []runs.Event
-			for _, l := range lines {
-				evs = append(evs, dec.Decode(l)...)
-			}
-			o := dec.Finish(meta.Exit, []byte(meta.Stderr))
+			evs, o := agenttest.Decode(t, dec, lines, meta.Exit, []byte(meta.Stderr), nil)
 
 			all := append(append([]runs.Event(nil), evs...), o.Events...)
 			// A recording holds stdout alone: the usage the real run read
@@ -99,11 +95,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"type":"error","severity":"error","message":"Maximum session turns exceeded"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dec := New().NewDecoder(runs.Invocation{CLIVersion: "9.9.9"})
-		var evs []runs.Event
-		for _, l := range bytes.Split(data, []byte("\n")) {
-			evs = append(evs, dec.Decode(l)...)
-		}
-		o := dec.Finish(runs.Exit{Code: 1}, data)
+		evs, o := agenttest.Decode(t, dec, bytes.Split(data, []byte("\n")), runs.Exit{Code: 1}, data, nil)
 		evs = append(evs, o.Events...)
 		for _, ev := range evs {
 			if ev.Type == "" || ev.Data == nil {

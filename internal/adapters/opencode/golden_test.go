@@ -64,11 +64,7 @@ func TestGolden(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			lines, meta := loadRecording(t, c.name)
 			dec := newDecoder(runs.Invocation{CLIVersion: meta.CLIVersion, Dir: meta.Dir, Spec: meta.Spec})
-			var evs []runs.Event
-			for _, l := range lines {
-				evs = append(evs, dec.Decode(l)...)
-			}
-			o := dec.Finish(meta.Exit, []byte(meta.Stderr))
+			evs, o := agenttest.Decode(t, dec, lines, meta.Exit, []byte(meta.Stderr), nil)
 			all := append(append([]runs.Event(nil), evs...), o.Events...)
 			if c.wantTypes != nil {
 				if got := story(all); !reflect.DeepEqual(got, c.wantTypes) && !(len(got) == 0 && len(c.wantTypes) == 0) {
@@ -123,11 +119,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"type":"error","error":{"name":"APIError","data":{"statusCode":400,"responseBody":"{\"error\":{\"code\":\"context_length_exceeded\"}}"}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dec := newDecoder(runs.Invocation{CLIVersion: "9.9.9", Dir: "/w", Spec: runs.Spec{Prompt: "p", Model: "m/x"}})
-		var evs []runs.Event
-		for _, l := range bytes.Split(data, []byte("\n")) {
-			evs = append(evs, dec.Decode(l)...)
-		}
-		o := dec.Finish(runs.Exit{Code: 1}, data)
+		evs, o := agenttest.Decode(t, dec, bytes.Split(data, []byte("\n")), runs.Exit{Code: 1}, data, nil)
 		evs = append(evs, o.Events...)
 		for _, ev := range evs {
 			if _, err := json.Marshal(ev); err != nil {
