@@ -146,6 +146,15 @@ func (s *Supervisor) execute(t *task) {
 		}
 	}
 	snapped := s.snapshotStart(t, log)
+	// A one-shot run's events are emitted behind its reader, so that a
+	// line is decoded while the one before is stored; a session's are
+	// emitted in line with what it answers the CLI.
+	emit := func(evs ...Event) { s.emit(t, evs...) }
+	var behind *emitter
+	if sess == nil {
+		behind = s.startEmitter(t)
+		emit = behind.send
+	}
 	t.setProcess(true)
 	exit, stderrTail, err := runProcess(ctx, s.tree, p, func(l line) {
 		if first {
@@ -154,7 +163,7 @@ func (s *Supervisor) execute(t *task) {
 		}
 		if l.Dropped > 0 {
 			keep := l.Bytes[:min(len(l.Bytes), s.cfg.Limits.MaxText)] // Bound would cut it anyway
-			s.emit(t, NewEvent(EventAgentUnparsed, UnparsedData{
+			emit(NewEvent(EventAgentUnparsed, UnparsedData{
 				Line: string(keep), Truncated: true, Bytes: len(l.Bytes) + l.Dropped,
 				Reason: fmt.Sprintf("line longer than the %d-byte limit", s.cfg.MaxLine),
 			}))
@@ -164,8 +173,13 @@ func (s *Supervisor) execute(t *task) {
 			sess.line(l.Bytes)
 			return
 		}
-		s.emit(t, dec.Decode(l.Bytes)...)
+		emit(dec.Decode(l.Bytes)...)
 	})
+	if behind != nil {
+		// Every line was read: what is queued is emitted before the
+		// outcome's events.
+		behind.close()
+	}
 	t.setProcess(false)
 	if sess != nil {
 		sess.end()
