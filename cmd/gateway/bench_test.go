@@ -322,7 +322,13 @@ func (g *gateway) follow(tb testing.TB, c *http.Client, id string, onEvent func(
 // its stdout read line by line from a pipe. onLine gets each line (valid
 // only during the call) and the time it was read.
 func pipeRun(tb testing.TB, bin string, s fakeSettings, onLine func(line []byte, at time.Time)) int {
-	cmd := exec.Command(bin, "-p")
+	return pipeRunArgv(tb, []string{bin, "-p"}, s, onLine)
+}
+
+// pipeRunArgv is pipeRun with the command line given whole: fakeclaude
+// under the processes that wrap it.
+func pipeRunArgv(tb testing.TB, argv []string, s fakeSettings, onLine func(line []byte, at time.Time)) int {
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin = strings.NewReader(s.prompt(tb))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/internal/proctree"
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/sandbox"
 )
 
 // treeMemory is the resident memory of a gateway's process tree by role,
@@ -152,10 +154,14 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 // BenchmarkBurst: 200 short runs (one text delta and the result) posted at
 // once, and the time until every one has ended, as runs a second; the
 // baseline is the same agent started 200 times at once directly, read from
-// pipes (x-direct: how many times slower the gateway is). It runs with
-// the gateway's bubblewrap sandbox, as a production gateway does, and with
-// the CLIs' own flags only (AGENTGATE_SANDBOX=cli-only), which leaves what
-// the gateway adds to a run besides confining it.
+// pipes (x-direct: how many times slower the gateway is). A second
+// baseline starts the agent 200 times at once under the processes the
+// gateway starts each run under, the light reaper and the sandbox's
+// wrappers, without the gateway (x-wrapped): what is left of x-direct
+// once those processes are paid. It runs with the gateway's bubblewrap
+// sandbox, as a production gateway does, and with the CLIs' own flags
+// only (AGENTGATE_SANDBOX=cli-only), which leaves what the gateway adds
+// to a run besides confining it.
 func BenchmarkBurst(b *testing.B) {
 	for _, sandbox := range []string{"bubblewrap", "cli-only"} {
 		b.Run("sandbox="+sandbox, func(b *testing.B) { benchBurst(b, sandbox) })
@@ -172,7 +178,8 @@ func benchBurst(b *testing.B, sandbox string) {
 	g, _ := startGatewayProcess(b, env, nil)
 	hc := benchClient(b)
 	s := fakeSettings{Lines: lines, Count: 1, Final: string(final[len(final)-1])}
-	var viaGateway, direct []float64
+	wrapped := wrappedArgv(b, sandbox, []string{bin, "-p"})
+	var viaGateway, direct, viaWrappers []float64
 	for b.Loop() {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), benchDeadline)
@@ -206,12 +213,53 @@ func benchBurst(b *testing.B, sandbox string) {
 		}
 		pw.Wait()
 		direct = append(direct, burst/time.Since(start).Seconds())
+		start = time.Now()
+		for range burst {
+			pw.Add(1)
+			go func() {
+				defer pw.Done()
+				if n := pipeRunArgv(b, wrapped, s, nil); n != 2 {
+					b.Errorf("the wrapped agent printed %d lines, want 2", n)
+				}
+			}()
+		}
+		pw.Wait()
+		viaWrappers = append(viaWrappers, burst/time.Since(start).Seconds())
 		b.StartTimer()
 	}
 	slices.Sort(viaGateway)
 	slices.Sort(direct)
-	gw, d := viaGateway[len(viaGateway)/2], direct[len(direct)/2]
+	slices.Sort(viaWrappers)
+	gw, d, w := viaGateway[len(viaGateway)/2], direct[len(direct)/2], viaWrappers[len(viaWrappers)/2]
 	b.ReportMetric(gw, "runs/s")
 	b.ReportMetric(d, "direct-runs/s")
 	b.ReportMetric(d/gw, "x-direct")
+	b.ReportMetric(w, "wrapped-runs/s")
+	b.ReportMetric(w/gw, "x-wrapped")
+}
+
+// wrappedArgv returns argv as the gateway starts an agent: under the light
+// reaper and, for the bubblewrap sandbox, wrapped by it for a run that may
+// write its directory, with directories of the benchmark's own.
+func wrappedArgv(b *testing.B, sandboxName string, argv []string) []string {
+	b.Helper()
+	if sandboxName == "bubblewrap" {
+		bw, err := sandbox.New(sandbox.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		root := b.TempDir()
+		c := runs.Confinement{RunID: "burst", Permission: runs.WorkspaceWrite,
+			Dir: filepath.Join(root, "dir"), Home: filepath.Join(root, "home"), TempDir: filepath.Join(root, "tmp")}
+		for _, d := range []string{c.Dir, c.Home, c.TempDir} {
+			if err := os.Mkdir(d, 0o700); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if argv, err = bw.Wrap(c, argv); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reaper := filepath.Join(filepath.Dir(os.Args[0]), proctree.ReaperName)
+	return append([]string{reaper}, proctree.ReaperArgs(argv)...)
 }
