@@ -41,7 +41,18 @@ go test -race -count=1 -run '^$' ./... >/dev/null
 # the slowest package (opencode's real CLI) takes about 8 minutes, and with
 # two or three suites at once on two cores more than 15, which must not
 # read as a hang.
-tests=(go test -race -count=1 -p 3 -timeout 30m "$@" ./...)
+# The packages that run the real CLIs go first, slowest first: they are
+# the long poles, and started last they would leave two CPUs waiting on one
+# package at the end.
+slow=(./internal/adapters/opencode ./internal/adapters/gemini ./internal/adapters/copilot
+  ./cmd/gateway ./internal/runs ./internal/faults ./internal/adapters/claude ./internal/adapters/codex ./internal/store)
+rest=()
+for p in $(go list ./...); do
+  rel=./${p#github.com/agentgate/agentgate/}
+  [ "$rel" = "./github.com/agentgate/agentgate" ] && rel=.
+  case " ${slow[*]} " in *" $rel "*) ;; *) rest+=("$rel") ;; esac
+done
+tests=(go test -race -count=1 -p 3 -timeout 30m "$@" "${slow[@]}" "${rest[@]}")
 if [ "$(id -u)" != 0 ] && unshare -rn true 2>/dev/null; then
   netns=(unshare -rn)
 elif unshare -n true 2>/dev/null; then
