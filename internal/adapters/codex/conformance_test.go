@@ -54,6 +54,7 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
+	t.Cleanup(func() { logToolOutputs(t, srv.Ledger()) })
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(mockConfig(srv.URL, "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -66,5 +67,29 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 		// An image reaches the model as a data URL, which the ledger's
 		// summary of a request does not keep.
 		Seen: func(text string) bool { return srv.Ledger().Seen(text) || images.Seen(text) },
+	}
+}
+
+// logToolOutputs logs, for a case that failed, what Codex sent the model as
+// each tool's output: Codex tells the model, and only the model, when it
+// could not start a command (its sandbox helper missing, say), and sends
+// no item for it.
+func logToolOutputs(t testing.TB, l openai.Ledger) {
+	if !t.Failed() {
+		return
+	}
+	seen := map[string]bool{}
+	for _, e := range l.Responses() {
+		for _, in := range e.Request.Input {
+			if in.Type != "function_call_output" || seen[in.CallID] {
+				continue
+			}
+			seen[in.CallID] = true
+			out := in.Output
+			if len(out) > 2000 {
+				out = out[:2000] + "…"
+			}
+			t.Logf("the model got, as the output of tool call %s: %s", in.CallID, out)
+		}
 	}
 }
