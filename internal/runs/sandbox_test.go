@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,9 +57,12 @@ func TestSandboxWrapsRuns(t *testing.T) {
 			filepath.Dir(c.TempDir) != tempRoot || !strings.Contains(filepath.Base(c.TempDir), r.ID) {
 			t.Errorf("%s: confinement %+v", perm, c)
 		}
-		if _, err := os.Stat(c.TempDir); !os.IsNotExist(err) {
-			t.Errorf("%s: the run's temporary directory %s outlived it: %v", perm, c.TempDir, err)
-		}
+		// The directory goes as execute returns, just after the run's
+		// last record is stored: wait for it rather than race it.
+		waitUntil(t, fmt.Sprintf("%s: the run's temporary directory %s to go", perm, c.TempDir), func() bool {
+			_, err := os.Stat(c.TempDir)
+			return os.IsNotExist(err)
+		})
 		var text []string
 		for _, e := range h.store.eventsOf(r.ID) {
 			if e.Type == EventMessageCompleted {
