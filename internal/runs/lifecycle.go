@@ -175,12 +175,14 @@ func (s *Supervisor) execute(t *task) {
 		}
 		emit(dec.Decode(l.Bytes)...)
 	})
+	// The processes are gone: say so before waiting on the store, which
+	// on a full disk needs the reserve that StoppingForDisk holds back.
+	t.setProcess(false)
 	if behind != nil {
 		// Every line was read: what is queued is emitted before the
 		// outcome's events.
 		behind.close()
 	}
-	t.setProcess(false)
 	if sess != nil {
 		sess.end()
 	}
