@@ -42,6 +42,19 @@ var phoneHome = []string{
 	"--disable", "apps",
 }
 
+// sandboxSettings narrow Codex's workspace-write sandbox to the run's
+// directory and its own TMPDIR. By default Codex also makes the host's
+// /tmp writable, and protects a .git under each writable root: its
+// bubblewrap then creates /tmp/.git as a mount point. Under the gateway's
+// sandbox, where the host's /tmp is read-only, that fails, and every
+// sandboxed command with it ("error building bubblewrap command:
+// Read-only file system", reported to the model only); without it, the
+// empty /tmp/.git is left on the host. Which happened depended on whether
+// an earlier run had left that directory (verified with 0.171.0).
+var sandboxSettings = []string{
+	"-c", "sandbox_workspace_write.exclude_slash_tmp=true",
+}
+
 // credentialEnv are the variables passed through from the gateway's
 // environment, besides the env_key (and env_http_headers) of the provider
 // configured in config.toml. OPENAI_BASE_URL is not among them: codex
@@ -59,7 +72,7 @@ var permissionDocs = map[runs.Permission]string{
 	runs.ReadOnly: "sandbox read-only, approval policy never: commands run in Codex's bubblewrap sandbox " +
 		"and cannot write anywhere",
 	runs.WorkspaceWrite: "sandbox workspace-write, approval policy never: commands run in Codex's bubblewrap sandbox, " +
-		"which lets them write only inside the run's directory, without network",
+		"which lets them write only inside the run's directory and its TMPDIR (not the host's /tmp), without network",
 	runs.Full: "sandbox danger-full-access, approval policy never: commands run unsandboxed",
 }
 
@@ -144,7 +157,7 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if _, ok := sandboxModes[perm]; !ok {
 		return runs.Command{}, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
 	}
-	args := append([]string{"app-server"}, phoneHome...)
+	args := append(append([]string{"app-server"}, phoneHome...), sandboxSettings...)
 	pass := append([]string(nil), credentialEnv...)
 	// A config.toml that cannot be read is Codex's to report, in its own
 	// words, when it starts.

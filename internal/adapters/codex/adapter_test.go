@@ -85,7 +85,7 @@ X-Team = "CORP_TEAM"
 		t.Errorf("args %q: not the app-server", args)
 	}
 	for _, want := range []string{"analytics.enabled=false", `otel.metrics_exporter="none"`, "--disable plugins", "--disable apps",
-		"model_providers.corp.stream_max_retries=1"} {
+		"model_providers.corp.stream_max_retries=1", "-c sandbox_workspace_write.exclude_slash_tmp=true"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args %q lack %q", args, want)
 		}

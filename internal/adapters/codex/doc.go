@@ -195,6 +195,7 @@
 //	                                      ("Read-only file system"); codex 0.171.0 reports such a
 //	                                      command to the model but sends no item for it
 //	workspace_write  workspace-write      commands run in the sandbox and write only inside the cwd
+//	                                      and the run's TMPDIR (exclude_slash_tmp: see sandboxSettings)
 //	full             danger-full-access   commands run unsandboxed, each in a session of its own
 //
 // Codex's sandbox prefers a bubblewrap on PATH to the one it bundles. A
