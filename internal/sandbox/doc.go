@@ -68,6 +68,10 @@
 // /proc ("Can't mount proc on /newroot/proc": this sandbox's /proc has
 // read-only submounts, so it is not fully visible to an unprivileged
 // mount); Codex is documented to retry without a /proc of its own then.
+// Codex's bwrap also makes a mount point for each .git it protects under
+// a writable root, and this sandbox's /tmp is the host's, read-only; the
+// Codex adapter therefore keeps /tmp out of Codex's writable roots (the
+// run's own TMPDIR stays in them).
 // A user namespace made inside cannot undo this sandbox's mounts: they
 // are locked together when they pass into it (TestCannotUnhide). What CAP_SETFCAP still allows:
 // giving files the confined agent can write (its workspace, home and
