@@ -47,6 +47,14 @@ func (d *decoder) Decode(line []byte) []runs.Event {
 	if len(line) == 0 {
 		return nil
 	}
+	if ev, ok := decodeDelta(line); ok {
+		return []runs.Event{ev}
+	}
+	return d.decodeLine(line)
+}
+
+// decodeLine is Decode for any line, through encoding/json.
+func (d *decoder) decodeLine(line []byte) []runs.Event {
 	var l wireLine
 	if err := json.Unmarshal(line, &l); err != nil {
 		return []runs.Event{unparsed(line, "invalid JSON: "+err.Error())}
