@@ -1,7 +1,6 @@
 package runs
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -280,17 +279,4 @@ func (s *Supervisor) encodeBounded(ev *Event) ([]byte, error) {
 	ev.Type, ev.Data = EventWarning, WarningData{Code: "event_too_large",
 		Message: fmt.Sprintf("a %s event was dropped: larger than %d bytes even when bounded", ev.Type, l.MaxEncoded)}
 	return encodeEvent(*ev)
-}
-
-// encodeEvent encodes an envelope as one line of JSON. HTML is not escaped:
-// the stream is JSON, not HTML, and tool inputs such as "a > b" should read
-// as they were written.
-func encodeEvent(ev Event) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(ev); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
