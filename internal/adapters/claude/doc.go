@@ -299,4 +299,9 @@
 // naming the installed and the verified version; an HTTP status on stderr
 // → its class; otherwise agent_crashed. Tool calls still open at the end
 // are closed as failed.
+//
+// Streamed text and thinking deltas, most of a run's lines, are read by a
+// one-pass scanner (fastdelta.go) that takes a line only when it can tell
+// encoding/json would decode it into the same event; every other line,
+// and any delta it is unsure of, goes through encoding/json.
 package claude
