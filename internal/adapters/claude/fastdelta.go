@@ -234,9 +234,7 @@ func (s *jsonScanner) object(member func(key []byte) bool) bool {
 		return false
 	}
 	s.i++
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
+	if s.closes('}') {
 		return true
 	}
 	for {
@@ -254,20 +252,38 @@ func (s *jsonScanner) object(member func(key []byte) bool) bool {
 		if !member(raw) {
 			return false
 		}
-		s.space()
-		if s.i >= len(s.b) {
-			return false
+		if more, ok := s.afterItem('}'); !more {
+			return ok
 		}
+	}
+}
+
+// afterItem reads what follows an object's member or an array's element:
+// a comma, when more follow, or the closing bracket.
+func (s *jsonScanner) afterItem(closing byte) (more, ok bool) {
+	s.space()
+	if s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ',':
 			s.i++
-		case '}':
+			return true, true
+		case closing:
 			s.i++
-			return true
-		default:
-			return false
+			return false, true
 		}
 	}
+	return false, false
+}
+
+// closes reads closing if it is next, after whitespace: an empty object
+// or array.
+func (s *jsonScanner) closes(closing byte) bool {
+	s.space()
+	if s.i < len(s.b) && s.b[s.i] == closing {
+		s.i++
+		return true
+	}
+	return false
 }
 
 // str reads a string and returns its raw contents, whether it has
@@ -315,20 +331,16 @@ func (s *jsonScanner) str() (raw []byte, escaped, ok bool) {
 // decodes it. null is refused: the general path keeps the field's value
 // then, which decodeDelta does not track.
 func (s *jsonScanner) stringInto(dst *string) bool {
-	raw, escaped, ok := s.str()
-	if !ok {
+	var b []byte
+	if !s.bytesInto(&b) {
 		return false
 	}
-	if !escaped && utf8.Valid(raw) {
-		*dst = string(raw)
-		return true
-	}
-	*dst = unquote(raw)
+	*dst = string(b)
 	return true
 }
 
-// bytesInto is stringInto for a value that is only compared: an
-// unescaped one is not copied.
+// bytesInto is stringInto into bytes: an unescaped string is not copied,
+// so a value that is only compared costs nothing.
 func (s *jsonScanner) bytesInto(dst *[]byte) bool {
 	raw, escaped, ok := s.str()
 	if !ok {
@@ -338,13 +350,13 @@ func (s *jsonScanner) bytesInto(dst *[]byte) bool {
 		*dst = raw
 		return true
 	}
-	*dst = []byte(unquote(raw))
+	*dst = unquote(raw)
 	return true
 }
 
 // unquote decodes a valid string's raw contents, replacing invalid UTF-8
 // and unpaired surrogates with U+FFFD, as encoding/json does.
-func unquote(raw []byte) string {
+func unquote(raw []byte) []byte {
 	out := make([]byte, 0, len(raw))
 	for i := 0; i < len(raw); {
 		c := raw[i]
@@ -393,7 +405,7 @@ func unquote(raw []byte) string {
 			i += size
 		}
 	}
-	return string(out)
+	return out
 }
 
 // hex4 is the value of four hex digits that str has checked.
@@ -516,27 +528,15 @@ func (s *jsonScanner) array() bool {
 	}
 	defer func() { s.depth-- }()
 	s.i++ // '['
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
+	if s.closes(']') {
 		return true
 	}
 	for {
 		if !s.skip() {
 			return false
 		}
-		s.space()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return true
-		default:
-			return false
+		if more, ok := s.afterItem(']'); !more {
+			return ok
 		}
 	}
 }
