@@ -124,8 +124,14 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, events []runs.St
 
 // appendOnce makes one attempt at storing what of events is not stored.
 func (s *Store) appendOnce(ctx context.Context, runID string, events []runs.StoredEvent) error {
-	last, ok := s.cachedLast(runID)
-	if !ok {
+	last, cached := s.cachedLast(runID)
+	if cached && events[0].Seq > last.seq+1 {
+		// Another replica appended since this one last did (it took
+		// the run over, or this one wrote run.queued and another ran
+		// it): the cache is behind the log, not the log gapped.
+		cached = false
+	}
+	if !cached {
 		seq, streamSeq, err := s.lastStored(ctx, runID)
 		if err != nil {
 			return err

@@ -275,3 +275,26 @@ func TestCursorEndsWithConnection(t *testing.T) {
 	}
 	t.Logf("Next on a closed connection: %v", err)
 }
+
+// A replica that appended a run's first events, while another replica
+// appended the rest, appends after them: its memory of the run's last
+// event is behind the log, and the log has no gap. (A replica that takes
+// over a run whose owner died, having written its run.queued, does this.)
+func TestAppendAfterAnotherReplicaAppended(t *testing.T) {
+	e := newEnv(t)
+	other, err := Open(ctx(t), e.connect(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := newID(t)
+	appendEvents(t, e.s, id, 1, 1)
+	appendEvents(t, other, id, 2, 16)
+	appendEvents(t, e.s, id, 17, 17)
+	// A real gap is still refused, from memory or from the log.
+	if err := e.s.AppendEvents(ctx(t), id, mkEvents(id, 19, 19)); !errors.Is(err, runs.ErrInvalid) {
+		t.Errorf("appending 19 after 17 = %v, want ErrInvalid", err)
+	}
+	c := openCursor(t, e.s, id, 0)
+	read(t, c, id, 1, 17)
+	expectNothing(t, c)
+}
