@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
@@ -270,6 +272,10 @@ const loginTimeout = 10 * time.Second
 // provider an API key variable or a login in the Codex home (`codex login
 // status`, which knows nothing of custom providers).
 func (*Adapter) Preflight(ctx context.Context, inv runs.Invocation, env []string) *runs.RunError {
+	if err := ensureDaemonDir(daemonDir()); err != nil {
+		return runs.NewRunError(runs.AgentCrashed, "Codex's sandbox needs "+daemonDir()+": "+err.Error(),
+			"remove it, or make it a directory of the gateway's user with mode 0700")
+	}
 	prov, err := loadProvider(inv.Home)
 	if err != nil {
 		return runs.NewRunError(runs.AgentCrashed, "Codex's config.toml cannot be read: "+err.Error(),
@@ -338,4 +344,37 @@ func clip(s string, n int) string {
 func lastLine(b []byte) string {
 	s := strings.TrimSpace(string(b))
 	return strings.TrimSpace(s[strings.LastIndexByte(s, '\n')+1:])
+}
+
+// daemonDir is the directory Codex's sandbox makes for itself in the
+// host's /tmp, named by the user (not $TMPDIR: verified with 0.171.0).
+// Under the gateway's sandbox the host's /tmp is read-only, so when no
+// run outside it had made the directory first, building every sandboxed
+// command failed ("error building bubblewrap command: Read-only file
+// system"), reported to the model only, and the run went on without its
+// tools.
+func daemonDir() string { return fmt.Sprintf("/tmp/codex-daemon-%d", os.Geteuid()) }
+
+// ensureDaemonDir makes dir as Codex would, outside the sandbox, before
+// the run starts. One that is there already must be the gateway user's
+// own directory: in a /tmp every user can write to, another user's
+// directory, or a link, would be theirs to control.
+func ensureDaemonDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory", dir)
+	case ok && int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("%s belongs to uid %d, not the gateway's %d", dir, st.Uid, os.Geteuid())
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("%s is open to other users (mode %o)", dir, fi.Mode().Perm())
+	}
+	return nil
 }

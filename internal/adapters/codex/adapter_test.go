@@ -244,3 +244,29 @@ func TestKebab(t *testing.T) {
 		}
 	}
 }
+
+func TestEnsureDaemonDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "codex-daemon-x")
+	if err := ensureDaemonDir(dir); err != nil {
+		t.Fatalf("a new directory: %v", err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("made %v, %v; want a directory of mode 0700", fi, err)
+	}
+	if err := ensureDaemonDir(dir); err != nil {
+		t.Errorf("the same directory again: %v", err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureDaemonDir(dir); err == nil {
+		t.Error("a directory open to every user was accepted")
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureDaemonDir(link); err == nil {
+		t.Error("a link was accepted")
+	}
+}
