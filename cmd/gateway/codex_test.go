@@ -697,7 +697,7 @@ func TestCodexResumeBillsOnlyNewTurn(t *testing.T) {
 
 	start := time.Now()
 	gone := g.waitRun(t, g.post(t, runBody("codex", "Anything?", `"resume_session_id":"`+dropped.SessionID+`"`)).ID, 20*time.Second)
-	if gone.Status != runs.Failed || gone.Error == nil || gone.Error.Class != runs.APIError || gone.Error.Retryable ||
+	if gone.Status != runs.Failed || gone.Error == nil || gone.Error.Class != runs.SessionNotFound || gone.Error.Retryable ||
 		!strings.Contains(gone.Error.Hint, "keep_session") {
 		t.Fatalf("resuming a session not kept: %s %+v", gone.Status, gone.Error)
 	}

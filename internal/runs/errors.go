@@ -79,16 +79,19 @@ const (
 	TransientAPIError Class = "transient_api_error"
 	APIError          Class = "api_error"
 	FlagRejected      Class = "flag_rejected"
-	MaxTurns          Class = "max_turns"
-	ContextExceeded   Class = "context_exceeded"
-	BudgetExceeded    Class = "budget_exceeded"
-	Refused           Class = "refused"
-	Timeout           Class = "timeout"
-	ClassCancelled    Class = "cancelled"
-	ProcessKilled     Class = "process_killed"
-	NotInstalled      Class = "not_installed"
-	AgentCrashed      Class = "agent_crashed"
-	Interrupted       Class = "interrupted"
+	// SessionNotFound: resume_session_id names a session the agent's CLI
+	// does not have (never kept, another replica's home, expired).
+	SessionNotFound Class = "session_not_found"
+	MaxTurns        Class = "max_turns"
+	ContextExceeded Class = "context_exceeded"
+	BudgetExceeded  Class = "budget_exceeded"
+	Refused         Class = "refused"
+	Timeout         Class = "timeout"
+	ClassCancelled  Class = "cancelled"
+	ProcessKilled   Class = "process_killed"
+	NotInstalled    Class = "not_installed"
+	AgentCrashed    Class = "agent_crashed"
+	Interrupted     Class = "interrupted"
 	// SchemaMismatch: the final answer was not JSON matching the run's
 	// output_schema.
 	SchemaMismatch Class = "schema_mismatch"
@@ -103,7 +106,7 @@ const (
 
 // Classes lists every class.
 var Classes = []Class{
-	NotAuthenticated, RateLimited, TransientAPIError, APIError, FlagRejected,
+	NotAuthenticated, RateLimited, TransientAPIError, APIError, FlagRejected, SessionNotFound,
 	MaxTurns, ContextExceeded, BudgetExceeded, Refused, Timeout, ClassCancelled, ProcessKilled,
 	NotInstalled, AgentCrashed, Interrupted, SchemaMismatch, StoreFailed, DiskFull, Internal,
 }

@@ -401,7 +401,7 @@ func TestFinishWithoutResult(t *testing.T) {
 		{"unknown version", nil, runs.Exit{Code: 1}, "error: unknown option '--x'\n", runs.FlagRejected, "unknown version", "", ""},
 		{"session in use", nil, runs.Exit{Code: 1}, "Error: Session ID 0196f0c2-7e1a-7000-8000-000000000001 is already in use.\n", runs.FlagRejected, "", "", "already in use"},
 		{"root bypass", nil, runs.Exit{Code: 1}, "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons\n", runs.FlagRejected, "", "", ""},
-		{"resume unknown", nil, runs.Exit{Code: 1}, "No conversation found with session ID: x\n", runs.FlagRejected, "resume_session_id", "", ""},
+		{"resume unknown", nil, runs.Exit{Code: 1}, "No conversation found with session ID: x\n", runs.SessionNotFound, "resume_session_id", "", ""},
 		{"401 on stderr", nil, runs.Exit{Code: 1}, "API Error: 401 {\"type\":\"error\"}\n", runs.NotAuthenticated, "", "", "401"},
 		{"429 on stderr", nil, runs.Exit{Code: 1}, "API Error: 429\n", runs.RateLimited, "", "", ""},
 		{"529 on stderr", nil, runs.Exit{Code: 1}, "API Error: 529\n", runs.TransientAPIError, "", "", ""},

@@ -238,7 +238,7 @@ func cliCases() []cliCase {
 		{
 			name: "resume_unknown", scenario: fixed(anthropic.TextAnswer("unused")),
 			spec:       runs.Spec{Prompt: "hi", ResumeSessionID: "0196f0c2-7e1a-7000-8000-00000000dead"},
-			wantStatus: runs.Failed, wantClass: runs.FlagRejected,
+			wantStatus: runs.Failed, wantClass: runs.SessionNotFound,
 			wantTypes: []runs.EventType{},
 			check:     func(t *testing.T, r *cliRun) { r.wantRequests(t, 0) },
 		},

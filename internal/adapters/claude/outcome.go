@@ -132,7 +132,7 @@ func (d *decoder) classifyResult(r *wireLine, stderr string) *runs.RunError {
 	case r.TerminalReason == "aborted_tools" || r.TerminalReason == "aborted_streaming":
 		return runs.NewRunError(runs.Interrupted, orText(msg, "the run was interrupted ("+r.TerminalReason+")"), hintInterrupt)
 	case strings.Contains(msg, "No conversation found with session ID"):
-		return runs.NewRunError(runs.FlagRejected, msg, hintResume)
+		return runs.NewRunError(runs.SessionNotFound, msg, hintResume)
 	case status != 0 || d.apiError != "" || r.TerminalReason == "api_error" || r.TerminalReason == "image_error" ||
 		r.TerminalReason == "model_error" || r.TerminalReason == "prompt_too_long":
 		return classifyAPI(status, d.apiError, orText(msg, d.apiErrorText))
@@ -194,7 +194,7 @@ func (d *decoder) classifyNoResult(exit runs.Exit, stderr string) *runs.RunError
 	case flagRejectedRE.MatchString(stderr):
 		return runs.NewRunError(runs.FlagRejected, last, d.flagHint())
 	case strings.Contains(stderr, "No conversation found with session ID"):
-		return runs.NewRunError(runs.FlagRejected, last, hintResume)
+		return runs.NewRunError(runs.SessionNotFound, last, hintResume)
 	case authStatusRE.MatchString(stderr):
 		return runs.NewRunError(runs.NotAuthenticated, last, hintAuth)
 	case rateStatusRE.MatchString(stderr):

@@ -184,7 +184,7 @@ func TestRefusedRequestIsFlagRejected(t *testing.T) {
 	d.Open()
 	d.Decode([]byte(`{"id":1,"result":{}}`))
 	d.Decode([]byte(`{"id":2,"error":{"code":-32600,"message":"thread/resume failed: no rollout found for thread id gone"}}`))
-	if o := d.Finish(runs.Exit{}, nil); o.Error == nil || o.Error.Class != runs.APIError || !strings.Contains(o.Error.Hint, "keep_session") {
+	if o := d.Finish(runs.Exit{}, nil); o.Error == nil || o.Error.Class != runs.SessionNotFound || !strings.Contains(o.Error.Hint, "keep_session") {
 		t.Errorf("unknown session: %+v", o.Error)
 	}
 }

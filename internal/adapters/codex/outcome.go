@@ -105,7 +105,7 @@ func (d *decoder) requestError(f *rpcFailure) *runs.RunError {
 	msg := fmt.Sprintf("%s: %s", f.method, e.Message)
 	switch {
 	case f.method == methodThreadResume && strings.Contains(e.Message, "no rollout found"):
-		return runs.NewRunError(runs.APIError, msg,
+		return runs.NewRunError(runs.SessionNotFound, msg,
 			"the session was not kept (runs are ephemeral unless keep_session is true) or lives in another Codex home")
 	case e.Code == codeMethodNotFound || e.Code == codeInvalidParams || isRejection(e.Message):
 		return flagRejected(msg, d.inv.CLIVersion)

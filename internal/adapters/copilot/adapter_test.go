@@ -236,7 +236,7 @@ func TestClassifyWithoutStream(t *testing.T) {
 		{"Error: No authentication information found.\n\nCopilot can be …\n", runs.Exit{Code: 1}, runs.NotAuthenticated, "No authentication information found."},
 		{"Offline mode requires a local model provider. Set COPILOT_PROVIDER_BASE_URL to configure one.\n", runs.Exit{Code: 1}, runs.NotAuthenticated, "Offline mode"},
 		{"error: invalid value 'bogus' for '--reasoning-effort <level>'\n  [possible values: none]\n\nFor more information, try '--help'.\n", runs.Exit{Code: 1}, runs.FlagRejected, "invalid value"},
-		{"Error: No session, task, or name matched 'x'.\n\nTo resume …\n", runs.Exit{Code: 1}, runs.APIError, "No session"},
+		{"Error: No session, task, or name matched 'x'.\n\nTo resume …\n", runs.Exit{Code: 1}, runs.SessionNotFound, "No session"},
 		{"", runs.Exit{Code: -1, Signal: "SIGKILL"}, runs.ProcessKilled, "SIGKILL"},
 		{"Error executing prompt: boom\n", runs.Exit{Code: 1}, runs.AgentCrashed, "boom"},
 	} {

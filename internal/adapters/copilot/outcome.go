@@ -162,7 +162,7 @@ func (d *decoder) classifyNoResult(exit runs.Exit, stderr string) *runs.RunError
 	case exit.Signal != "":
 		return runs.NewRunError(runs.ProcessKilled, fmt.Sprintf("copilot was killed by %s", exit.Signal), "")
 	case strings.Contains(stderr, noSession):
-		return runs.NewRunError(runs.APIError, first, "resume_session_id must name a session kept in the CLI's home (AGENTGATE_COPILOT_HOME) on this replica")
+		return runs.NewRunError(runs.SessionNotFound, first, "resume_session_id must name a session kept in the CLI's home (AGENTGATE_COPILOT_HOME) on this replica")
 	case flagRejectedRE.MatchString(stderr):
 		return runs.NewRunError(runs.FlagRejected, strings.TrimSpace(flagRejectedRE.FindStringSubmatch(stderr)[1]), d.flagHint())
 	}

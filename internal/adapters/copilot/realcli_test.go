@@ -270,7 +270,7 @@ func TestRealCLIResume(t *testing.T) {
 	gone := runCLI(t, bin, version, testCache, cliCase{name: "resume_unknown", home: home, dir: dir,
 		scenario: func(string) openai.Scenario { return openai.TextAnswer("never") },
 		spec:     runs.Spec{Prompt: "hi", ResumeSessionID: "0196f0c2-7e1a-7000-8000-00000000dead"}})
-	if e := gone.outcome.Error; e == nil || e.Class != runs.APIError || !strings.Contains(e.Hint, "resume_session_id") {
+	if e := gone.outcome.Error; e == nil || e.Class != runs.SessionNotFound || !strings.Contains(e.Hint, "resume_session_id") {
 		t.Errorf("an unknown session: %+v", e)
 	}
 }

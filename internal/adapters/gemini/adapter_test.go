@@ -488,7 +488,7 @@ func TestClassifyNoResult(t *testing.T) {
 		{"killed", runs.Exit{Code: -1, Signal: "SIGKILL"}, "", "", runs.ProcessKilled, ""},
 		{"no key", runs.Exit{Code: 41}, "When using Gemini API, you must specify the GEMINI_API_KEY environment variable.\n", "", runs.NotAuthenticated, hintAuth},
 		{"auth type", runs.Exit{Code: 41}, "Invalid auth method selected.\n", "", runs.NotAuthenticated, hintAuth},
-		{"resume", runs.Exit{Code: 42}, "Error resuming session: Invalid session identifier \"x\".\n", "", runs.APIError, hintResume},
+		{"resume", runs.Exit{Code: 42}, "Error resuming session: Invalid session identifier \"x\".\n", "", runs.SessionNotFound, hintResume},
 		{"unknown flag", runs.Exit{Code: 1}, "Usage: gemini [options]\n\nUnknown arguments: no-such, noSuch\n", "0.50.0", runs.FlagRejected, "0.50.0"},
 		{"untrusted", runs.Exit{Code: 55}, "Gemini CLI is not running in a trusted directory.\n", "", runs.AgentCrashed, "GEMINI_CLI_TRUST_WORKSPACE"},
 		{"config", runs.Exit{Code: 52}, "Invalid telemetry configuration\n", "", runs.AgentCrashed, hintHome},

@@ -293,7 +293,7 @@ func cliCases() []cliCase {
 				spec: runs.Spec{Prompt: "First prompt."},
 			},
 			spec:       runs.Spec{Prompt: "hi", ResumeSessionID: "0196f0c2-7e1a-7000-8000-00000000dead"},
-			wantStatus: runs.Failed, wantClass: runs.APIError,
+			wantStatus: runs.Failed, wantClass: runs.SessionNotFound,
 			check: func(t *testing.T, r *cliRun) {
 				r.wantRequests(t, 0)
 				if r.outcome.Error.Hint != hintResume {

@@ -246,7 +246,7 @@ func (d *decoder) classifyNoResult(exit runs.Exit, stderr string) *runs.RunError
 	case exit.Code == exitAuth:
 		return runs.NewRunError(runs.NotAuthenticated, orText(last, "gemini is not authenticated"), hintAuth)
 	case exit.Code == exitInput && strings.Contains(stderr, "Error resuming session"):
-		return runs.NewRunError(runs.APIError, last, hintResume)
+		return runs.NewRunError(runs.SessionNotFound, last, hintResume)
 	case exit.Code == exitInput || flagRejectedRE.MatchString(stderr):
 		return runs.NewRunError(runs.FlagRejected, orText(firstMatch(flagRejectedRE, stderr), last), d.flagHint())
 	case exit.Code == exitUntrusted:

@@ -436,7 +436,7 @@ func cliCases() []cliCase {
 			spec: func(caseEnv) runs.Spec {
 				return runs.Spec{Prompt: "again", ResumeSessionID: "ses_0000000000000agentgateNone"}
 			},
-			wantStatus: runs.Failed, wantClass: runs.APIError,
+			wantStatus: runs.Failed, wantClass: runs.SessionNotFound,
 			check: func(t *testing.T, r *cliRun) {
 				if r.preflight == nil || !strings.Contains(r.preflight.Message, "no session ses_0000000000000agentgateNone") || r.started {
 					t.Errorf("preflight = %+v, started %v", r.preflight, r.started)
@@ -448,7 +448,7 @@ func cliCases() []cliCase {
 			spec: func(caseEnv) runs.Spec {
 				return runs.Spec{Prompt: "again", ResumeSessionID: "ses_0000000000000agentgateNone"}
 			},
-			wantStatus: runs.Failed, wantClass: runs.APIError, wantTypes: []runs.EventType{},
+			wantStatus: runs.Failed, wantClass: runs.SessionNotFound, wantTypes: []runs.EventType{},
 			check: func(t *testing.T, r *cliRun) {
 				r.wantRequests(t, 0)
 				if !strings.Contains(r.outcome.Error.Message, "ses_0000000000000agentgateNone") {

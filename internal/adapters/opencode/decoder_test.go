@@ -194,7 +194,7 @@ func TestClassifyExit(t *testing.T) {
 		msg    string
 		hint   string
 	}{
-		{runs.Exit{Code: 1}, "\x1b[91m\x1b[1mError: \x1b[0mSession not found\n", nil, runs.APIError, "no session ses_x", "leave cwd empty"},
+		{runs.Exit{Code: 1}, "\x1b[91m\x1b[1mError: \x1b[0mSession not found\n", nil, runs.SessionNotFound, "no session ses_x", "leave cwd empty"},
 		{runs.Exit{Code: 1}, "opencode run [message..]\n\nrun opencode with a message\n", nil, runs.FlagRejected, "usage", VerifiedVersion},
 		{runs.Exit{Code: 1}, "Options:\n...\nUnknown argument: bogus\n", nil, runs.FlagRejected, "Unknown argument: bogus", VerifiedVersion},
 		{runs.Exit{Code: 2}, "panic: something\nat line 3\n", nil, runs.AgentCrashed, "code 2 without an answer: panic: something | at line 3", "print-logs"},

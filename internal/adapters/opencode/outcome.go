@@ -171,7 +171,7 @@ func (d *decoder) classifyExit(exit runs.Exit, stderr string) *runs.RunError {
 	last := lastLines(stderr, 3)
 	switch {
 	case strings.Contains(stderr, "Session not found"):
-		return runs.NewRunError(runs.APIError, fmt.Sprintf("OpenCode has no session %s", d.inv.Spec.ResumeSessionID), hintResume)
+		return runs.NewRunError(runs.SessionNotFound, fmt.Sprintf("OpenCode has no session %s", d.inv.Spec.ResumeSessionID), hintResume)
 	case usageRE.MatchString(stderr):
 		msg := "opencode run refused its arguments and printed its usage"
 		if m := argErrorRE.FindString(stderr); m != "" {

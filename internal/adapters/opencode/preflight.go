@@ -168,5 +168,5 @@ func checkSession(ctx context.Context, inv runs.Invocation, env []string) *runs.
 		}
 		return nil
 	}
-	return runs.NewRunError(runs.APIError, fmt.Sprintf("OpenCode has no session %s", inv.Spec.ResumeSessionID), hintResume)
+	return runs.NewRunError(runs.SessionNotFound, fmt.Sprintf("OpenCode has no session %s", inv.Spec.ResumeSessionID), hintResume)
 }
