@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -323,4 +324,89 @@ func embeddedReplicaID(dataDir string) (string, error) {
 		return "", err
 	}
 	return id, nil
+}
+
+// otherSettings are AGENTGATE_* variables that are not the gateway's own
+// settings but are expected beside them: the client CLI's, and the cookie
+// every agent's process carries.
+var otherSettings = []string{"AGENTGATE_URL", "AGENTGATE_API_KEY", "AGENTGATE_RUN"}
+
+// knownSettings returns every variable the gateway reads: each field of
+// config and api.Config, by its envconfig tag, and each agent's BIN and
+// HOME.
+func knownSettings(agentNames []string) []string {
+	known := slices.Clone(otherSettings)
+	for _, t := range []reflect.Type{reflect.TypeFor[config](), reflect.TypeFor[api.Config]()} {
+		for f := range t.Fields() {
+			if tag := f.Tag.Get("envconfig"); tag != "" {
+				known = append(known, "AGENTGATE_"+tag)
+			}
+		}
+	}
+	for _, name := range agentNames {
+		up := "AGENTGATE_" + strings.ToUpper(name)
+		known = append(known, up+"_BIN", up+"_HOME")
+	}
+	return known
+}
+
+// unknownSettings returns a warning for each AGENTGATE_* variable of
+// environ that the gateway does not read, with the setting it most likely
+// meant: a misspelled setting is otherwise silently ignored, and its
+// default silently used. Variables of the gateway's own tests
+// (AGENTGATE_TEST_*) are not settings.
+func unknownSettings(environ []string, agentNames []string) []string {
+	known := knownSettings(agentNames)
+	var warnings []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "AGENTGATE_") || strings.HasPrefix(name, "AGENTGATE_TEST_") || slices.Contains(known, name) {
+			continue
+		}
+		w := name + " is not a setting of the gateway and is ignored"
+		if near := nearest(name, known); near != "" {
+			w += "; did you mean " + near + "?"
+		}
+		warnings = append(warnings, w)
+	}
+	slices.Sort(warnings)
+	return warnings
+}
+
+// nearest returns the name of names closest to s by edit distance, if it
+// is close enough to be a likely misspelling: at most a third of s's
+// length (past the common prefix) apart.
+func nearest(s string, names []string) string {
+	best, bestD := "", -1
+	for _, n := range names {
+		d := editDistance(strings.TrimPrefix(s, "AGENTGATE_"), strings.TrimPrefix(n, "AGENTGATE_"))
+		if bestD < 0 || d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if bestD < 0 || bestD > max(1, (len(s)-len("AGENTGATE_"))/3) {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"slices"
 	"testing"
 )
 
@@ -138,5 +139,28 @@ func TestSealKeyIsSharedAndItsOwn(t *testing.T) {
 	}
 	if own := sealKey("an operator key of thirty-two chars!", stream); string(own) == string(a) {
 		t.Fatal("AGENTGATE_SECRETS_KEY did not change the seal key")
+	}
+}
+
+func TestUnknownSettingsAreNamed(t *testing.T) {
+	env := []string{
+		"AGENTGATE_MAX_CONCURENT_RUNS=8", // misspelled
+		"AGENTGATE_LOGLEVEL=debug",       // misspelled
+		"AGENTGATE_FROBNICATE=1",         // nothing like any setting
+		"AGENTGATE_MAX_CONCURRENT_RUNS=8",
+		"AGENTGATE_SSE_PING_INTERVAL=5s", // api.Config's
+		"AGENTGATE_GEMINI_HOME=/x",       // an agent's
+		"AGENTGATE_URL=http://127.0.0.1:8080",
+		"AGENTGATE_TEST_AS_GATEWAY=1",
+		"PATH=/bin",
+	}
+	got := unknownSettings(env, []string{"claude", "gemini"})
+	want := []string{
+		"AGENTGATE_FROBNICATE is not a setting of the gateway and is ignored",
+		"AGENTGATE_LOGLEVEL is not a setting of the gateway and is ignored; did you mean AGENTGATE_LOG_LEVEL?",
+		"AGENTGATE_MAX_CONCURENT_RUNS is not a setting of the gateway and is ignored; did you mean AGENTGATE_MAX_CONCURRENT_RUNS?",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("unknownSettings:\n got %q\nwant %q", got, want)
 	}
 }

@@ -81,6 +81,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	for i, a := range roster {
 		names[i] = a.Name()
 	}
+	allNames := slices.Clone(names)
 	cfg, agentCfg, err := loadConfig(getenv, names)
 	if err != nil {
 		return err
@@ -104,6 +105,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer log.Sync() //nolint:errcheck // stdout may not support sync
 	log = log.With(zap.String("replica", cfg.ReplicaID))
+	for _, w := range unknownSettings(os.Environ(), allNames) {
+		log.Warn(w)
+	}
 
 	for _, dir := range []string{cfg.DataDir, cfg.WorkspaceRoot} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {

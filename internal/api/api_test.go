@@ -296,21 +296,28 @@ func TestGetRun(t *testing.T) {
 	}
 }
 
+// Cursors are run ids; anything else is refused before the service.
+const (
+	cursorC1    = "0196f0c2-7e1a-7000-8000-0000000000c1"
+	cursorEmpty = "0196f0c2-7e1a-7000-8000-0000000000e0"
+	cursorBad   = "0196f0c2-7e1a-7000-8000-0000000000bd"
+)
+
 func TestListRuns(t *testing.T) {
 	var got []runs.Filter
 	svc := &fakeService{list: func(_ context.Context, f runs.Filter) (runs.Page, error) {
 		got = append(got, f)
 		switch f.Cursor {
-		case "bad":
+		case cursorBad:
 			return runs.Page{}, fmt.Errorf("cursor: %w", runs.ErrInvalid)
-		case "empty":
+		case cursorEmpty:
 			return runs.Page{}, nil
 		}
 		return runs.Page{Runs: []runs.Run{sampleRun(runB, runs.Running), sampleRun(runA, runs.Succeeded)}, NextCursor: "c2"}, nil
 	}}
 	h := newHarness(t, Config{}, svc)
 
-	resp, b := h.do(t, "GET", "/v1/runs?status=running&agent=claude&limit=2&cursor=c1", "")
+	resp, b := h.do(t, "GET", "/v1/runs?status=running&agent=claude&limit=2&cursor="+cursorC1, "")
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
 	}
@@ -325,15 +332,15 @@ func TestListRuns(t *testing.T) {
 	if len(page.Runs) != 2 || page.Runs[0].ID != runB || page.NextCursor != "c2" {
 		t.Errorf("page = %+v", page)
 	}
-	if want := (runs.Filter{Status: runs.Running, Agent: "claude", Limit: 2, Cursor: "c1"}); got[0] != want {
+	if want := (runs.Filter{Status: runs.Running, Agent: "claude", Limit: 2, Cursor: cursorC1}); got[0] != want {
 		t.Errorf("filter = %+v, want %+v", got[0], want)
 	}
 
-	resp, b = h.do(t, "GET", "/v1/runs?cursor=empty", "")
+	resp, b = h.do(t, "GET", "/v1/runs?cursor="+cursorEmpty, "")
 	if resp.StatusCode != 200 || strings.TrimSpace(string(b)) != `{"runs":[]}` {
 		t.Errorf("empty page: %d %s", resp.StatusCode, b)
 	}
-	if want := (runs.Filter{Limit: defaultPageSize, Cursor: "empty"}); got[1] != want {
+	if want := (runs.Filter{Limit: defaultPageSize, Cursor: cursorEmpty}); got[1] != want {
 		t.Errorf("default filter = %+v, want %+v", got[1], want)
 	}
 	// An empty value is the same as an absent one.
@@ -366,7 +373,7 @@ func TestListRuns(t *testing.T) {
 	if len(got) != calls {
 		t.Errorf("invalid queries reached the service")
 	}
-	resp, b = h.do(t, "GET", "/v1/runs?cursor=bad", "")
+	resp, b = h.do(t, "GET", "/v1/runs?cursor="+cursorBad, "")
 	if e := errorBody(t, b); resp.StatusCode != 400 || e.Code != CodeInvalidField {
 		t.Errorf("bad cursor: %d %+v", resp.StatusCode, e)
 	}

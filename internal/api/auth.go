@@ -213,12 +213,22 @@ func (s *server) need(role auth.Role) func(http.Handler) http.Handler {
 func (s *server) ownRun(ctx context.Context, id string) (runs.Run, error) {
 	run, err := s.svc.Get(ctx, id)
 	if err != nil {
-		return runs.Run{}, err
+		return runs.Run{}, noRun(id, err)
 	}
 	if run.Tenant != principalFrom(ctx).Tenant {
-		return runs.Run{}, fmt.Errorf("run %s: %w", id, runs.ErrNotFound)
+		return runs.Run{}, noRun(id, runs.ErrNotFound)
 	}
 	return run, nil
+}
+
+// noRun is err as the client is told it: a run that is not there, or is
+// another tenant's, is one plain sentence with its id, whatever layers the
+// error passed through; any other error is left as it is.
+func noRun(id string, err error) error {
+	if errors.Is(err, runs.ErrNotFound) {
+		return edgeErr(http.StatusNotFound, CodeNotFound, "", "no run with id "+quote(id))
+	}
+	return err
 }
 
 // checkHost answers 421 for a Host the gateway does not serve: a page on

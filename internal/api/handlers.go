@@ -66,7 +66,7 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		var err error
 		if run, err = s.ownRun(r.Context(), id); err != nil {
-			s.fail(w, r, fmt.Errorf("get run %s: %w", id, err))
+			s.fail(w, r, err)
 			return
 		}
 	}
@@ -147,7 +147,14 @@ func parseFilter(q url.Values, tenant string) (runs.Filter, error) {
 		}
 		f.Limit = n
 	}
-	f.Cursor = q.Get("cursor")
+	// A cursor is the id of the last run of the page before, so anything
+	// but a run id is a client's mistake, not an empty page.
+	if v := q.Get("cursor"); v != "" {
+		if u, err := uuid.Parse(v); err != nil || u.String() != v {
+			return runs.Filter{}, invalidField("cursor", "is not a cursor this listing gave out: pass next_cursor as it came")
+		}
+		f.Cursor = v
+	}
 	return f, nil
 }
 

@@ -93,7 +93,7 @@ func (s *server) openEvents(ctx context.Context, w http.ResponseWriter, r *http.
 	run, found := ownedRun(r.Context())
 	if !found {
 		if run, err = s.svc.Get(ctx, id); err != nil {
-			s.fail(w, r, fmt.Errorf("get run %s: %w", id, err))
+			s.fail(w, r, noRun(id, err))
 			return "", nil, nil, false
 		}
 	}

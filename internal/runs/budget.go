@@ -53,6 +53,12 @@ func EnforcedByGateway(d Description, field string) bool {
 // may set: those its CLI honours, and those the gateway enforces for it.
 func Capabilities(d Description) []string {
 	out := slices.Clone(d.Fields)
+	// An agent that always keeps its sessions honours keep_session by
+	// doing nothing, and takes it: it is listed so that a client can ask
+	// for it without knowing which agents need it.
+	if slices.Contains(out, FieldResumeSessionID) && !slices.Contains(out, FieldKeepSession) {
+		out = append(out, FieldKeepSession)
+	}
 	for _, f := range []string{FieldMaxTurns, FieldMaxBudgetUSD, FieldOutputSchema, FieldMaxTotalTokens} {
 		if !slices.Contains(out, f) && EnforcedByGateway(d, f) {
 			out = append(out, f)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -258,5 +259,19 @@ func TestBudgetStopsARun(t *testing.T) {
 				t.Errorf("usage %+v: the run went on long past its turns", r.Usage)
 			}
 		})
+	}
+}
+
+func TestCapabilitiesListKeepSessionWhereSessionsResume(t *testing.T) {
+	always := Capabilities(Description{Fields: []string{FieldModel, FieldResumeSessionID}})
+	if !slices.Contains(always, FieldKeepSession) {
+		t.Errorf("an agent that resumes sessions: %v lacks %s", always, FieldKeepSession)
+	}
+	asked := Capabilities(Description{Fields: []string{FieldResumeSessionID, FieldKeepSession}})
+	if n := len(slices.DeleteFunc(slices.Clone(asked), func(f string) bool { return f != FieldKeepSession })); n != 1 {
+		t.Errorf("%v lists %s %d times", asked, FieldKeepSession, n)
+	}
+	if none := Capabilities(Description{Fields: []string{FieldModel}}); slices.Contains(none, FieldKeepSession) {
+		t.Errorf("an agent without sessions: %v lists %s", none, FieldKeepSession)
 	}
 }

@@ -3,9 +3,15 @@ package runs
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 )
 
 // A replica whose disk runs low stops its running runs with class
@@ -140,4 +146,40 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// A replica that found none of its agents' CLIs would fail every run: it
+// is not ready, and says which CLIs are missing. One found is enough.
+func TestNotReadyWithoutAnAgent(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-cli")
+	start := func(bins ...string) *Supervisor {
+		var agents []*Agent
+		for i, bin := range bins {
+			agents = append(agents, &Agent{Adapter: namedFake{fakeAdapter{mode: "hello"}, fmt.Sprintf("fake%d", i)}, Bin: bin, Home: t.TempDir()})
+		}
+		sup := NewSupervisor(Config{WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH")}, newMemStore(), agents, nopObserver{},
+			zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
+		startSupervisor(t, sup)
+		return sup
+	}
+	err := start(missing).Ready(context.Background())
+	if !errors.Is(err, ErrNoAgent) || !strings.Contains(err.Error(), "fake0") || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("ready with the only CLI missing = %v, want ErrNoAgent naming it", err)
+	}
+	if err := start(missing, os.Args[0]).Ready(context.Background()); err != nil {
+		t.Errorf("ready with one CLI of two found = %v, want nil", err)
+	}
+}
+
+// namedFake is fakeAdapter under another name, for a supervisor of several.
+type namedFake struct {
+	fakeAdapter
+	name string
+}
+
+func (a namedFake) Name() string { return a.name }
+func (a namedFake) Describe() Description {
+	d := a.fakeAdapter.Describe()
+	d.Name = a.name
+	return d
 }

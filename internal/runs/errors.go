@@ -33,6 +33,9 @@ var (
 	ErrIdempotencyMismatch = errors.New("idempotency key reused with another request")
 	// ErrShuttingDown: the gateway is draining and accepts no new runs.
 	ErrShuttingDown = errors.New("gateway is shutting down")
+	// ErrNoAgent: the startup probe found no agent's CLI, so every run
+	// would fail; the replica is not ready.
+	ErrNoAgent = errors.New("no agent CLI is installed")
 )
 
 // FieldError is an ErrInvalid or ErrUnsupported that names the request field

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -225,6 +226,9 @@ type Supervisor struct {
 	// disk is full); resume is closed when that ends.
 	degraded error
 	resume   chan struct{}
+	// noAgent, set by Start's probe, is why no run can succeed here:
+	// none of the agents' CLIs was found.
+	noAgent error
 }
 
 // task is a run queued or running on this supervisor.
@@ -312,11 +316,21 @@ func (s *Supervisor) Start(ctx context.Context) error {
 					a.info.Advisory = fmt.Sprintf("could not prepare its home %s: %v", a.Home, err)
 				}
 			}
-			s.log.Info("agent probed", zap.String("agent", name), zap.String("path", a.info.Path),
-				zap.String("version", a.info.Version), zap.String("compatibility", a.info.Compatibility))
+			fields := []zap.Field{zap.String("agent", name), zap.String("path", a.info.Path),
+				zap.String("version", a.info.Version), zap.String("compatibility", a.info.Compatibility)}
+			if !a.info.Installed || a.info.Compatibility == CompatUnrecognized {
+				// An operator who expected this agent must see why it
+				// will fail every run, without turning on info logs.
+				s.log.Warn("agent not usable", append(fields, zap.String("advisory", a.info.Advisory))...)
+				return
+			}
+			s.log.Info("agent probed", fields...)
 		})
 	}
 	probes.Wait()
+	s.mu.Lock()
+	s.noAgent = s.unusableLocked()
+	s.mu.Unlock()
 	if err := s.recover(ctx); err != nil {
 		return fmt.Errorf("recover interrupted runs: %w", err)
 	}
@@ -430,7 +444,22 @@ func (s *Supervisor) LastEventSeq(ctx context.Context, id string) (uint64, error
 	return last.Seq, nil
 }
 
-// Ready reports whether the supervisor can take runs.
+// unusableLocked returns ErrNoAgent, with each agent's advisory, when the
+// startup probe found none of them installed; nil when one is.
+func (s *Supervisor) unusableLocked() error {
+	why := make([]string, 0, len(s.names))
+	for _, n := range s.names {
+		info := s.agents[n].info
+		if info.Installed {
+			return nil
+		}
+		why = append(why, n+": "+info.Advisory)
+	}
+	return fmt.Errorf("%w: %s", ErrNoAgent, strings.Join(why, "; "))
+}
+
+// Ready reports whether the supervisor can take runs: not while it shuts
+// down, is degraded, or has no agent whose CLI it found.
 func (s *Supervisor) Ready(ctx context.Context) error {
 	s.mu.Lock()
 	closing := s.closing
@@ -440,6 +469,12 @@ func (s *Supervisor) Ready(ctx context.Context) error {
 	}
 	if err := s.degradedErr(); err != nil {
 		return err
+	}
+	s.mu.Lock()
+	noAgent := s.noAgent
+	s.mu.Unlock()
+	if noAgent != nil {
+		return noAgent
 	}
 	if s.cfg.Health != nil {
 		if err := s.cfg.Health(ctx); err != nil {
