@@ -225,6 +225,9 @@ func New(cfg Config, svc Service, obs Observer, metrics http.Handler, log *zap.L
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Get("/metrics", s.serveMetrics)
+	for _, p := range specRoutes {
+		r.Get(p, s.serveSpec)
+	}
 	read, write, admin := s.need(auth.RoleRead), s.need(auth.RoleWrite), s.need(auth.RoleAdmin)
 	r.With(read).Get("/v1/agents", s.listAgents)
 	r.With(write).Post("/v1/runs", s.createRun)

@@ -104,7 +104,8 @@ var unauthenticatedRoutes = []string{"/healthz", "/readyz", "/metrics"}
 // configured, every request is the anonymous admin.
 func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if slices.Contains(unauthenticatedRoutes, r.URL.Path) || r.Method == http.MethodOptions {
+		if slices.Contains(unauthenticatedRoutes, r.URL.Path) || r.Method == http.MethodOptions ||
+			(slices.Contains(specRoutes, r.URL.Path) && safeMethod(r.Method)) {
 			next.ServeHTTP(w, r)
 			return
 		}

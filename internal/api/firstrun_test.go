@@ -1,9 +1,12 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -68,5 +71,42 @@ func TestRunNotFoundSaysItOnce(t *testing.T) {
 		if e.Code != CodeNotFound || strings.Count(e.Message, id) != 1 || strings.Contains(e.Message, "get run") {
 			t.Errorf("GET %s: %+v, want not_found naming the run once", path, e)
 		}
+	}
+}
+
+// The gateway serves its own description without a key, byte for byte
+// the files in the repository, and a page that renders it.
+func TestServesItsSpec(t *testing.T) {
+	h := newHarness(t, Config{}, &fakeService{})
+	yamlFile, err := os.ReadFile(openAPIPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemaFile, err := os.ReadFile("../../events.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string][]byte{"/openapi.yaml": yamlFile, "/events.schema.json": schemaFile} {
+		resp, b := h.do(t, "GET", path, "")
+		if resp.StatusCode != http.StatusOK || !bytes.Equal(b, want) {
+			t.Errorf("GET %s: %d, %d bytes; want 200 and the repository's file (%d bytes)", path, resp.StatusCode, len(b), len(want))
+		}
+	}
+	resp, b := h.do(t, "GET", "/openapi.json", "")
+	var doc struct {
+		OpenAPI string         `json:"openapi"`
+		Paths   map[string]any `json:"paths"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &doc) != nil || doc.Paths["/v1/runs"] == nil || doc.Paths["/openapi.yaml"] == nil {
+		t.Errorf("GET /openapi.json: %d %.200s", resp.StatusCode, b)
+	}
+	resp, b = h.do(t, "GET", "/docs", "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(string(b), `src="/docs/docs.js"`) || resp.Header.Get("Content-Security-Policy") == "" {
+		t.Errorf("GET /docs: %d %q", resp.StatusCode, resp.Header)
+	}
+	resp, b = h.do(t, "GET", "/docs/docs.js", "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "/openapi.json") {
+		t.Errorf("GET /docs/docs.js: %d", resp.StatusCode)
 	}
 }
