@@ -4,8 +4,8 @@ import (
 	"context"
 	"io"
 	"os"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 )
 
