@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentgate/agentgate/internal/auth"
+	"github.com/agentgate/agentgate/internal/console"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -222,6 +223,11 @@ func New(cfg Config, svc Service, obs Observer, metrics http.Handler, log *zap.L
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
 
+	// The web console's page and files, which answer without a key: the
+	// API calls the page makes carry it (internal/console).
+	consoleFiles := console.Handler().ServeHTTP
+	r.Get(console.PagePath, consoleFiles)
+	r.Get(console.Prefix+"*", consoleFiles)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Get("/metrics", s.serveMetrics)

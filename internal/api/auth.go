@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentgate/agentgate/internal/auth"
+	"github.com/agentgate/agentgate/internal/console"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -100,12 +101,22 @@ var anonymous = auth.Key{Role: auth.RoleAdmin}
 // Prometheus server must reach them, and they say nothing of any run.
 var unauthenticatedRoutes = []string{"/healthz", "/readyz", "/metrics"}
 
+// consoleFile reports whether r reads a file of the web console: the page
+// and its scripts carry no secret and say nothing of any run, and a
+// browser cannot send a key with them.
+func consoleFile(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	return r.URL.Path == console.PagePath || strings.HasPrefix(r.URL.Path, console.Prefix)
+}
+
 // authenticate finds the request's key, or answers 401. With no Keys
 // configured, every request is the anonymous admin.
 func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if slices.Contains(unauthenticatedRoutes, r.URL.Path) || r.Method == http.MethodOptions ||
-			(slices.Contains(specRoutes, r.URL.Path) && safeMethod(r.Method)) {
+			(slices.Contains(specRoutes, r.URL.Path) && safeMethod(r.Method)) || consoleFile(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
