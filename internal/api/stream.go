@@ -71,6 +71,15 @@ func (s *server) streamEnded(w http.ResponseWriter, id string, st *stream, err e
 //
 //go:noinline
 func (s *server) openEvents(ctx context.Context, w http.ResponseWriter, r *http.Request) (id string, st *stream, cur runs.Cursor, ok bool) {
+	// AG-UI events (agui.go) are opened on their own: their resume
+	// point is another kind of id, and their cursor starts at the first
+	// event.
+	if ag, err := aguiRequested(r); err != nil {
+		s.fail(w, r, err)
+		return "", nil, nil, false
+	} else if ag {
+		return s.openAGUIEvents(ctx, w, r)
+	}
 	id, err := runID(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -141,6 +150,8 @@ type stream struct {
 	// nothing at or below it is written again.
 	last uint64
 	buf  []byte
+	// agui, when set, writes the events as AG-UI events (agui.go).
+	agui *aguiStream
 }
 
 // clientError is a failed write: the client is gone or too slow.
@@ -412,6 +423,9 @@ func batchLen(evs []runs.StoredEvent, limit int) int {
 // it is written. A run.completed at or before st.last (the client resumed
 // past it) is not written, and still ends the stream.
 func (st *stream) encode(evs []runs.StoredEvent) (rest []runs.StoredEvent, done bool) {
+	if st.agui != nil {
+		return st.agui.encode(st, evs)
+	}
 	// Sized once for the whole write: a client that lags gets batches
 	// larger than the buffer kept between writes, and growing it event by
 	// event would copy it over and over.
