@@ -1,82 +1,113 @@
-// Command mockmodel serves a mock model API on a loopback address, for
-// trying agent CLIs by hand and for benchmarks: the Anthropic Messages API
-// (the default, for Claude Code) or, with -api openai, the OpenAI Responses
-// API (for Codex). It prints the base URL (ANTHROPIC_BASE_URL, or a Codex
-// model provider's base_url, which ends in /v1) and serves until
-// interrupted.
-//
-//	mockmodel -scenario tool -command 'touch made-by-tool'
-//	mockmodel -addr 127.0.0.1:8089 -scenario error-429
-//	mockmodel -api openai -scenario helper
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
-
-	"github.com/agentgate/agentgate/internal/mock/anthropic"
-	"github.com/agentgate/agentgate/internal/mock/openai"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+	err := run(ctx, os.Args[1:], os.Stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "mockmodel:", err)
 		os.Exit(2)
 	}
 }
 
-// ledgerLimit keeps a long benchmark from growing the ledger without bound.
-const ledgerLimit = 1000
-
-// run serves until ctx is done.
+// run serves until ctx is done. The first line it writes to stdout is the
+// base URL, written once the server listens and, with -agent, once the
+// environment file and Codex's config.toml are in place, so that a reader
+// of that line may use them at once.
 func run(ctx context.Context, args []string, stdout io.Writer) error {
+	apis, agents := apis(), agents()
 	fs := flag.NewFlagSet("mockmodel", flag.ContinueOnError)
-	api := fs.String("api", "anthropic", "API to serve: anthropic or openai")
+	apiName := fs.String("api", "anthropic", "API to serve: "+strings.Join(sortedKeys(apis), ", "))
+	agentName := fs.String("agent", "", "serve the API of this agent and write its environment: "+strings.Join(sortedKeys(agents), ", "))
 	addr := fs.String("addr", "127.0.0.1:0", "loopback address to listen on")
-	name := fs.String("scenario", "text", "scenario; anthropic: "+strings.Join(anthropic.Names(), ", ")+
-		"; openai: "+strings.Join(openai.Names(), ", "))
+	name := fs.String("scenario", "text", "scenario; "+scenarioHelp(apis))
 	command := fs.String("command", "", "shell command of the tool scenarios (default: theirs)")
+	envFile := fs.String("env-file", "", "with -agent: write the gateway's environment for the agent here, as export lines")
+	codexHome := fs.String("codex-home", "", "with -agent codex: write config.toml, whose model provider is the mock, into this Codex home")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var (
-		url      string
-		shutdown func()
-	)
-	switch *api {
-	case "anthropic":
-		sc, err := anthropic.Named(*name, *command)
-		if err != nil {
-			return err
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	var ag *agent
+	scenario := *name
+	switch {
+	case *agentName != "":
+		a, ok := agents[*agentName]
+		if !ok {
+			return fmt.Errorf("unknown -agent %q (known: %s)", *agentName, strings.Join(sortedKeys(agents), ", "))
 		}
-		srv, err := anthropic.Start(*addr, sc, anthropic.LedgerLimit(ledgerLimit))
-		if err != nil {
-			return err
+		if set["api"] && *apiName != a.api {
+			return fmt.Errorf("-agent %s is served the %s API, not -api %s", *agentName, a.api, *apiName)
 		}
-		url, shutdown = srv.URL, srv.Close
-	case "openai":
-		sc, err := openai.Named(*name, *command)
-		if err != nil {
-			return err
+		if set["codex-home"] && !a.codexConfig {
+			return fmt.Errorf("-codex-home is for -agent codex, not %s", *agentName)
 		}
-		srv, err := openai.Start(*addr, sc, openai.LedgerLimit(ledgerLimit))
-		if err != nil {
-			return err
-		}
-		url, shutdown = srv.URL, srv.Close
-	default:
-		return fmt.Errorf("unknown -api %q (known: anthropic, openai)", *api)
+		ag, *apiName, scenario = &a, a.api, a.scenario(scenario)
+	case set["env-file"] || set["codex-home"]:
+		return errors.New("-env-file and -codex-home need -agent")
+	}
+	ap, ok := apis[*apiName]
+	if !ok {
+		return fmt.Errorf("unknown -api %q (known: %s)", *apiName, strings.Join(sortedKeys(apis), ", "))
+	}
+	url, shutdown, err := ap.start(*addr, scenario, *command)
+	if err != nil {
+		return err
 	}
 	defer shutdown()
+	if ag != nil {
+		if *envFile != "" {
+			if err := writeEnvFile(*envFile, ag.env(url)); err != nil {
+				return err
+			}
+		}
+		if *codexHome != "" {
+			if err := writeCodexConfig(*codexHome, url); err != nil {
+				return err
+			}
+		}
+	}
 	fmt.Fprintln(stdout, url)
 	<-ctx.Done()
 	return nil
+}
+
+// scenarioHelp lists each API's scenarios, for -scenario's usage line.
+func scenarioHelp(apis map[string]api) string {
+	var parts []string
+	for _, name := range sortedKeys(apis) {
+		parts = append(parts, name+": "+strings.Join(apis[name].names(), ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// sortedKeys returns m's keys, sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
