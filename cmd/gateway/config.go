@@ -109,6 +109,25 @@ type config struct {
 	MaxConnsPerClient int `envconfig:"MAX_CONNS_PER_CLIENT" default:"0"`
 	MaxConns          int `envconfig:"MAX_CONNS" default:"0"`
 
+	// Webhooks (internal/webhooks). WebhookSecret signs them, as
+	// whsec_<base64 of 24 to 64 bytes>; WebhookSecretPrevious signs too,
+	// while receivers move to a new secret. Without either, only tenants
+	// with a secret of their own in WebhooksFile get webhooks. WebhooksFile
+	// names the operator's per-tenant webhooks ("<tenant> <url> [<secrets>]"
+	// a line), re-read when it changes. WebhookAllowHosts lists the host
+	// names, addresses and CIDRs a webhook may reach though internal, and
+	// over plain http. The rest bound each attempt and the retries.
+	WebhookSecret         string        `envconfig:"WEBHOOK_SECRET"`
+	WebhookSecretPrevious string        `envconfig:"WEBHOOK_SECRET_PREVIOUS"`
+	WebhooksFile          string        `envconfig:"WEBHOOKS_FILE"`
+	WebhookAllowHosts     []string      `envconfig:"WEBHOOK_ALLOW_HOSTS"`
+	WebhookTimeout        time.Duration `envconfig:"WEBHOOK_TIMEOUT" default:"15s"`
+	WebhookMaxAttempts    int           `envconfig:"WEBHOOK_MAX_ATTEMPTS" default:"16"`
+	WebhookRetryMin       time.Duration `envconfig:"WEBHOOK_RETRY_MIN" default:"5s"`
+	WebhookRetryMax       time.Duration `envconfig:"WEBHOOK_RETRY_MAX" default:"2h"`
+	WebhookRetryFor       time.Duration `envconfig:"WEBHOOK_RETRY_FOR" default:"24h"`
+	WebhookWorkers        int           `envconfig:"WEBHOOK_WORKERS" default:"4"`
+
 	// The HTTP edge's settings (AGENTGATE_SSE_*, MAX_BODY_BYTES, …) are
 	// api.Config, read by the same envconfig call.
 	HTTP api.Config `ignored:"true"`
@@ -277,6 +296,7 @@ func (c *config) validate() error {
 		// is still going.
 		bad("RETENTION", "%s must be longer than MAX_RUN_TIMEOUT %s, or 0 to keep everything", c.Retention, c.MaxRunTimeout)
 	}
+	errs = append(errs, c.validateWebhooks()...)
 	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
 		bad("LOG_LEVEL", "%q is not one of debug, info, warn, error", c.LogLevel)
 	}

@@ -101,7 +101,7 @@ func newRedactor(cfg config, roster []runs.Adapter, getenv func(string) string) 
 			return nil, fmt.Errorf("AGENTGATE_REDACT_PATTERNS_FILE: %w", err)
 		}
 	}
-	literals := []string{cfg.StreamTokenSecret, cfg.StreamTokenSecretPrevious, cfg.SecretsKey}
+	literals := []string{cfg.StreamTokenSecret, cfg.StreamTokenSecretPrevious, cfg.SecretsKey, cfg.WebhookSecret, cfg.WebhookSecretPrevious}
 	for _, a := range roster {
 		for _, name := range a.Describe().CredentialEnv {
 			literals = append(literals, getenv(name))

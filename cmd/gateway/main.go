@@ -181,6 +181,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	rec.ObserveFanout(hub)
 	rec.ObservePacks(st)
+	// Runs' webhooks, sent by whichever replica is up (webhooks.go).
+	hooks, closeHooks, err := openWebhooks(ctx, cfg, st, reg, log.Named("webhooks"))
+	if err != nil {
+		return err
+	}
+	defer closeHooks()
 
 	// Each agent runs under a subreaper, so that processes escaping the
 	// run's cookie scan still die with the run: agentgate-reaper beside
@@ -224,7 +230,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("create %s: %w", tempRoot, err)
 	}
 	hide := []string{cfg.DataDir, cfg.WorkspaceRoot}
-	for _, p := range append([]string{cfg.APIKeysFile, cfg.RedactPatternsFile}, cfg.SandboxHide...) {
+	for _, p := range append([]string{cfg.APIKeysFile, cfg.RedactPatternsFile, cfg.WebhooksFile}, cfg.SandboxHide...) {
 		if p == "" {
 			continue
 		}
@@ -249,7 +255,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Quotas:      runs.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
 		Files:       runs.FileLimits{TTL: cfg.FileTTL, MaxBytes: cfg.HTTP.MaxFileBytes, MaxPerTenant: cfg.MaxFilesPerTenant},
 		MCPCommands: cfg.MCPCommands, MCPURLs: cfg.MCPURLs, SealKey: seal,
-		Cursors: hub,
+		Cursors: hub, Webhooks: hooks,
 	}, hub.Offering(st), agents, rec, log)
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	defer stopLoops()
@@ -275,7 +281,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	} else {
 		httpCfg.LoopbackHostsOnly = !cfg.InsecureNoAuth
 	}
-	handler.set(api.New(httpCfg, sup, rec, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), log))
+	handler.set(api.New(httpCfg, service{sup, hooks}, rec, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), log))
 	fmt.Fprintf(stdout, "agentgate listening on http://%s\n", ln.Addr())
 	log.Info("gateway started", zap.String("addr", ln.Addr().String()), zap.String("data_dir", cfg.DataDir),
 		zap.Bool("embedded_nats", cfg.NATSURL == ""))

@@ -261,6 +261,7 @@ func New(cfg Config, svc Service, obs Observer, metrics http.Handler, log *zap.L
 	r.With(read, own).Get("/v1/runs/{id}/files", s.runFiles)
 	r.With(read, own).Get("/v1/runs/{id}/files/*", s.runFile)
 	r.With(read, own).Get("/v1/runs/{id}/archive", s.runArchive)
+	r.With(read, own).Get("/v1/runs/{id}/webhooks", s.runWebhooks) // webhooks.go
 	s.router = r
 	return r
 }

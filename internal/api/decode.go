@@ -50,6 +50,7 @@ var requestFields = []string{
 	runs.FieldResumeSessionID, runs.FieldKeepSession, fieldMetadata, runs.FieldCwd, runs.FieldPermission,
 	runs.FieldApprovals, runs.FieldApprovalTimeoutSeconds, runs.FieldInteractive, runs.FieldIdleTimeoutSeconds,
 	runs.FieldMaxTotalTokens, runs.FieldMCPServers, runs.FieldAttachments,
+	runs.FieldWebhookURL,
 }
 
 // approvalModes are the values of the approvals field.
@@ -229,6 +230,14 @@ func decodeRunRequest(body []byte) (runs.Spec, error) {
 	}
 	if spec.Attachments, err = decodeAttachments(runs.FieldAttachments, f.get(runs.FieldAttachments)); err != nil {
 		return runs.Spec{}, err
+	}
+	// webhook_url: its syntax and the gateway's policy are the service's
+	// to check (runs.Webhooks).
+	if spec.WebhookURL, ok, err = f.str(runs.FieldWebhookURL); err != nil {
+		return runs.Spec{}, err
+	}
+	if ok && (spec.WebhookURL == "" || len(spec.WebhookURL) > runs.MaxWebhookURLBytes) {
+		return runs.Spec{}, invalidField(runs.FieldWebhookURL, fmt.Sprintf("must be an https URL of at most %d bytes", runs.MaxWebhookURLBytes))
 	}
 	return spec, nil
 }

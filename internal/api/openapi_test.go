@@ -299,6 +299,7 @@ var allCodes = []string{
 	CodeTooManyRunning, CodeTooManyQueued, CodeDailyBudgetExceeded, CodeTooManyStreams,
 	CodeInvalidAttachment, CodeAttachmentFileNotFound, CodeFileTooLarge, CodeTooManyFiles,
 	runs.CodeMCPCommandNotAllowed, runs.CodeMCPURLNotAllowed,
+	runs.CodeWebhooksDisabled, runs.CodeWebhookURLRefused,
 	CodeInvalidPath, CodeWorkspaceExpired, CodeWorkspaceOnOtherReplica, CodeArchiveTooLarge,
 	// Written by the listener (internal/netguard) before any request is
 	// read, or for one the HTTP server cannot parse, in the same shape.

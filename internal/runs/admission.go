@@ -46,6 +46,9 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	if err := checkSessionFields(a.Adapter.Describe(), spec); err != nil {
 		return Run{}, err
 	}
+	if err := s.checkWebhook(spec); err != nil {
+		return Run{}, err
+	}
 	if err := s.checkGiven(a.Adapter.Describe(), spec); err != nil {
 		return Run{}, err
 	}

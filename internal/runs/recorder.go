@@ -216,6 +216,7 @@ func (s *Supervisor) emit(t *task, evs ...Event) {
 		return
 	}
 	batch := make([]StoredEvent, 0, len(evs))
+	var hooks []StoredEvent // run.completed and approval.requested, for Config.Webhooks
 	t.mu.Lock()
 	evs = s.scrubEvents(t, evs)
 	// The budgets see every event of the run, as it is emitted.
@@ -242,9 +243,20 @@ func (s *Supervisor) emit(t *task, evs ...Event) {
 		b = red.Bytes(b) // whatever the payload's own pass missed: ids, metadata, new types
 		batch = append(batch, StoredEvent{Seq: ev.Seq, Type: ev.Type, JSON: b})
 		s.obs.Event(t.run.Agent, ev.Type)
+		if s.cfg.Webhooks != nil && isWebhookEvent(ev.Type) {
+			hooks = append(hooks, batch[len(batch)-1])
+		}
+	}
+	var hookRun Run
+	if len(hooks) > 0 {
+		hookRun = t.run
 	}
 	app := t.app
 	t.mu.Unlock()
+	if len(hooks) > 0 {
+		// Once the events are stored, or queued to be.
+		defer s.notifyWebhooks(hookRun, hooks)
+	}
 	if overBudget != nil {
 		s.stopTask(t, overBudget)
 	}

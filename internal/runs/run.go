@@ -94,6 +94,10 @@ type Spec struct {
 	// Attachments are the images attached to the prompt, as uploaded
 	// files (inline ones are uploaded at submission).
 	Attachments []Attachment `json:"attachments,omitempty"`
+	// WebhookURL receives the run's run.completed and approval.requested,
+	// signed (see internal/webhooks). Kept in the stored spec, not in the
+	// public run: its query may hold a token.
+	WebhookURL string `json:"webhook_url,omitempty"`
 
 	// IdempotencyKey is the request's Idempotency-Key header, not part of
 	// its body: submissions with one key make one run.
@@ -134,6 +138,7 @@ const (
 	FieldMaxTotalTokens = "max_total_tokens"
 	FieldMCPServers     = "mcp_servers"
 	FieldAttachments    = "attachments"
+	FieldWebhookURL     = "webhook_url"
 )
 
 // Run is the stored record of one run. Only the supervisor that owns the run

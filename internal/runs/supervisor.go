@@ -129,6 +129,10 @@ type Config struct {
 	// store: a replica's shared feed of each run's recent events (see
 	// internal/fanout), itself read from the store.
 	Cursors CursorOpener
+	// Webhooks, when set, checks runs' webhook URLs and is handed their
+	// run.completed and approval.requested (see Webhooks); nil: a run
+	// naming a webhook_url is refused.
+	Webhooks Webhooks
 }
 
 // CursorOpener opens cursors on runs' logs, as Store.OpenCursor does.

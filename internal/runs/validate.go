@@ -97,7 +97,7 @@ func (s Spec) Validate() error {
 			return err
 		}
 	}
-	return nil
+	return checkWebhookSyntax(s.WebhookURL)
 }
 
 // cleanRelative returns cwd cleaned, or an error when it is absolute or

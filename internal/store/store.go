@@ -86,6 +86,8 @@ type Store struct {
 	idem     jetstream.KeyValue    // Idempotency-Key → the run it made
 	tenants  jetstream.KeyValue    // tenant → its quota usage
 	files    jetstream.ObjectStore // uploaded files, expiring
+	hooks    jetstream.KeyValue    // webhook deliveries (webhooks.go)
+	senders  jetstream.Consumer    // the replicas' pulls of webhooks due
 	timeout  time.Duration
 	retryFor time.Duration
 	replicas int
@@ -221,6 +223,10 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	if err := s.openFiles(ctx, opts); err != nil {
+		s.readers.close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if err := s.openWebhooks(ctx, opts); err != nil {
 		s.readers.close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}

@@ -1,0 +1,72 @@
+package runs
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MaxWebhookURLBytes bounds Spec.WebhookURL.
+const MaxWebhookURLBytes = 2048
+
+// The codes of a refused webhook_url.
+const (
+	// CodeWebhooksDisabled: nothing would sign the run's webhooks.
+	CodeWebhooksDisabled = "webhooks_disabled"
+	// CodeWebhookURLRefused: the URL reaches an address the gateway's
+	// allow-list refuses.
+	CodeWebhookURLRefused = "webhook_url_refused"
+)
+
+// Webhooks is who sends runs' webhooks (internal/webhooks): Config.Webhooks.
+type Webhooks interface {
+	// CheckWebhookURL checks a spec's WebhookURL for the run's tenant at
+	// submission: nil, or an error wrapping ErrInvalid (a *FieldError
+	// naming FieldWebhookURL) that the client gets as a 400.
+	CheckWebhookURL(tenant, url string) error
+	// NotifyWebhooks is handed each run.completed and approval.requested
+	// of every run as it is emitted: the run (at run.completed, its
+	// finished record) and the event as it is stored (redacted). It must
+	// not block, and decides itself whether the run has a webhook.
+	NotifyWebhooks(r Run, ev StoredEvent)
+}
+
+// checkWebhookSyntax is Validate's check of WebhookURL: what needs no
+// configuration. The rest is Webhooks.CheckWebhookURL's.
+func checkWebhookSyntax(u string) error {
+	switch {
+	case u == "":
+		return nil
+	case len(u) > MaxWebhookURLBytes:
+		return Invalid(FieldWebhookURL, fmt.Sprintf("is longer than %d bytes", MaxWebhookURLBytes))
+	case !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://"):
+		return Invalid(FieldWebhookURL, "must be an https URL")
+	}
+	return nil
+}
+
+// checkWebhook checks a submitted spec's WebhookURL against the
+// gateway's webhook configuration.
+func (s *Supervisor) checkWebhook(spec Spec) error {
+	if spec.WebhookURL == "" {
+		return nil
+	}
+	if s.cfg.Webhooks == nil {
+		return &FieldError{Field: FieldWebhookURL, Kind: ErrInvalid, Code: CodeWebhooksDisabled,
+			Reason: "this gateway sends no webhooks"}
+	}
+	return s.cfg.Webhooks.CheckWebhookURL(spec.Tenant, spec.WebhookURL)
+}
+
+// isWebhookEvent reports whether events of type t are handed to
+// Config.Webhooks.
+func isWebhookEvent(t EventType) bool {
+	return t == EventRunCompleted || t == EventApprovalRequested
+}
+
+// notifyWebhooks hands what emit stored of the webhook events to
+// Config.Webhooks, with the run as it was then.
+func (s *Supervisor) notifyWebhooks(r Run, evs []StoredEvent) {
+	for _, ev := range evs {
+		s.cfg.Webhooks.NotifyWebhooks(r, ev)
+	}
+}
