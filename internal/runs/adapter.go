@@ -82,6 +82,18 @@ type HomePreparer interface {
 	PrepareHome(home string) error
 }
 
+// HostAdvisor is implemented by an adapter whose CLI works, but less well,
+// on a host that lacks something it looks for. The supervisor asks once, at
+// start, after the probe found the CLI, and adds the answer to the agent's
+// advisory and to a warning in the log, so that the CLI's own complaint
+// need not repeat in every run (Codex warns of a missing bubblewrap in each
+// session it starts).
+type HostAdvisor interface {
+	// HostAdvisory returns what the host lacks, given the agent's
+	// environment, or "" when it lacks nothing.
+	HostAdvisory(env []string) string
+}
+
 // BinaryResolver is implemented by an adapter whose installed command is a
 // launcher rather than the program to supervise. The Codex npm package's
 // command is a Node script that, killed, orphans the native binary it

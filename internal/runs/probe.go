@@ -39,7 +39,7 @@ func Probe(ctx context.Context, a Adapter, bin string, env []string) AgentInfo {
 	if bin == "" {
 		bin = d.DefaultBin
 	}
-	path, err := lookPath(bin, env)
+	path, err := LookPathIn(bin, env)
 	if err != nil {
 		info.Advisory = fmt.Sprintf("%s CLI not found (%s); install it with `%s`, or set its binary path", d.DisplayName, bin, d.InstallCommand)
 		return info
@@ -86,9 +86,9 @@ func Probe(ctx context.Context, a Adapter, bin string, env []string) AgentInfo {
 	return info
 }
 
-// lookPath resolves bin like exec.LookPath, but on the PATH of env rather
-// than the gateway's.
-func lookPath(bin string, env []string) (string, error) {
+// LookPathIn resolves bin like exec.LookPath, but on the PATH of env (an
+// agent's environment) rather than the gateway's.
+func LookPathIn(bin string, env []string) (string, error) {
 	if strings.Contains(bin, "/") {
 		p, err := exec.LookPath(bin)
 		if err != nil {

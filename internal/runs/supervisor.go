@@ -320,6 +320,12 @@ func (s *Supervisor) Start(ctx context.Context) error {
 					a.info.Advisory = fmt.Sprintf("could not prepare its home %s: %v", a.Home, err)
 				}
 			}
+			if ha, ok := a.Adapter.(HostAdvisor); ok && a.info.Installed {
+				if note := ha.HostAdvisory(s.childEnv(a, Command{})); note != "" {
+					a.info.Advisory += "; " + note
+					s.log.Warn("agent degraded on this host", zap.String("agent", name), zap.String("advisory", note))
+				}
+			}
 			fields := []zap.Field{zap.String("agent", name), zap.String("path", a.info.Path),
 				zap.String("version", a.info.Version), zap.String("compatibility", a.info.Compatibility)}
 			if !a.info.Installed || a.info.Compatibility == CompatUnrecognized {

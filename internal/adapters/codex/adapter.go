@@ -189,6 +189,17 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	}, nil
 }
 
+// HostAdvisory implements runs.HostAdvisor. Without bwrap on the agent's
+// PATH, Codex sandboxes commands with the bubblewrap it bundles and says so
+// in a configWarning at the start of every session; the decoder drops that
+// warning, and the agent's advisory says it once instead.
+func (a *Adapter) HostAdvisory(env []string) string {
+	if _, err := runs.LookPathIn("bwrap", env); err == nil {
+		return ""
+	}
+	return "bubblewrap (bwrap) is not on the agent's PATH, so Codex sandboxes commands with the copy it bundles; install bubblewrap (scripts/install-sandbox.sh), which the gateway's own sandbox needs too"
+}
+
 // NewDecoder implements runs.Adapter. A run that needs a Session (it is
 // interactive, or asks for approvals) gets one.
 func (a *Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {

@@ -447,6 +447,12 @@ func (d *decoder) notification(line []byte, m message) []runs.Event {
 		if msg == "" {
 			msg = strings.TrimSpace(n.Summary + " " + n.Details)
 		}
+		if m.Method == "configWarning" && isBundledBubblewrapNotice(msg) {
+			// About the host, not the run: the agent's advisory says it
+			// once (Adapter.HostAdvisory), and the command still runs,
+			// sandboxed by the bubblewrap Codex bundles.
+			return nil
+		}
 		return d.scope(n.ThreadID, []runs.Event{warning(kebab(m.Method), msg)})
 	case "account/rateLimits/updated":
 		return d.rateLimits(m)
@@ -831,4 +837,12 @@ func unparsed(line []byte, reason string) runs.Event {
 
 func warning(code, msg string) runs.Event {
 	return runs.NewEvent(runs.EventWarning, runs.WarningData{Code: code, Message: msg})
+}
+
+// isBundledBubblewrapNotice reports whether a configWarning is the one
+// Codex sends at the start of every session when bwrap is not on its PATH
+// ("Codex could not find bubblewrap on PATH. … Codex will use the bundled
+// bubblewrap in the meantime.", 0.171.0).
+func isBundledBubblewrapNotice(msg string) bool {
+	return strings.Contains(msg, "could not find bubblewrap on PATH")
 }

@@ -2,6 +2,8 @@ package codex
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -275,5 +277,42 @@ func TestHelperEventsBeforeTheSpawnCompleted(t *testing.T) {
 	}
 	if n != 2 {
 		t.Fatalf("%d helper messages, want 2: %+v", n, evs)
+	}
+}
+
+// Codex's notice that it uses its bundled bubblewrap is about the host,
+// which the agent's advisory says once: it is no warning of the run.
+// Other config warnings still are.
+func TestBundledBubblewrapNoticeIsNotARunWarning(t *testing.T) {
+	d := newDecoder(runs.Invocation{Dir: "/w/run", Spec: runs.Spec{Prompt: "hi"}}, nil)
+	handshake(t, d, "th0")
+	notice := `{"method":"configWarning","params":{"summary":"Codex could not find bubblewrap on PATH. Install bubblewrap with your OS package manager. See the sandbox prerequisites: https://developers.openai.com/codex/concepts/sandboxing#prerequisites. Codex will use the bundled bubblewrap in the meantime."}}`
+	if evs := d.Decode([]byte(notice)); len(evs) != 0 {
+		t.Errorf("the bubblewrap notice gave %+v, want nothing", evs)
+	}
+	other := `{"method":"configWarning","params":{"summary":"unknown key in config.toml: modle"}}`
+	evs := d.Decode([]byte(other))
+	if len(evs) != 1 || evs[0].Type != runs.EventWarning {
+		t.Fatalf("another config warning gave %+v, want a warning", evs)
+	}
+	if b, _ := json.Marshal(evs[0].Data); !strings.Contains(string(b), "modle") {
+		t.Errorf("warning data %s", b)
+	}
+}
+
+// HostAdvisory names a missing bwrap, looked up on the agent's PATH, and
+// says nothing when one is there.
+func TestHostAdvisoryNamesMissingBubblewrap(t *testing.T) {
+	a := &Adapter{}
+	empty := t.TempDir()
+	if note := a.HostAdvisory([]string{"PATH=" + empty}); !strings.Contains(note, "bubblewrap") {
+		t.Errorf("without bwrap: %q", note)
+	}
+	withBwrap := t.TempDir()
+	if err := os.WriteFile(filepath.Join(withBwrap, "bwrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if note := a.HostAdvisory([]string{"PATH=" + empty + ":" + withBwrap}); note != "" {
+		t.Errorf("with bwrap on the PATH: %q", note)
 	}
 }
