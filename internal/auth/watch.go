@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"os"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/agentgate/agentgate/internal/filewatch"
 )
 
 // DefaultInterval is how often Watch looks at the keys file when given no
@@ -52,120 +50,31 @@ func Watch(ctx context.Context, path string, log *zap.Logger, interval time.Dura
 		interval = DefaultInterval
 	}
 	f := &KeyFile{path: path, log: log.With(zap.String("path", path)), done: make(chan struct{})}
-	st, err := stat(path)
+	w, kr, err := filewatch.Load(path, keysFormat)
 	if err != nil {
-		return nil, fmt.Errorf("keys file: %w", err)
-	}
-	data, kr, err := load(path)
-	if err != nil {
-		return nil, fmt.Errorf("keys file %s: %w", path, err)
+		return nil, err
 	}
 	f.ring.Store(kr)
 	f.log.Info("keys file loaded", zap.Int("keys", kr.Len()), zap.Int("tenants", len(kr.tenants)))
-	go f.watch(ctx, interval, st, data)
+	go func() {
+		defer close(f.done)
+		w.Watch(ctx, interval, f.log, func(kr *Keyring) {
+			f.ring.Store(kr)
+			f.log.Info("keys file reloaded", zap.Int("keys", kr.Len()), zap.Int("tenants", len(kr.tenants)))
+		})
+	}()
 	return f, nil
 }
 
 var errEmpty = errors.New("empty (a file of no keys needs at least a comment)")
 
-// fileID is what tells one version of the file from the next without
-// reading it.
-type fileID struct {
-	dev, ino    uint64
-	size        int64
-	mtime, ctim int64
-}
-
-func stat(path string) (fileID, error) {
-	fi, err := os.Stat(path) // follows symlinks: the target is what counts
-	if err != nil {
-		return fileID{}, err
-	}
-	id := fileID{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-	if s, ok := fi.Sys().(*syscall.Stat_t); ok {
-		id.dev, id.ino = uint64(s.Dev), s.Ino
-		id.ctim = s.Ctim.Nano()
-	}
-	return id, nil
-}
-
-// load reads and parses the file whole, bounded by maxFileLen.
-func load(path string) ([]byte, *Keyring, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer fh.Close()
-	data, err := io.ReadAll(io.LimitReader(fh, maxFileLen+1))
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(data) > maxFileLen {
-		return nil, nil, fmt.Errorf("larger than %d bytes", maxFileLen)
-	}
-	if len(data) == 0 {
-		// An editor saving in place truncates the file before writing it:
-		// taken at its word, that moment would revoke every key.
-		return nil, nil, errEmpty
-	}
-	kr, err := ParseKeys(bytes.NewReader(data))
-	if err != nil {
-		return nil, nil, err
-	}
-	return data, kr, nil
-}
-
-func (f *KeyFile) watch(ctx context.Context, interval time.Duration, last fileID, data []byte) {
-	defer close(f.done)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	var lastErr string
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		// Stat before reading: a write that lands after the stat changes
-		// the file's identity again, so it is read on the next tick.
-		st, err := stat(f.path)
-		if err == nil && st == last {
-			continue
-		}
-		if err == nil {
-			var kr *Keyring
-			var got []byte
-			got, kr, err = load(f.path)
-			if after, serr := stat(f.path); err == nil && (serr != nil || after != st) {
-				// Changed while being read (a writer still at work): the
-				// next tick reads the finished version.
-				continue
-			}
-			if err == nil {
-				last, lastErr = st, ""
-				if !bytes.Equal(got, data) {
-					data = got
-					f.ring.Store(kr)
-					f.log.Info("keys file reloaded", zap.Int("keys", kr.Len()), zap.Int("tenants", len(kr.tenants)))
-				}
-				continue
-			}
-			// An invalid version is not read again until it changes; a
-			// read that failed is retried on the next tick.
-			if _, invalid := errors.AsType[*ParseError](err); invalid {
-				last = st
-			}
-		}
-		// Log each distinct failure once, not once per tick.
-		if err.Error() != lastErr {
-			lastErr = err.Error()
-			fields := []zap.Field{zap.Error(err)}
-			if pe, ok := errors.AsType[*ParseError](err); ok {
-				fields = append(fields, zap.Int("line", pe.Line))
-			}
-			f.log.Error("keys file not reloaded, keeping the last valid version", fields...)
-		}
-	}
+// keysFormat is how Watch reads a keys file.
+var keysFormat = filewatch.Format[*Keyring]{
+	Name:    "keys file",
+	MaxLen:  maxFileLen,
+	Empty:   errEmpty,
+	Parse:   func(data []byte) (*Keyring, error) { return ParseKeys(bytes.NewReader(data)) },
+	Invalid: filewatch.InvalidAs(func(e *ParseError) int { return e.Line }),
 }
 
 // Lookup returns the key whose secret is secret, from the current version

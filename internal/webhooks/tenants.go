@@ -7,15 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/agentgate/agentgate/internal/auth"
+	"github.com/agentgate/agentgate/internal/filewatch"
 )
 
 // AnonymousTenant names, in the tenants file, the one tenant of a gateway
@@ -153,12 +152,10 @@ func (t *Tenants) parseLine(line string, n int, first map[string]int, check func
 // TenantsFile is a tenants file kept current: Tenants always returns the
 // last valid version. Safe for concurrent use.
 type TenantsFile struct {
-	path        string
-	log         *zap.Logger
-	check       func(string) error
-	haveDefault bool
-	cur         atomic.Pointer[Tenants]
-	done        chan struct{}
+	path string
+	log  *zap.Logger
+	cur  atomic.Pointer[Tenants]
+	done chan struct{}
 }
 
 // WatchTenants loads the tenants file at path and, every interval (1 s
@@ -173,17 +170,27 @@ func WatchTenants(ctx context.Context, path string, check func(string) error, ha
 	if interval <= 0 {
 		interval = time.Second
 	}
-	f := &TenantsFile{path: path, log: log.With(zap.String("path", path)), check: check, haveDefault: haveDefault, done: make(chan struct{})}
-	id, err := statFile(path)
+	f := &TenantsFile{path: path, log: log.With(zap.String("path", path)), done: make(chan struct{})}
+	w, t, err := filewatch.Load(path, filewatch.Format[*Tenants]{
+		Name:   "webhooks file",
+		MaxLen: maxTenantsFile,
+		Empty:  errors.New("empty (a file of no webhooks needs at least a comment)"),
+		Parse: func(data []byte) (*Tenants, error) {
+			return ParseTenants(bytes.NewReader(data), check, haveDefault)
+		},
+		Invalid: filewatch.InvalidAs(func(e *TenantsError) int { return e.Line }),
+	})
 	if err != nil {
-		return nil, fmt.Errorf("webhooks file: %w", err)
-	}
-	data, t, err := f.load()
-	if err != nil {
-		return nil, fmt.Errorf("webhooks file %s: %w", path, err)
+		return nil, err
 	}
 	f.cur.Store(t)
-	go f.watch(ctx, interval, id, data)
+	go func() {
+		defer close(f.done)
+		w.Watch(ctx, interval, f.log, func(t *Tenants) {
+			f.cur.Store(t)
+			f.log.Info("webhooks file reloaded", zap.Int("tenants", t.Len()))
+		})
+	}()
 	return f, nil
 }
 
@@ -195,90 +202,3 @@ func (f *TenantsFile) Path() string { return f.path }
 
 // Wait returns once the watch has stopped (its ctx ended).
 func (f *TenantsFile) Wait() { <-f.done }
-
-type fileID struct {
-	dev, ino    uint64
-	size        int64
-	mtime, ctim int64
-}
-
-func statFile(path string) (fileID, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fileID{}, err
-	}
-	id := fileID{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-	if s, ok := fi.Sys().(*syscall.Stat_t); ok {
-		id.dev, id.ino, id.ctim = uint64(s.Dev), s.Ino, s.Ctim.Nano()
-	}
-	return id, nil
-}
-
-func (f *TenantsFile) load() ([]byte, *Tenants, error) {
-	fh, err := os.Open(f.path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer fh.Close()
-	data, err := io.ReadAll(io.LimitReader(fh, maxTenantsFile+1))
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(data) > maxTenantsFile {
-		return nil, nil, fmt.Errorf("larger than %d bytes", maxTenantsFile)
-	}
-	if len(data) == 0 {
-		return nil, nil, errors.New("empty (a file of no webhooks needs at least a comment)")
-	}
-	t, err := ParseTenants(bytes.NewReader(data), f.check, f.haveDefault)
-	if err != nil {
-		return nil, nil, err
-	}
-	return data, t, nil
-}
-
-func (f *TenantsFile) watch(ctx context.Context, interval time.Duration, last fileID, data []byte) {
-	defer close(f.done)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	var lastErr string
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		id, err := statFile(f.path)
-		if err == nil && id == last {
-			continue
-		}
-		if err == nil {
-			var got []byte
-			var t *Tenants
-			got, t, err = f.load()
-			if after, serr := statFile(f.path); err == nil && (serr != nil || after != id) {
-				continue // still being written: the next tick reads it whole
-			}
-			if err == nil {
-				last, lastErr = id, ""
-				if !bytes.Equal(got, data) {
-					data = got
-					f.cur.Store(t)
-					f.log.Info("webhooks file reloaded", zap.Int("tenants", t.Len()))
-				}
-				continue
-			}
-			if _, invalid := errors.AsType[*TenantsError](err); invalid {
-				last = id // not read again until it changes
-			}
-		}
-		if err.Error() != lastErr {
-			lastErr = err.Error()
-			fields := []zap.Field{zap.Error(err)}
-			if te, ok := errors.AsType[*TenantsError](err); ok {
-				fields = append(fields, zap.Int("line", te.Line))
-			}
-			f.log.Error("webhooks file not reloaded, keeping the last valid version", fields...)
-		}
-	}
-}
