@@ -16,6 +16,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/agentgate/agentgate/internal/api"
+	"github.com/agentgate/agentgate/internal/levenshtein"
 	"go.uber.org/zap/zapcore"
 )
 
@@ -399,7 +400,7 @@ func unknownSettings(environ []string, agentNames []string) []string {
 func nearest(s string, names []string) string {
 	best, bestD := "", -1
 	for _, n := range names {
-		d := editDistance(strings.TrimPrefix(s, "AGENTGATE_"), strings.TrimPrefix(n, "AGENTGATE_"))
+		d := levenshtein.Distance(strings.TrimPrefix(s, "AGENTGATE_"), strings.TrimPrefix(n, "AGENTGATE_"))
 		if bestD < 0 || d < bestD {
 			best, bestD = n, d
 		}
@@ -408,25 +409,4 @@ func nearest(s string, names []string) string {
 		return ""
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance of a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

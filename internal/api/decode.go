@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/levenshtein"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -409,32 +410,11 @@ func closest(name string, known []string) string {
 	}
 	best, bestD := "", 3
 	for _, k := range known {
-		if d := editDistance(strings.ToLower(name), k); d < bestD {
+		if d := levenshtein.Distance(strings.ToLower(name), k); d < bestD {
 			best, bestD = k, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance of a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // fields are the members of a request object by name.
