@@ -104,11 +104,7 @@ func (c *Checker) order(typ EventType) error {
 func (c *Checker) fields(typ EventType, f fieldSet) error {
 	switch typ {
 	case RunStarted:
-		thread, err := f.str("threadId", true)
-		if err != nil {
-			return err
-		}
-		run, err := f.str("runId", true)
+		thread, run, err := f.runIDs()
 		if err != nil {
 			return err
 		}
@@ -124,11 +120,7 @@ func (c *Checker) fields(typ EventType, f fieldSet) error {
 		clear(c.thoughts)
 		clear(c.steps)
 	case RunFinished:
-		thread, err := f.str("threadId", true)
-		if err != nil {
-			return err
-		}
-		run, err := f.str("runId", true)
+		thread, run, err := f.runIDs()
 		if err != nil {
 			return err
 		}
@@ -163,11 +155,7 @@ func (c *Checker) fields(typ EventType, f fieldSet) error {
 		}
 		c.started, c.ended = false, string(RunError)
 	case StepStarted, StepFinished:
-		name, err := f.str("stepName", true)
-		if err != nil {
-			return err
-		}
-		return toggle(c.steps, nil, name, typ == StepStarted, "step")
+		return f.toggleID("stepName", c.steps, nil, typ == StepStarted, "step")
 	case TextMessageStart:
 		id, err := f.str("messageId", true)
 		if err != nil {
@@ -184,30 +172,13 @@ func (c *Checker) fields(typ EventType, f fieldSet) error {
 		}
 		return toggle(c.texts, c.used, id, true, "text message")
 	case TextMessageContent, ReasoningMessageContent:
-		id, err := f.str("messageId", true)
-		if err != nil {
-			return err
-		}
-		delta, err := f.str("delta", true)
-		if err != nil {
-			return err
-		}
-		if delta == "" {
-			return errors.New("delta is empty")
-		}
 		open, what := c.texts, "text message"
 		if typ == ReasoningMessageContent {
 			open, what = c.thoughts, "reasoning message"
 		}
-		if !open[id] {
-			return fmt.Errorf("no open %s %q", what, id)
-		}
+		return f.delta("messageId", open, what)
 	case TextMessageEnd:
-		id, err := f.str("messageId", true)
-		if err != nil {
-			return err
-		}
-		return toggle(c.texts, nil, id, false, "text message")
+		return f.toggleID("messageId", c.texts, nil, false, "text message")
 	case ToolCallStart:
 		id, err := f.str("toolCallId", true)
 		if err != nil {
@@ -218,26 +189,9 @@ func (c *Checker) fields(typ EventType, f fieldSet) error {
 		}
 		return toggle(c.tools, c.used, id, true, "tool call")
 	case ToolCallArgs:
-		id, err := f.str("toolCallId", true)
-		if err != nil {
-			return err
-		}
-		delta, err := f.str("delta", true)
-		if err != nil {
-			return err
-		}
-		if delta == "" {
-			return errors.New("delta is empty")
-		}
-		if !c.tools[id] {
-			return fmt.Errorf("no open tool call %q", id)
-		}
+		return f.delta("toolCallId", c.tools, "tool call")
 	case ToolCallEnd:
-		id, err := f.str("toolCallId", true)
-		if err != nil {
-			return err
-		}
-		return toggle(c.tools, nil, id, false, "tool call")
+		return f.toggleID("toolCallId", c.tools, nil, false, "tool call")
 	case ToolCallResult:
 		id, err := f.str("messageId", true)
 		if err != nil {
@@ -257,15 +211,11 @@ func (c *Checker) fields(typ EventType, f fieldSet) error {
 		}
 		c.used[id] = true
 	case ReasoningStart, ReasoningEnd:
-		id, err := f.str("messageId", true)
-		if err != nil {
-			return err
-		}
 		used := c.used
 		if typ == ReasoningEnd {
 			used = nil
 		}
-		return toggle(c.spans, used, id, typ == ReasoningStart, "reasoning span")
+		return f.toggleID("messageId", c.spans, used, typ == ReasoningStart, "reasoning span")
 	case ReasoningMessageStart:
 		id, err := f.str("messageId", true)
 		if err != nil {
@@ -276,11 +226,7 @@ func (c *Checker) fields(typ EventType, f fieldSet) error {
 		}
 		return toggle(c.thoughts, c.used, id, true, "reasoning message")
 	case ReasoningMessageEnd:
-		id, err := f.str("messageId", true)
-		if err != nil {
-			return err
-		}
-		return toggle(c.thoughts, nil, id, false, "reasoning message")
+		return f.toggleID("messageId", c.thoughts, nil, false, "reasoning message")
 	case StateSnapshot:
 		raw, ok := f["snapshot"]
 		if !ok {
@@ -365,6 +311,49 @@ func (f fieldSet) str(name string, required bool) (string, error) {
 		return "", fmt.Errorf("%s is not a string", name)
 	}
 	return s, nil
+}
+
+// runIDs returns the threadId and runId members, which a run's start and
+// end must both have.
+func (f fieldSet) runIDs() (thread, run string, err error) {
+	if thread, err = f.str("threadId", true); err != nil {
+		return "", "", err
+	}
+	if run, err = f.str("runId", true); err != nil {
+		return "", "", err
+	}
+	return thread, run, nil
+}
+
+// toggleID opens or closes, as toggle does, the id in member idName, which
+// must be there.
+func (f fieldSet) toggleID(idName string, open, used map[string]bool, opening bool, what string) error {
+	id, err := f.str(idName, true)
+	if err != nil {
+		return err
+	}
+	return toggle(open, used, id, opening, what)
+}
+
+// delta checks an event that adds a delta to the open what named by the
+// id in member idName: the delta must be a string, and not empty, as this
+// package promises.
+func (f fieldSet) delta(idName string, open map[string]bool, what string) error {
+	id, err := f.str(idName, true)
+	if err != nil {
+		return err
+	}
+	delta, err := f.str("delta", true)
+	if err != nil {
+		return err
+	}
+	if delta == "" {
+		return errors.New("delta is empty")
+	}
+	if !open[id] {
+		return fmt.Errorf("no open %s %q", what, id)
+	}
+	return nil
 }
 
 func checkInputEcho(raw json.RawMessage) error {
