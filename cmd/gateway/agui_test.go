@@ -19,23 +19,33 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
+// nodeTools finds node and the packages a test's Node.js tool needs under
+// tools/<dir>/node_modules, or fails naming the script that installs them,
+// scripts/install-<dir>.sh. It returns node and the tool's directory.
+func nodeTools(t *testing.T, dir string, pkgs ...string) (node, absDir string) {
+	t.Helper()
+	install := "scripts/install-" + dir + ".sh"
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is not installed (Node.js 20 or later is needed): install it, then run %s", install)
+	}
+	absDir, err = filepath.Abs(filepath.Join("../../tools", dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range pkgs {
+		if _, err := os.Stat(filepath.Join(absDir, "node_modules", pkg, "package.json")); err != nil {
+			t.Fatalf("%s is not installed in tools/%s: run %s", pkg, dir, install)
+		}
+	}
+	return node, absDir
+}
+
 // aguiValidator is tools/agui/validate.mjs, which checks AG-UI streams with
 // AG-UI's own schemas and client; the test fails without it.
 func aguiValidator(t *testing.T) (node, script string) {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not installed (Node.js 20 or later is needed): install it, then run scripts/install-agui.sh")
-	}
-	dir, err := filepath.Abs("../../tools/agui")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, pkg := range []string{"@ag-ui/core", "@ag-ui/client", "zod", "rxjs"} {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg, "package.json")); err != nil {
-			t.Fatalf("%s is not installed in tools/agui: run scripts/install-agui.sh", pkg)
-		}
-	}
+	node, dir := nodeTools(t, "agui", "@ag-ui/core", "@ag-ui/client", "zod", "rxjs")
 	return node, filepath.Join(dir, "validate.mjs")
 }
 

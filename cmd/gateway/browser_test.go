@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -300,9 +299,7 @@ window.addEventListener("unhandledrejection", (e) => fail("page error: " + e.rea
 type streamRecord struct {
 	LastEventID    string
 	HasLastEventID bool
-	Status         int
-	IDs            []string // ids of the events passed to the browser
-	Dropped        bool     // the proxy cut the connection
+	tappedStream
 }
 
 // streamTaps records every event stream the proxy passes on; the first is
@@ -320,12 +317,12 @@ func (s *streamTaps) open(w http.ResponseWriter, r *http.Request) *sseTap {
 		rec.HasLastEventID = true
 		rec.LastEventID = strings.Join(v, ",")
 	}
-	cut := 0
+	tap := &sseTap{ResponseWriter: w, mu: &s.mu, rec: &rec.tappedStream}
 	if len(s.streams) == 0 {
-		cut = dropAfter
+		tap.cutAfter = func(events int, _ string) bool { return events == dropAfter }
 	}
 	s.streams = append(s.streams, rec)
-	return &sseTap{ResponseWriter: w, taps: s, rec: rec, cut: cut}
+	return tap
 }
 
 func (s *streamTaps) snapshot() []streamRecord {
@@ -334,7 +331,7 @@ func (s *streamTaps) snapshot() []streamRecord {
 	out := make([]streamRecord, len(s.streams))
 	for i, r := range s.streams {
 		out[i] = *r
-		out[i].IDs = append([]string(nil), r.IDs...)
+		out[i].tappedStream = r.tappedStream.clone()
 	}
 	return out
 }
@@ -342,93 +339,6 @@ func (s *streamTaps) snapshot() []streamRecord {
 func (s *streamTaps) String() string {
 	b, _ := json.Marshal(s.snapshot())
 	return string(b)
-}
-
-// errDropped is what the tap's Write returns once it has cut the stream.
-// ReverseProxy answers a failed copy with panic(http.ErrAbortHandler), and
-// the server then closes the connection without the final chunk: to the
-// browser, a stream broken off mid-way.
-var errDropped = errors.New("stream dropped by the test proxy")
-
-// sseTap passes one event stream to the browser, noting the ids of the
-// events it passes; with cut > 0 it ends the connection right after the
-// cut-th event, once that event has been flushed.
-type sseTap struct {
-	http.ResponseWriter
-	taps *streamTaps
-	rec  *streamRecord
-	cut  int
-
-	line    []byte // the unfinished line
-	id      string // the id field of the event being read
-	hasData bool
-	events  int
-	dropped bool
-}
-
-func (w *sseTap) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func (w *sseTap) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
-
-func (w *sseTap) WriteHeader(code int) {
-	w.taps.mu.Lock()
-	w.rec.Status = code
-	w.taps.mu.Unlock()
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *sseTap) Write(p []byte) (int, error) {
-	if w.dropped {
-		return 0, errDropped
-	}
-	end := len(p)
-	for i, c := range p {
-		if c != '\n' {
-			w.line = append(w.line, c)
-			continue
-		}
-		if w.endLine() {
-			end = i + 1
-			w.dropped = true
-			break
-		}
-	}
-	n, err := w.ResponseWriter.Write(p[:end])
-	if err != nil || !w.dropped {
-		return n, err
-	}
-	if err := http.NewResponseController(w.ResponseWriter).Flush(); err != nil {
-		return n, err
-	}
-	w.taps.mu.Lock()
-	w.rec.Dropped = true
-	w.taps.mu.Unlock()
-	return n, errDropped
-}
-
-// endLine interprets one finished line (the gateway ends lines with LF
-// only) and reports whether it was the blank line that ends the event
-// after which the stream is to be cut.
-func (w *sseTap) endLine() bool {
-	line := strings.TrimSuffix(string(w.line), "\r")
-	w.line = w.line[:0]
-	switch {
-	case line == "":
-		if !w.hasData {
-			return false // retry:, a ping or a stray blank line
-		}
-		w.hasData = false
-		w.events++
-		w.taps.mu.Lock()
-		w.rec.IDs = append(w.rec.IDs, w.id)
-		w.taps.mu.Unlock()
-		return w.cut > 0 && w.events == w.cut
-	case strings.HasPrefix(line, "id:"):
-		w.id = strings.TrimPrefix(strings.TrimPrefix(line, "id:"), " ")
-	case strings.HasPrefix(line, "data:"):
-		w.hasData = true
-	}
-	return false
 }
 
 // browser is one headless Chromium, in its own process group, with its
@@ -468,16 +378,24 @@ func startBrowser(t *testing.T, bin, pageURL string) *browser {
 	// A file, not a pipe: a leftover process holding a pipe would keep
 	// Wait waiting.
 	b.cmd.Stdout, b.cmd.Stderr = out, out
+	b.start(t)
+	return b
+}
+
+// start starts b.cmd in a process group of its own, reaps it in the
+// background (closing exited) and has stop kill all of it when the test
+// ends.
+func (b *browser) start(t *testing.T) {
+	t.Helper()
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := b.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
+		t.Fatalf("start %s: %v", b.cmd.Path, err)
 	}
 	go func() {
 		b.exitErr = b.cmd.Wait()
 		close(b.exited)
 	}()
 	t.Cleanup(b.stop)
-	return b
 }
 
 // stop kills the browser's process group and every other process that

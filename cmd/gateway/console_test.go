@@ -27,7 +27,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -129,17 +128,7 @@ func consoleTools(t *testing.T) (node, script string) {
 	if _, err := os.Stat(chromiumBin); err != nil {
 		t.Fatalf("chromium is not installed at %s (%v): run scripts/install-browser.sh (as root) first", chromiumBin, err)
 	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is not installed (%v): install Node.js 20 or later (scripts/install-agents.sh needs it too)", err)
-	}
-	dir, err := filepath.Abs("../../tools/console-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "playwright-core", "package.json")); err != nil {
-		t.Fatalf("playwright-core is not installed (%v): run scripts/install-console-test.sh first", err)
-	}
+	node, dir := nodeTools(t, "console-test", "playwright-core")
 	return node, filepath.Join(dir, "console.mjs")
 }
 
@@ -188,16 +177,8 @@ func runConsoleScript(t *testing.T, pageURL, outDir string, plan map[string]any)
 		"CONSOLE_TEST_PLAN=" + string(planJSON), "CONSOLE_TEST_CHROMIUM=" + chromiumBin,
 	}
 	b.cmd.Stdout, b.cmd.Stderr = out, out
-	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
-	if err := b.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", node, err)
-	}
-	go func() {
-		b.exitErr = b.cmd.Wait()
-		close(b.exited)
-	}()
-	t.Cleanup(b.stop)
+	b.start(t)
 	select {
 	case <-b.exited:
 	case <-time.After(consoleScriptTimeout):
@@ -460,10 +441,7 @@ func (g *gateway) streamWithKey(t *testing.T, id string, key testKey) (int, []ru
 type consoleStream struct {
 	Query       url.Values
 	LastEventID string
-	Status      int
-	IDs         []string // ids of the events passed on
-	Types       []string // their types
-	Dropped     bool     // the proxy cut the connection
+	tappedStream
 }
 
 // consoleTaps passes the page's event streams on: the first is cut right
@@ -481,10 +459,10 @@ func (c *consoleTaps) serve(proxy http.Handler, w http.ResponseWriter, r *http.R
 	n := len(c.streams)
 	c.streams = append(c.streams, rec)
 	c.mu.Unlock()
-	tap := &cutTap{ResponseWriter: w, taps: c, rec: rec}
+	tap := &sseTap{ResponseWriter: w, mu: &c.mu, rec: &rec.tappedStream}
 	switch n {
 	case 0:
-		tap.cutAfter = string(runs.EventApprovalRequested)
+		tap.cutAfter = func(_ int, typ string) bool { return typ == string(runs.EventApprovalRequested) }
 	case 1:
 		q := r.URL.Query()
 		q.Set("token", q.Get("token")+"spoiled")
@@ -500,8 +478,7 @@ func (c *consoleTaps) snapshot() []consoleStream {
 	out := make([]consoleStream, len(c.streams))
 	for i, s := range c.streams {
 		out[i] = *s
-		out[i].IDs = slices.Clone(s.IDs)
-		out[i].Types = slices.Clone(s.Types)
+		out[i].tappedStream = s.tappedStream.clone()
 	}
 	return out
 }
@@ -513,86 +490,4 @@ func (c *consoleTaps) String() string {
 			i, s.Query.Get("after"), s.LastEventID, s.Status, s.Dropped, s.IDs, s.Types)
 	}
 	return b.String()
-}
-
-// cutTap passes one event stream on, noting each event's id and type;
-// with cutAfter set it ends the connection right after the first event of
-// that type, once the event is flushed (see sseTap: the proxy's abort
-// closes the connection without the final chunk).
-type cutTap struct {
-	http.ResponseWriter
-	taps     *consoleTaps
-	rec      *consoleStream
-	cutAfter string
-
-	line    []byte
-	id, typ string
-	hasData bool
-	dropped bool
-}
-
-func (w *cutTap) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func (w *cutTap) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
-
-func (w *cutTap) WriteHeader(code int) {
-	w.taps.mu.Lock()
-	w.rec.Status = code
-	w.taps.mu.Unlock()
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *cutTap) Write(p []byte) (int, error) {
-	if w.dropped {
-		return 0, errDropped
-	}
-	end := len(p)
-	for i, c := range p {
-		if c != '\n' {
-			w.line = append(w.line, c)
-			continue
-		}
-		if w.endLine() {
-			end = i + 1
-			w.dropped = true
-			break
-		}
-	}
-	n, err := w.ResponseWriter.Write(p[:end])
-	if err != nil || !w.dropped {
-		return n, err
-	}
-	if err := http.NewResponseController(w.ResponseWriter).Flush(); err != nil {
-		return n, err
-	}
-	w.taps.mu.Lock()
-	w.rec.Dropped = true
-	w.taps.mu.Unlock()
-	return n, errDropped
-}
-
-// endLine reads one finished line and reports whether it ended the event
-// to cut after.
-func (w *cutTap) endLine() bool {
-	line := strings.TrimSuffix(string(w.line), "\r")
-	w.line = w.line[:0]
-	switch {
-	case line == "":
-		if !w.hasData {
-			return false
-		}
-		w.hasData = false
-		w.taps.mu.Lock()
-		w.rec.IDs = append(w.rec.IDs, w.id)
-		w.rec.Types = append(w.rec.Types, w.typ)
-		w.taps.mu.Unlock()
-		return w.cutAfter != "" && w.typ == w.cutAfter
-	case strings.HasPrefix(line, "id:"):
-		w.id = strings.TrimPrefix(strings.TrimPrefix(line, "id:"), " ")
-	case strings.HasPrefix(line, "event:"):
-		w.typ = strings.TrimPrefix(strings.TrimPrefix(line, "event:"), " ")
-	case strings.HasPrefix(line, "data:"):
-		w.hasData = true
-	}
-	return false
 }

@@ -22,20 +22,7 @@ import (
 // test fails without them.
 func openAPIClientTools(t *testing.T) (node, dir string) {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node is not installed (Node.js 20 or later is needed): install it, then run scripts/install-openapi-client.sh")
-	}
-	dir, err = filepath.Abs("../../tools/openapi-client")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, pkg := range []string{"openapi-typescript", "openapi-fetch", "typescript", "@types/node"} {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg, "package.json")); err != nil {
-			t.Fatalf("%s is not installed in tools/openapi-client: run scripts/install-openapi-client.sh", pkg)
-		}
-	}
-	return node, dir
+	return nodeTools(t, "openapi-client", "openapi-typescript", "openapi-fetch", "typescript", "@types/node")
 }
 
 // runTool runs a command of the client's build, failing the test with its
