@@ -70,6 +70,9 @@ type Options struct {
 	// read messages of several: while replicas of a version that does not
 	// group still run beside this one (a rolling upgrade from one), set 1.
 	EventsPerMessage int
+
+	// webhookAckWait replaces webhookAckWait in tests; 0 keeps it.
+	webhookAckWait time.Duration
 }
 
 // Store is the runs.Store on NATS JetStream. It is safe for concurrent use

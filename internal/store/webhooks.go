@@ -36,7 +36,11 @@ const (
 	webhooksConsumer = "agentgate-webhook-senders"
 	headerWebhookURL = "Agentgate-Webhook-URL"
 	// webhookAckWait is how long a replica holds a message it took: more
-	// than an attempt's bound (webhooks.MaxTimeout) and its recording.
+	// than an attempt's bound (webhooks.MaxTimeout) and its recording. It
+	// is also how late a retry can come after the NATS server restarts: a
+	// message given back for later is due at its delay only once the
+	// server has written that down, and otherwise after webhookAckWait
+	// from when it was taken.
 	webhookAckWait = 2 * time.Minute
 )
 
@@ -87,7 +91,7 @@ func (s *Store) openWebhooks(ctx context.Context, opts Options) error {
 		Description:   "agentgate replicas sending webhooks",
 		FilterSubject: webhooksPrefix + "*.*",
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       webhookAckWait,
+		AckWait:       cmp.Or(opts.webhookAckWait, webhookAckWait),
 		MaxDeliver:    -1,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		MaxWaiting:    4096,
@@ -318,10 +322,20 @@ func (s *Store) TakeDelivery(ctx context.Context) (webhooks.Taken, error) {
 				return msg.DoubleAck(actx)
 			},
 			Later: func(delay time.Duration) error {
+				var err error
 				if delay <= 0 {
-					return msg.Nak()
+					err = msg.Nak()
+				} else {
+					err = msg.NakWithDelay(delay)
 				}
-				return msg.NakWithDelay(delay)
+				if err != nil {
+					return err
+				}
+				// A nak is only published, not answered: flushed, it has
+				// reached the server before a replica that stops closes
+				// its connection. Lost, the message would come back only
+				// after webhookAckWait.
+				return s.nc.FlushTimeout(s.timeout)
 			},
 		}, nil
 	}
