@@ -63,11 +63,15 @@ func (s *Store) CreateRun(ctx context.Context, r runs.Run) error {
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return err
 		}
-		e, gerr := s.kv.Get(ctx, r.ID)
+		// From the leader, which refused the create: a copy behind it
+		// (a direct get served by another node) may not have the
+		// record yet, and "not found" would fail a create that only
+		// lost its ack.
+		cur, _, gerr := s.getRecordRev(ctx, r.ID)
 		switch {
 		case gerr != nil:
 			return gerr
-		case bytes.Equal(e.Value(), data):
+		case bytes.Equal(cur, data):
 			return nil // this create, its ack lost
 		}
 		return ErrExists
