@@ -113,6 +113,18 @@ owned() {
   fi
 }
 
+# alive PID: the process exists and has not exited. The waits for a
+# process the rig has just started use it rather than owned: while that
+# process execs (setsid, env -i, then the program), /proc/PID/environ
+# can be unreadable for a moment, and owned would take a process still
+# starting for one that exited. A pid just spawned is not reused yet.
+alive() {
+  local pid=$1 state
+  [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 1
+  state=$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$pid/stat" 2>/dev/null) || return 1
+  [ "$state" != Z ] && [ "$state" != X ]
+}
+
 # waitgone PID ROLE SECONDS: wait until the process is gone; 1 on timeout.
 waitgone() {
   local pid=$1 role=$2 deadline=$((SECONDS + $3))
@@ -236,7 +248,7 @@ waitnats() {
   pid=$(getvar "NATS${i}_PID")
   port=$(getvar "NATS${i}_MONITOR_PORT")
   until curl -fs -o /dev/null "http://127.0.0.1:$port/healthz"; do
-    owned "$pid" "nats$i" || { tail -n 20 "$dir/nats$i/log" >&2; die "nats node $i exited"; }
+    alive "$pid" || { tail -n 20 "$dir/nats$i/log" >&2; die "nats node $i exited"; }
     [ $SECONDS -lt $deadline ] || { tail -n 20 "$dir/nats$i/log" >&2; die "nats node $i not healthy within ${RIG_TIMEOUT:-60}s"; }
     sleep 0.1
   done
@@ -277,7 +289,7 @@ waitgateway() {
   pid=$(getvar "GATEWAY${i}_PID")
   port=$(getvar "GATEWAY${i}_PORT")
   until curl -fsS -o /dev/null "http://127.0.0.1:$port/readyz" 2>/dev/null; do
-    if ! owned "$pid" "gateway$i"; then
+    if ! alive "$pid"; then
       echo "rig: gateway $i exited before it was ready; its log ends:" >&2
       tail -n 5 "$dir/gateway$i/log" >&2
       return 1
@@ -362,7 +374,7 @@ startnginx() {
   setvar NGINX_PID "$pid"
   deadline=$((SECONDS + ${RIG_TIMEOUT:-60}))
   until curl -fsS -o /dev/null "http://127.0.0.1:$(getvar NGINX_PORT)/healthz" 2>/dev/null; do
-    owned "$pid" nginx || { tail -n 20 "$dir/nginx/error.log" >&2; die "nginx exited"; }
+    alive "$pid" || { tail -n 20 "$dir/nginx/error.log" >&2; die "nginx exited"; }
     [ $SECONDS -lt $deadline ] || die "nginx not serving within ${RIG_TIMEOUT:-60}s"
     sleep 0.1
   done
@@ -384,7 +396,7 @@ startmock() {
   setvar MOCK_URL "http://127.0.0.1:$port"
   setvar MODEL_URL "http://127.0.0.1:$port"
   until inuse "$port"; do
-    owned "$pid" mock || die "mockmodel exited: $(tail -n 5 "$dir/mock/log")"
+    alive "$pid" || die "mockmodel exited: $(tail -n 5 "$dir/mock/log")"
     [ $SECONDS -lt $deadline ] || die "mockmodel not listening"
     sleep 0.05
   done
