@@ -213,12 +213,7 @@ func TestDeliveryRetriesUntilDelivered(t *testing.T) {
 	opts.Observer = obs
 	d := startDeliverer(t, st, opts)
 	d.NotifyWebhooks(testRun(rc.srv.URL+"/hook"), completedEvent(42))
-	st.until(t, "delivered", func() bool {
-		ds, _ := st.Deliveries(context.Background(), testRunID)
-		return len(ds) == 1 && ended(ds[0])
-	})
-
-	del := st.only(t, testRunID)
+	del := st.untilEnded(t, testRunID)
 	if del.State != Delivered || len(del.Attempts) != 3 || del.FinishedAt == nil || del.NextAttemptAt != nil {
 		t.Fatalf("delivery = %+v", del)
 	}
@@ -313,10 +308,7 @@ func TestApprovalRequestedPayload(t *testing.T) {
 	st := newMemStore()
 	d := startDeliverer(t, st, testOptions(t))
 	d.NotifyWebhooks(testRun(rc.srv.URL), approvalEvent(5, "ap_7"))
-	st.until(t, "delivered", func() bool {
-		ds, _ := st.Deliveries(context.Background(), testRunID)
-		return len(ds) == 1 && ended(ds[0])
-	})
+	st.untilEnded(t, testRunID)
 	got := rc.requests()
 	var p struct {
 		Type string            `json:"type"`
@@ -347,12 +339,8 @@ func TestGoneStops(t *testing.T) {
 	opts.Observer = obs
 	d := startDeliverer(t, st, opts)
 	d.NotifyWebhooks(testRun(rc.srv.URL), completedEvent(1))
-	st.until(t, "ended", func() bool {
-		ds, _ := st.Deliveries(context.Background(), testRunID)
-		return len(ds) == 1 && ended(ds[0])
-	})
+	del := st.untilEnded(t, testRunID)
 	st.until(t, "the queue empty", func() bool { return len(st.queued()) == 0 })
-	del := st.only(t, testRunID)
 	if del.State != Gone || len(del.Attempts) != 1 || !strings.Contains(del.Error, "410") {
 		t.Fatalf("delivery = %+v", del)
 	}
@@ -376,11 +364,7 @@ func TestRetryAfterRespected(t *testing.T) {
 	st := newMemStore()
 	d := startDeliverer(t, st, testOptions(t))
 	d.NotifyWebhooks(testRun(rc.srv.URL), completedEvent(1))
-	st.until(t, "delivered", func() bool {
-		ds, _ := st.Deliveries(context.Background(), testRunID)
-		return len(ds) == 1 && ended(ds[0])
-	})
-	del := st.only(t, testRunID)
+	del := st.untilEnded(t, testRunID)
 	if del.State != Delivered || len(del.Attempts) != 2 {
 		t.Fatalf("delivery = %+v", del)
 	}
@@ -406,11 +390,7 @@ func TestRetryAfterBeyondWindowGivesUp(t *testing.T) {
 	opts.RetryFor = 10 * time.Second
 	d := startDeliverer(t, st, opts)
 	d.NotifyWebhooks(testRun(rc.srv.URL), completedEvent(1))
-	st.until(t, "ended", func() bool {
-		ds, _ := st.Deliveries(context.Background(), testRunID)
-		return len(ds) == 1 && ended(ds[0])
-	})
-	del := st.only(t, testRunID)
+	del := st.untilEnded(t, testRunID)
 	if del.State != Failed || len(del.Attempts) != 1 || !strings.Contains(del.Error, "more than 10s after the event") {
 		t.Fatalf("delivery = %+v", del)
 	}
@@ -426,11 +406,7 @@ func TestMaxAttempts(t *testing.T) {
 	opts.Observer = obs
 	d := startDeliverer(t, st, opts)
 	d.NotifyWebhooks(testRun(rc.srv.URL), completedEvent(1))
-	st.until(t, "ended", func() bool {
-		ds, _ := st.Deliveries(context.Background(), testRunID)
-		return len(ds) == 1 && ended(ds[0])
-	})
-	del := st.only(t, testRunID)
+	del := st.untilEnded(t, testRunID)
 	if del.State != Failed || len(del.Attempts) != 3 || !strings.Contains(del.Error, "after 3 attempts") {
 		t.Fatalf("delivery = %+v", del)
 	}
@@ -454,11 +430,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 	opts.MaxAttempts = 2
 	d := startDeliverer(t, st, opts)
 	d.NotifyWebhooks(testRun(rc.srv.URL), completedEvent(1))
-	st.until(t, "ended", func() bool {
-		ds, _ := st.Deliveries(context.Background(), testRunID)
-		return len(ds) == 1 && ended(ds[0])
-	})
-	del := st.only(t, testRunID)
+	del := st.untilEnded(t, testRunID)
 	if del.State != Failed || del.Attempts[0].StatusCode != 307 || !strings.Contains(del.Attempts[0].Error, "redirects are not followed") {
 		t.Fatalf("delivery = %+v", del)
 	}
@@ -474,11 +446,7 @@ func TestQueryRedacted(t *testing.T) {
 	st := newMemStore()
 	d := startDeliverer(t, st, testOptions(t))
 	d.NotifyWebhooks(testRun(rc.srv.URL+"/hook?token=s3cr3t-t0ken"), completedEvent(1))
-	st.until(t, "ended", func() bool {
-		ds, _ := st.Deliveries(context.Background(), testRunID)
-		return len(ds) == 1 && ended(ds[0])
-	})
-	del := st.only(t, testRunID)
+	del := st.untilEnded(t, testRunID)
 	if b, _ := json.Marshal(del); strings.Contains(string(b), "s3cr3t") || del.URL != rc.srv.URL+"/hook?…" {
 		t.Errorf("record shows the query: %s", b)
 	}
@@ -517,11 +485,7 @@ func TestNameResolvingToRefusedAddress(t *testing.T) {
 		t.Fatalf("CheckWebhookURL(%s) = %v; a name is checked at delivery", hook, err)
 	}
 	d.NotifyWebhooks(testRun(hook), completedEvent(1))
-	st.until(t, "ended", func() bool {
-		ds, _ := st.Deliveries(context.Background(), testRunID)
-		return len(ds) == 1 && ended(ds[0])
-	})
-	del := st.only(t, testRunID)
+	del := st.untilEnded(t, testRunID)
 	if del.State != Refused || len(del.Attempts) != 1 || !strings.Contains(del.Error, "resolves to 10.1.2.3") {
 		t.Fatalf("delivery = %+v", del)
 	}
@@ -650,10 +614,7 @@ func TestResumedByAnotherDeliverer(t *testing.T) {
 	first.Close()
 	closed := time.Now()
 	startDeliverer(t, st, opts)
-	st.until(t, "delivered", func() bool {
-		ds, _ := st.Deliveries(context.Background(), testRunID)
-		return len(ds) == 1 && ended(ds[0])
-	})
+	st.untilEnded(t, testRunID)
 	if del := st.only(t, testRunID); del.State != Delivered || len(del.Attempts) != 2 {
 		t.Fatalf("delivery = %+v", del)
 	}
@@ -888,10 +849,7 @@ func TestHTTPS(t *testing.T) {
 	opts.TLS = &tls.Config{RootCAs: pool}
 	d := startDeliverer(t, st, opts)
 	d.NotifyWebhooks(testRun(srv.URL+"/hook"), completedEvent(1))
-	st.until(t, "ended", func() bool {
-		ds, _ := st.Deliveries(context.Background(), testRunID)
-		return len(ds) == 1 && ended(ds[0])
-	})
+	st.untilEnded(t, testRunID)
 	if del := st.only(t, testRunID); del.State != Delivered || hits.Load() != 1 {
 		t.Fatalf("delivery = %+v, %d requests", del, hits.Load())
 	}

@@ -194,6 +194,16 @@ func (s *memStore) until(t *testing.T, what string, ok func() bool) {
 }
 
 // only returns the run's one delivery.
+// untilEnded waits until the run's one delivery has ended, and returns it.
+func (s *memStore) untilEnded(t *testing.T, runID string) Delivery {
+	t.Helper()
+	s.until(t, "the delivery ended", func() bool {
+		ds, _ := s.Deliveries(context.Background(), runID)
+		return len(ds) == 1 && ended(ds[0])
+	})
+	return s.only(t, runID)
+}
+
 func (s *memStore) only(t *testing.T, runID string) Delivery {
 	t.Helper()
 	ds, _ := s.Deliveries(context.Background(), runID)
