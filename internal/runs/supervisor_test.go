@@ -512,6 +512,9 @@ func TestLineOverLimitIsReportedAndSkipped(t *testing.T) {
 	if done.Status != Succeeded {
 		t.Fatalf("status %s", done.Status)
 	}
+	// The record can say the run ended before its run.completed is in the
+	// log: the events are stored on their own goroutine.
+	h.waitFor(t, r.ID, EventRunCompleted, "")
 	got := h.types(r.ID)
 	want := []EventType{EventRunQueued, EventRunStarted, EventAgentUnparsed, EventMessageCompleted, EventRunCompleted}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
