@@ -11,10 +11,13 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
-// MaxURLBytes bounds a webhook URL.
-const MaxURLBytes = 2048
+// MaxURLBytes bounds a webhook URL: the bound of a run's webhook_url, for
+// the operator's URLs too.
+const MaxURLBytes = runs.MaxWebhookURLBytes
 
 // refusedPrefixes are the destinations a webhook may not reach unless the
 // operator allows them: this machine, private networks and what is only
