@@ -1328,4 +1328,15 @@ func TestBenchHelpers(t *testing.T) {
 	if got := bytes.Join(m.expand(5), nil); string(got) != "ababar" {
 		t.Errorf("expand = %q, want ababar", got)
 	}
+	// procCPU counts this process's CPU: it grows while the test spins,
+	// and a process that does not exist has none.
+	before, spun := procCPU(os.Getpid()), time.Now()
+	for procCPU(os.Getpid()) <= before {
+		if time.Since(spun) > time.Minute { // a hang guard: a tick is 10 ms of CPU
+			t.Fatal("procCPU did not grow in a minute of spinning")
+		}
+	}
+	if got := procCPU(-1); got != 0 {
+		t.Errorf("procCPU of no process = %v", got)
+	}
 }

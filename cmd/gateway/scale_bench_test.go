@@ -100,6 +100,30 @@ func procStatus(pid int) (name string, rss, anon int64, ok bool) {
 	return name, rss, anon, true
 }
 
+// procCPU is the CPU time process pid has used, user and system, in
+// clock ticks of 10 ms (Linux's USER_HZ, 100 on every architecture it
+// runs on).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	// utime and stime are the 14th and 15th fields, the 12th and 13th
+	// after the command's closing paren.
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	user, _ := strconv.ParseInt(f[11], 10, 64)
+	sys, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(user+sys) * 10 * time.Millisecond
+}
+
 // rssKiB is the resident memory of process pid.
 func rssKiB(pid int) int64 {
 	_, rss, _, _ := procStatus(pid)
@@ -391,6 +415,7 @@ func BenchmarkFanout(b *testing.B) {
 				gates := b.TempDir()
 				var all, pipe, floor []time.Duration
 				var perClient, floorPerClient []float64
+				var cpu time.Duration
 				n := 0
 				for b.Loop() {
 					run := s
@@ -402,10 +427,12 @@ func BenchmarkFanout(b *testing.B) {
 					cs := connectClients(b, hc, g.URL+"/v1/runs/"+id+"/events", clients)
 					perClient = append(perClient, float64(rssKiB(cmd.Process.Pid)-idle)/float64(clients))
 					readerKiB := float64(goMemKiB()-readerIdle) / float64(clients)
+					cpu0 := procCPU(cmd.Process.Pid)
 					if err := os.WriteFile(run.Gate, nil, 0o644); err != nil {
 						b.Fatal(err)
 					}
 					all = append(all, cs.wait(b, s.Count)...)
+					cpu += procCPU(cmd.Process.Pid) - cpu0
 
 					b.StopTimer()
 					floorLat, floorKiB := floorRun(b, bin, fakeSettings{Lines: lines, Count: s.Count, IntervalNS: s.IntervalNS, Stamp: true, Final: s.Final}, clients)
@@ -430,6 +457,9 @@ func BenchmarkFanout(b *testing.B) {
 				b.ReportMetric(float64(percentile(all, 99))/float64(max(percentile(floor, 99), time.Microsecond)), "x-floor-p99")
 				b.ReportMetric(perClient[len(perClient)/2], "KiB/client")
 				b.ReportMetric(floorPerClient[len(floorPerClient)/2], "floor-KiB/client")
+				// The gateway's CPU while the run wrote and its clients
+				// read, per event delivered to a client.
+				b.ReportMetric(micros(cpu)/float64(n*clients*s.Count), "gw-cpu-µs/delivery")
 			})
 		}
 	}
