@@ -91,8 +91,8 @@ type Config struct {
 	// comment, so that proxies keep it open and a dead client is noticed.
 	PingInterval time.Duration `envconfig:"SSE_PING_INTERVAL" default:"15s"`
 	// WriteTimeout bounds writing one batch of events (or a ping) to a
-	// client. A client that does not take it in time is dropped and
-	// reconnects with Last-Event-ID.
+	// client. A client that does not take it in time (this, and at most
+	// half as long again) is dropped and reconnects with Last-Event-ID.
 	WriteTimeout time.Duration `envconfig:"SSE_WRITE_TIMEOUT" default:"10s"`
 	// BatchSize is the most events read from the log and written at once.
 	BatchSize int `envconfig:"SSE_BATCH_SIZE" default:"256"`
