@@ -5,7 +5,10 @@
 // the whole directory as a tar.gz), so that a symlink, a ".." or a device
 // file never leads a download elsewhere.
 //
-// A snapshot's data (its manifest, the baseline copies of small text files
-// and the whole diff) lives in a directory the caller gives, outside the
-// run's directory and out of the agent's reach.
+// A snapshot's data lives in a directory the caller gives, outside the
+// run's directory and out of the agent's reach: the baseline copies of
+// small text files, and the manifest when it is too large to keep in
+// memory. Compare removes them; Keep stores a result there, for Load, when
+// the caller has nowhere else to keep all of it. A run in an empty or
+// small directory whose result its record holds makes no file at all.
 package artifacts

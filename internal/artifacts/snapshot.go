@@ -64,8 +64,8 @@ func (l Limits) withDefaults() Limits {
 // Limits.MaxFiles.
 var ErrTooManyFiles = errors.New("too many files to snapshot")
 
-// ErrNoSnapshot is the error of Compare or Load without a snapshot in
-// the store directory.
+// ErrNoSnapshot is the error of Load without a result kept in the store
+// directory, and of Compare when the manifest Take wrote there is gone.
 var ErrNoSnapshot = errors.New("no snapshot")
 
 // Names in a store directory.
@@ -117,15 +117,31 @@ type Result struct {
 	Truncated bool   `json:"truncated,omitempty"`
 }
 
-// Take snapshots dir into store, a directory it creates: the manifest of
-// every regular file and symlink under dir (a ".git" is skipped) and a
-// copy of each small text file, for the diff. Nothing under dir is
+// maxManifestInMemory bounds the manifest a Snapshot keeps in memory,
+// about in bytes: a larger one is written into the store. A run that starts
+// in an empty or small directory, as most do, then costs its snapshot no
+// file at all, while a thousand runs in large ones hold little each.
+const maxManifestInMemory = 64 << 10
+
+// Snapshot is a directory as Take found it, for Compare.
+type Snapshot struct {
+	store string
+	// entries is the manifest, when it is small enough to keep here;
+	// onDisk says it is in the store instead.
+	entries []entry
+	onDisk  bool
+	// made says Take made the store directory.
+	made bool
+}
+
+// Take snapshots dir: the manifest of every regular file and symlink
+// under dir (a ".git" is skipped) and a copy of each small text file, for
+// the diff. The copies, and a manifest too large to keep in memory, go
+// into store, a directory it creates only for them. Nothing under dir is
 // followed out of it.
-func Take(dir, store string, l Limits) error {
+func Take(dir, store string, l Limits) (*Snapshot, error) {
 	l = l.withDefaults()
-	if err := os.MkdirAll(store, 0o700); err != nil {
-		return fmt.Errorf("snapshot store: %w", err)
-	}
+	snap := &Snapshot{store: store}
 	var kept int64
 	blobs := false // the blob directory is made for the first copy: most runs start in an empty directory
 	entries, err := walk(dir, l, func(e *entry, content []byte) error {
@@ -133,8 +149,8 @@ func Take(dir, store string, l Limits) error {
 			return nil
 		}
 		if !blobs {
-			if err := os.Mkdir(filepath.Join(store, blobDir), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("snapshot store: %w", err)
+			if err := snap.mkdir(blobDir); err != nil {
+				return err
 			}
 			blobs = true
 		}
@@ -149,32 +165,70 @@ func Take(dir, store string, l Limits) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		snap.discard()
+		return nil, err
+	}
+	size := 0
+	for _, e := range entries {
+		size += len(e.Path) + len(e.Target) + len(e.Hash) + 64
+	}
+	if size <= maxManifestInMemory {
+		snap.entries = entries
+		return snap, nil
 	}
 	b, err := json.Marshal(entries)
-	if err != nil {
-		return err
+	if err == nil {
+		if err = snap.mkdir(""); err == nil {
+			err = writeAtomic(filepath.Join(store, manifestFile), b)
+		}
 	}
-	return writeAtomic(filepath.Join(store, manifestFile), b)
+	if err != nil {
+		snap.discard()
+		return nil, err
+	}
+	snap.onDisk = true
+	return snap, nil
 }
 
-// Compare snapshots dir again, compares it with the snapshot Take left
-// in store and returns the changes and their diff. It keeps both in store
-// too, for Load. The diff goes through redact, when not nil, before it is
-// kept or returned: what is kept never held what redact takes out, not
-// even for a moment.
-func Compare(dir, store string, l Limits, redact func(string) string) (Result, error) {
+// mkdir makes the store directory, and sub in it unless it is "".
+func (s *Snapshot) mkdir(sub string) error {
+	if err := os.MkdirAll(filepath.Join(s.store, sub), 0o700); err != nil {
+		return fmt.Errorf("snapshot store: %w", err)
+	}
+	s.made = true
+	return nil
+}
+
+// discard removes what Take wrote into the store, and the store directory
+// if it made it and nothing else is in it.
+func (s *Snapshot) discard() {
+	if !s.made {
+		return
+	}
+	_ = os.RemoveAll(filepath.Join(s.store, blobDir))
+	_ = os.Remove(filepath.Join(s.store, manifestFile))
+	_ = os.Remove(s.store)
+}
+
+// Compare snapshots dir again, compares it with s and returns the changes
+// and their diff; the diff goes through redact, when not nil. Then s is
+// spent: what Take kept in the store is removed. Keep stores the result,
+// for Load.
+func (s *Snapshot) Compare(dir string, l Limits, redact func(string) string) (Result, error) {
 	l = l.withDefaults()
-	b, err := os.ReadFile(filepath.Join(store, manifestFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return Result{}, ErrNoSnapshot
-	}
-	if err != nil {
-		return Result{}, err
-	}
-	var before []entry
-	if err := json.Unmarshal(b, &before); err != nil {
-		return Result{}, fmt.Errorf("snapshot manifest: %w", err)
+	defer s.discard()
+	before := s.entries
+	if s.onDisk {
+		b, err := os.ReadFile(filepath.Join(s.store, manifestFile))
+		if errors.Is(err, fs.ErrNotExist) {
+			return Result{}, ErrNoSnapshot
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		if err := json.Unmarshal(b, &before); err != nil {
+			return Result{}, fmt.Errorf("snapshot manifest: %w", err)
+		}
 	}
 	after, err := walk(dir, l, nil)
 	if err != nil {
@@ -200,6 +254,9 @@ func Compare(dir, store string, l Limits, redact func(string) string) (Result, e
 		}
 	}
 	sort.Strings(paths)
+	if len(paths) == 0 {
+		return Result{}, nil
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return Result{}, err
@@ -218,25 +275,30 @@ func Compare(dir, store string, l Limits, redact func(string) string) (Result, e
 			c.Kind, c.Size, c.Binary = KindDelete, 0, o.Binary
 		}
 		res.Changes = append(res.Changes, c)
-		w.write(fileDiff(root, store, l, c, o, n))
+		w.write(fileDiff(root, s.store, l, c, o, n))
 	}
 	res.Diff, res.Truncated = w.String(), w.truncated
 	if redact != nil {
 		res.Diff = redact(res.Diff)
 	}
+	return res, nil
+}
+
+// Keep stores res in store, a directory it creates, for Load: the whole
+// diff in a file of its own, and the changes. What it stored never held
+// more than res does (Compare's redact has been through the diff).
+func Keep(store string, res Result) error {
+	if err := os.MkdirAll(store, 0o700); err != nil {
+		return fmt.Errorf("snapshot store: %w", err)
+	}
 	if err := writeAtomic(filepath.Join(store, diffFile), []byte(res.Diff)); err != nil {
-		return Result{}, err
+		return err
 	}
 	rb, err := json.Marshal(res)
 	if err != nil {
-		return Result{}, err
+		return err
 	}
-	if err := writeAtomic(filepath.Join(store, resultFile), rb); err != nil {
-		return Result{}, err
-	}
-	// The baseline has served its purpose; the diff stays.
-	_ = os.RemoveAll(filepath.Join(store, blobDir))
-	return res, nil
+	return writeAtomic(filepath.Join(store, resultFile), rb)
 }
 
 // Load returns what Compare kept in store: the changes, the path of the

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -47,7 +48,8 @@ func TestSnapshotCompare(t *testing.T) {
 	write(t, dir, "swap.txt", "plain\n")
 	write(t, dir, ".git/HEAD", "ref: refs/heads/main\n")
 	l := Limits{MaxFileBytes: 1000}
-	if err := Take(dir, store, l); err != nil {
+	snap, err := Take(dir, store, l)
+	if err != nil {
 		t.Fatal(err)
 	}
 	// What a run does.
@@ -73,7 +75,7 @@ func TestSnapshotCompare(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(dir, "pipe"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Compare(dir, store, l, nil)
+	res, err := snap.Compare(dir, l, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +113,15 @@ func TestSnapshotCompare(t *testing.T) {
 	if strings.Contains(res.Diff, "outside secret") || strings.Contains(res.Diff, ".git") || strings.Contains(res.Diff, "pipe") {
 		t.Errorf("the diff read past the run's files:\n%s", res.Diff)
 	}
+	if _, err := os.Stat(store); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the spent snapshot left its store: %v", err)
+	}
+	if _, _, _, err := Load(store); !errors.Is(err, ErrNoSnapshot) {
+		t.Errorf("Load before Keep = %v, want ErrNoSnapshot", err)
+	}
+	if err := Keep(store, res); err != nil {
+		t.Fatal(err)
+	}
 	changes, diffPath, truncated, err := Load(store)
 	if err != nil || truncated || len(changes) != len(res.Changes) {
 		t.Fatalf("Load = %v, %v, %v", changes, truncated, err)
@@ -122,13 +133,14 @@ func TestSnapshotCompare(t *testing.T) {
 
 func TestCompareBounded(t *testing.T) {
 	dir, store := t.TempDir(), t.TempDir()
-	if err := Take(dir, store, Limits{}); err != nil {
+	snap, err := Take(dir, store, Limits{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"a", "b", "c", "d"} {
 		write(t, dir, n+".txt", strings.Repeat(n+"\n", 100))
 	}
-	res, err := Compare(dir, store, Limits{MaxDiffBytes: 500}, nil)
+	res, err := snap.Compare(dir, Limits{MaxDiffBytes: 500}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,11 +154,8 @@ func TestTooManyFiles(t *testing.T) {
 	for _, n := range []string{"a", "b", "c"} {
 		write(t, dir, n, n)
 	}
-	if err := Take(dir, t.TempDir(), Limits{MaxFiles: 2}); !errors.Is(err, ErrTooManyFiles) {
+	if _, err := Take(dir, t.TempDir(), Limits{MaxFiles: 2}); !errors.Is(err, ErrTooManyFiles) {
 		t.Errorf("Take = %v, want ErrTooManyFiles", err)
-	}
-	if _, err := Compare(dir, t.TempDir(), Limits{}, nil); !errors.Is(err, ErrNoSnapshot) {
-		t.Errorf("Compare without Take = %v", err)
 	}
 }
 
@@ -320,19 +329,20 @@ func FuzzOpen(f *testing.F) {
 
 // TestCompareRedacted: the diff kept in the store, and the one returned,
 // are redacted before anything is written; an empty directory's snapshot
-// keeps no copies, so it makes no directory for them.
+// keeps nothing in its store, so it makes none.
 func TestCompareRedacted(t *testing.T) {
 	dir, store := t.TempDir(), filepath.Join(t.TempDir(), "snap")
-	if err := Take(dir, store, Limits{}); err != nil {
+	snap, err := Take(dir, store, Limits{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(store, blobDir)); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("an empty directory's snapshot made %s: %v", blobDir, err)
+	if _, err := os.Stat(store); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("an empty directory's snapshot made its store: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "config.txt"), []byte("token=hunter2-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Compare(dir, store, Limits{}, func(s string) string {
+	res, err := snap.Compare(dir, Limits{}, func(s string) string {
 		return strings.ReplaceAll(s, "hunter2-secret", "[REDACTED]")
 	})
 	if err != nil {
@@ -340,6 +350,9 @@ func TestCompareRedacted(t *testing.T) {
 	}
 	if strings.Contains(res.Diff, "hunter2") || !strings.Contains(res.Diff, "+token=[REDACTED]") {
 		t.Errorf("returned diff: %q", res.Diff)
+	}
+	if err := Keep(store, res); err != nil {
+		t.Fatal(err)
 	}
 	_, diffPath, _, err := Load(store)
 	if err != nil {
@@ -351,5 +364,61 @@ func TestCompareRedacted(t *testing.T) {
 	}
 	if string(kept) != res.Diff {
 		t.Errorf("kept diff %q, returned %q", kept, res.Diff)
+	}
+}
+
+// A directory with many files has its manifest written into the store, and
+// compares as one kept in memory does; either way the spent snapshot
+// leaves nothing behind, and a directory that did not change has no diff.
+func TestLargeManifestOnDisk(t *testing.T) {
+	dir, store := t.TempDir(), filepath.Join(t.TempDir(), "snap")
+	for i := range 2000 {
+		write(t, dir, fmt.Sprintf("d%02d/file-with-a-longer-name-%04d.txt", i%50, i), fmt.Sprintf("line %d\n", i))
+	}
+	snap, err := Take(dir, store, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !snap.onDisk {
+		t.Fatal("a manifest of 2,000 files was kept in memory")
+	}
+	if _, err := os.Stat(filepath.Join(store, manifestFile)); err != nil {
+		t.Fatalf("no manifest in the store: %v", err)
+	}
+	write(t, dir, "d07/file-with-a-longer-name-0007.txt", "changed\n")
+	res, err := snap.Compare(dir, Limits{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Changes) != 1 || !strings.Contains(res.Diff, "-line 7\n+changed\n") {
+		t.Errorf("changes %+v, diff:\n%s", res.Changes, res.Diff)
+	}
+	if _, err := os.Stat(store); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the spent snapshot left its store: %v", err)
+	}
+}
+
+// An unchanged directory compares to no changes and no diff, whether its
+// manifest was in memory or on disk.
+func TestUnchangedDirectory(t *testing.T) {
+	for _, files := range []int{3, 2000} {
+		dir, store := t.TempDir(), filepath.Join(t.TempDir(), "snap")
+		for i := range files {
+			write(t, dir, fmt.Sprintf("d%02d/file-with-a-longer-name-%04d.txt", i%50, i), "x\n")
+		}
+		snap, err := Take(dir, store, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.onDisk != (files > 100) {
+			t.Errorf("%d files: manifest on disk %v", files, snap.onDisk)
+		}
+		res, err := snap.Compare(dir, Limits{}, nil)
+		if err != nil || len(res.Changes) != 0 || res.Diff != "" || res.Truncated {
+			t.Errorf("%d files unchanged: %+v, %v", files, res, err)
+		}
+		if _, err := os.Stat(store); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%d files: the spent snapshot left its store: %v", files, err)
+		}
 	}
 }

@@ -76,43 +76,54 @@ func (s *Supervisor) artifactDir(id string) string {
 }
 
 // snapshotStart snapshots the run's directory just before its agent
-// starts. A directory that cannot be snapshotted (too many files) is a
-// warning: the run goes on with the adapter's own diff, if any.
-func (s *Supervisor) snapshotStart(t *task, log *zap.Logger) bool {
+// starts, or returns nil when the gateway keeps no snapshots. A directory
+// that cannot be snapshotted (too many files) is a warning, and nil: the
+// run goes on with the adapter's own diff, if any.
+func (s *Supervisor) snapshotStart(t *task, log *zap.Logger) *artifacts.Snapshot {
 	dir := s.artifactDir(t.run.ID)
 	if dir == "" {
-		return false
+		return nil
 	}
 	_ = os.RemoveAll(dir) // left by an earlier attempt at the run
-	if err := artifacts.Take(t.inv.Dir, dir, artifacts.Limits{}); err != nil {
+	snap, err := artifacts.Take(t.inv.Dir, dir, artifacts.Limits{})
+	if err != nil {
 		log.Warn("snapshot the run's directory", zap.Error(err))
 		_ = os.RemoveAll(dir)
 		s.emit(t, NewEvent(EventWarning, WarningData{Code: "snapshot_failed",
 			Message: "the run's changed files will not be recorded: " + err.Error()}))
-		return false
+		return nil
 	}
-	return true
+	return snap
 }
 
 // snapshotEnd compares the run's directory, after its agent ended, with
 // its snapshot, and puts the changes in the record and out: the gateway's
 // diff replaces the adapter's. Without a snapshot the adapter's stays.
-func (s *Supervisor) snapshotEnd(t *task, taken bool, out *Outcome, log *zap.Logger) {
-	if taken {
-		dir := s.artifactDir(t.run.ID)
+// The whole diff and list are kept beside the run only when the record
+// cannot hold them: otherwise the record is the whole of them, and a run
+// costs no file.
+func (s *Supervisor) snapshotEnd(t *task, snap *artifacts.Snapshot, out *Outcome, log *zap.Logger) {
+	if snap != nil {
 		// The kept diff is served as the record is: without the run's
 		// secrets.
 		var redact func(string) string
 		if red := s.redactor(t); red != nil {
 			redact = red.String
 		}
-		res, err := artifacts.Compare(t.inv.Dir, dir, artifacts.Limits{}, redact)
+		res, err := snap.Compare(t.inv.Dir, artifacts.Limits{}, redact)
 		if err == nil {
 			out.Diff = res.Diff
 			files, cut := recordedFiles(res.Changes)
 			t.mu.Lock()
 			t.run.DiffTruncated, t.run.Files, t.run.FilesTruncated = res.Truncated, files, cut
 			t.mu.Unlock()
+			if cut || len(res.Diff) > MaxRecordedDiff {
+				if err := artifacts.Keep(s.artifactDir(t.run.ID), res); err != nil {
+					log.Warn("keep the run's whole diff", zap.Error(err))
+					s.emit(t, NewEvent(EventWarning, WarningData{Code: "snapshot_failed",
+						Message: "the run's whole diff could not be kept; its record holds the start of it: " + err.Error()}))
+				}
+			}
 		} else {
 			log.Warn("compare the run's directory with its snapshot", zap.Error(err))
 			s.emit(t, NewEvent(EventWarning, WarningData{Code: "snapshot_failed",
@@ -142,8 +153,8 @@ func recordedFiles(changes []artifacts.Change) ([]ChangedFile, bool) {
 }
 
 // RunDiff returns the whole unified diff of a finished run r, and whether
-// it was bounded: from beside its snapshot when this replica has it, else
-// from its record. A run that has not finished is a conflict
+// it was bounded: from beside its snapshot when this replica kept it there
+// (the record could not hold it), else from its record. A run that has not finished is a conflict
 // (run_not_finished).
 func (s *Supervisor) RunDiff(ctx context.Context, r Run) (io.ReadCloser, bool, error) {
 	if !r.Status.Terminal() {
@@ -160,8 +171,8 @@ func (s *Supervisor) RunDiff(ctx context.Context, r Run) (io.ReadCloser, bool, e
 }
 
 // RunChanges returns the files a finished run r changed, and whether the
-// list was bounded: the whole list when this replica has its snapshot,
-// else its record's. A run that has not finished is a conflict
+// list was bounded: the whole list when this replica kept it beside the
+// run (the record could not hold it), else the record's. A run that has not finished is a conflict
 // (run_not_finished).
 func (s *Supervisor) RunChanges(ctx context.Context, r Run) ([]ChangedFile, bool, error) {
 	if !r.Status.Terminal() {

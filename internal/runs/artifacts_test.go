@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -222,7 +223,9 @@ func TestArtifactsGoWithTheRun(t *testing.T) {
 	var later atomic.Int64 // how far the clock is moved ahead
 	h := newShellHarness(t, Config{WorkspaceRetention: time.Hour,
 		Now: func() time.Time { return time.Now().Add(time.Duration(later.Load())) }})
-	r := h.runScript(t, Spec{Prompt: `echo '{"text":"done"}'`})
+	// Diffs larger than the record holds: only those are kept beside it.
+	const big = `seq 1 60000 > big.txt && echo '{"text":"done"}'`
+	r := h.runScript(t, Spec{Prompt: big})
 	kept := filepath.Join(h.sup.cfg.ArtifactsDir, r.ID)
 	if _, err := os.Stat(kept); err != nil {
 		t.Fatalf("no snapshot kept: %v", err)
@@ -233,7 +236,7 @@ func TestArtifactsGoWithTheRun(t *testing.T) {
 	if _, err := os.Stat(kept); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the deleted run's snapshot is still there: %v", err)
 	}
-	r = h.runScript(t, Spec{Prompt: `echo '{"text":"done"}'`})
+	r = h.runScript(t, Spec{Prompt: big})
 	kept = filepath.Join(h.sup.cfg.ArtifactsDir, r.ID)
 	h.sup.sweepArtifacts()
 	if _, err := os.Stat(kept); err != nil {
@@ -256,6 +259,37 @@ func TestArtifactsGoWithTheRun(t *testing.T) {
 	h.sup.sweepArtifacts()
 	if _, err := os.Stat(kept); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("an old run's snapshot was not swept: %v", err)
+	}
+}
+
+// TestArtifactsInTheRecordAlone: a run whose diff and list of changes fit
+// in its record keeps no file beside it, and its diff and changes are
+// served from the record, whole.
+func TestArtifactsInTheRecordAlone(t *testing.T) {
+	h := newShellHarness(t, Config{})
+	ctx := context.Background()
+	for prompt, changed := range map[string]int{
+		`echo '{"text":"done"}'`:                               0,
+		`printf 'a\nb\n' > made.txt && echo '{"text":"done"}'`: 1,
+	} {
+		r := h.runScript(t, Spec{Prompt: prompt})
+		if len(r.Files) != changed || (changed > 0) != strings.Contains(r.Diff, "+++ b/made.txt") {
+			t.Errorf("%s: the record has files %+v and diff %q", prompt, r.Files, r.Diff)
+		}
+		if _, err := os.Stat(filepath.Join(h.sup.cfg.ArtifactsDir, r.ID)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: a snapshot store was left: %v", prompt, err)
+		}
+		diff, truncated, err := h.sup.RunDiff(ctx, r)
+		if err != nil || truncated || readAll(t, diff) != r.Diff {
+			t.Errorf("%s: RunDiff: truncated %v, %v", prompt, truncated, err)
+		}
+		files, cut, err := h.sup.RunChanges(ctx, r)
+		if err != nil || cut || len(files) != len(r.Files) {
+			t.Errorf("%s: RunChanges = %+v, %v, %v; the record has %+v", prompt, files, cut, err, r.Files)
+		}
+	}
+	if entries, err := os.ReadDir(h.sup.cfg.ArtifactsDir); err == nil && len(entries) > 0 {
+		t.Errorf("the artifacts directory holds %d entries, want none", len(entries))
 	}
 }
 
