@@ -302,11 +302,14 @@ func (s *Store) ClaimRun(ctx context.Context, runID, replica string) (runs.Run, 
 		if err != nil {
 			return runs.Run{}, fmt.Errorf("claim run %s: %w", runID, err)
 		}
+		var next uint64
 		err = s.retry(ctx, "claim run", func(ctx context.Context) error {
-			_, err := s.kv.Update(ctx, runID, claimed, rev)
+			var err error
+			next, err = s.kv.Update(ctx, runID, claimed, rev)
 			return err
 		})
 		if err == nil {
+			s.wrote(r, next)
 			return r, nil
 		}
 		// A retry after a lost ack meets its own write: the record says
@@ -356,6 +359,7 @@ func (s *Store) DeleteRun(ctx context.Context, runID string) error {
 		return fmt.Errorf("delete packs of %s: %w", runID, err)
 	}
 	s.forgetLast(runID)
+	s.forgetRev(runID)
 	if err := s.retry(ctx, "delete run", func(ctx context.Context) error {
 		return s.kv.Purge(ctx, runID)
 	}); err != nil {

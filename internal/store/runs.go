@@ -59,7 +59,10 @@ func (s *Store) CreateRun(ctx context.Context, r runs.Run) error {
 	ctx, cancel := s.retryCtx(ctx)
 	defer cancel()
 	err = s.ensure(ctx, "create run", func(ctx context.Context) error {
-		_, err := s.kv.Create(ctx, r.ID, data)
+		rev, err := s.kv.Create(ctx, r.ID, data)
+		if err == nil {
+			s.wrote(r, rev)
+		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return err
 		}
@@ -102,6 +105,20 @@ func (s *Store) UpdateRun(ctx context.Context, r runs.Run) error {
 	}
 	ctx, cancel := s.retryCtx(ctx)
 	defer cancel()
+	// The revision this store wrote last, if it did: an update on it
+	// needs no read first, which is what a run's owner does at each step
+	// of the run. Any failure goes the way below, which reads the record
+	// and finds an update whose ack was lost, or another writer's.
+	if rev, ok := s.wroteRev(r.ID); ok {
+		wctx, wcancel := s.withTimeout(ctx)
+		next, err := s.kv.Update(wctx, r.ID, data, rev)
+		wcancel()
+		if err == nil {
+			s.wrote(r, next)
+			return nil
+		}
+		s.forgetRev(r.ID)
+	}
 	var base uint64 // the revision this update replaces, once read
 	err = s.ensure(ctx, "update run", func(ctx context.Context) error {
 		// From the leader: a copy behind it could miss the record.
@@ -111,13 +128,17 @@ func (s *Store) UpdateRun(ctx context.Context, r runs.Run) error {
 		}
 		switch {
 		case bytes.Equal(cur, data):
+			s.wrote(r, rev)
 			return nil // stored already: by an attempt whose ack was lost, or the same update twice
 		case base == 0:
 			base = rev
 		case rev != base:
 			return errConflict
 		}
-		_, err = s.kv.Update(ctx, r.ID, data, base)
+		next, err := s.kv.Update(ctx, r.ID, data, base)
+		if err == nil {
+			s.wrote(r, next)
+		}
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
@@ -315,4 +336,33 @@ func (s *Store) getRecordRev(ctx context.Context, id string) ([]byte, uint64, er
 		return nil, 0, runs.ErrNotFound
 	}
 	return resp.Message.Data, resp.Message.Seq, nil
+}
+
+// wrote notes rev as the revision of r's record this store wrote last, for
+// the next UpdateRun; a run that has ended is let go, since its owner
+// writes it no more (an update after that reads first, as it did).
+func (s *Store) wrote(r runs.Run, rev uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.Status.Terminal() {
+		delete(s.revs, r.ID)
+		return
+	}
+	if len(s.revs) >= maxCachedRuns {
+		clear(s.revs)
+	}
+	s.revs[r.ID] = rev
+}
+
+func (s *Store) wroteRev(runID string) (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rev, ok := s.revs[runID]
+	return rev, ok
+}
+
+func (s *Store) forgetRev(runID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.revs, runID)
 }

@@ -213,3 +213,84 @@ func TestListRunsRejectsBadFilters(t *testing.T) {
 		t.Errorf("limit 500: %v", err)
 	}
 }
+
+// The owner's updates of a run it wrote last need no read of the record
+// first; an update after another writer's still lands (it reads, then
+// writes on the record it read), and the record is always the last
+// update's.
+func TestUpdateRunWithoutReading(t *testing.T) {
+	e := newEnv(t)
+	c := ctx(t)
+	id := newID(t)
+	r := sampleRun(id)
+	r.Status = runs.Queued
+	if err := e.s.CreateRun(c, r); err != nil {
+		t.Fatal(err)
+	}
+	// The gets of the runs bucket's leader, as the store's reads ask them.
+	gets, err := e.nc.SubscribeSync("$JS.API.STREAM.MSG.GET.KV_" + runsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gets.Unsubscribe()
+	if err := e.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	countGets := func() int {
+		t.Helper()
+		if err := e.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		n, _, err := gets.Pending()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			if _, err := gets.NextMsg(time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return n
+	}
+	want := func(status runs.State) {
+		t.Helper()
+		got, err := e.s.GetRun(c, id)
+		if err != nil || got.Status != status {
+			t.Fatalf("record %s (%v), want %s", got.Status, err, status)
+		}
+	}
+
+	r.Status = runs.Running
+	if err := e.s.UpdateRun(c, r); err != nil {
+		t.Fatal(err)
+	}
+	if n := countGets(); n != 0 {
+		t.Errorf("an update after this store's create read the record %d times", n)
+	}
+	want(runs.Running)
+	countGets()
+
+	// Another store writes the record: this one's next update reads it
+	// and still lands, as an owner's update did before.
+	other, err := Open(c, e.connect(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2 := r
+	r2.Owner = "another"
+	if err := other.UpdateRun(c, r2); err != nil {
+		t.Fatal(err)
+	}
+	countGets()
+	r.Status = runs.Succeeded
+	if err := e.s.UpdateRun(c, r); err != nil {
+		t.Fatalf("an update after another writer's: %v", err)
+	}
+	if n := countGets(); n == 0 {
+		t.Error("an update after another writer's did not read the record")
+	}
+	want(runs.Succeeded)
+	if _, ok := e.s.wroteRev(id); ok {
+		t.Error("the revision of an ended run is kept")
+	}
+}

@@ -105,6 +105,10 @@ type Store struct {
 
 	mu   sync.Mutex
 	last map[string]lastEvent // run → its last stored event, as this store last appended or read it
+	// revs is run → the revision of its record that this store last
+	// wrote, so that the owner's next update need not read the record
+	// first (UpdateRun).
+	revs map[string]uint64
 }
 
 var _ runs.Store = (*Store)(nil)
@@ -140,7 +144,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{nc: nc, js: js, timeout: opts.Timeout, retryFor: opts.RetryFor, replicas: opts.Replicas, log: opts.Log, last: map[string]lastEvent{}}
+	s := &Store{nc: nc, js: js, timeout: opts.Timeout, retryFor: opts.RetryFor, replicas: opts.Replicas, log: opts.Log, last: map[string]lastEvent{}, revs: map[string]uint64{}}
 	// A server that takes smaller messages than the default (1 MiB) gets
 	// smaller groups; one event alone is bounded by runs.Limits, as ever.
 	s.eventsPerMessage = opts.EventsPerMessage
