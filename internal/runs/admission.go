@@ -251,17 +251,35 @@ func (s *Supervisor) isClosing() bool {
 	return s.closing
 }
 
-// observeQueue reports the shared queue's length and this replica's
-// running runs.
-func (s *Supervisor) observeQueue(ctx context.Context) {
-	n, err := s.store.QueueLength(ctx)
-	if err != nil {
-		return
+// observeQueue has the shared queue's length and this replica's running
+// runs reported, soon, by queueObserver. Every run's end asks for it: a
+// burst of runs ending at once then costs a few reads of the queue, not
+// one each, and no worker waits for one.
+func (s *Supervisor) observeQueue() {
+	select {
+	case s.queueKick <- struct{}{}:
+	default: // a read is asked for already, and comes after this call
 	}
-	s.mu.Lock()
-	active := s.active
-	s.mu.Unlock()
-	s.obs.QueueDepth(n, active)
+}
+
+// queueObserver reads and reports the queue's length whenever
+// observeQueue asked since its last read, until ctx ends.
+func (s *Supervisor) queueObserver(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.queueKick:
+		}
+		n, err := s.store.QueueLength(ctx)
+		if err != nil {
+			continue
+		}
+		s.mu.Lock()
+		active := s.active
+		s.mu.Unlock()
+		s.obs.QueueDepth(n, active)
+	}
 }
 
 func realPath(p string) string {
@@ -522,7 +540,7 @@ func (s *Supervisor) take(q QueuedRun) {
 		s.active--
 		s.mu.Unlock()
 		s.untrack(t)
-		s.observeQueue(bg)
+		s.observeQueue()
 	}()
 
 	// A replica without the run's agent leaves it to one that has it:

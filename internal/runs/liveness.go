@@ -34,7 +34,7 @@ func (s *Supervisor) liveness(ctx context.Context) {
 			continue
 		}
 		// Every replica reports the shared queue, taking runs or not.
-		s.observeQueue(ctx)
+		s.observeQueue()
 		live, err := s.store.LiveReplicas(ctx)
 		if err != nil {
 			s.log.Warn("read live replicas", zap.Error(err))

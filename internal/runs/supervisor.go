@@ -214,6 +214,9 @@ type Supervisor struct {
 	// aliases maps another name of an agent to its adapter's Name.
 	aliases map[string]string
 
+	// queueKick asks the queue observer (observeQueue) for a read.
+	queueKick chan struct{}
+
 	mu      sync.Mutex
 	tasks   map[string]*task // being taken from the queue, or running, here
 	active  int              // slots busy
@@ -285,6 +288,8 @@ func NewSupervisor(cfg Config, store Store, agents []*Agent, obs Observer, log *
 		agents: map[string]*Agent{},
 		tasks:  map[string]*task{},
 		idle:   make(chan struct{}),
+
+		queueKick: make(chan struct{}, 1),
 	}
 	for _, a := range agents {
 		s.agents[a.Adapter.Name()] = a
@@ -386,6 +391,11 @@ func (s *Supervisor) Start(ctx context.Context) error {
 			s.janitor(ctx)
 		}()
 	}
+	s.loops.Add(1)
+	go func() {
+		defer s.loops.Done()
+		s.queueObserver(ctx)
+	}()
 	for range s.cfg.MaxConcurrent {
 		s.workers.Add(1)
 		go s.worker()
