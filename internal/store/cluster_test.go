@@ -60,7 +60,7 @@ func TestColdStartOnCluster(t *testing.T) {
 		}
 		t.Cleanup(stores[i].Close)
 	}
-	for _, name := range []string{eventsStream, "KV_" + runsBucket, "KV_" + sessionsBucket, "KV_" + replicasBucket} {
+	for _, name := range []string{eventsStream, packsStream, "KV_" + runsBucket, "KV_" + sessionsBucket, "KV_" + replicasBucket} {
 		st, err := stores[0].js.Stream(octx, name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)
@@ -73,8 +73,11 @@ func TestColdStartOnCluster(t *testing.T) {
 			t.Errorf("%s: max age %s, want 1h", name, cfg.MaxAge)
 		}
 	}
-	if cfg := stores[0].events.CachedInfo().Config; !cfg.AllowAtomicPublish {
-		t.Error("events stream does not allow atomic publish")
+	if cfg := stores[0].events.CachedInfo().Config; !cfg.AllowAtomicPublish || cfg.AllowDirect {
+		t.Errorf("events stream: atomic publish %v, direct gets %v; want atomic publish, no direct gets", cfg.AllowAtomicPublish, cfg.AllowDirect)
+	}
+	if cfg := stores[0].packStream.CachedInfo().Config; !cfg.AllowDirect {
+		t.Error("packs stream does not allow direct gets")
 	}
 	id := newID(t)
 	if err := stores[1].CreateRun(octx, runs.Run{ID: id, Agent: "claude", Status: runs.Queued}); err != nil {
@@ -227,5 +230,33 @@ func TestUpdateRunAcrossLeaderKill(t *testing.T) {
 	got, err := s.GetRun(uctx, r.ID)
 	if err != nil || got.Status != runs.Succeeded {
 		t.Fatalf("GetRun = %s, %v; want succeeded", got.Status, err)
+	}
+}
+
+// On a 3-node cluster, a finished run replays from its packs through a
+// store connected to each node alone: the direct gets are answered by
+// whichever copy is asked, and every event arrives once, in order.
+func TestPacksReplayOnEveryNode(t *testing.T) {
+	c, s := openCluster(t, zap.NewNop())
+	id := newID(t)
+	const n = 1500
+	evs := packRun(id, n, nil)
+	appendInBatches(t, s, id, evs, 100)
+	packsSent(t, s)
+	waitFor(t, time.Minute, "every copy of the packs current", func() bool { return c.StreamCurrent(packsStream) })
+	octx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for i := range c.Size() {
+		node, err := Open(octx, clusterConn(t, c, c.URL(i)), Options{Replicas: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur := openCursor(t, node, id, 0)
+		readAll(t, cur, evs)
+		cur.Close()
+		if st := node.PackStats(); st.Read != int64(packOf(n)+1) {
+			t.Errorf("node %d: %+v, want every pack read", i, st)
+		}
+		node.Close()
 	}
 }

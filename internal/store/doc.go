@@ -19,10 +19,13 @@
 //     one event. The stream allows atomic batch publish. Cursors are
 //     ordered consumers on one run's subject, deleted when the cursor is
 //     closed.
-//   - In the same stream, on subjects "agentgate.packs.<run_id>.<k>", a
-//     run's packs: pack k holds the run's events k*512+1 .. (k+1)*512 in
-//     one message, to replay them without a message per event. They are
-//     an index, never the log: see Packs below.
+//   - The stream "AGENTGATE_PACKS" on subjects
+//     "agentgate.runpacks.<run_id>.<k>": a run's packs, pack k holding the
+//     run's events k*512+1 .. (k+1)*512 in one message, to replay them
+//     without a message per event. They are an index, never the log: see
+//     Packs below. The stream allows direct gets. Versions before it kept
+//     packs in the events stream, on "agentgate.packs.<run_id>.<k>",
+//     which keeps that subject until they expire; they are no longer read.
 //   - The KV bucket "agentgate_sessions": "<agent>.<session id>" → a JSON
 //     runs.SessionRecord: the session's directory, so that a resumed run
 //     continues there on any replica, and its cumulative cost, so that a
@@ -89,15 +92,17 @@
 // packs to its end. The store buffers packs for at most 1024 runs (the one
 // appended least recently loses its buffer) and 32 MiB. A pack is stored
 // once (its publish expects no message on its subject). A cursor reads the
-// packs holding the events it must deliver, one get by subject each (from
-// the stream's leader, with a few in flight at once), and at the first pack
+// packs holding the events it must deliver, one direct get by subject each
+// (answered by any copy of the packs stream, with the message as stored,
+// a few in flight at once), and at the first pack
 // missing, unreadable or partial goes on through an ordered consumer from
 // the stored position of the next event, which then follows the live tail;
 // the consumer is created only then, and after a run.completed only if its
 // reader asks for more. A pack lost, abandoned or damaged costs its range
-// (and the rest of that replay) the slower path, never an event. DeleteRun
-// purges a run's packs with its events; MaxAge expires them as it does
-// events.
+// (and the rest of that replay) the slower path, never an event; so does
+// a pack that the copy answering a get does not have yet, since a pack is
+// written once and never changed. DeleteRun purges a run's packs with its
+// events; MaxAge expires them as it does events.
 //
 // Run ids are UUIDv7 strings made by the gateway; the store accepts any id
 // of 1 to 64 ASCII letters, digits, '-' and '_', which keeps ids safe as
@@ -112,7 +117,7 @@
 // down from the run's end, so that a client asking for the last events
 // touches only the file blocks that hold them. A log that is not a dense
 // prefix is replayed from its first event instead, with a warning. A replay
-// from packs runs at about a million events a second in the cursor, and
+// from packs runs at about two million events a second in the cursor, and
 // holds at most five packs (about 1 MiB of fetched packs, by the size of
 // the last) plus 256 events ready for Next (and at most 1 MiB of them).
 // Each open cursor on the log costs the server one in-memory consumer and

@@ -223,7 +223,7 @@ func TestCursorInsideAMessageWithoutPacks(t *testing.T) {
 	id := newID(t)
 	appendEvents(t, e.s, id, 1, 100)
 	// No packs: the run's range is read from its log.
-	if err := e.s.events.Purge(ctx(t), jetstream.WithPurgeSubject(packsFilter(id))); err != nil {
+	if err := e.s.packStream.Purge(ctx(t), jetstream.WithPurgeSubject(packsFilter(id))); err != nil {
 		t.Fatal(err)
 	}
 	for _, after := range []uint64{0, 1, 50, 99} {

@@ -62,8 +62,11 @@ func packSubject(runID string, k uint64) string {
 	return packsPrefix + runID + "." + strconv.FormatUint(k, 10)
 }
 
-// packsFilter is the subject of all of a run's packs, for a purge.
-func packsFilter(runID string) string { return packsPrefix + runID + ".*" }
+// packsFilter is the subject of all of a run's packs, for a purge, and
+// legacyPacksFilter that of those an earlier version kept in the events
+// stream.
+func packsFilter(runID string) string       { return packsPrefix + runID + ".*" }
+func legacyPacksFilter(runID string) string { return legacyPacksPrefix + runID + ".*" }
 
 // packOf is the index of the pack holding seq (≥ 1).
 func packOf(seq uint64) uint64 { return (seq - 1) / packEvents }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 )
@@ -58,11 +59,11 @@ func storedPacks(t testing.TB, s *Store, runID string) map[uint64]uint64 {
 	t.Helper()
 	out := map[uint64]uint64{}
 	for k := uint64(0); ; k++ {
-		m, err := s.events.GetLastMsgForSubject(ctx(t), packSubject(runID, k))
+		m, err := s.packStream.GetLastMsgForSubject(ctx(t), packSubject(runID, k))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			// Packs are dense but for those a test removed: look a
 			// few further before concluding.
-			if _, err := s.events.GetLastMsgForSubject(ctx(t), packsFilter(runID)); errors.Is(err, jetstream.ErrMsgNotFound) {
+			if _, err := s.packStream.GetLastMsgForSubject(ctx(t), packsFilter(runID)); errors.Is(err, jetstream.ErrMsgNotFound) {
 				return out
 			}
 			if k > 64 {
@@ -175,7 +176,7 @@ func TestPacksDamaged(t *testing.T) {
 		want   int // packs stored
 	}{
 		{name: "missing", want: 6, damage: func(t *testing.T, id string, packs map[uint64]uint64) {
-			if err := e.s.events.DeleteMsg(ctx(t), packs[2]); err != nil {
+			if err := e.s.packStream.DeleteMsg(ctx(t), packs[2]); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -186,11 +187,11 @@ func TestPacksDamaged(t *testing.T) {
 			return 10
 		}},
 		{name: "corrupt", want: 6, damage: func(t *testing.T, id string, packs map[uint64]uint64) {
-			m, err := e.s.events.GetMsg(ctx(t), packs[1])
+			m, err := e.s.packStream.GetMsg(ctx(t), packs[1])
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := e.s.events.DeleteMsg(ctx(t), packs[1]); err != nil {
+			if err := e.s.packStream.DeleteMsg(ctx(t), packs[1]); err != nil {
 				t.Fatal(err)
 			}
 			bad := bytes.Clone(m.Data)
@@ -285,7 +286,9 @@ func TestDeleteRunRemovesPacks(t *testing.T) {
 	}
 }
 
-// A store opened on a stream made before packs adds their subject to it.
+// A store opened on a stream made before packs adds their old subject to
+// it (packs an earlier version stored there expire with it), and makes the
+// packs stream, whose copies answer direct gets.
 func TestStreamGainsPacksSubject(t *testing.T) {
 	e := &env{t: t, dir: t.TempDir()}
 	srv, err := StartEmbedded(e.dir, zap.NewNop())
@@ -315,8 +318,15 @@ func TestStreamGainsPacksSubject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := info.Config.Subjects; len(got) != 2 || got[1] != packsPrefix+"*.*" {
+	if got := info.Config.Subjects; len(got) != 2 || got[1] != legacyPacksPrefix+"*.*" {
 		t.Fatalf("stream subjects %v", got)
+	}
+	pinfo, err := s.packStream.Info(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pinfo.Config; !got.AllowDirect || len(got.Subjects) != 1 || got.Subjects[0] != packsPrefix+"*.*" {
+		t.Fatalf("packs stream: direct gets %v, subjects %v", got.AllowDirect, got.Subjects)
 	}
 	id := newID(t)
 	evs := packRun(id, 600, nil)
@@ -346,7 +356,7 @@ func TestPackStoredOnce(t *testing.T) {
 	if _, err := e.s.js.PublishMsg(ctx(t), again[0]); err == nil {
 		t.Fatal("a second pack for the same range was stored")
 	}
-	m, err := e.s.events.GetLastMsgForSubject(ctx(t), packSubject(id, 0))
+	m, err := e.s.packStream.GetLastMsgForSubject(ctx(t), packSubject(id, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,22 +487,27 @@ func TestDecodedEventsAreCapped(t *testing.T) {
 	}
 }
 
-func TestParseMsgGet(t *testing.T) {
-	const subj = "agentgate.packs.r.0"
+func TestParseDirectGet(t *testing.T) {
+	const subj = packsPrefix + "r.0"
+	msg := func(hdr map[string]string, data string) *nats.Msg {
+		m := nats.NewMsg("_INBOX.x")
+		for k, v := range hdr {
+			m.Header.Set(k, v)
+		}
+		m.Data = []byte(data)
+		return m
+	}
 	for name, tc := range map[string]struct {
-		answer string
-		want   string
-		err    error
+		reply *nats.Msg
+		want  string
+		err   error
 	}{
-		"message":        {answer: `{"type":"io.nats.jetstream.api.v1.stream_msg_get_response","message":{"subject":"agentgate.packs.r.0","seq":5,"hdrs":"TkFUUy8xLjANCg0K","data":"aGVsbG8=","time":"2026-01-01T00:00:00Z"}}`, want: "hello"},
-		"not found":      {answer: `{"type":"io.nats.jetstream.api.v1.stream_msg_get_response","error":{"code":404,"err_code":10037,"description":"no message found"}}`, err: errNoPack},
-		"other subject":  {answer: `{"message":{"subject":"agentgate.packs.r.1","seq":5,"data":"aGVsbG8="}}`, err: errBadPack},
-		"data elsewhere": {answer: `{"x":{"data":"aGVsbG8="},"message":{"subject":"agentgate.packs.r.0","seq":5,"data":"aGk="}}`, err: errBadPack},
-		"bad base64":     {answer: `{"message":{"subject":"agentgate.packs.r.0","data":"a\u0047VsbG8="}}`, err: errBadPack},
-		"not json":       {answer: `{"message":`, err: errBadPack},
-		"unterminated":   {answer: `{"message":{"subject":"agentgate.packs.r.0","data":"aGVs`, err: errBadPack},
+		"message":       {reply: msg(map[string]string{jetstream.SubjectHeader: subj, jetstream.SequenceHeader: "5"}, "hello"), want: "hello"},
+		"not found":     {reply: msg(map[string]string{statusHeader: "404", descriptionHeader: "Message Not Found"}, ""), err: errNoPack},
+		"other subject": {reply: msg(map[string]string{jetstream.SubjectHeader: packsPrefix + "r.1"}, "hello"), err: errBadPack},
+		"no subject":    {reply: msg(nil, "hello"), err: errBadPack},
 	} {
-		got, err := parseMsgGet([]byte(tc.answer), subj)
+		got, err := parseDirectGet(tc.reply, subj)
 		if tc.err != nil {
 			if !errors.Is(err, tc.err) {
 				t.Errorf("%s: %q, %v; want %v", name, got, err, tc.err)
@@ -502,6 +517,12 @@ func TestParseMsgGet(t *testing.T) {
 		if err != nil || string(got) != tc.want {
 			t.Errorf("%s: %q, %v; want %q", name, got, err, tc.want)
 		}
+	}
+	// Another status (a timeout, say) is an error, but not a missing or
+	// damaged pack.
+	_, err := parseDirectGet(msg(map[string]string{statusHeader: "408", descriptionHeader: "Request Timeout"}, ""), subj)
+	if err == nil || errors.Is(err, errNoPack) || errors.Is(err, errBadPack) || !strings.Contains(err.Error(), "408") {
+		t.Errorf("a 408: %v", err)
 	}
 }
 
@@ -545,17 +566,28 @@ func FuzzDecodePack(f *testing.F) {
 	})
 }
 
-// FuzzParseMsgGet: any answer is a payload, errNoPack, or an error, never
-// a panic; a payload comes only from an answer that is the message of the
-// subject asked for.
-func FuzzParseMsgGet(f *testing.F) {
-	f.Add([]byte(`{"type":"io.nats.jetstream.api.v1.stream_msg_get_response","message":{"subject":"agentgate.packs.r.0","seq":5,"data":"aGVsbG8=","time":"2026-01-01T00:00:00Z"}}`))
-	f.Add([]byte(`{"error":{"code":404,"err_code":10037,"description":"no message found"}}`))
-	f.Add([]byte(`{"message":{"subject":"agentgate.packs.r.0","data":"\"data\":\"aGk="}}`))
-	f.Fuzz(func(t *testing.T, answer []byte) {
-		data, err := parseMsgGet(answer, "agentgate.packs.r.0")
-		if err != nil && data != nil {
-			t.Fatalf("payload %q with %v", data, err)
+// FuzzParseDirectGet: any reply is a body, errNoPack, or an error, never a
+// panic; a body comes only from a reply that is the message of the
+// subject asked for, with no status.
+func FuzzParseDirectGet(f *testing.F) {
+	f.Add(packsPrefix+"r.0", "", "hello")
+	f.Add("", "404", "")
+	f.Add(packsPrefix+"r.1", "503", "x")
+	f.Fuzz(func(t *testing.T, subject, status, data string) {
+		m := nats.NewMsg("_INBOX.x")
+		if subject != "" {
+			m.Header.Set(jetstream.SubjectHeader, subject)
+		}
+		if status != "" {
+			m.Header.Set(statusHeader, status)
+		}
+		m.Data = []byte(data)
+		got, err := parseDirectGet(m, packsPrefix+"r.0")
+		if err == nil && (status != "" || subject != packsPrefix+"r.0" || string(got) != data) {
+			t.Fatalf("body %q from subject %q, status %q", got, subject, status)
+		}
+		if err != nil && got != nil {
+			t.Fatalf("body %q with %v", got, err)
 		}
 	})
 }

@@ -1,9 +1,7 @@
 package store
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,14 +16,22 @@ import (
 // purged or expired.
 var errNoPack = errors.New("no pack")
 
-// msgGetSubject is the JetStream API's get of one stored message. It is
-// answered by the stream's leader (the stream has no direct gets: a
-// follower may lag), in JSON with the message base64-encoded.
-const msgGetSubject = "$JS.API.STREAM.MSG.GET." + eventsStream
+// directGetSubject is the JetStream API's direct get of the packs stream:
+// any copy of the stream answers it, with the stored message as it is
+// (headers and body), rather than in JSON with the body base64-encoded as
+// the leader's message API does.
+const directGetSubject = "$JS.API.DIRECT.GET." + packsStream
+
+// The headers of a NATS status reply (a direct get of nothing is one).
+const (
+	statusHeader      = "Status"
+	descriptionHeader = "Description"
+)
 
 // getPack reads pack k of the run on nc and decodes it: errNoPack when it
-// is not stored, errBadPack when it is not one of the run's packs for k.
-// Its events' JSON points into one buffer of its own.
+// is not stored (or not yet on the copy that answered), errBadPack when it
+// is not one of the run's packs for k. Its events' JSON points into the
+// message's body.
 func getPack(ctx context.Context, nc *nats.Conn, runID string, k uint64, names typeNames) ([]runs.StoredEvent, error) {
 	subject := packSubject(runID, k)
 	req, err := json.Marshal(struct {
@@ -34,11 +40,11 @@ func getPack(ctx context.Context, nc *nats.Conn, runID string, k uint64, names t
 	if err != nil {
 		return nil, err
 	}
-	reply, err := nc.RequestWithContext(ctx, msgGetSubject, req)
+	reply, err := nc.RequestWithContext(ctx, directGetSubject, req)
 	if err != nil {
 		return nil, err
 	}
-	data, err := parseMsgGet(reply.Data, subject)
+	data, err := parseDirectGet(reply, subject)
 	if err != nil {
 		return nil, err
 	}
@@ -52,58 +58,20 @@ func getPack(ctx context.Context, nc *nats.Conn, runID string, k uint64, names t
 	return evs, nil
 }
 
-// dataKey starts the one large value of a get's answer, the message's
-// payload.
-var dataKey = []byte(`"data":"`)
-
-// parseMsgGet returns the payload of the message a get of subject answered,
-// errNoPack when there is none. encoding/json reads a 512 KiB payload at
-// about 100 MB/s, slower than a replay's goal, so the payload is cut out of
-// the answer and base64-decoded directly (about 1 GB/s), and encoding/json
-// reads only the rest. Base64 holds neither quotes nor backslashes, so the
-// payload ends at the next quote; an answer that does not read back as the
-// message of subject is an error.
-func parseMsgGet(answer []byte, subject string) ([]byte, error) {
-	rest := answer
-	var enc []byte
-	if i := bytes.Index(answer, dataKey); i >= 0 {
-		start := i + len(dataKey)
-		end := bytes.IndexByte(answer[start:], '"')
-		if end < 0 {
-			return nil, fmt.Errorf("%w: unterminated payload", errBadPack)
-		}
-		enc = answer[start : start+end]
-		rest = make([]byte, 0, len(answer)-len(enc))
-		rest = append(rest, answer[:start]...)
-		rest = append(rest, answer[start+end:]...)
-	}
-	var resp struct {
-		Error   *jetstream.APIError `json:"error"`
-		Message *struct {
-			Subject string `json:"subject"`
-			Data    string `json:"data"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(rest, &resp); err != nil {
-		return nil, fmt.Errorf("%w: answer: %w", errBadPack, err)
-	}
-	if resp.Error != nil {
-		if resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+// parseDirectGet returns the body of the message a direct get of subject
+// answered: errNoPack for a "404 Message Not Found", an error for any
+// other status, and errBadPack for a message that is not subject's.
+func parseDirectGet(reply *nats.Msg, subject string) ([]byte, error) {
+	if status := reply.Header.Get(statusHeader); status != "" {
+		if status == "404" {
 			return nil, errNoPack
 		}
-		return nil, resp.Error
+		return nil, fmt.Errorf("direct get of %s: status %s %s", subject, status, reply.Header.Get(descriptionHeader))
 	}
-	if resp.Message == nil || resp.Message.Subject != subject || resp.Message.Data != "" {
-		// The cut payload left "" in its place; anything else means
-		// the key was not the message's.
-		return nil, fmt.Errorf("%w: answer is not the message of %s", errBadPack, subject)
+	if got := reply.Header.Get(jetstream.SubjectHeader); got != subject {
+		return nil, fmt.Errorf("%w: direct get of %s answered with the message of %q", errBadPack, subject, got)
 	}
-	data := make([]byte, base64.StdEncoding.DecodedLen(len(enc)))
-	n, err := base64.StdEncoding.Decode(data, enc)
-	if err != nil {
-		return nil, fmt.Errorf("%w: payload: %w", errBadPack, err)
-	}
-	return data[:n], nil
+	return reply.Data, nil
 }
 
 // packPrefetchBytes bounds the packs a cursor fetches ahead of the one it

@@ -354,7 +354,10 @@ func (s *Store) DeleteRun(ctx context.Context, runID string) error {
 		return fmt.Errorf("delete events of %s: %w", runID, err)
 	}
 	if err := s.retry(ctx, "delete packs", func(ctx context.Context) error {
-		return s.events.Purge(ctx, jetstream.WithPurgeSubject(packsFilter(runID)))
+		if err := s.packStream.Purge(ctx, jetstream.WithPurgeSubject(packsFilter(runID))); err != nil {
+			return err
+		}
+		return s.events.Purge(ctx, jetstream.WithPurgeSubject(legacyPacksFilter(runID)))
 	}); err != nil {
 		return fmt.Errorf("delete packs of %s: %w", runID, err)
 	}

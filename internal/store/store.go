@@ -20,14 +20,20 @@ const (
 	replicasBucket = "agentgate_replicas"
 	eventsStream   = "AGENTGATE_EVENTS"
 	eventsPrefix   = "agentgate.events."
-	packsPrefix    = "agentgate.packs."
-	cancelPrefix   = "agentgate.cancel."
-	headerSeq      = "Agentgate-Seq"
-	headerType     = "Agentgate-Type"
-	headerRun      = "Agentgate-Run"
-	headerError    = "Agentgate-Error"
-	maxIDLen       = 64
-	defaultTimeout = 5 * time.Second
+	// packsStream holds runs' packs on packsPrefix. Versions before it
+	// kept packs in the events stream, on legacyPacksPrefix, read with
+	// the leader's message API; their packs are left to expire there
+	// and their ranges replay from the log.
+	packsStream       = "AGENTGATE_PACKS"
+	packsPrefix       = "agentgate.runpacks."
+	legacyPacksPrefix = "agentgate.packs."
+	cancelPrefix      = "agentgate.cancel."
+	headerSeq         = "Agentgate-Seq"
+	headerType        = "Agentgate-Type"
+	headerRun         = "Agentgate-Run"
+	headerError       = "Agentgate-Error"
+	maxIDLen          = 64
+	defaultTimeout    = 5 * time.Second
 	// dedupeWindow is how long the events stream remembers Nats-Msg-Id, so
 	// that a batch retried after a lost ack is not stored twice.
 	dedupeWindow = 2 * time.Minute
@@ -78,23 +84,25 @@ type Options struct {
 // Store is the runs.Store on NATS JetStream. It is safe for concurrent use
 // and does not own the connection it was opened on.
 type Store struct {
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	kv       jetstream.KeyValue
-	costs    jetstream.KeyValue // agent session → runs.SessionRecord (directory, cumulative cost)
-	alive    jetstream.KeyValue // replica → heartbeat, expiring
-	events   jetstream.Stream
-	queue    jetstream.Stream      // runs waiting for a slot on any replica
-	workers  jetstream.Consumer    // the replicas' pulls from queue
-	idem     jetstream.KeyValue    // Idempotency-Key → the run it made
-	tenants  jetstream.KeyValue    // tenant → its quota usage
-	files    jetstream.ObjectStore // uploaded files, expiring
-	hooks    jetstream.KeyValue    // webhook deliveries (webhooks.go)
-	senders  jetstream.Consumer    // the replicas' pulls of webhooks due
-	timeout  time.Duration
-	retryFor time.Duration
-	replicas int
-	log      *zap.Logger
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	costs  jetstream.KeyValue // agent session → runs.SessionRecord (directory, cumulative cost)
+	alive  jetstream.KeyValue // replica → heartbeat, expiring
+	events jetstream.Stream
+	// packStream holds the runs' packs (packs.go), read by direct gets.
+	packStream jetstream.Stream
+	queue      jetstream.Stream      // runs waiting for a slot on any replica
+	workers    jetstream.Consumer    // the replicas' pulls from queue
+	idem       jetstream.KeyValue    // Idempotency-Key → the run it made
+	tenants    jetstream.KeyValue    // tenant → its quota usage
+	files      jetstream.ObjectStore // uploaded files, expiring
+	hooks      jetstream.KeyValue    // webhook deliveries (webhooks.go)
+	senders    jetstream.Consumer    // the replicas' pulls of webhooks due
+	timeout    time.Duration
+	retryFor   time.Duration
+	replicas   int
+	log        *zap.Logger
 	// eventsPerMessage and groupBytes bound the messages of a run's log
 	// (groupEvents).
 	eventsPerMessage, groupBytes int
@@ -163,7 +171,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	streamCfg := jetstream.StreamConfig{
 		Name:        eventsStream,
 		Description: "agentgate run events",
-		Subjects:    []string{eventsPrefix + "*", packsPrefix + "*.*"},
+		Subjects:    []string{eventsPrefix + "*", legacyPacksPrefix + "*.*"},
 		Storage:     jetstream.FileStorage,
 		Replicas:    opts.Replicas,
 		MaxAge:      opts.MaxAge,
@@ -187,6 +195,32 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	if err != nil {
 		s.readers.close()
 		return nil, fmt.Errorf("open store: stream %s: %w", eventsStream, err)
+	}
+	// The packs have a stream of their own so that they can be read by
+	// direct gets: any copy answers one, with the message as it is stored
+	// rather than in JSON with it base64-encoded. The events stream keeps
+	// them off, since a copy behind its leader would miss the newest
+	// event. A pack is written once and never changed, so a copy can only
+	// be behind by whole packs, and a pack it does not have yet is read
+	// from the log, as any missing pack is.
+	packsCfg := jetstream.StreamConfig{
+		Name:        packsStream,
+		Description: "agentgate run event packs: an index of the events stream, for replays",
+		Subjects:    []string{packsPrefix + "*.*"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    opts.Replicas,
+		MaxAge:      opts.MaxAge,
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		AllowDirect: true,
+	}
+	err = s.ensure(ctx, "create stream", func(ctx context.Context) error {
+		s.packStream, err = js.CreateOrUpdateStream(ctx, packsCfg)
+		return err
+	})
+	if err != nil {
+		s.readers.close()
+		return nil, fmt.Errorf("open store: stream %s: %w", packsStream, err)
 	}
 
 	kvCfg := jetstream.KeyValueConfig{
