@@ -154,8 +154,8 @@ func recordedFiles(changes []artifacts.Change) ([]ChangedFile, bool) {
 
 // RunDiff returns the whole unified diff of a finished run r, and whether
 // it was bounded: from beside its snapshot when this replica kept it there
-// (the record could not hold it), else from its record. A run that has not finished is a conflict
-// (run_not_finished).
+// (the record could not hold it), else from its record. A run that has not
+// finished is a conflict (run_not_finished).
 func (s *Supervisor) RunDiff(ctx context.Context, r Run) (io.ReadCloser, bool, error) {
 	if !r.Status.Terminal() {
 		return nil, false, Conflict(ConflictRunNotFinished, fmt.Sprintf("the run is %s: its diff is made when it ends", r.Status))
@@ -172,8 +172,8 @@ func (s *Supervisor) RunDiff(ctx context.Context, r Run) (io.ReadCloser, bool, e
 
 // RunChanges returns the files a finished run r changed, and whether the
 // list was bounded: the whole list when this replica kept it beside the
-// run (the record could not hold it), else the record's. A run that has not finished is a conflict
-// (run_not_finished).
+// run (the record could not hold it), else the record's. A run that has
+// not finished is a conflict (run_not_finished).
 func (s *Supervisor) RunChanges(ctx context.Context, r Run) ([]ChangedFile, bool, error) {
 	if !r.Status.Terminal() {
 		return nil, false, Conflict(ConflictRunNotFinished, fmt.Sprintf("the run is %s: its changes are found when it ends", r.Status))

@@ -9,15 +9,19 @@ import (
 
 // gatedQueueStore answers QueueLength with what length was when it was
 // called, once gate lets it, and counts the calls.
+// Its first call closes reading.
 type gatedQueueStore struct {
 	*memStore
-	gate   chan struct{}
-	calls  atomic.Int64
-	length atomic.Int64
+	gate    chan struct{}
+	reading chan struct{}
+	calls   atomic.Int64
+	length  atomic.Int64
 }
 
 func (g *gatedQueueStore) QueueLength(ctx context.Context) (int, error) {
-	g.calls.Add(1)
+	if g.calls.Add(1) == 1 {
+		close(g.reading)
+	}
 	n := int(g.length.Load()) // the length when the read began
 	select {
 	case <-g.gate:
@@ -39,7 +43,7 @@ func (d depthObserver) QueueDepth(queued, _ int) { d.depths <- queued }
 // read more, not one each, and what is reported last is read after the
 // last ask; the asks never wait for a read.
 func TestQueueObserverCoalesces(t *testing.T) {
-	st := &gatedQueueStore{memStore: newMemStore(), gate: make(chan struct{})}
+	st := &gatedQueueStore{memStore: newMemStore(), gate: make(chan struct{}), reading: make(chan struct{})}
 	obs := depthObserver{depths: make(chan int, 16)}
 	s := &Supervisor{store: st, obs: obs, queueKick: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -50,10 +54,10 @@ func TestQueueObserverCoalesces(t *testing.T) {
 	st.length.Store(5)
 	s.observeQueue()
 	// The first read is in flight, held at the gate.
-	for deadline := time.Now().Add(time.Minute); st.calls.Load() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the observer never read the queue")
-		}
+	select {
+	case <-st.reading:
+	case <-time.After(time.Minute): // a hang guard
+		t.Fatal("the observer never read the queue")
 	}
 	for range 100 {
 		s.observeQueue() // must not block

@@ -214,7 +214,7 @@ type Supervisor struct {
 	// aliases maps another name of an agent to its adapter's Name.
 	aliases map[string]string
 
-	// queueKick asks the queue observer (observeQueue) for a read.
+	// queueKick asks queueObserver for a read (observeQueue).
 	queueKick chan struct{}
 
 	mu      sync.Mutex

@@ -193,7 +193,6 @@ func (s *memStore) until(t *testing.T, what string, ok func() bool) {
 	}
 }
 
-// only returns the run's one delivery.
 // untilEnded waits until the run's one delivery has ended, and returns it.
 func (s *memStore) untilEnded(t *testing.T, runID string) Delivery {
 	t.Helper()
@@ -204,6 +203,7 @@ func (s *memStore) untilEnded(t *testing.T, runID string) Delivery {
 	return s.only(t, runID)
 }
 
+// only returns the run's one delivery.
 func (s *memStore) only(t *testing.T, runID string) Delivery {
 	t.Helper()
 	ds, _ := s.Deliveries(context.Background(), runID)
