@@ -626,13 +626,16 @@ func (f *floorServer) serve(w http.ResponseWriter, r *http.Request) {
 // joins with Last-Event-ID ten events from its end (first-event latency),
 // and one that replays it whole (events a second). The baseline is the
 // same stream's bytes, read once into memory, parsed by the same reader:
-// x-raw is how many times slower the replay is.
+// x-raw is how many times slower the replay is. gw-cpu-ns/event is the
+// gateway process's CPU per event of the whole replays, read from /proc:
+// it moves less than the rate, which the reader beside it on the same CPUs
+// shares.
 func BenchmarkLateJoin(b *testing.B) {
 	const events = 100_000
 	bin := buildFakeClaude(b)
 	final := recording(b, "text")
 	lines := writeLines(b, [][]byte{bracketedDelta(b)})
-	g, _ := startGatewayProcess(b, scaleEnv(b, bin, 1), nil)
+	g, cmd := startGatewayProcess(b, scaleEnv(b, bin, 1), nil)
 	hc := benchClient(b)
 	s := fakeSettings{Lines: lines, Count: events, Stamp: true, Final: string(final[len(final)-1])}
 	id := g.create(b, hc, map[string]any{"agent": "claude", "prompt": s.prompt(b)})
@@ -658,6 +661,10 @@ func BenchmarkLateJoin(b *testing.B) {
 	}
 	url := g.URL + "/v1/runs/" + id + "/events"
 	var first, replay, rawRate []float64
+	// The gateway's CPU over every replay: /proc counts it in ticks of
+	// 10ms, a tenth of one replay's.
+	var replayCPU time.Duration
+	replayed := 0
 	for b.Loop() {
 		start := time.Now()
 		c := &streamClient{started: make(chan struct{})}
@@ -687,6 +694,7 @@ func BenchmarkLateJoin(b *testing.B) {
 		}
 
 		start = time.Now()
+		cpu0 := procCPU(cmd.Process.Pid)
 		whole := &streamClient{}
 		whole.follow(ctx, hc, url, "")
 		cancel()
@@ -694,6 +702,8 @@ func BenchmarkLateJoin(b *testing.B) {
 			b.Fatalf("a replay: %v, %d of %d events", whole.err, whole.events, total)
 		}
 		replay = append(replay, float64(total)/time.Since(start).Seconds())
+		replayCPU += procCPU(cmd.Process.Pid) - cpu0
+		replayed += total
 
 		b.StopTimer()
 		start = time.Now()
@@ -715,6 +725,7 @@ func BenchmarkLateJoin(b *testing.B) {
 	slices.Sort(replay)
 	slices.Sort(rawRate)
 	b.ReportMetric(first[len(first)/2], "first-event-ms")
+	b.ReportMetric(float64(replayCPU)/float64(replayed), "gw-cpu-ns/event")
 	b.ReportMetric(replay[len(replay)/2], "replay-events/s")
 	b.ReportMetric(rawRate[len(rawRate)/2], "raw-events/s")
 	b.ReportMetric(rawRate[len(rawRate)/2]/replay[len(replay)/2], "x-raw")
