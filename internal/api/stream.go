@@ -163,9 +163,11 @@ type clientError struct{ err error }
 func (e *clientError) Error() string { return "write to client: " + e.err.Error() }
 func (e *clientError) Unwrap() error { return e.err }
 
-// batch is one result of Cursor.Next.
+// batch is one result of Cursor.Next. full reports that it held all the
+// events asked for: the cursor may well have more at once.
 type batch struct {
 	events []runs.StoredEvent
+	full   bool
 	err    error
 }
 
@@ -192,6 +194,10 @@ type batchSource struct {
 	poll  pollingCursor // nil: the cursor is read by the goroutine only
 	limit int
 	next  int // how many events to ask for next
+	// behind reports that the last batch was full: the stream is
+	// behind its run (a replay, a client catching up), and the next
+	// batch is likely there at once.
+	behind bool
 
 	batches chan batch // from the goroutine, once started
 }
@@ -208,6 +214,9 @@ func newBatchSource(cur runs.Cursor, limit int) *batchSource {
 func (src *batchSource) take(ctx context.Context) (evs []runs.StoredEvent, wake <-chan struct{}, batches <-chan batch, err error) {
 	if src.poll != nil && src.batches == nil {
 		evs, wake, err := src.poll.Poll(src.next)
+		if len(evs) > 0 {
+			src.behind = len(evs) >= src.next
+		}
 		if len(evs) > 0 || wake != nil || err != nil {
 			src.next = batchLen(evs, src.limit)
 			return evs, wake, nil, err
@@ -228,9 +237,10 @@ func (src *batchSource) start(ctx context.Context) {
 		n := src.next
 		for {
 			evs, err := src.cur.Next(ctx, n)
+			full := len(evs) >= n
 			n = batchLen(evs, src.limit)
 			select {
-			case src.batches <- batch{events: evs, err: err}:
+			case src.batches <- batch{events: evs, full: full, err: err}:
 			case <-ctx.Done():
 				return
 			}
@@ -315,8 +325,8 @@ func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs
 			}
 			continue
 		}
-		if cap(st.buf) > idleBytes {
-			st.buf = nil // waiting: see idleBytes
+		if !src.behind && cap(st.buf) > idleBytes {
+			st.buf = nil // caught up, waiting: see idleBytes
 		}
 		select {
 		case <-ctx.Done():
@@ -338,7 +348,7 @@ func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs
 				}
 				return fmt.Errorf("read events: %w", b.err)
 			}
-			pending = b.events
+			pending, src.behind = b.events, b.full
 			var done bool
 			var err error
 			if pending, done, err = st.writeBatch(pending); err != nil || done {
@@ -371,11 +381,10 @@ func (st *stream) writeBatch(evs []runs.StoredEvent) (rest []runs.StoredEvent, d
 			return nil, false, err
 		}
 	}
-	if cap(st.buf) > retainBytes {
-		// A batch of big events grew it: give the memory back rather
-		// than keep it for the stream's life.
-		st.buf = nil
-	}
+	// The buffer is kept for the next batch, however large it grew: a
+	// stream that is behind (a replay, a client catching up) writes
+	// batch after batch of about the same size. It is let go once the
+	// stream has caught up and waits (see idleBytes).
 	return rest, done, nil
 }
 
@@ -391,15 +400,15 @@ const (
 	// deadline) then holds this much, not BatchSize events' worth: 64 MiB
 	// of 256 KiB events.
 	maxBatchBytes = 1 << 20
-	// retainBytes is the largest write buffer kept from one write to
-	// the next while a stream has more to write (it is behind), and
-	// idleBytes the largest kept while it waits: the few small events of
-	// a steady stream's batch fit in it, and a thousand waiting clients do
-	// not each keep what their largest batch (the first, with run.started
-	// and its prompt) once needed, while one that lags does not allocate
-	// its buffer anew for every batch.
-	retainBytes = 64 << 10
-	idleBytes   = 2 << 10
+	// idleBytes is the largest write buffer a stream keeps while it
+	// waits for events, caught up (its last batch was not full): the few
+	// small events of a steady stream's batch fit in it, and a thousand
+	// waiting clients do not each keep what their largest batch (the
+	// first, with run.started and its prompt, or a replay's) once
+	// needed. A stream that is behind keeps its buffer, at most
+	// maxBatchBytes or one event, from batch to batch: allocating and
+	// zeroing each anew was most of what a replay allocated.
+	idleBytes = 2 << 10
 	// eventOverhead is about what the SSE framing adds to an event's
 	// envelope: its id, event and data fields.
 	eventOverhead = 64

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -403,5 +404,77 @@ func TestBatchLen(t *testing.T) {
 		if got := batchLen(tc.evs, tc.limit); got != tc.want {
 			t.Errorf("batchLen(%d events, %d) = %d, want %d", len(tc.evs), tc.limit, got, tc.want)
 		}
+	}
+}
+
+// scriptedPoll is a polling cursor whose every Poll is one step of a
+// script, called on the stream's own goroutine: a step may look at the
+// stream it feeds.
+type scriptedPoll struct {
+	steps []func(max int) ([]runs.StoredEvent, <-chan struct{})
+}
+
+func (c *scriptedPoll) Poll(max int) ([]runs.StoredEvent, <-chan struct{}, error) {
+	if len(c.steps) == 0 {
+		return nil, nil, errUnexpected
+	}
+	step := c.steps[0]
+	c.steps = c.steps[1:]
+	evs, wake := step(max)
+	return evs, wake, nil
+}
+
+func (c *scriptedPoll) Next(ctx context.Context, max int) ([]runs.StoredEvent, error) {
+	return nil, errUnexpected
+}
+
+func (c *scriptedPoll) Close() error { return nil }
+
+// TestStreamKeepsItsBufferWhileBehind: a stream that got a full batch keeps
+// its write buffer for the next one, even across a wait, and lets it go
+// when it waits caught up (its last batch short), so that a replay does not
+// allocate a buffer per batch and a waiting client does not hold one.
+func TestStreamKeepsItsBufferWhileBehind(t *testing.T) {
+	const eventBytes = 1 << 10
+	seq := uint64(0)
+	events := func(n int, typ runs.EventType) []runs.StoredEvent {
+		out := make([]runs.StoredEvent, n)
+		for i := range out {
+			seq++
+			out[i] = runs.StoredEvent{Seq: seq, Type: typ,
+				JSON: []byte(fmt.Sprintf(`{"seq":%d,"text":%q}`, seq, strings.Repeat("x", eventBytes)))}
+		}
+		return out
+	}
+	woken := func() <-chan struct{} {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	var st *stream
+	var caps []int
+	look := func() { caps = append(caps, cap(st.buf)) }
+	cur := &scriptedPoll{steps: []func(int) ([]runs.StoredEvent, <-chan struct{}){
+		func(max int) ([]runs.StoredEvent, <-chan struct{}) { return events(max, runs.EventMessageDelta), nil },
+		// Behind: the wait that follows keeps the buffer.
+		func(int) ([]runs.StoredEvent, <-chan struct{}) { look(); return nil, woken() },
+		func(int) ([]runs.StoredEvent, <-chan struct{}) { look(); return events(1, runs.EventMessageDelta), nil },
+		// Caught up: the wait lets it go.
+		func(int) ([]runs.StoredEvent, <-chan struct{}) { look(); return nil, woken() },
+		func(int) ([]runs.StoredEvent, <-chan struct{}) { look(); return events(1, runs.EventRunCompleted), nil },
+	}}
+	w := &discardStream{h: http.Header{}}
+	st = &stream{w: w, rc: http.NewResponseController(w), timeout: time.Minute}
+	cfg := Config{BatchSize: 64, PingInterval: time.Hour, ReconnectDelay: time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := st.serve(ctx, cancel, cur, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if st.last != seq || len(cur.steps) != 0 {
+		t.Fatalf("the stream wrote up to %d of %d events, with %d steps left", st.last, seq, len(cur.steps))
+	}
+	full := 64 * eventBytes
+	if len(caps) != 4 || caps[0] < full || caps[1] < full || caps[2] < full || caps[3] != 0 {
+		t.Errorf("the write buffer's capacity at each poll after the full batch: %v; want it kept (≥ %d) three times, then let go (0)", caps, full)
 	}
 }
