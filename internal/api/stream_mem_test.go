@@ -478,3 +478,59 @@ func TestStreamKeepsItsBufferWhileBehind(t *testing.T) {
 		t.Errorf("the write buffer's capacity at each poll after the full batch: %v; want it kept (≥ %d) three times, then let go (0)", caps, full)
 	}
 }
+
+// bufferWatch is a ResponseWriter that records where each write of events
+// starts in memory: writes from one buffer kept from batch to batch start
+// at the same place.
+type bufferWatch struct {
+	discardStream
+	starts []*byte
+}
+
+func (w *bufferWatch) Write(p []byte) (int, error) {
+	if bytes.HasPrefix(p, []byte("id: ")) {
+		w.starts = append(w.starts, &p[0])
+	}
+	return w.discardStream.Write(p)
+}
+
+// TestStreamReplayWritesFromOneBuffer: a replay read through Next (a
+// cursor that does not poll, read by the stream's goroutine) writes every
+// batch from the one buffer, though the stream waits for each batch.
+func TestStreamReplayWritesFromOneBuffer(t *testing.T) {
+	const batches, batchLen = 8, 64
+	evs := make([]runs.StoredEvent, batches*batchLen)
+	for i := range evs {
+		typ := runs.EventMessageDelta
+		if i == len(evs)-1 {
+			typ = runs.EventRunCompleted
+		}
+		evs[i] = runs.StoredEvent{Seq: uint64(i + 1), Type: typ,
+			JSON: []byte(fmt.Sprintf(`{"seq":%d,"text":%q}`, i+1, strings.Repeat("x", 1<<10)))}
+	}
+	pos := 0
+	cur := &fakeCursor{next: func(ctx context.Context, max int) ([]runs.StoredEvent, error) {
+		if pos == len(evs) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		n := min(max, len(evs)-pos)
+		pos += n
+		return evs[pos-n : pos], nil
+	}}
+	w := &bufferWatch{discardStream: discardStream{h: http.Header{}}}
+	st := &stream{w: w, rc: http.NewResponseController(w), timeout: time.Minute}
+	cfg := Config{BatchSize: batchLen, PingInterval: time.Hour, ReconnectDelay: time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := st.serve(ctx, cancel, cur, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if st.last != uint64(len(evs)) || len(w.starts) != batches {
+		t.Fatalf("the stream wrote up to %d of %d events in %d writes, want %d", st.last, len(evs), len(w.starts), batches)
+	}
+	for i, p := range w.starts {
+		if p != w.starts[0] {
+			t.Fatalf("write %d of %d is from another buffer than the first: the buffer was let go between batches", i+1, batches)
+		}
+	}
+}
