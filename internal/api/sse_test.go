@@ -596,12 +596,43 @@ func TestEventsErrors(t *testing.T) {
 	}{
 		{"/v1/runs/" + runB + "/events", 404, CodeNotFound},
 		{"/v1/runs/nope/events", 404, CodeNotFound},
-		{"/v1/runs/" + runA + "/events", 500, CodeInternal},
 	} {
 		resp, b := h.do(t, "GET", c.path, "")
 		if e := errorBody(t, b); resp.StatusCode != c.status || e.Code != c.code {
 			t.Errorf("%s: %d %+v", c.path, resp.StatusCode, e)
 		}
+	}
+
+	// A store that fails the open (here the cursor, then the log's last
+	// event for a resume) gets an SSE client an empty 200 stream that
+	// tells it to reconnect, since an EventSource gives up for good on
+	// any other status; an NDJSON client, which does not reconnect by
+	// itself, gets the error.
+	svc.lastEventSeq = func(context.Context, string) (uint64, error) {
+		return 0, errors.New("last event: nats: timeout")
+	}
+	for _, resume := range []string{"", "3"} {
+		var header []string
+		if resume != "" {
+			header = []string{"Last-Event-ID", resume}
+		}
+		resp, b := h.do(t, "GET", "/v1/runs/"+runA+"/events", "", header...)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != contentTypeSSE ||
+			!strings.Contains(string(b), "\nretry: 2000\n\n") || strings.Contains(string(b), "id:") {
+			t.Errorf("resume %q, store down: %d %q %q, want 200, an SSE stream with a reconnect delay and no event", resume, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+		}
+		resp, b = h.do(t, "GET", "/v1/runs/"+runA+"/events", "", append(header, "Accept", contentTypeNDJSON)...)
+		if e := errorBody(t, b); resp.StatusCode != http.StatusInternalServerError || e.Code != CodeInternal {
+			t.Errorf("resume %q, store down, NDJSON: %d %+v, want 500 %s", resume, resp.StatusCode, e, CodeInternal)
+		}
+	}
+	// AG-UI events are server-sent events too, read by EventSources.
+	resp, b := h.do(t, "GET", "/v1/runs/"+runA+"/events?format=ag-ui", "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "\nretry: 2000\n\n") || strings.Contains(string(b), "data:") {
+		t.Errorf("AG-UI, store down: %d %q, want 200, an SSE stream with a reconnect delay and no event", resp.StatusCode, b)
+	}
+	if warned := h.logs.FilterMessage("event stream not opened; the client is told to reconnect").Len(); warned != 3 {
+		t.Errorf("%d warnings of a stream not opened, want 3 (one per SSE attempt)", warned)
 	}
 
 	// A cursor that fails mid-stream ends the stream; the client
@@ -617,7 +648,7 @@ func TestEventsErrors(t *testing.T) {
 	}}
 	svc.events = func(context.Context, string, uint64) (runs.Cursor, error) { return cur, nil }
 	h = newHarness(t, Config{}, svc)
-	resp, b := h.do(t, "GET", "/v1/runs/"+runA+"/events", "")
+	resp, b = h.do(t, "GET", "/v1/runs/"+runA+"/events", "")
 	p := newEventSource()
 	p.feed(b)
 	if resp.StatusCode != 200 || len(p.events) != 2 || p.lastEventID != "2" {

@@ -114,7 +114,7 @@ func (s *server) openEvents(ctx context.Context, w http.ResponseWriter, r *http.
 	if after > 0 || run.Status.Terminal() {
 		last, err := s.svc.LastEventSeq(ctx, id)
 		if err != nil {
-			s.fail(w, r, fmt.Errorf("last event of run %s: %w", id, err))
+			s.failStream(w, r, ndjson, fmt.Errorf("last event of run %s: %w", id, err))
 			return "", nil, nil, false
 		}
 		if run.Status.Terminal() && last <= after {
@@ -127,7 +127,7 @@ func (s *server) openEvents(ctx context.Context, w http.ResponseWriter, r *http.
 
 	cur, err = s.svc.Events(ctx, id, from)
 	if err != nil {
-		s.fail(w, r, fmt.Errorf("open events of run %s: %w", id, err))
+		s.failStream(w, r, ndjson, fmt.Errorf("open events of run %s: %w", id, err))
 		return "", nil, nil, false
 	}
 	releaseOwnedRun(r.Context())
@@ -138,6 +138,29 @@ func (s *server) openEvents(ctx context.Context, w http.ResponseWriter, r *http.
 		last:    after,
 		timeout: s.cfg.WriteTimeout,
 	}, cur, true
+}
+
+// failStream answers a stream that could not be opened. A failure of the
+// store (what problem maps to a 500: a timeout, a cluster without a
+// leader) gets an SSE client an empty stream that tells it to come back
+// after the reconnect delay, as a stream that fails after it began does:
+// an EventSource gives up for good on any status but 200, and would stay
+// down after a store outage that its next attempt outlives. Anything else,
+// and every answer to an NDJSON client, which does not reconnect by
+// itself, goes through fail.
+func (s *server) failStream(w http.ResponseWriter, r *http.Request, ndjson bool, err error) {
+	if ndjson || r.Context().Err() != nil || s.problem(err).status != http.StatusInternalServerError {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Warn("event stream not opened; the client is told to reconnect", zap.Error(err))
+	h := w.Header()
+	h.Set("Content-Type", contentTypeSSE)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	_, _ = fmt.Fprintf(w, ": the event store did not answer; reconnect with Last-Event-ID\nretry: %d\n\n", s.cfg.ReconnectDelay.Milliseconds())
+	_ = http.NewResponseController(w).Flush()
 }
 
 // stream writes one client's events. Only the handler's goroutine uses it.
