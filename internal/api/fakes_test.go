@@ -127,6 +127,25 @@ func (c *fakeCursor) Close() error {
 	return c.close()
 }
 
+// sliceCursor returns a cursor that hands out evs in batches as large as
+// asked, each a copy when copied (as the store's decoding of a pack makes
+// one), and then waits for its context to end.
+func sliceCursor(evs []runs.StoredEvent, copied bool) *fakeCursor {
+	pos := 0
+	return &fakeCursor{next: func(ctx context.Context, max int) ([]runs.StoredEvent, error) {
+		if pos == len(evs) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		n := min(max, len(evs)-pos)
+		pos += n
+		if copied {
+			return append([]runs.StoredEvent(nil), evs[pos-n:pos]...), nil
+		}
+		return evs[pos-n : pos], nil
+	}}
+}
+
 // memLog is one run's event log in memory, appendable while cursors read
 // it, like the store's.
 type memLog struct {

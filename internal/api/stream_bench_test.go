@@ -43,19 +43,7 @@ func BenchmarkStreamReplay(b *testing.B) {
 	cfg := Config{BatchSize: DefaultBatchSize, PingInterval: time.Hour, ReconnectDelay: time.Second, WriteTimeout: time.Minute}
 	wrote := 0
 	for b.Loop() {
-		pos := 0
-		cur := &fakeCursor{next: func(ctx context.Context, max int) ([]runs.StoredEvent, error) {
-			if pos == len(evs) {
-				<-ctx.Done()
-				return nil, ctx.Err()
-			}
-			n := min(max, len(evs)-pos)
-			// A cursor hands out a batch it owns; copied, as the store's
-			// decoding of a pack makes one.
-			batch := append([]runs.StoredEvent(nil), evs[pos:pos+n]...)
-			pos += n
-			return batch, nil
-		}}
+		cur := sliceCursor(evs, true)
 		w := &discardStream{h: http.Header{}}
 		st := &stream{w: w, rc: http.NewResponseController(w), timeout: cfg.WriteTimeout}
 		ctx, cancel := context.WithCancel(context.Background())

@@ -508,16 +508,7 @@ func TestStreamReplayWritesFromOneBuffer(t *testing.T) {
 		evs[i] = runs.StoredEvent{Seq: uint64(i + 1), Type: typ,
 			JSON: []byte(fmt.Sprintf(`{"seq":%d,"text":%q}`, i+1, strings.Repeat("x", 1<<10)))}
 	}
-	pos := 0
-	cur := &fakeCursor{next: func(ctx context.Context, max int) ([]runs.StoredEvent, error) {
-		if pos == len(evs) {
-			<-ctx.Done()
-			return nil, ctx.Err()
-		}
-		n := min(max, len(evs)-pos)
-		pos += n
-		return evs[pos-n : pos], nil
-	}}
+	cur := sliceCursor(evs, false)
 	w := &bufferWatch{discardStream: discardStream{h: http.Header{}}}
 	st := &stream{w: w, rc: http.NewResponseController(w), timeout: time.Minute}
 	cfg := Config{BatchSize: batchLen, PingInterval: time.Hour, ReconnectDelay: time.Second}
