@@ -178,7 +178,7 @@ func (s *server) openAGUIEvents(ctx context.Context, w http.ResponseWriter, r *h
 	if run.Status.Terminal() && (pos.seq > 0 || pos.partial) {
 		last, err := s.svc.LastEventSeq(ctx, id)
 		if err != nil {
-			s.failStream(w, r, false, fmt.Errorf("last event of run %s: %w", id, err))
+			s.fail(w, r, fmt.Errorf("last event of run %s: %w", id, err))
 			return "", nil, nil, false
 		}
 		if last < pos.seq || last == pos.seq && !pos.partial {
@@ -189,7 +189,7 @@ func (s *server) openAGUIEvents(ctx context.Context, w http.ResponseWriter, r *h
 	}
 	cur, err := s.svc.Events(ctx, id, 0)
 	if err != nil {
-		s.failStream(w, r, false, fmt.Errorf("open events of run %s: %w", id, err))
+		s.fail(w, r, fmt.Errorf("open events of run %s: %w", id, err))
 		return "", nil, nil, false
 	}
 	releaseOwnedRun(r.Context())

@@ -248,7 +248,7 @@ func New(cfg Config, svc Service, obs Observer, metrics http.Handler, log *zap.L
 	r.With(write, own).Post("/v1/runs/{id}/interrupt", s.interruptTurn)
 	r.With(write, own).Post("/v1/runs/{id}/close", s.closeSession)
 	r.With(read, own).Post("/v1/runs/{id}/stream-token", s.streamToken)
-	r.With(read, own).Get("/v1/runs/{id}/events", s.streamGate(s.runEvents))
+	r.With(eventStreamRoute, read, own).Get("/v1/runs/{id}/events", s.streamGate(s.runEvents))
 	// AG-UI clients run agents here (agui.go).
 	r.With(write).Post("/v1/ag-ui", s.streamGate(s.runAGUI))
 	// Uploaded images, the tenant's own (files.go).

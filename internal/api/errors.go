@@ -265,6 +265,10 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	} else {
 		s.log.Error("request failed", zap.String("path", r.URL.Path), zap.Error(err))
 	}
+	if (p.status == http.StatusInternalServerError || p.detail.Code == CodeRequestTimeout) && reconnectable(r) {
+		s.reconnectLater(w, err)
+		return
+	}
 	switch {
 	case p.retryIn > 0:
 		retryAfterHeader(w, p.retryIn)

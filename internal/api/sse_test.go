@@ -634,6 +634,21 @@ func TestEventsErrors(t *testing.T) {
 	if warned := h.logs.FilterMessage("event stream not opened; the client is told to reconnect").Len(); warned != 3 {
 		t.Errorf("%d warnings of a stream not opened, want 3 (one per SSE attempt)", warned)
 	}
+	// So does a store that fails the tenant's check of the run, before
+	// the stream's own handler; the run's other routes still get the
+	// error.
+	down := &fakeService{get: func(context.Context, string) (runs.Run, error) {
+		return runs.Run{}, errors.New("get run: nats: timeout")
+	}}
+	hd := newHarness(t, Config{}, down)
+	resp, b = hd.do(t, "GET", "/v1/runs/"+runA+"/events", "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "\nretry: 2000\n\n") {
+		t.Errorf("the run's record unreadable: %d %q, want 200, an SSE stream with a reconnect delay", resp.StatusCode, b)
+	}
+	resp, b = hd.do(t, "GET", "/v1/runs/"+runA, "")
+	if e := errorBody(t, b); resp.StatusCode != http.StatusInternalServerError || e.Code != CodeInternal {
+		t.Errorf("GET of the run, its record unreadable: %d %+v, want 500 %s", resp.StatusCode, e, CodeInternal)
+	}
 
 	// A cursor that fails mid-stream ends the stream; the client
 	// reconnects with the last id it got.

@@ -114,7 +114,7 @@ func (s *server) openEvents(ctx context.Context, w http.ResponseWriter, r *http.
 	if after > 0 || run.Status.Terminal() {
 		last, err := s.svc.LastEventSeq(ctx, id)
 		if err != nil {
-			s.failStream(w, r, ndjson, fmt.Errorf("last event of run %s: %w", id, err))
+			s.fail(w, r, fmt.Errorf("last event of run %s: %w", id, err))
 			return "", nil, nil, false
 		}
 		if run.Status.Terminal() && last <= after {
@@ -127,7 +127,7 @@ func (s *server) openEvents(ctx context.Context, w http.ResponseWriter, r *http.
 
 	cur, err = s.svc.Events(ctx, id, from)
 	if err != nil {
-		s.failStream(w, r, ndjson, fmt.Errorf("open events of run %s: %w", id, err))
+		s.fail(w, r, fmt.Errorf("open events of run %s: %w", id, err))
 		return "", nil, nil, false
 	}
 	releaseOwnedRun(r.Context())
@@ -140,19 +140,36 @@ func (s *server) openEvents(ctx context.Context, w http.ResponseWriter, r *http.
 	}, cur, true
 }
 
-// failStream answers a stream that could not be opened. A failure of the
-// store (what problem maps to a 500: a timeout, a cluster without a
-// leader) gets an SSE client an empty stream that tells it to come back
-// after the reconnect delay, as a stream that fails after it began does:
-// an EventSource gives up for good on any status but 200, and would stay
-// down after a store outage that its next attempt outlives. Anything else,
-// and every answer to an NDJSON client, which does not reconnect by
-// itself, goes through fail.
-func (s *server) failStream(w http.ResponseWriter, r *http.Request, ndjson bool, err error) {
-	if ndjson || r.Context().Err() != nil || s.problem(err).status != http.StatusInternalServerError {
-		s.fail(w, r, err)
-		return
-	}
+// eventStreamKey marks a request for a run's event stream (see
+// eventStreamRoute).
+type eventStreamKey struct{}
+
+// eventStreamRoute marks the requests of the event stream's route, so that
+// fail answers one whose store failed the way an EventSource can come back
+// from (see reconnectLater).
+func eventStreamRoute(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), eventStreamKey{}, true)))
+	})
+}
+
+// reconnectable reports whether a failure to open r's stream that is the
+// store's should be answered by reconnectLater: r is for the event stream,
+// as server-sent events. An NDJSON client does not reconnect by itself,
+// and gets the error.
+func reconnectable(r *http.Request) bool {
+	marked, _ := r.Context().Value(eventStreamKey{}).(bool)
+	return marked && !prefersNDJSON(r.Header.Values("Accept"))
+}
+
+// reconnectLater answers an event stream that could not be opened for a
+// failure of the store (what problem maps to a 500, such as a timeout or
+// a cluster without a leader, or the gateway's own request timeout) with
+// an empty stream that tells the client to come back after the reconnect
+// delay, as a stream that fails after it began does: an EventSource gives
+// up for good on any status but 200, and would stay down after an outage
+// that its next attempt outlives.
+func (s *server) reconnectLater(w http.ResponseWriter, err error) {
 	s.log.Warn("event stream not opened; the client is told to reconnect", zap.Error(err))
 	h := w.Header()
 	h.Set("Content-Type", contentTypeSSE)
