@@ -48,8 +48,19 @@ func Build(t testing.TB, lifetime time.Duration) *Evil {
 	e := &Evil{Bin: bin, Marker: "evil-" + uuid.NewString(), Dir: t.TempDir()}
 	e.lifetime = lifetime
 	t.Cleanup(func() {
-		for _, pid := range e.Alive() {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		// In rounds until none is left: the respawner forks between a
+		// scan and the kills, and a child that one pass missed writes its
+		// file into Dir while the test's cleanup removes it.
+		deadline := time.Now().Add(30 * time.Second)
+		for pids := e.Alive(); len(pids) > 0; pids = e.Alive() {
+			if time.Now().After(deadline) {
+				t.Errorf("evil processes alive after 30s of killing: %s", describe(pids))
+				return
+			}
+			for _, pid := range pids {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
 	})
 	return e
