@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -506,10 +507,26 @@ func (s *Store) OpenCursor(ctx context.Context, runID string, after uint64) (run
 	return c, nil
 }
 
+// createFirstWait is how long the first attempt to create a cursor's
+// consumer waits for the server's answer. A create is answered within
+// milliseconds, even on a busy machine, but a clustered server now and
+// then never answers one (nats-server issue 8350): a late client's stream
+// then stalled for the whole store timeout, 5s, before the second
+// attempt, answered at once.
+const createFirstWait = time.Second
+
 // startConsumer gives the cursor its consumer, from cfg.
+//
+// Every attempt creates the consumer under the same name: cfg's
+// NamePrefix, set here, is what the ordered consumer names its first
+// consumer by. So an attempt given up on while the server still handles
+// it, or whose answer was lost, and the attempt after it create one
+// consumer, not an orphan for the server to drop as inactive minutes
+// later, counted against its limit until then.
 func (c *cursor) startConsumer(ctx context.Context, cfg jetstream.OrderedConsumerConfig) error {
+	cfg.NamePrefix = rand.Text()
 	var cons jetstream.Consumer
-	err := c.s.retry(ctx, "open cursor", func(ctx context.Context) error {
+	err := c.s.retryFrom(ctx, "open cursor", createFirstWait, func(ctx context.Context) error {
 		var err error
 		cons, err = c.rd.js.OrderedConsumer(ctx, eventsStream, cfg)
 		return err
@@ -1004,8 +1021,12 @@ func (c *cursor) firstMsg(ctx context.Context) (jetstream.Msg, error) {
 		}
 		c.log.Info("cursor pull lost, consumer replaced", zap.String("consumer", info.Name),
 			zap.Uint64("pending", info.NumPending))
+		// A name of its own: under the old one the create would
+		// answer with the consumer it replaces.
+		cfg := c.cfg
+		cfg.NamePrefix = rand.Text()
 		cctx, cancel := context.WithTimeout(ctx, c.s.timeout)
-		cons, err := c.rd.js.OrderedConsumer(cctx, eventsStream, c.cfg)
+		cons, err := c.rd.js.OrderedConsumer(cctx, eventsStream, cfg)
 		cancel()
 		if err != nil {
 			continue

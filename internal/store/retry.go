@@ -92,13 +92,25 @@ func transient(err error) bool {
 // that to wait for a cluster that is still forming. The error returned is
 // op's last, wrapped with ctx's when ctx ended.
 func (s *Store) ensure(ctx context.Context, what string, op func(ctx context.Context) error) error {
+	return s.ensureFrom(ctx, what, s.timeout, op)
+}
+
+// ensureFrom is ensure with a first attempt of first, at most the store's
+// timeout, and each later one twice the one before, up to that timeout:
+// for a request that the server answers within milliseconds or, now and
+// then, never, which would otherwise cost a whole timeout before the
+// attempt that is answered. op must be safe to repeat while an attempt
+// abandoned before it is still in flight.
+func (s *Store) ensureFrom(ctx context.Context, what string, first time.Duration, op func(ctx context.Context) error) error {
 	wait := retryMin
 	start := time.Now()
 	warned := false
+	budget := min(first, s.timeout)
 	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, s.timeout)
+		actx, cancel := context.WithTimeout(ctx, budget)
 		err := op(actx)
 		cancel()
+		budget = min(2*budget, s.timeout)
 		if err == nil {
 			if warned {
 				s.log.Info("store ready after retries", zap.String("op", what), zap.Int("attempts", attempt),
@@ -140,12 +152,17 @@ const readRetryFor = 15 * time.Second
 // or readRetryFor when it has none. Reads, and the small writes of the
 // queue and of idempotency keys, go through it.
 func (s *Store) retry(ctx context.Context, what string, op func(ctx context.Context) error) error {
+	return s.retryFrom(ctx, what, s.timeout, op)
+}
+
+// retryFrom is retry with ensureFrom's attempts.
+func (s *Store) retryFrom(ctx context.Context, what string, first time.Duration, op func(ctx context.Context) error) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, readRetryFor)
 		defer cancel()
 	}
-	return s.ensure(ctx, what, op)
+	return s.ensureFrom(ctx, what, first, op)
 }
 
 // retryCtx bounds how long a write is retried: ctx's own deadline, or the
