@@ -33,6 +33,11 @@ type Embedded struct {
 	mu    sync.Mutex
 	srv   *server.Server
 	conns []*nats.Conn
+	// restart is held by RestartJetStream while it replaces srv, and
+	// read-held by Health while it asks srv: a server shutting down has
+	// let go of its streams, and what it says of them is not the store's
+	// state.
+	restart sync.RWMutex
 }
 
 // StartEmbedded starts a NATS server with JetStream, keeping its files under

@@ -12,9 +12,13 @@ import (
 // embedded server whose JetStream is off.
 var ErrJetStreamDown = errors.New("embedded nats: jetstream is disabled")
 
+// ErrRestarting is what Health reports while RestartJetStream replaces the
+// server.
+var ErrRestarting = errors.New("embedded nats: restarting its jetstream")
+
 // Health reports whether the embedded server's JetStream can still store
-// what it is sent. It returns nil, an error wrapping ErrJetStreamDown, or an
-// error naming every stream that met a write error.
+// what it is sent. It returns nil, ErrRestarting, an error wrapping
+// ErrJetStreamDown, or an error naming every stream that met a write error.
 //
 // Ping cannot tell: nats-server 2.15.2, not clustered, meets a failed write
 // (ENOSPC above all) by logging "critical write error" and marking the
@@ -25,6 +29,12 @@ var ErrJetStreamDown = errors.New("embedded nats: jetstream is disabled")
 // RestartJetStream does, clears it. The server's own health check
 // (Healthz) does list marked streams, and Health reads it.
 func (e *Embedded) Health() error {
+	if !e.restart.TryRLock() {
+		// The old server, shutting down, has let go of its streams and
+		// would name each as "could not be recovered".
+		return ErrRestarting
+	}
+	defer e.restart.RUnlock()
 	srv := e.server()
 	if !srv.JetStreamEnabled() {
 		return ErrJetStreamDown
@@ -80,6 +90,8 @@ func (e *Embedded) RestartJetStream() error {
 	// write as "insufficient resources".
 	opts.JetStreamMaxStore, opts.JetStreamMaxMemory = limits.MaxStore, limits.MaxMemory
 	e.limits = *limits
+	e.restart.Lock()
+	defer e.restart.Unlock()
 	old.Shutdown()
 	old.WaitForShutdown()
 	srv, err := startServer(opts, e.log)

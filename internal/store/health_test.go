@@ -184,3 +184,32 @@ func TestRestartJetStreamKeepsCursors(t *testing.T) {
 		t.Errorf("after the restart the cursor read seqs %v, want [4 5 6]", got)
 	}
 }
+
+// While RestartJetStream replaces the server, Health says so rather than
+// what the old server, shutting down, reports: every stream "could not be
+// recovered", which a caller would take for a store that lost its files.
+func TestHealthDuringRestart(t *testing.T) {
+	e := newEnv(t)
+	done := make(chan error, 1)
+	go func() { done <- e.srv.RestartJetStream() }()
+	var seen []error
+	for restarted := false; !restarted; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("restart: %v", err)
+			}
+			restarted = true
+		default:
+		}
+		if err := e.srv.Health(); err != nil && !errors.Is(err, ErrRestarting) {
+			seen = append(seen, err)
+		}
+	}
+	for _, err := range seen {
+		t.Errorf("Health during the restart: %v, want ErrRestarting", err)
+	}
+	if err := e.srv.Health(); err != nil {
+		t.Errorf("Health after the restart: %v", err)
+	}
+}
