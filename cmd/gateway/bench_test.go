@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats-server/v2/server"
 	"go.uber.org/zap"
 
 	"github.com/agentgate/agentgate/internal/adapters/claude"
@@ -40,6 +41,7 @@ import (
 	"github.com/agentgate/agentgate/internal/metrics"
 	"github.com/agentgate/agentgate/internal/mock/anthropic"
 	"github.com/agentgate/agentgate/internal/mock/openai"
+	"github.com/agentgate/agentgate/internal/natstest"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/store"
 )
@@ -222,16 +224,50 @@ func decodeAll(lines [][]byte) int {
 const envelopeEvents = 3
 
 // benchGatewayEnv returns the AGENTGATE_* settings of a benchmark's
-// gateway.
-func benchGatewayEnv(dataDir, bin string) map[string]string {
-	return map[string]string{
+// gateway, with its store where BENCH_NATS says (benchNATS).
+func benchGatewayEnv(tb testing.TB, bin string) map[string]string {
+	env := map[string]string{
 		"AGENTGATE_ADDR":        "127.0.0.1:0",
-		"AGENTGATE_DATA_DIR":    dataDir,
+		"AGENTGATE_DATA_DIR":    tb.TempDir(),
 		"AGENTGATE_CLAUDE_BIN":  bin,
 		"AGENTGATE_REPLICA_ID":  "bench-replica",
 		"AGENTGATE_KILL_GRACE":  "1s",
 		"AGENTGATE_LOG_LEVEL":   "warn",
 		"AGENTGATE_RUN_TIMEOUT": "2m",
+	}
+	benchNATS(tb, env)
+	return env
+}
+
+// benchNATS points a benchmark's gateway at its store, by BENCH_NATS:
+// unset or "embedded", the gateway's embedded server, as the single binary
+// runs; "server", one nats-server beside the gateway; "cluster", a 3-node
+// cluster keeping 3 copies of everything, as replicas behind a load
+// balancer run. The servers run in the benchmark's process on 127.0.0.1,
+// so a gateway's own CPU figure (procCPU) leaves theirs out.
+func benchNATS(tb testing.TB, env map[string]string) {
+	switch mode := os.Getenv("BENCH_NATS"); mode {
+	case "", "embedded":
+	case "server":
+		ns, err := server.NewServer(&server.Options{
+			Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: tb.TempDir(), NoSigs: true, NoLog: true,
+			MaxPayload: 4 << 20,
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ns.Start()
+		if !ns.ReadyForConnections(30 * time.Second) {
+			tb.Fatal("nats server not ready")
+		}
+		tb.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+		env["AGENTGATE_NATS_URL"] = ns.ClientURL()
+	case "cluster":
+		c := natstest.Start(tb, 3)
+		env["AGENTGATE_NATS_URL"] = c.URLs()
+		env["AGENTGATE_NATS_REPLICAS"] = "3"
+	default:
+		tb.Fatalf("BENCH_NATS=%q: want embedded, server or cluster", mode)
 	}
 }
 
@@ -381,7 +417,7 @@ func BenchmarkGatewayThroughput(b *testing.B) {
 	// per=1 stores each event in a message of its own, as before the log
 	// grouped them: the baseline of the default, per=256.
 	for _, per := range []string{"256", "1"} {
-		env := benchGatewayEnv(b.TempDir(), bin)
+		env := benchGatewayEnv(b, bin)
 		env["AGENTGATE_EVENTS_PER_MESSAGE"] = per
 		g := startGateway(b, env, nil)
 		benchThroughput(b, g, client, bin, "per="+per+"/")
@@ -518,7 +554,7 @@ func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsec
 // cursor-p50-µs, cursor-p99-µs and cursor-from-emit-p50-µs.
 func BenchmarkGatewayLatency(b *testing.B) {
 	bin := buildFakeClaude(b)
-	g := startGateway(b, benchGatewayEnv(b.TempDir(), bin), nil)
+	g := startGateway(b, benchGatewayEnv(b, bin), nil)
 	client := benchClient(b)
 	js := openJetStream(b)
 	cs := newCountingStore(js)
@@ -1021,7 +1057,7 @@ func reportVersus(b *testing.B, n int, d, gw time.Duration) {
 // Metrics: as BenchmarkClaudeRun.
 func BenchmarkGatewayRunOverhead(b *testing.B) {
 	bin := buildFakeClaude(b)
-	g := startGateway(b, benchGatewayEnv(b.TempDir(), bin), nil)
+	g := startGateway(b, benchGatewayEnv(b, bin), nil)
 	client := benchClient(b)
 	mix := mixes(b)[0]
 	settings := fakeSettings{Lines: writeLines(b, mix.body), Final: string(mix.final)}
@@ -1073,7 +1109,7 @@ func BenchmarkClaudeRun(b *testing.B) {
 			}
 			b.Cleanup(mock.Close)
 			creds := mockCreds(mock)
-			g := startGateway(b, benchGatewayEnv(b.TempDir(), bin), creds)
+			g := startGateway(b, benchGatewayEnv(b, bin), creds)
 			client := benchClient(b)
 			home := b.TempDir()
 			a := claude.New()
@@ -1150,7 +1186,7 @@ func BenchmarkCodexRun(b *testing.B) {
 			mock := startOpenAI(b, sc.scenario)
 			home := codexHome(b, mock.URL, codexKeyEnv)
 			creds := map[string]string{codexKeyEnv: codexKey}
-			settings := benchGatewayEnv(b.TempDir(), "")
+			settings := benchGatewayEnv(b, "")
 			settings["AGENTGATE_CODEX_BIN"], settings["AGENTGATE_CODEX_HOME"] = bin, home
 			g := startGateway(b, settings, creds)
 			client := benchClient(b)

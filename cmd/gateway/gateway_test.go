@@ -446,7 +446,7 @@ func assertMetrics(t *testing.T, g *gateway, u runs.Usage, cost float64) {
 
 // metrics scrapes /metrics and returns a function that sums the counters
 // or gauges of one family whose labels include match.
-func (g *gateway) metrics(t *testing.T) func(name string, match map[string]string) float64 {
+func (g *gateway) metrics(t testing.TB) func(name string, match map[string]string) float64 {
 	t.Helper()
 	resp, err := http.Get(g.URL + "/metrics")
 	if err != nil {

@@ -37,7 +37,7 @@ import (
 // comes from 127.0.0.1, so the per-client bounds are lifted.
 func scaleEnv(tb testing.TB, bin string, concurrent int) map[string]string {
 	installLightReaper(tb)
-	env := benchGatewayEnv(tb.TempDir(), bin)
+	env := benchGatewayEnv(tb, bin)
 	env["AGENTGATE_AGENTS"] = "claude"
 	env["AGENTGATE_MAX_CONNS_PER_CLIENT"] = "-1"
 	env["AGENTGATE_MAX_CONNS"] = "-1"
@@ -665,7 +665,15 @@ func BenchmarkLateJoin(b *testing.B) {
 	// 10ms, a tenth of one replay's.
 	var replayCPU time.Duration
 	replayed := 0
+	packReads := func() (read, missing float64) {
+		m := g.metrics(b)
+		return m("agentgate_store_packs_reads_total", map[string]string{"result": "read"}),
+			m("agentgate_store_packs_reads_total", map[string]string{"result": "missing"})
+	}
+	read0, missing0 := packReads()
+	replays := 0
 	for b.Loop() {
+		replays++
 		start := time.Now()
 		c := &streamClient{started: make(chan struct{})}
 		tail := strconv.Itoa(total - 10)
@@ -729,6 +737,11 @@ func BenchmarkLateJoin(b *testing.B) {
 	b.ReportMetric(replay[len(replay)/2], "replay-events/s")
 	b.ReportMetric(rawRate[len(rawRate)/2], "raw-events/s")
 	b.ReportMetric(rawRate[len(rawRate)/2]/replay[len(replay)/2], "x-raw")
+	// What served the replays: packs, or the log where they were missing
+	// (a copy behind its leader, on a cluster).
+	read, missing := packReads()
+	b.ReportMetric((read-read0)/float64(replays), "packs-read/replay")
+	b.ReportMetric((missing-missing0)/float64(replays), "packs-missing/replay")
 }
 
 // TestStampReader checks the benchmarks' reader of streamed text: stamps
