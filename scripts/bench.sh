@@ -6,7 +6,10 @@
 #
 #   scripts/bench.sh [-count N] [-out DIR]
 #
-# -count defaults to 5; -out to a new directory under $TMPDIR. The figures
+# -count defaults to 5; -out to a new directory under $TMPDIR.
+# BENCH_NATS=server or BENCH_NATS=cluster in the environment puts the
+# cmd/gateway benchmarks' store on one nats-server or a 3-node cluster
+# instead of the gateway's embedded server. The figures
 # that matter are the ratios, each measured against its baseline in the same
 # iterations: the machine's noise cancels out of them, not out of the
 # absolute figures.
@@ -22,7 +25,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     -count) count=$2; shift 2 ;;
     -out) out=$2; shift 2 ;;
-    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
