@@ -27,6 +27,10 @@ type Service interface {
 	Submit(ctx context.Context, spec runs.Spec) (runs.Run, error)
 	// Get returns the run, or an error wrapping runs.ErrNotFound.
 	Get(ctx context.Context, id string) (runs.Run, error)
+	// Record returns the run as stored, without the queue position Get
+	// adds to a queued run (two more reads of the queue): what the
+	// tenant check of a run's routes needs.
+	Record(ctx context.Context, id string) (runs.Run, error)
 	// List returns one page of runs matching f, newest first. A cursor it
 	// does not recognise is an error wrapping runs.ErrInvalid.
 	List(ctx context.Context, f runs.Filter) (runs.Page, error)
@@ -34,7 +38,8 @@ type Service interface {
 	// still running for a moment, or already terminal. Cancelling a run
 	// that has ended is not an error and changes nothing.
 	Cancel(ctx context.Context, id string) (runs.Run, error)
-	// Events opens a cursor on the run's stored log after seq `after`.
+	// Events opens a cursor on the run's stored log after seq `after`,
+	// for a run the caller has looked up (it does not look again).
 	// The API calls the cursor's Next from one goroutine, ends a waiting
 	// Next by cancelling ctx, and closes the cursor after Next returned.
 	Events(ctx context.Context, id string, after uint64) (runs.Cursor, error)

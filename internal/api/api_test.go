@@ -262,6 +262,51 @@ func TestServiceErrors(t *testing.T) {
 	}
 }
 
+// A run's routes check its tenant with the record alone; only GET of a
+// queued run asks for its place in the queue, which costs the store two
+// more reads: a stream opened on a queued run, the common case for a
+// client that posts a run and follows it, does not pay them.
+func TestQueuePositionOnlyWhereShown(t *testing.T) {
+	var gets, records atomic.Int32
+	queued := sampleRun(runA, runs.Queued)
+	svc := &fakeService{
+		record: func(_ context.Context, id string) (runs.Run, error) {
+			records.Add(1)
+			return queued, nil
+		},
+		get: func(_ context.Context, id string) (runs.Run, error) {
+			gets.Add(1)
+			r := queued
+			r.QueuePosition = 3
+			return r, nil
+		},
+		events: func(_ context.Context, id string, after uint64) (runs.Cursor, error) {
+			return sliceCursor([]runs.StoredEvent{{Seq: 1, Type: runs.EventRunCompleted,
+				JSON: []byte(`{"v":1,"run_id":"` + id + `","seq":1,"type":"run.completed","data":{"status":"cancelled"}}`)}}, false), nil
+		},
+	}
+	h := newHarness(t, Config{}, svc)
+	resp, b := h.do(t, "GET", "/v1/runs/"+runA, "")
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET of a queued run: status %d: %s", resp.StatusCode, b)
+	}
+	var run runs.Run
+	if err := json.Unmarshal(b, &run); err != nil || run.QueuePosition != 3 {
+		t.Errorf("GET of a queued run: %+v, %v; want queue_position 3", run, err)
+	}
+	if gets.Load() != 1 {
+		t.Errorf("GET of a queued run asked for its position %d times, want 1", gets.Load())
+	}
+	gets.Store(0)
+	resp, b = h.do(t, "GET", "/v1/runs/"+runA+"/events", "")
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "run.completed") {
+		t.Fatalf("events of a queued run: status %d: %s", resp.StatusCode, b)
+	}
+	if gets.Load() != 0 || records.Load() < 2 {
+		t.Errorf("the events of a queued run: %d gets with the queue position, %d records; want none and the record", gets.Load(), records.Load())
+	}
+}
+
 func TestGetRun(t *testing.T) {
 	svc := &fakeService{get: func(_ context.Context, id string) (runs.Run, error) {
 		if id == runA {

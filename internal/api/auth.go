@@ -223,7 +223,7 @@ func (s *server) need(role auth.Role) func(http.Handler) http.Handler {
 // tenant's run is a 404, as a run that does not exist: whether an id
 // exists elsewhere is not the caller's to know.
 func (s *server) ownRun(ctx context.Context, id string) (runs.Run, error) {
-	run, err := s.svc.Get(ctx, id)
+	run, err := s.svc.Record(ctx, id)
 	if err != nil {
 		return runs.Run{}, noRun(id, err)
 	}

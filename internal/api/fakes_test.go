@@ -26,6 +26,7 @@ import (
 type fakeService struct {
 	submit       func(ctx context.Context, spec runs.Spec) (runs.Run, error)
 	get          func(ctx context.Context, id string) (runs.Run, error)
+	record       func(ctx context.Context, id string) (runs.Run, error)
 	list         func(ctx context.Context, f runs.Filter) (runs.Page, error)
 	cancel       func(ctx context.Context, id string) (runs.Run, error)
 	delete       func(ctx context.Context, id string) error
@@ -59,6 +60,14 @@ func (f *fakeService) Get(ctx context.Context, id string) (runs.Run, error) {
 		return runs.Run{ID: id, Status: runs.Running}, nil
 	}
 	return f.get(ctx, id)
+}
+
+// Record without a record func is Get.
+func (f *fakeService) Record(ctx context.Context, id string) (runs.Run, error) {
+	if f.record == nil {
+		return f.Get(ctx, id)
+	}
+	return f.record(ctx, id)
 }
 
 func (f *fakeService) Delete(ctx context.Context, id string) error {

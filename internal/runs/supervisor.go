@@ -427,16 +427,23 @@ func (s *Supervisor) Get(ctx context.Context, id string) (Run, error) {
 	return r, err
 }
 
+// Record returns the run as stored: Get without the queue position, which
+// costs a queued run two more reads of the queue. It is for callers that
+// need the run's tenant, status or session, such as the API's check that a
+// run is the caller's before it streams its events.
+func (s *Supervisor) Record(ctx context.Context, id string) (Run, error) {
+	return s.store.GetRun(ctx, id)
+}
+
 // List returns stored runs, newest first.
 func (s *Supervisor) List(ctx context.Context, f Filter) (Page, error) {
 	return s.store.ListRuns(ctx, f)
 }
 
-// Events opens a cursor on the run's log after seq after.
+// Events opens a cursor on the run's log after seq after. It does not look
+// the run up: its callers have (the API's tenant check, a submission), and
+// a cursor on an id never stored waits for events that never come.
 func (s *Supervisor) Events(ctx context.Context, id string, after uint64) (Cursor, error) {
-	if _, err := s.store.GetRun(ctx, id); err != nil {
-		return nil, err
-	}
 	if s.cfg.Cursors != nil {
 		return s.cfg.Cursors.OpenCursor(ctx, id, after)
 	}
