@@ -175,12 +175,18 @@ func benchBurst(b *testing.B, sandbox string) {
 	lines := writeLines(b, [][]byte{bracketedDelta(b)})
 	env := scaleEnv(b, bin, burst)
 	env["AGENTGATE_SANDBOX"] = sandbox
-	g, _ := startGatewayProcess(b, env, nil)
+	g, cmd := startGatewayProcess(b, env, nil)
 	hc := benchClient(b)
 	s := fakeSettings{Lines: lines, Count: 1, Final: string(final[len(final)-1])}
 	wrapped := wrappedArgv(b, sandbox, []string{bin, "-p"})
 	var viaGateway, direct, viaWrappers []float64
+	// The gateway process's own CPU over its bursts, from /proc: steadier
+	// than runs/s, which the agents, reapers and clients beside it share.
+	var gatewayCPU time.Duration
+	bursts := 0
 	for b.Loop() {
+		bursts++
+		cpu0 := procCPU(cmd.Process.Pid)
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), benchDeadline)
 		var wg sync.WaitGroup
@@ -204,6 +210,7 @@ func benchBurst(b *testing.B, sandbox string) {
 			b.Fatal(err)
 		}
 		viaGateway = append(viaGateway, burst/time.Since(start).Seconds())
+		gatewayCPU += procCPU(cmd.Process.Pid) - cpu0
 		b.StopTimer()
 		start = time.Now()
 		var pw sync.WaitGroup
@@ -236,6 +243,7 @@ func benchBurst(b *testing.B, sandbox string) {
 	b.ReportMetric(d/gw, "x-direct")
 	b.ReportMetric(w, "wrapped-runs/s")
 	b.ReportMetric(w/gw, "x-wrapped")
+	b.ReportMetric(float64(gatewayCPU.Microseconds())/float64(bursts*burst), "gw-cpu-µs/run")
 }
 
 // wrappedArgv returns argv as the gateway starts an agent: under the light
