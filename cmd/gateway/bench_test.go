@@ -32,7 +32,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats-server/v2/server"
 	"go.uber.org/zap"
 
 	"github.com/agentgate/agentgate/internal/adapters/claude"
@@ -249,19 +248,7 @@ func benchNATS(tb testing.TB, env map[string]string) {
 	switch mode := os.Getenv("BENCH_NATS"); mode {
 	case "", "embedded":
 	case "server":
-		ns, err := server.NewServer(&server.Options{
-			Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: tb.TempDir(), NoSigs: true, NoLog: true,
-			MaxPayload: 4 << 20,
-		})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		ns.Start()
-		if !ns.ReadyForConnections(30 * time.Second) {
-			tb.Fatal("nats server not ready")
-		}
-		tb.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-		env["AGENTGATE_NATS_URL"] = ns.ClientURL()
+		env["AGENTGATE_NATS_URL"] = startNATS(tb)
 	case "cluster":
 		c := natstest.Start(tb, 3)
 		env["AGENTGATE_NATS_URL"] = c.URLs()

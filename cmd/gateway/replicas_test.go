@@ -19,7 +19,7 @@ import (
 
 // startNATS runs a JetStream server on a loopback port, as an external
 // server or cluster would be.
-func startNATS(t *testing.T) string {
+func startNATS(t testing.TB) string {
 	t.Helper()
 	ns, err := server.NewServer(&server.Options{
 		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,

@@ -132,16 +132,6 @@ func forwardProtocol(dst io.Writer, src io.Reader, keep func(fields [][]byte) bo
 	}
 }
 
-// eventConsumers is how many consumers the events stream has.
-func eventConsumers(t *testing.T, s *Store) int {
-	t.Helper()
-	info, err := s.events.Info(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Consumers
-}
-
 // A consumer create whose answer is lost costs a cursor about a second, not
 // the store's whole timeout, and leaves no second consumer behind: the
 // retry creates the same consumer, by name, which the server has made.
@@ -167,7 +157,7 @@ func TestCursorOutlivesALostConsumerCreate(t *testing.T) {
 	if err := s.AppendEvents(ctx(t), id, mkEvents(id, 1, 20)); err != nil {
 		t.Fatal(err)
 	}
-	before := eventConsumers(t, s)
+	before := consumers(t, s)
 	lossy.armed.Store(true)
 	// The deadline is what is tested: less than the store's timeout of
 	// 5s, which a first attempt waited out whole before.
@@ -196,11 +186,11 @@ func TestCursorOutlivesALostConsumerCreate(t *testing.T) {
 			t.Fatalf("event %d has seq %d", i+1, seq)
 		}
 	}
-	if n := eventConsumers(t, s) - before; n != 1 {
+	if n := consumers(t, s) - before; n != 1 {
 		t.Errorf("%d consumers for one cursor after its create was retried", n)
 	}
 	c.Close()
-	if n := eventConsumers(t, s) - before; n != 0 {
+	if n := consumers(t, s) - before; n != 0 {
 		t.Errorf("%d consumers left after the cursor closed", n)
 	}
 }
