@@ -31,6 +31,9 @@ type Service interface {
 	// adds to a queued run (two more reads of the queue): what the
 	// tenant check of a run's routes needs.
 	Record(ctx context.Context, id string) (runs.Run, error)
+	// AddQueuePosition sets the QueuePosition of a queued run read with
+	// Record, as Get would have; it leaves any other run as it is.
+	AddQueuePosition(ctx context.Context, r *runs.Run)
 	// List returns one page of runs matching f, newest first. A cursor it
 	// does not recognise is an error wrapping runs.ErrInvalid.
 	List(ctx context.Context, f runs.Filter) (runs.Page, error)

@@ -27,6 +27,7 @@ type fakeService struct {
 	submit       func(ctx context.Context, spec runs.Spec) (runs.Run, error)
 	get          func(ctx context.Context, id string) (runs.Run, error)
 	record       func(ctx context.Context, id string) (runs.Run, error)
+	position     func(ctx context.Context, id string) int
 	list         func(ctx context.Context, f runs.Filter) (runs.Page, error)
 	cancel       func(ctx context.Context, id string) (runs.Run, error)
 	delete       func(ctx context.Context, id string) error
@@ -68,6 +69,13 @@ func (f *fakeService) Record(ctx context.Context, id string) (runs.Run, error) {
 		return f.Get(ctx, id)
 	}
 	return f.record(ctx, id)
+}
+
+// AddQueuePosition without a position func leaves the run as it is.
+func (f *fakeService) AddQueuePosition(ctx context.Context, r *runs.Run) {
+	if f.position != nil && r.Status == runs.Queued {
+		r.QueuePosition = f.position(ctx, r.ID)
+	}
 }
 
 func (f *fakeService) Delete(ctx context.Context, id string) error {

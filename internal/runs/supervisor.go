@@ -417,14 +417,23 @@ func (s *Supervisor) Agents() []AgentInfo {
 	return out
 }
 
-// Get returns the stored run.
+// Get returns the stored run, with its place in the queue when it is
+// queued.
 func (s *Supervisor) Get(ctx context.Context, id string) (Run, error) {
 	r, err := s.store.GetRun(ctx, id)
-	if err == nil && r.Status == Queued {
-		// Best effort: a queue that does not answer leaves it unknown.
-		r.QueuePosition, _ = s.store.QueuePosition(ctx, id)
+	if err == nil {
+		s.AddQueuePosition(ctx, &r)
 	}
 	return r, err
+}
+
+// AddQueuePosition sets a queued run's QueuePosition, for a caller that
+// read it with Record. Best effort: a queue that does not answer leaves
+// it unknown (0).
+func (s *Supervisor) AddQueuePosition(ctx context.Context, r *Run) {
+	if r.Status == Queued {
+		r.QueuePosition, _ = s.store.QueuePosition(ctx, r.ID)
+	}
 }
 
 // Record returns the run as stored: Get without the queue position, which
