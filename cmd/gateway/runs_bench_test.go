@@ -180,8 +180,9 @@ func benchBurst(b *testing.B, sandbox string) {
 	s := fakeSettings{Lines: lines, Count: 1, Final: string(final[len(final)-1])}
 	wrapped := wrappedArgv(b, sandbox, []string{bin, "-p"})
 	var viaGateway, direct, viaWrappers []float64
-	// The gateway process's own CPU over its bursts, from /proc: steadier
-	// than runs/s, which the agents, reapers and clients beside it share.
+	// The gateway process's own CPU over its bursts, from /proc: what a
+	// change to the gateway moves, where runs/s is also the agents',
+	// reapers' and clients' beside it on the same CPUs.
 	var gatewayCPU time.Duration
 	bursts := 0
 	for b.Loop() {
