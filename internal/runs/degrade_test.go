@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 )
@@ -40,8 +41,10 @@ func TestDegradeStopsRunsAndResumes(t *testing.T) {
 		t.Fatalf("ready after a new reason = %v", err)
 	}
 
-	// A run queued meanwhile (by another replica) waits.
-	r := Run{ID: "01a23161-0000-7000-8000-0000000000d1", Agent: "fake", Status: Queued, CreatedAt: time.Now(),
+	// A run queued meanwhile (by another replica) waits. Its id is fresh:
+	// a run's processes are found by it, and another copy of this suite
+	// on the machine queues the same run.
+	r := Run{ID: uuid.Must(uuid.NewV7()).String(), Agent: "fake", Status: Queued, CreatedAt: time.Now(),
 		Spec: Spec{Agent: "fake", Prompt: "mode:hello"}}
 	h.store.CreateRun(context.Background(), r)
 	h.store.AppendEvents(context.Background(), r.ID, []StoredEvent{{Seq: 1, Type: EventRunQueued, JSON: []byte(`{}`)}})
@@ -116,7 +119,7 @@ func TestDegradedReplicaTakesNothing(t *testing.T) {
 	h := newHarness(t, Config{MaxConcurrent: 2})
 	waitUntil(t, "both workers to pull", func() bool { return h.store.pullers() == 2 })
 	h.sup.Degrade(errors.New("low"))
-	r := Run{ID: "01a23161-0000-7000-8000-0000000000d2", Agent: "fake", Status: Queued, CreatedAt: time.Now(),
+	r := Run{ID: uuid.Must(uuid.NewV7()).String(), Agent: "fake", Status: Queued, CreatedAt: time.Now(),
 		Spec: Spec{Agent: "fake", Prompt: "mode:hello"}}
 	h.store.CreateRun(context.Background(), r)
 	h.store.Enqueue(context.Background(), r.ID, r.Spec)
