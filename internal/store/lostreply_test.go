@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 )
@@ -132,16 +133,16 @@ func forwardProtocol(dst io.Writer, src io.Reader, keep func(fields [][]byte) bo
 	}
 }
 
-// A consumer create whose answer is lost costs a cursor about a second, not
-// the store's whole timeout, and leaves no second consumer behind: the
-// retry creates the same consumer, by name, which the server has made.
-func TestCursorOutlivesALostConsumerCreate(t *testing.T) {
+// openLossy opens a store on a fresh embedded server through a lossyServer
+// for requests on prefix; the filter starts unarmed.
+func openLossy(t *testing.T, prefix string) (*lossyServer, *Store) {
+	t.Helper()
 	srv, err := StartEmbedded(t.TempDir(), zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
-	lossy := &lossyServer{srv: srv, prefix: "$JS.API.CONSUMER.CREATE.", replies: map[string]bool{}}
+	lossy := &lossyServer{srv: srv, prefix: prefix, replies: map[string]bool{}}
 	nc, err := nats.Connect("", nats.InProcessServer(lossy), nats.MaxReconnects(-1))
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +153,44 @@ func TestCursorOutlivesALostConsumerCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
+	return lossy, s
+}
 
+// An owner's update of its run whose acknowledgement is lost costs one
+// store timeout, then the update finds itself stored: the write without a
+// read first is one attempt of the update's retries, not all of them. A
+// write to a dead leader was that lost acknowledgement, and the update
+// failed after its whole 30s (TestUpdateRunAcrossLeaderKill, on a busy
+// machine).
+func TestUpdateOutlivesALostAck(t *testing.T) {
+	lossy, s := openLossy(t, "$KV."+runsBucket+".")
+	r := sampleRun(newID(t))
+	if err := s.CreateRun(ctx(t), r); err != nil {
+		t.Fatal(err)
+	}
+	lossy.armed.Store(true)
+	r.Status = runs.Succeeded
+	// The deadline is what is tested: past the store's timeout of 5s,
+	// which the lost ack costs, and short of the whole retry budget.
+	uctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := s.UpdateRun(uctx, r); err != nil {
+		t.Fatalf("update after its ack was lost: %v", err)
+	}
+	if n := lossy.dropped.Load(); n != 1 {
+		t.Fatalf("%d answers lost, want the update's", n)
+	}
+	got, err := s.GetRun(ctx(t), r.ID)
+	if err != nil || got.Status != runs.Succeeded {
+		t.Fatalf("GetRun = %s, %v; want succeeded", got.Status, err)
+	}
+}
+
+// A consumer create whose answer is lost costs a cursor about a second, not
+// the store's whole timeout, and leaves no second consumer behind: the
+// retry creates the same consumer, by name, which the server has made.
+func TestCursorOutlivesALostConsumerCreate(t *testing.T) {
+	lossy, s := openLossy(t, "$JS.API.CONSUMER.CREATE.")
 	id := newID(t)
 	if err := s.AppendEvents(ctx(t), id, mkEvents(id, 1, 20)); err != nil {
 		t.Fatal(err)

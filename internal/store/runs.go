@@ -110,7 +110,10 @@ func (s *Store) UpdateRun(ctx context.Context, r runs.Run) error {
 	// of the run. Any failure goes the way below, which reads the record
 	// and finds an update whose ack was lost, or another writer's.
 	if rev, ok := s.wroteRev(r.ID); ok {
-		wctx, wcancel := s.withTimeout(ctx)
+		// One attempt, of the store's timeout: ctx is the whole retry
+		// budget, and a write whose ack is lost (to a leader that died)
+		// must leave the rest of it to the reads and writes below.
+		wctx, wcancel := context.WithTimeout(ctx, s.timeout)
 		next, err := s.kv.Update(wctx, r.ID, data, rev)
 		wcancel()
 		if err == nil {
