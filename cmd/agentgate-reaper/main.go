@@ -7,15 +7,20 @@
 //
 // It exists because one reaper runs per run: the gateway's binary, started
 // again, initialises its store, API and metrics packages before main, and
-// holds several MiB for each run. This one imports proctree and the
-// standard library only, so it starts in about a millisecond and holds
-// little more than the Go runtime's own memory.
+// holds several MiB for each run. Built with cgo, as the Docker image
+// builds it, it reaps in C before the Go runtime starts (see
+// internal/proctree/lightreaper): one thread and about a megabyte resident
+// per run, started in about a millisecond. Built without cgo, main runs
+// proctree.Reap itself, and each reaper costs the Go runtime's start and
+// memory. A gateway built with cgo carries the same C, so it needs this
+// binary only where it is built without cgo, as the image's is.
 package main
 
 import (
 	"os"
 
 	"github.com/agentgate/agentgate/internal/proctree"
+	_ "github.com/agentgate/agentgate/internal/proctree/lightreaper"
 )
 
 func main() {
@@ -24,5 +29,7 @@ func main() {
 			"agentgate-reaper is started by the agentgate gateway, one per run; it is not run by hand.\n")
 		os.Exit(125)
 	}
+	// Built with cgo, a reaper's arguments never reach this line:
+	// lightreaper has done the run and exited.
 	os.Exit(proctree.Reap(os.Args[2:]))
 }

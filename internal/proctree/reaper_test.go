@@ -111,12 +111,109 @@ func TestLightReaper(t *testing.T) {
 				}
 				evil.AssertGone(t, 5*time.Second)
 			})
+			t.Run("forwards", func(t *testing.T) {
+				// SIGINT goes to the agent, which exits 5 on it; SIGTERM
+				// to the agent's group, where a child of the agent's
+				// marks that it got it, and the agent exits 6 once it
+				// sees the mark (7 if it does not within 10 s).
+				dir := t.TempDir()
+				agent := `trap 'exit 5' INT; ` +
+					`trap 'i=0; while [ ! -e ` + dir + `/child-term ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; [ -e ` + dir + `/child-term ] && exit 6; exit 7' TERM; ` +
+					`sh -c 'trap "touch ` + dir + `/child-term; exit 0" TERM; touch ` + dir + `/child; while :; do sleep 0.05; done' & ` +
+					`while [ ! -e ` + dir + `/child ]; do sleep 0.01; done; touch ` + dir + `/ready; while :; do sleep 0.05; done`
+				for sig, want := range map[syscall.Signal]int{syscall.SIGINT: 5, syscall.SIGTERM: 6} {
+					for _, f := range []string{"ready", "child", "child-term"} {
+						_ = os.Remove(filepath.Join(dir, f))
+					}
+					cmd := startReaper(t, reaper, uuid.NewString(), nil, "/bin/sh", "-c", agent)
+					proctreetest.WaitForFile(t, filepath.Join(dir, "ready"))
+					if err := cmd.Process.Signal(sig); err != nil {
+						t.Fatal(err)
+					}
+					if code := exitCode(t, cmd); code != want {
+						t.Fatalf("after %v: exit code %d, want the agent's %d", sig, code, want)
+					}
+					_, err := os.Stat(filepath.Join(dir, "child-term"))
+					if got := err == nil; got != (sig == syscall.SIGTERM) {
+						t.Fatalf("after %v: the agent's child got SIGTERM: %v", sig, got)
+					}
+				}
+			})
 			t.Run("gateway dies", func(t *testing.T) {
 				evil := proctreetest.Build(t, 2*time.Minute)
 				killGatewayRunning(t, evil, "reaper:", "PROCTREE_TEST_REAPER="+reaper)
 				evil.AssertGone(t, 10*time.Second)
 			})
 		})
+	}
+}
+
+// TestLightReaperIsSmall: the light reaper, built as it ships, reaps in C
+// before the Go runtime starts: while its agent runs it is one thread and
+// holds well under 2 MiB, where the Go runtime alone takes several threads
+// and more than 2 MiB. A build that lost its C (cgo off, the constructor
+// gone) fails here, not only in a benchmark.
+func TestLightReaperIsSmall(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd := startReaper(t, proctreetest.BuildReaper(t), uuid.NewString(), nil, "/bin/sh", "-c", "touch "+ready+"; exec sleep 60")
+	proctreetest.WaitForFile(t, ready)
+	st := proctreetest.Status(t, cmd.Process.Pid)
+	if st["Threads"] != 1 {
+		t.Errorf("the light reaper runs %d threads, want 1: the Go runtime started", st["Threads"])
+	}
+	if st["VmRSS"] == 0 || st["VmRSS"] >= 2048 {
+		t.Errorf("the light reaper holds %d KiB resident, want under 2 MiB", st["VmRSS"])
+	}
+	if st["RssAnon"] >= 512 {
+		t.Errorf("the light reaper's own memory is %d KiB, want under 512", st["RssAnon"])
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err == nil || cmd.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+		t.Fatalf("the reaper ended with %v, want the agent's SIGTERM", err)
+	}
+}
+
+// TestLightReaperWithoutCgo: built where there is no C compiler, the light
+// reaper is proctree.Reap behind main, and still reaps.
+func TestLightReaperWithoutCgo(t *testing.T) {
+	bin := proctreetest.BuildReaperWithoutCgo(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	cmd := startReaper(t, bin, uuid.NewString(), nil, "/bin/sh", "-c",
+		`setsid sh -c 'echo $$ > `+pidFile+`.new && mv `+pidFile+`.new `+pidFile+`; exec sleep 60' & while [ ! -s `+pidFile+` ]; do sleep 0.01; done; exit 3`)
+	if code := exitCode(t, cmd); code != 3 {
+		t.Fatalf("exit code %d, want the shell's 3", code)
+	}
+	assertDead(t, readPid(t, pidFile), "the escaped grandchild")
+	out, err := exec.Command(bin).CombinedOutput()
+	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 125 || !strings.Contains(string(out), "usage: agentgate-reaper") {
+		t.Fatalf("by hand: %v %q, want the usage and 125", err, out)
+	}
+}
+
+// TestReaperExecFailures: an agent that cannot be started gives 127 when
+// there is no such program and 126 when there is one that cannot run, with
+// a line on stderr, from either reaper; the supervisor reads the codes as
+// a shell's.
+func TestReaperExecFailures(t *testing.T) {
+	notExec := filepath.Join(t.TempDir(), "not-executable")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, reaper := range reapers(t) {
+		for argv0, want := range map[string]int{"no-such-agent-anywhere": 127, "/no/such/agent": 127, notExec: 126} {
+			cmd := exec.Command(reaper, proctree.ReaperArgs([]string{argv0, "--flag"})...)
+			cmd.Env = []string{"PATH=/usr/bin:/bin"}
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != want {
+				t.Errorf("%s, %s: %v, want exit %d", name, argv0, err, want)
+			}
+			if !strings.Contains(string(out), "agentgate reaper: ") || !strings.Contains(string(out), argv0) {
+				t.Errorf("%s, %s: stderr %q names neither the reaper nor the agent", name, argv0, out)
+			}
+		}
 	}
 }
 
@@ -251,6 +348,51 @@ func TestReaperInRunCgroup(t *testing.T) {
 	}
 }
 
+// TestReaperKillsByItsCgroup: in its run's cgroup, a reaper kills what the
+// cgroup lists, whether or not it is below the reaper, without reading all
+// of /proc; started with another run's cookie, the cgroup is not its run's,
+// and it kills only what is below it.
+func TestReaperKillsByItsCgroup(t *testing.T) {
+	cgs := openCgroups(t, replicaName(t), false)
+	for name, reaper := range reapers(t) {
+		for _, own := range []bool{true, false} {
+			id := uuid.NewString()
+			g, err := cgs.New(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A process of the cgroup that the reaper did not start.
+			stranger := startIn(t, g, []string{"sleep", "60"})
+			cookie := id
+			if !own {
+				cookie = "another-run"
+			}
+			cmd := startReaper(t, reaper, cookie, g, "/bin/sh", "-c", "sleep 60 & exit 0")
+			if code := exitCode(t, cmd); code != 0 {
+				t.Fatalf("%s: exit code %d", name, code)
+			}
+			died := make(chan struct{})
+			go func() { _ = stranger.Wait(); close(died) }()
+			if own {
+				select {
+				case <-died:
+				case <-time.After(30 * time.Second):
+					t.Errorf("%s in its run's cgroup: a process of the cgroup outlived the reaper by 30 s", name)
+				}
+			} else {
+				select {
+				case <-died:
+					t.Errorf("%s in a cgroup not its run's: it killed a process not below it", name)
+				default:
+				}
+			}
+			_ = stranger.Process.Kill()
+			<-died
+			g.Remove(context.Background())
+		}
+	}
+}
+
 // TestLightReaperImportsLittle: the light reaper is light because it
 // imports nothing but this package, x/sys and the standard library; a
 // dependency of the gateway's (the store, the API, metrics, logging) that
@@ -264,9 +406,10 @@ func TestLightReaperImportsLittle(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	allowed := map[string]bool{
-		"github.com/agentgate/agentgate/cmd/agentgate-reaper": true,
-		"github.com/agentgate/agentgate/internal/proctree":    true,
-		"golang.org/x/sys/unix":                               true,
+		"github.com/agentgate/agentgate/cmd/agentgate-reaper":          true,
+		"github.com/agentgate/agentgate/internal/proctree":             true,
+		"github.com/agentgate/agentgate/internal/proctree/lightreaper": true,
+		"golang.org/x/sys/unix":                                        true,
 	}
 	deps := strings.Fields(string(out))
 	if !slices.Contains(deps, "github.com/agentgate/agentgate/internal/proctree") {

@@ -29,12 +29,16 @@ func (a evilAdapter) Command(inv Invocation) (Command, error) {
 }
 
 // newEvilHarness runs a supervisor whose one agent is the evil one, under
-// the reaper, and in a cgroup per run when withCgroups.
-func newEvilHarness(t *testing.T, withCgroups bool) (*harness, *proctreetest.Evil) {
+// the reaper, and in a cgroup per run when withCgroups. The reaper is the
+// test binary, as a gateway's own binary is, or reaper when given.
+func newEvilHarness(t *testing.T, withCgroups bool, reaper ...string) (*harness, *proctreetest.Evil) {
 	t.Helper()
 	evil := proctreetest.Build(t, 2*time.Minute)
 	cfg := Config{
 		WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), Reaper: os.Args[0], KillGrace: 300 * time.Millisecond,
+	}
+	if len(reaper) > 0 {
+		cfg.Reaper = reaper[0]
 	}
 	if withCgroups {
 		cgs, err := proctree.OpenCgroups(context.Background(), proctree.CgroupOptions{Replica: "test-" + uuid.NewString()[:8]})
@@ -59,12 +63,18 @@ func newEvilHarness(t *testing.T, withCgroups bool) (*harness, *proctreetest.Evi
 // TestEvilAgentLeavesNothing runs an agent that ignores SIGTERM and
 // SIGINT, starts children that clear their environment and detach, and
 // keeps respawning one: at every end of its run, with a cgroup per run
-// and with the reaper alone, no process of it is left.
+// and with the reaper alone, no process of it is left; under the gateway's
+// own binary as the reaper, and under the light one as the image ships it.
 func TestEvilAgentLeavesNothing(t *testing.T) {
-	for _, mode := range []string{"cgroup", "reaper"} {
+	light := proctreetest.BuildReaper(t)
+	for _, mode := range []string{"cgroup", "reaper", "light-cgroup", "light"} {
+		reaper := []string(nil)
+		if strings.HasPrefix(mode, "light") {
+			reaper = []string{light}
+		}
 		t.Run(mode, func(t *testing.T) {
 			t.Run("exit", func(t *testing.T) {
-				h, evil := newEvilHarness(t, mode == "cgroup")
+				h, evil := newEvilHarness(t, strings.HasSuffix(mode, "cgroup"), reaper...)
 				r := h.submit(t, "mode:exit")
 				done := h.wait(t, r.ID, 30*time.Second)
 				if done.Status != Succeeded {
@@ -74,7 +84,7 @@ func TestEvilAgentLeavesNothing(t *testing.T) {
 				evil.AssertGone(t, 5*time.Second)
 			})
 			t.Run("cancel", func(t *testing.T) {
-				h, evil := newEvilHarness(t, mode == "cgroup")
+				h, evil := newEvilHarness(t, strings.HasSuffix(mode, "cgroup"), reaper...)
 				r := h.submit(t, "mode:hang")
 				h.waitFor(t, r.ID, EventMessageCompleted, "ready")
 				evil.WaitUp(t, 10*time.Second)
@@ -88,7 +98,7 @@ func TestEvilAgentLeavesNothing(t *testing.T) {
 				evil.AssertGone(t, 5*time.Second)
 			})
 			t.Run("timeout", func(t *testing.T) {
-				h, evil := newEvilHarness(t, mode == "cgroup")
+				h, evil := newEvilHarness(t, strings.HasSuffix(mode, "cgroup"), reaper...)
 				r, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "mode:hang", TimeoutSeconds: 3})
 				if err != nil {
 					t.Fatal(err)
@@ -101,7 +111,7 @@ func TestEvilAgentLeavesNothing(t *testing.T) {
 				evil.AssertGone(t, 5*time.Second)
 			})
 			t.Run("shutdown", func(t *testing.T) {
-				h, evil := newEvilHarness(t, mode == "cgroup")
+				h, evil := newEvilHarness(t, strings.HasSuffix(mode, "cgroup"), reaper...)
 				r := h.submit(t, "mode:hang")
 				h.waitFor(t, r.ID, EventMessageCompleted, "ready")
 				evil.WaitUp(t, 10*time.Second)

@@ -154,19 +154,69 @@ func describe(pids []int) string {
 	return b.String()
 }
 
-// BuildReaper compiles the light reaper, cmd/agentgate-reaper, into a
-// temporary directory of its own and returns its path: the gateway uses it
-// when it is installed beside the gateway's binary (see
-// proctree.ReaperBeside).
+// ReaperLDFlags are the linker flags the light reaper ships with (see the
+// Dockerfile): linked statically, so that a run's reaper maps no shared
+// library and its memory is its own few pages.
+const ReaperLDFlags = "-extldflags=-static"
+
+// BuildReaper compiles the light reaper, cmd/agentgate-reaper, as it
+// ships: with cgo, so that it reaps in C before the Go runtime starts, and
+// linked statically.
 func BuildReaper(t testing.TB) string {
+	t.Helper()
+	return buildReaper(t, "1", "-ldflags="+ReaperLDFlags)
+}
+
+// BuildReaperWithoutCgo compiles cmd/agentgate-reaper without cgo, as a
+// build on a machine without a C compiler makes it: main then reaps with
+// proctree.Reap.
+func BuildReaperWithoutCgo(t testing.TB) string {
+	t.Helper()
+	return buildReaper(t, "0")
+}
+
+func buildReaper(t testing.TB, cgo string, flags ...string) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	src := filepath.Join(filepath.Dir(file), "..", "..", "..", "cmd", "agentgate-reaper")
 	bin := filepath.Join(t.TempDir(), "agentgate-reaper")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", bin, ".")...)
 	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the light reaper: %v\n%s", err, out)
+		t.Fatalf("build the light reaper (CGO_ENABLED=%s): %v\n%s", cgo, err, out)
 	}
 	return bin
+}
+
+// WaitForFile waits until file exists: a process of a test says that it is
+// ready that way.
+func WaitForFile(t testing.TB, file string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(file); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within a minute", file)
+		}
+	}
+}
+
+// Status reads the numeric fields of /proc/PID/status, without their
+// unit: Threads, VmRSS and RssAnon in KiB, and so on.
+func Status(t testing.TB, pid int) map[string]int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		if n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB")); err == nil {
+			out[k] = n
+		}
+	}
+	return out
 }
