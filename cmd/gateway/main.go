@@ -35,6 +35,7 @@ import (
 	"github.com/agentgate/agentgate/internal/fanout"
 	"github.com/agentgate/agentgate/internal/metrics"
 	"github.com/agentgate/agentgate/internal/proctree"
+	_ "github.com/agentgate/agentgate/internal/proctree/lightreaper"
 	"github.com/agentgate/agentgate/internal/redact"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/store"
@@ -43,7 +44,9 @@ import (
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == proctree.ReaperArg {
 		// The supervisor runs each agent under this binary as its
-		// subreaper; see proctree.Reap.
+		// subreaper; see proctree.Reap. Built with cgo, this binary's
+		// reapers never get here: lightreaper reaps before the Go
+		// runtime, and so before every package here, starts.
 		os.Exit(proctree.Reap(os.Args[2:]))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "keys" {
