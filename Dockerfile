@@ -27,7 +27,10 @@ COPY cmd ./cmd
 COPY internal ./internal
 RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/agentgate ./cmd/gateway
 # Each run's reaper: a small binary beside the gateway, which finds it there.
-RUN CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/agentgate-reaper ./cmd/agentgate-reaper
+# With cgo it reaps in C before the Go runtime starts (cmd/agentgate-reaper/
+# reaper.c), linked statically: about a megabyte resident and one thread per
+# run, where the Go runtime alone would take seven threads and 2.7 MiB.
+RUN CGO_ENABLED=1 go build -trimpath -ldflags='-s -w -extldflags=-static' -o /out/agentgate-reaper ./cmd/agentgate-reaper
 
 # The agent CLIs come from npm, pinned by tools/agents/package-lock.json
 # (installed as scripts/install-agents.sh does: see why not npm ci there).

@@ -19,6 +19,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/agentgate/agentgate/internal/proctree/proctreetest"
 )
 
 // The gateway's drain on SIGTERM: SHUTDOWN_GRACE for running runs, then
@@ -582,6 +584,10 @@ func TestDeployDockerfile(t *testing.T) {
 		` curl `,
 		// The light reaper beside the gateway, where it looks for it.
 		`-o /out/agentgate-reaper ./cmd/agentgate-reaper`,
+		// Built with cgo, and statically, as the tests build it
+		// (proctreetest.ReaperLDFlags): without cgo it would be the Go
+		// runtime's seven threads per run again.
+		`RUN CGO_ENABLED=1 go build -trimpath -ldflags='-s -w ` + proctreetest.ReaperLDFlags + `'`,
 		`COPY --from=build /out/agentgate-reaper /usr/local/bin/agentgate-reaper`,
 	} {
 		if !strings.Contains(df, want) {

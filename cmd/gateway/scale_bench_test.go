@@ -30,6 +30,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/agenttest"
 	"github.com/agentgate/agentgate/internal/proctree"
+	"github.com/agentgate/agentgate/internal/proctree/proctreetest"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -55,8 +56,8 @@ var lightReaper struct {
 
 // installLightReaper builds cmd/agentgate-reaper beside the test binary,
 // which is the gateway in these benchmarks, so that each run's reaper is
-// the light one as in the Docker image (proctree.ReaperBeside), not the
-// test binary started again.
+// the light one as in the Docker image (proctree.ReaperBeside), built as
+// the image builds it, not the test binary started again.
 func installLightReaper(tb testing.TB) {
 	tb.Helper()
 	lightReaper.once.Do(func() {
@@ -66,8 +67,9 @@ func installLightReaper(tb testing.TB) {
 			return
 		}
 		out := filepath.Join(filepath.Dir(os.Args[0]), proctree.ReaperName)
-		cmd := exec.Command("go", "build", "-o", out, "./cmd/agentgate-reaper")
+		cmd := exec.Command("go", "build", "-ldflags="+proctreetest.ReaperLDFlags, "-o", out, "./cmd/agentgate-reaper")
 		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 		if b, err := cmd.CombinedOutput(); err != nil {
 			lightReaper.err = fmt.Errorf("build the light reaper: %v\n%s", err, b)
 		}

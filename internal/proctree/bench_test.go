@@ -22,13 +22,17 @@ import (
 )
 
 // buildGateway compiles the gateway's binary, the reaper a gateway falls
-// back to when the light one is not installed beside it.
-func buildGateway(b *testing.B) string {
+// back to when the light one is not installed beside it: with cgo ("1"),
+// as go build makes it where there is a C compiler, it carries the light
+// reaper's C; without ("0"), as the Docker image builds it, it is the Go
+// runtime and every package of the gateway started again.
+func buildGateway(b *testing.B, cgo string) string {
 	b.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	bin := filepath.Join(b.TempDir(), "agentgate")
 	cmd := exec.Command("go", "build", "-o", bin, ".")
 	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..", "cmd", "gateway")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("build the gateway: %v\n%s", err, out)
 	}
@@ -98,36 +102,46 @@ func memoryOf(b *testing.B, reaper string) (rss, anon float64) {
 	return rss, anon
 }
 
-// BenchmarkReaperStart runs an agent that exits at once directly, under
-// the light reaper and under the gateway's binary as the reaper, in turns,
-// and reports the time from start to exit of each, the ratio of the two
-// reapers', and each reaper's memory while its agent runs.
+// BenchmarkReaperStart runs an agent that exits at once directly and
+// under each reaper a gateway may use, in turns: the light reaper as it
+// ships (C before the Go runtime, static), the same built without cgo (Go's
+// proctree.Reap), and the gateway's own binary with cgo and without. It
+// reports the time from start to exit of each, each reaper's memory while
+// its agent runs, and the ratios of the Go reaper's figures to the C one's.
 //
 //	go test -run XXX -bench BenchmarkReaperStart ./internal/proctree/
 func BenchmarkReaperStart(b *testing.B) {
-	light, fat := proctreetest.BuildReaper(b), buildGateway(b)
-	var tDirect, tLight, tFat time.Duration
+	reapers := []struct{ name, bin string }{
+		{"c", proctreetest.BuildReaper(b)},
+		{"go", proctreetest.BuildReaperWithoutCgo(b)},
+		{"gateway-cgo", buildGateway(b, "1")},
+		{"gateway-nocgo", buildGateway(b, "0")},
+	}
+	var direct time.Duration
+	took := make([]time.Duration, len(reapers))
 	for b.Loop() {
 		start := time.Now()
 		if err := exec.Command("/bin/true").Run(); err != nil {
 			b.Fatal(err)
 		}
-		tDirect += time.Since(start)
-		tLight += reap(b, light, "bench", nil, "/bin/true")
-		tFat += reap(b, fat, "bench", nil, "/bin/true")
+		direct += time.Since(start)
+		for i, r := range reapers {
+			took[i] += reap(b, r.bin, "bench", nil, "/bin/true")
+		}
 	}
 	n := float64(b.N)
-	b.ReportMetric(float64(tDirect.Microseconds())/n, "direct-µs/run")
-	b.ReportMetric(float64(tLight.Microseconds())/n, "light-µs/run")
-	b.ReportMetric(float64(tFat.Microseconds())/n, "gateway-µs/run")
-	b.ReportMetric(float64(tFat)/float64(tLight), "start-ratio")
-	rl, al := memoryOf(b, light)
-	rf, af := memoryOf(b, fat)
-	b.ReportMetric(rl, "light-rss-KiB")
-	b.ReportMetric(al, "light-anon-KiB")
-	b.ReportMetric(rf, "gateway-rss-KiB")
-	b.ReportMetric(af, "gateway-anon-KiB")
-	b.ReportMetric(rf/rl, "rss-ratio")
+	b.ReportMetric(float64(direct.Microseconds())/n, "direct-µs/run")
+	rss := make([]float64, len(reapers))
+	for i, r := range reapers {
+		var anon float64
+		rss[i], anon = memoryOf(b, r.bin)
+		b.ReportMetric(float64(took[i].Microseconds())/n, r.name+"-µs/run")
+		b.ReportMetric(float64((took[i]-direct).Microseconds())/n, r.name+"-added-µs/run")
+		b.ReportMetric(rss[i], r.name+"-rss-KiB")
+		b.ReportMetric(anon, r.name+"-anon-KiB")
+	}
+	b.ReportMetric(float64(took[1]-direct)/float64(took[0]-direct), "go/c-added-time")
+	b.ReportMetric(rss[1]/rss[0], "go/c-rss")
 }
 
 // hostProcesses is how many sleeping processes BenchmarkEndOfRun starts
