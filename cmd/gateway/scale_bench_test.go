@@ -57,10 +57,21 @@ var lightReaper struct {
 // installLightReaper builds cmd/agentgate-reaper beside the test binary,
 // which is the gateway in these benchmarks, so that each run's reaper is
 // the light one as in the Docker image (proctree.ReaperBeside), built as
-// the image builds it, not the test binary started again.
+// the image builds it, not the test binary started again. BENCH_REAPER=go
+// builds it without cgo instead, the reaper in Go it was before, for a
+// comparison in one sitting.
 func installLightReaper(tb testing.TB) {
 	tb.Helper()
 	lightReaper.once.Do(func() {
+		cgo := "1"
+		switch mode := os.Getenv("BENCH_REAPER"); mode {
+		case "", "c":
+		case "go":
+			cgo = "0"
+		default:
+			lightReaper.err = fmt.Errorf("BENCH_REAPER=%q: want c or go", mode)
+			return
+		}
 		root, err := agenttest.RepoRoot()
 		if err != nil {
 			lightReaper.err = err
@@ -69,7 +80,7 @@ func installLightReaper(tb testing.TB) {
 		out := filepath.Join(filepath.Dir(os.Args[0]), proctree.ReaperName)
 		cmd := exec.Command("go", "build", "-ldflags="+proctreetest.ReaperLDFlags, "-o", out, "./cmd/agentgate-reaper")
 		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			lightReaper.err = fmt.Errorf("build the light reaper: %v\n%s", err, b)
 		}
