@@ -296,13 +296,18 @@ static int descendants(pid_t self, struct procs *out) {
 			break;
 	}
 	closedir(d);
-	// A breadth-first walk: out grows as it is walked, and each process is
-	// added once, as the child of the one parent it has.
+	// A breadth-first walk: out grows as it is walked. Each process is
+	// taken once (its parent is then cleared), so that a snapshot that is
+	// not consistent, a pid reused while /proc was read, cannot loop.
 	pid_t parent = self;
 	for (size_t walked = 0;; walked++) {
-		for (size_t i = 0; i < all.n; i++)
-			if (all.p[i].ppid == parent && procs_add(out, all.p[i]) != 0)
+		for (size_t i = 0; i < all.n; i++) {
+			if (all.p[i].ppid != parent)
+				continue;
+			all.p[i].ppid = 0;
+			if (procs_add(out, all.p[i]) != 0)
 				break;
+		}
 		if (walked >= out->n)
 			break;
 		parent = out->p[walked].pid;
@@ -415,7 +420,8 @@ static void kill_tree(const char *cgroup) {
 }
 
 // exec_agent replaces the child with argv[0], found as os/exec finds it: a
-// name with a slash as it is, any other in $PATH's absolute directories.
+// name with a slash as it is, any other in $PATH's directories (but a
+// relative one, where os/exec refuses what it finds, and so does this).
 // It returns the errno of the failure, and sets *not_found when no file of
 // that name could be run (127, as the Go reaper answers; 126 otherwise).
 static int exec_agent(char **argv, int *not_found) {
@@ -594,9 +600,13 @@ static int reap(int argc, char **argv) {
 
 // reap_before_go runs before the Go runtime: given the reaper's argument
 // it does the whole run and exits; otherwise it returns and main runs
-// (which says how the reaper is used).
+// (which says how the reaper is used). Only glibc hands a constructor the
+// program's arguments; with another C library there is no constructor,
+// and main reaps in Go.
+#ifdef __GLIBC__
 __attribute__((constructor)) static void reap_before_go(int argc, char **argv, char **envp) {
 	(void)envp;
 	if (argc > 1 && strcmp(argv[1], REAPER_ARG) == 0)
 		_exit(reap(argc - 2, argv + 2));
 }
+#endif
