@@ -139,6 +139,25 @@ func TestLightReaper(t *testing.T) {
 					}
 				}
 			})
+			t.Run("death signal while the gateway lives", func(t *testing.T) {
+				// DeathSignal from anyone but a dying gateway is ignored.
+				// SIGTERM sent after it is taken after it (the lower
+				// signal first, in both reapers), and reaches the agent,
+				// which is still there to exit 6 on it.
+				ready := filepath.Join(t.TempDir(), "ready")
+				cmd := startReaper(t, reaper, uuid.NewString(), nil, "/bin/sh", "-c",
+					`trap 'exit 6' TERM; touch `+ready+`; while :; do sleep 0.05; done`)
+				proctreetest.WaitForFile(t, ready)
+				if err := cmd.Process.Signal(proctree.DeathSignal); err != nil {
+					t.Fatal(err)
+				}
+				if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+				if code := exitCode(t, cmd); code != 6 {
+					t.Fatalf("exit code %d, want the agent's 6: the death signal killed a live gateway's run", code)
+				}
+			})
 			t.Run("gateway dies", func(t *testing.T) {
 				evil := proctreetest.Build(t, 2*time.Minute)
 				killGatewayRunning(t, evil, "reaper:", "PROCTREE_TEST_REAPER="+reaper)
