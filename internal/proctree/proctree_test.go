@@ -10,7 +10,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
+
+// freshID is a run id of this test's own: processes are found by their
+// run's id, so a fixed one would have two copies of the suite running at
+// once on one machine find, and kill, each other's processes.
+func freshID(t *testing.T, prefix string) string {
+	return prefix + "-" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + uuid.NewString()[:8]
+}
 
 // startTree starts a shell marked with id's cookie that runs one child in
 // its own session (as agent CLIs start tool shells) and one in its group.
@@ -46,7 +55,7 @@ func waitCount(t *testing.T, tr *Tree, id string, want int) []int {
 
 func TestKillReachesOtherSessions(t *testing.T) {
 	tr := New()
-	id := "test-" + t.Name()
+	id := freshID(t, "test")
 	cmd := startTree(t, id)
 	// sh, the setsid'd sh and its sleep, and the group's sleep.
 	pids := waitCount(t, tr, id, 4)
@@ -73,16 +82,17 @@ func TestKillReachesOtherSessions(t *testing.T) {
 
 func TestFindIgnoresOtherRuns(t *testing.T) {
 	tr := New()
-	startTree(t, "run-a-"+t.Name())
-	waitCount(t, tr, "run-a-"+t.Name(), 4)
-	if pids, _ := tr.Find("run-b-" + t.Name()); len(pids) != 0 {
+	a, b := freshID(t, "run-a"), freshID(t, "run-b")
+	startTree(t, a)
+	waitCount(t, tr, a, 4)
+	if pids, _ := tr.Find(b); len(pids) != 0 {
 		t.Fatalf("found %d processes for a run that started none", len(pids))
 	}
 	all, err := tr.FindAny()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all["run-a-"+t.Name()]) < 4 {
+	if len(all[a]) < 4 {
 		t.Fatalf("FindAny = %v, want run-a's processes", all)
 	}
 }
@@ -145,7 +155,7 @@ func TestKillDescendantsSparesTheAgent(t *testing.T) {
 	for _, spareFirst := range []bool{false, true} {
 		t.Run(strconv.FormatBool(spareFirst), func(t *testing.T) {
 			tr := New()
-			id := "test-" + strings.ReplaceAll(t.Name(), "/", "-")
+			id := freshID(t, "test")
 			// The root plays a reaper whose first child is the agent: the
 			// agent runs a tool, and the root holds an orphan of its own.
 			// Both shells wait on stdin, so that they outlive their
