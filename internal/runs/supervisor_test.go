@@ -275,12 +275,30 @@ func (h *harness) wait(t *testing.T, id string, within time.Duration) Run {
 			t.Fatal(err)
 		}
 		if r.Status.Terminal() {
+			// The record is stored before run.completed (finish):
+			// wait for the event as well, so that what a test reads
+			// of the log next is the whole of it. A run whose
+			// run.completed never comes is returned at the deadline
+			// for the test's own assertions to catch.
+			for time.Now().Before(deadline) && !h.completed(id) {
+				time.Sleep(10 * time.Millisecond)
+			}
 			return r
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("run %s not finished within %s", id, within)
 	return Run{}
+}
+
+// completed reports whether the run's log holds run.completed.
+func (h *harness) completed(id string) bool {
+	for _, e := range h.store.eventsOf(id) {
+		if e.Type == EventRunCompleted {
+			return true
+		}
+	}
+	return false
 }
 
 func (h *harness) types(id string) []EventType {
