@@ -83,23 +83,8 @@ func memoryOf(b *testing.B, reaper string) (rss, anon float64) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, _ := strings.Cut(sc.Text(), ":")
-		n, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-		switch k {
-		case "VmRSS":
-			rss = n
-		case "RssAnon":
-			anon = n
-		}
-	}
-	return rss, anon
+	st := proctreetest.Status(b, pid)
+	return float64(st["VmRSS"]), float64(st["RssAnon"])
 }
 
 // BenchmarkReaperStart runs an agent that exits at once directly and

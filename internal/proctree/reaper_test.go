@@ -1,6 +1,7 @@
 package proctree_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -390,26 +391,48 @@ func TestReaperKillsByItsCgroup(t *testing.T) {
 			if code := exitCode(t, cmd); code != 0 {
 				t.Fatalf("%s: exit code %d", name, code)
 			}
+			if !own {
+				// Left alone, the stranger is neither stopped nor
+				// killed: a SIGKILL the reaper sent is the exit
+				// status whatever comes after it, and a SIGTERM of
+				// the test's own, with SIGCONT for a stop, is what it
+				// then dies of.
+				if state := procState(t, stranger.Process.Pid); state == "T" || state == "t" {
+					t.Errorf("%s in a cgroup not its run's: it stopped a process not below it", name)
+				}
+				_ = stranger.Process.Signal(syscall.SIGTERM)
+				_ = stranger.Process.Signal(syscall.SIGCONT)
+			}
 			died := make(chan struct{})
 			go func() { _ = stranger.Wait(); close(died) }()
-			if own {
-				select {
-				case <-died:
-				case <-time.After(30 * time.Second):
-					t.Errorf("%s in its run's cgroup: a process of the cgroup outlived the reaper by 30 s", name)
-				}
-			} else {
-				select {
-				case <-died:
-					t.Errorf("%s in a cgroup not its run's: it killed a process not below it", name)
-				default:
-				}
+			select {
+			case <-died:
+			case <-time.After(30 * time.Second):
+				t.Errorf("%s: a process of the cgroup lived on 30 s after the reaper (own cgroup: %v)", name, own)
+				_ = stranger.Process.Kill()
+				<-died
 			}
-			_ = stranger.Process.Kill()
-			<-died
+			if sig := stranger.ProcessState.Sys().(syscall.WaitStatus).Signal(); own && sig != syscall.SIGKILL {
+				t.Errorf("%s in its run's cgroup: the stranger died of %v, want the reaper's SIGKILL", name, sig)
+			} else if !own && sig != syscall.SIGTERM {
+				t.Errorf("%s in a cgroup not its run's: the stranger died of %v, want the test's SIGTERM: the reaper killed a process not below it", name, sig)
+			}
 			g.Remove(context.Background())
 		}
 	}
+}
+
+// procState reads the state letter of process pid from /proc/PID/stat
+// (the field after the command's closing parenthesis).
+func procState(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(b[bytes.LastIndexByte(b, ')'):]), ") ")
+	state, _, _ := strings.Cut(rest, " ")
+	return state
 }
 
 // TestLightReaperImportsLittle: the light reaper is light because it
