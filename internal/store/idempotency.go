@@ -59,35 +59,40 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, key string, rec runs.Id
 	if err != nil {
 		return runs.IdempotencyRecord{}, false, fmt.Errorf("idempotency key: %w", err)
 	}
-	for {
-		// A create retried after a lost ack finds the key taken by
-		// itself: the record read back then names this request's run.
-		err := s.retry(ctx, "claim idempotency key", func(ctx context.Context) error {
-			_, err := s.idem.Create(ctx, k, data)
-			return err
-		})
+	// A create retried after a lost ack finds the key taken by itself:
+	// the record read back then names this request's run. A key refused
+	// and not found has another claim in flight, or expired between the
+	// two calls: the create is tried again.
+	var recorded []byte
+	fresh := false
+	err = s.retry(ctx, "claim idempotency key", func(ctx context.Context) error {
+		_, err := s.idem.Create(ctx, k, data)
 		if err == nil {
-			return rec, true, nil
+			fresh = true
+			return nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return runs.IdempotencyRecord{}, false, fmt.Errorf("idempotency key: %w", err)
-		}
-		var e jetstream.KeyValueEntry
-		err = s.retry(ctx, "read idempotency key", func(ctx context.Context) error {
-			var err error
-			e, err = s.idem.Get(ctx, k)
 			return err
-		})
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // expired between the two calls
 		}
-		if err != nil {
-			return runs.IdempotencyRecord{}, false, fmt.Errorf("idempotency key: %w", err)
+		e, err := s.idem.Get(ctx, k)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			return errCreateInFlight
+		case err != nil:
+			return err
 		}
-		var got runs.IdempotencyRecord
-		if err := json.Unmarshal(e.Value(), &got); err != nil {
-			return runs.IdempotencyRecord{}, false, fmt.Errorf("idempotency key: decode: %w", err)
-		}
-		return got, false, nil
+		recorded = e.Value()
+		return nil
+	})
+	switch {
+	case err != nil:
+		return runs.IdempotencyRecord{}, false, fmt.Errorf("idempotency key: %w", err)
+	case fresh:
+		return rec, true, nil
 	}
+	var got runs.IdempotencyRecord
+	if err := json.Unmarshal(recorded, &got); err != nil {
+		return runs.IdempotencyRecord{}, false, fmt.Errorf("idempotency key: decode: %w", err)
+	}
+	return got, false, nil
 }

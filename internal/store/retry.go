@@ -48,6 +48,14 @@ var transientCodes = map[jetstream.ErrorCode]bool{
 	10210: true, // atomic publish: too many in flight
 }
 
+// errCreateInFlight is a create of a key refused while the leader of a
+// replicated stream has another write of that key proposed and not yet
+// applied (a create from another replica at the same moment): the leader
+// answers "wrong last sequence", yet a read of the key finds nothing until
+// the other write is applied, or ever, if it fails. Trying the create
+// again settles it either way.
+var errCreateInFlight = errors.New("another create of the key is in flight")
+
 // transient reports whether err may go away by itself, so that the
 // operation that returned it is worth trying again. Timeouts, missing
 // responders, a connection that is reconnecting, elections and create
@@ -56,7 +64,7 @@ var transientCodes = map[jetstream.ErrorCode]bool{
 // not clustered, subjects overlapping another stream, …), a name the client
 // rejects, and a closed connection, which never comes back.
 func transient(err error) bool {
-	if errors.Is(err, errStale) {
+	if errors.Is(err, errStale) || errors.Is(err, errCreateInFlight) {
 		return true
 	}
 	var apiErr *jetstream.APIError

@@ -72,6 +72,8 @@ func (s *Store) CreateRun(ctx context.Context, r runs.Run) error {
 		// lost its ack.
 		cur, _, gerr := s.getRecordRev(ctx, r.ID)
 		switch {
+		case errors.Is(gerr, runs.ErrNotFound):
+			return errCreateInFlight
 		case gerr != nil:
 			return gerr
 		case bytes.Equal(cur, data):

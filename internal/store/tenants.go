@@ -104,24 +104,26 @@ func (s *Store) StreamTokenSecret(ctx context.Context) ([]byte, error) {
 	if _, err := rand.Read(fresh); err != nil {
 		return nil, fmt.Errorf("stream token secret: %w", err)
 	}
+	// The first replica's create wins; the others read what it made. A
+	// key refused and not yet readable is that create still in flight.
+	secret := fresh
 	err := s.retry(ctx, "create stream token secret", func(ctx context.Context) error {
 		_, err := s.tenants.Create(ctx, streamTokenSecretKey, fresh)
-		return err
-	})
-	if err == nil {
-		return fresh, nil
-	}
-	if !errors.Is(err, jetstream.ErrKeyExists) {
-		return nil, fmt.Errorf("stream token secret: %w", err)
-	}
-	var e jetstream.KeyValueEntry
-	err = s.retry(ctx, "read stream token secret", func(ctx context.Context) error {
-		var err error
-		e, err = s.tenants.Get(ctx, streamTokenSecretKey)
-		return err
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return err
+		}
+		e, err := s.tenants.Get(ctx, streamTokenSecretKey)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			return errCreateInFlight
+		case err != nil:
+			return err
+		}
+		secret = e.Value()
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stream token secret: %w", err)
 	}
-	return e.Value(), nil
+	return secret, nil
 }
