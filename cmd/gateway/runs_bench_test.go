@@ -57,8 +57,10 @@ func memoryByRole(pid int) treeMemory {
 // client. It reports the delivery p50 and p99, and the memory per run at
 // the runs' peak: the gateway's (less its idle memory), and the reapers'
 // (resident, and of that their own, anonymous); the agents' own memory is
-// left out. The baseline is the same agents read from bare pipes at once
-// (x-pipe-p99).
+// left out. gw-cpu-µs/event is the gateway process's CPU from the agents'
+// release to each client's last event, over the events delivered: the
+// budget that decides whether it keeps up with the agents beside it. The
+// baseline is the same agents read from bare pipes at once (x-pipe-p99).
 func BenchmarkConcurrentRuns(b *testing.B) {
 	bin := buildFakeClaude(b)
 	final := recording(b, "text")
@@ -71,6 +73,7 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 			gates := b.TempDir()
 			var all, pipe []time.Duration
 			var perRun, reaperRun, reaperAnon []float64
+			var gatewayCPU time.Duration // from the agents' release to the clients' last event
 			n := 0
 			// The gateway's memory before any run: after one, its heap
 			// holds what the runs left to the collector.
@@ -107,10 +110,12 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 				perRun = append(perRun, float64(mem.gateway-idle)/float64(k))
 				reaperRun = append(reaperRun, float64(mem.reapers)/float64(mem.nReapers))
 				reaperAnon = append(reaperAnon, float64(mem.reapersAnon)/float64(mem.nReapers))
+				cpuBefore := procCPU(cmd.Process.Pid)
 				if err := os.WriteFile(gate, nil, 0o644); err != nil {
 					b.Fatal(err)
 				}
 				wg.Wait()
+				gatewayCPU += procCPU(cmd.Process.Pid) - cpuBefore
 				cancel()
 				for _, c := range cs {
 					if c.err != nil || len(c.lat) != s.Count {
@@ -147,6 +152,7 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 			b.ReportMetric(perRun[len(perRun)/2], "gateway-KiB/run")
 			b.ReportMetric(reaperRun[len(reaperRun)/2], "reaper-KiB/run")
 			b.ReportMetric(reaperAnon[len(reaperAnon)/2], "reaper-anon-KiB/run")
+			b.ReportMetric(float64(gatewayCPU.Nanoseconds())/1e3/float64(n*k*s.Count), "gw-cpu-µs/event")
 		})
 	}
 }
