@@ -153,8 +153,11 @@ func (s *Store) CreateDelivery(ctx context.Context, d webhooks.Delivery, m webho
 		return err
 	})
 	if errors.Is(err, jetstream.ErrKeyExists) {
+		// Not found: another replica's create of it is in flight, not
+		// yet readable (see errCreateInFlight), and may yet fail. Its
+		// message is queued here too; the stream keeps one of the two.
 		cur, _, gerr := s.Delivery(ctx, d.RunID, d.ID)
-		if gerr != nil || cur.State != webhooks.Pending || len(cur.Attempts) > 0 {
+		if (gerr != nil && !errors.Is(gerr, runs.ErrNotFound)) || (gerr == nil && (cur.State != webhooks.Pending || len(cur.Attempts) > 0)) {
 			return nil
 		}
 	} else if err != nil {
