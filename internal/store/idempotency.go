@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -60,30 +59,8 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, key string, rec runs.Id
 		return runs.IdempotencyRecord{}, false, fmt.Errorf("idempotency key: %w", err)
 	}
 	// A create retried after a lost ack finds the key taken by itself:
-	// the record read back then names this request's run. A key refused
-	// and not found has another claim in flight, or expired between the
-	// two calls: the create is tried again.
-	var recorded []byte
-	fresh := false
-	err = s.retry(ctx, "claim idempotency key", func(ctx context.Context) error {
-		_, err := s.idem.Create(ctx, k, data)
-		if err == nil {
-			fresh = true
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return err
-		}
-		e, err := s.idem.Get(ctx, k)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			return errCreateInFlight
-		case err != nil:
-			return err
-		}
-		recorded = e.Value()
-		return nil
-	})
+	// the record read back then names this request's run.
+	recorded, fresh, err := s.createOrRead(ctx, "claim idempotency key", s.idem, k, data)
 	switch {
 	case err != nil:
 		return runs.IdempotencyRecord{}, false, fmt.Errorf("idempotency key: %w", err)

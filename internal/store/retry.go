@@ -56,6 +56,34 @@ var transientCodes = map[jetstream.ErrorCode]bool{
 // again settles it either way.
 var errCreateInFlight = errors.New("another create of the key is in flight")
 
+// createOrRead creates key in kv with value, unless it is there: then it
+// returns what is stored, and false. Of several creates of one key at
+// once, from any replicas, one is made and the others read it. A create
+// refused while another is in flight, whose key cannot be read yet, is
+// tried again, as is one refused for a key that expired before the read.
+func (s *Store) createOrRead(ctx context.Context, what string, kv jetstream.KeyValue, key string, value []byte) (stored []byte, created bool, err error) {
+	err = s.retry(ctx, what, func(ctx context.Context) error {
+		_, err := kv.Create(ctx, key, value)
+		if err == nil {
+			stored, created = value, true
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return err
+		}
+		e, err := kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			return errCreateInFlight
+		case err != nil:
+			return err
+		}
+		stored = e.Value()
+		return nil
+	})
+	return stored, created, err
+}
+
 // transient reports whether err may go away by itself, so that the
 // operation that returned it is worth trying again. Timeouts, missing
 // responders, a connection that is reconnecting, elections and create

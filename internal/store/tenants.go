@@ -104,24 +104,8 @@ func (s *Store) StreamTokenSecret(ctx context.Context) ([]byte, error) {
 	if _, err := rand.Read(fresh); err != nil {
 		return nil, fmt.Errorf("stream token secret: %w", err)
 	}
-	// The first replica's create wins; the others read what it made. A
-	// key refused and not yet readable is that create still in flight.
-	secret := fresh
-	err := s.retry(ctx, "create stream token secret", func(ctx context.Context) error {
-		_, err := s.tenants.Create(ctx, streamTokenSecretKey, fresh)
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return err
-		}
-		e, err := s.tenants.Get(ctx, streamTokenSecretKey)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			return errCreateInFlight
-		case err != nil:
-			return err
-		}
-		secret = e.Value()
-		return nil
-	})
+	// The first replica's create wins; the others read what it made.
+	secret, _, err := s.createOrRead(ctx, "stream token secret", s.tenants, streamTokenSecretKey, fresh)
 	if err != nil {
 		return nil, fmt.Errorf("stream token secret: %w", err)
 	}
