@@ -31,10 +31,29 @@ const DeathSignal = syscall.SIGUSR1
 // gateway's pid, then argv. The pid lets the reaper tell that the gateway
 // died even before it could watch for DeathSignal.
 func ReaperArgs(argv []string) []string {
-	return append([]string{ReaperArg, parentFlag + strconv.Itoa(os.Getpid())}, argv...)
+	return ReaperArgsNice(0, argv)
 }
 
-const parentFlag = "-gateway="
+// ReaperArgsNice is ReaperArgs with the agent, and everything it starts,
+// at niceness nice (1 to 19; 0 leaves the gateway's): the agent's tools
+// then yield the CPUs to the gateway, which must keep storing and
+// streaming every run's events however busy the runs are. The reaper
+// keeps the gateway's priority, so that it kills promptly.
+func ReaperArgsNice(nice int, argv []string) []string {
+	args := []string{ReaperArg, parentFlag + strconv.Itoa(os.Getpid())}
+	if nice > 0 {
+		args = append(args, niceFlag+strconv.Itoa(nice))
+	}
+	return append(args, argv...)
+}
+
+// MaxNice is the highest niceness, and so the lowest priority, Linux has.
+const MaxNice = 19
+
+const (
+	parentFlag = "-gateway="
+	niceFlag   = "-nice="
+)
 
 // ReaperName is the file name of the light reaper (cmd/agentgate-reaper),
 // which a gateway uses when it is installed beside the gateway's binary.
@@ -82,6 +101,13 @@ func Reap(argv []string) int {
 		gateway, _ = strconv.Atoi(v)
 		argv = argv[1:]
 	}
+	nice := 0
+	if v, ok := strings.CutPrefix(firstOf(argv), niceFlag); ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= MaxNice {
+			nice = n
+		}
+		argv = argv[1:]
+	}
 	if len(argv) == 0 {
 		return 125
 	}
@@ -105,7 +131,20 @@ func Reap(argv []string) int {
 	// thread stays.
 	runtime.LockOSThread()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// A child takes the niceness of the thread that forks it, and
+	// os/exec runs no code of ours between fork and exec: this thread
+	// takes the agent's niceness for the start, and its own back after,
+	// which only a privileged reaper may (lowering a niceness needs
+	// CAP_SYS_NICE); an unprivileged one goes on at the agent's.
+	tid := unix.Gettid()
+	if nice > 0 {
+		_ = unix.Setpriority(unix.PRIO_PROCESS, tid, nice)
+	}
+	err := cmd.Start()
+	if nice > 0 {
+		_ = unix.Setpriority(unix.PRIO_PROCESS, tid, 0)
+	}
+	if err != nil {
 		os.Stderr.WriteString("agentgate reaper: " + err.Error() + "\n")
 		var ee *exec.Error
 		if errors.As(err, &ee) || errors.Is(err, os.ErrNotExist) {

@@ -463,3 +463,50 @@ func TestLightReaperImportsLittle(t *testing.T) {
 		}
 	}
 }
+
+// TestReaperNice: with a niceness, either reaper starts the agent at it,
+// and all the agent starts inherits it, while the reaper keeps the
+// gateway's, to kill promptly; without one the agent has the gateway's.
+func TestReaperNice(t *testing.T) {
+	base, _ := proctreetest.Nice(t, "self")
+	script := filepath.Join(t.TempDir(), "agent.sh")
+	if err := os.WriteFile(script, []byte(`#!/bin/sh
+field() { cut -d' ' -f19 "$1"; }
+echo "agent $(field /proc/$$/stat)"
+sh -c 'echo "child $(cut -d" " -f19 /proc/$$/stat)"'
+for task in /proc/$PPID/task/*; do echo "reaper $(field $task/stat)"; done
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, reaper := range reapers(t) {
+		for _, nice := range []int{0, 7} {
+			want := max(base, nice)
+			cmd := exec.Command(reaper, proctree.ReaperArgsNice(nice, []string{script})...)
+			cmd.Env = []string{"PATH=/usr/bin:/bin"}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s, nice %d: %v: %s", name, nice, err, out)
+			}
+			seen := map[string]bool{}
+			for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				who, value, _ := strings.Cut(line, " ")
+				got, err := strconv.Atoi(value)
+				if err != nil {
+					t.Fatalf("%s, nice %d: line %q", name, nice, line)
+				}
+				seen[who] = true
+				switch {
+				case who == "reaper" && got != base && (name == "light" || os.Geteuid() == 0):
+					// An unprivileged Go reaper cannot take its
+					// thread's niceness back (see Reap).
+					t.Errorf("%s, nice %d: a thread of the reaper at %d, want the gateway's %d", name, nice, got, base)
+				case who != "reaper" && got != want:
+					t.Errorf("%s, nice %d: the %s at %d, want %d", name, nice, who, got, want)
+				}
+			}
+			if !seen["agent"] || !seen["child"] || !seen["reaper"] {
+				t.Fatalf("%s, nice %d: output %q lacks a line", name, nice, out)
+			}
+		}
+	}
+}

@@ -29,6 +29,8 @@ func TestReaperConstants(t *testing.T) {
 	for name, want := range map[string]string{
 		"REAPER_ARG":      strconv.Quote(ReaperArg),
 		"PARENT_FLAG":     strconv.Quote(parentFlag),
+		"NICE_FLAG":       strconv.Quote(niceFlag),
+		"MAX_NICE":        strconv.Itoa(MaxNice),
 		"COOKIE_VAR":      strconv.Quote(CookieVar),
 		"STOP_TRIES":      strconv.Itoa(stopTries),
 		"GIVE_UP_SECONDS": strconv.Itoa(int(reaperGiveUp.Seconds())),

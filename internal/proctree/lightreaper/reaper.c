@@ -22,16 +22,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-// These must be proctree's ReaperArg, parentFlag, CookieVar, DeathSignal,
-// stopTries and reaperGiveUp (TestReaperConstants reads them from here).
+// These must be proctree's ReaperArg, parentFlag, niceFlag, MaxNice,
+// CookieVar, DeathSignal, stopTries and reaperGiveUp (TestReaperConstants
+// reads them from here).
 #define REAPER_ARG "__agentgate_reaper"
 #define PARENT_FLAG "-gateway="
+#define NICE_FLAG "-nice="
+#define MAX_NICE 19
 #define COOKIE_VAR "AGENTGATE_RUN"
 #define DEATH_SIGNAL SIGUSR1
 #define STOP_TRIES 5
@@ -463,6 +467,14 @@ static int reap(int argc, char **argv) {
 		argv++;
 		argc--;
 	}
+	int niceness = 0;
+	if (argc > 0 && strncmp(argv[0], NICE_FLAG, strlen(NICE_FLAG)) == 0) {
+		niceness = atoi(argv[0] + strlen(NICE_FLAG));
+		if (niceness < 0 || niceness > MAX_NICE)
+			niceness = 0;
+		argv++;
+		argc--;
+	}
 	if (argc == 0)
 		return 125;
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
@@ -513,6 +525,11 @@ static int reap(int argc, char **argv) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 		if (getppid() != self)
 			_exit(125);
+		// The agent's niceness, which all it starts inherits; the
+		// reaper keeps its own, to kill promptly. Raising one's own
+		// niceness is never refused.
+		if (niceness > 0)
+			setpriority(PRIO_PROCESS, 0, niceness);
 		sigprocmask(SIG_SETMASK, &orig, NULL);
 		int not_found = 0;
 		int err[2];
