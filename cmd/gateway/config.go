@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/api"
 	"github.com/agentgate/agentgate/internal/levenshtein"
+	"github.com/agentgate/agentgate/internal/proctree"
 	"go.uber.org/zap/zapcore"
 )
 
@@ -44,12 +45,16 @@ type config struct {
 	Agents    []string      `envconfig:"AGENTS"`
 	Retention time.Duration `envconfig:"RETENTION" default:"0"`
 
-	MaxConcurrentRuns int           `envconfig:"MAX_CONCURRENT_RUNS" default:"4"`
-	QueueSize         int           `envconfig:"QUEUE_SIZE" default:"64"`
-	RunTimeout        time.Duration `envconfig:"RUN_TIMEOUT" default:"30m"`
-	MaxRunTimeout     time.Duration `envconfig:"MAX_RUN_TIMEOUT" default:"24h"`
-	KillGrace         time.Duration `envconfig:"KILL_GRACE" default:"5s"`
-	ShutdownGrace     time.Duration `envconfig:"SHUTDOWN_GRACE" default:"30s"`
+	MaxConcurrentRuns int `envconfig:"MAX_CONCURRENT_RUNS" default:"4"`
+	// AgentNice is the niceness each agent, and all it starts, runs at
+	// (0 to 19; 0 leaves the gateway's): above 0 the runs' tools yield the
+	// CPUs to the gateway, which must keep storing and streaming events.
+	AgentNice     int           `envconfig:"AGENT_NICE" default:"0"`
+	QueueSize     int           `envconfig:"QUEUE_SIZE" default:"64"`
+	RunTimeout    time.Duration `envconfig:"RUN_TIMEOUT" default:"30m"`
+	MaxRunTimeout time.Duration `envconfig:"MAX_RUN_TIMEOUT" default:"24h"`
+	KillGrace     time.Duration `envconfig:"KILL_GRACE" default:"5s"`
+	ShutdownGrace time.Duration `envconfig:"SHUTDOWN_GRACE" default:"30s"`
 	// StoreRetry is how long a failing write to the store is retried;
 	// StoreOpenTimeout how long the start waits for the store.
 	StoreRetry       time.Duration `envconfig:"STORE_RETRY" default:"2m"`
@@ -253,6 +258,9 @@ func (c *config) validate() error {
 	}
 	if c.MaxConcurrentRuns < 1 || c.MaxConcurrentRuns > 1024 {
 		bad("MAX_CONCURRENT_RUNS", "must be 1 to 1024, got %d", c.MaxConcurrentRuns)
+	}
+	if c.AgentNice < 0 || c.AgentNice > proctree.MaxNice {
+		bad("AGENT_NICE", "must be 0 to %d, got %d", proctree.MaxNice, c.AgentNice)
 	}
 	if c.QueueSize < 1 || c.QueueSize > 100000 {
 		bad("QUEUE_SIZE", "must be 1 to 100000, got %d", c.QueueSize)

@@ -13,6 +13,8 @@ func TestConfigRejectsBadValues(t *testing.T) {
 	for _, tc := range []struct{ env, value, want string }{
 		{"AGENTGATE_MAX_CONCURRENT_RUNS", "0", "AGENTGATE_MAX_CONCURRENT_RUNS: must be 1 to 1024"},
 		{"AGENTGATE_MAX_CONCURRENT_RUNS", "many", "MAX_CONCURRENT_RUNS"},
+		{"AGENTGATE_AGENT_NICE", "20", "AGENTGATE_AGENT_NICE: must be 0 to 19, got 20"},
+		{"AGENTGATE_AGENT_NICE", "-1", "AGENTGATE_AGENT_NICE: must be 0 to 19, got -1"},
 		{"AGENTGATE_RUN_TIMEOUT", "soon", "RUN_TIMEOUT"},
 		{"AGENTGATE_RUN_TIMEOUT", "48h", "AGENTGATE_MAX_RUN_TIMEOUT: 24h0m0s is less than RUN_TIMEOUT"},
 		{"AGENTGATE_ADDR", "8080", "AGENTGATE_ADDR: \"8080\" is not host:port"},

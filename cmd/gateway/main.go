@@ -250,7 +250,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	sup := runs.NewSupervisor(runs.Config{
 		Replica: cfg.ReplicaID, ReplicaTTL: cfg.ReplicaTTL, MaxConcurrent: cfg.MaxConcurrentRuns,
 		DefaultTimeout: cfg.RunTimeout, MaxTimeout: cfg.MaxRunTimeout, KillGrace: cfg.KillGrace, StoreRetry: cfg.StoreRetry,
-		Reaper: proctree.ReaperBeside(self), Cgroups: cgroups,
+		Reaper: proctree.ReaperBeside(self), AgentNice: cfg.AgentNice, Cgroups: cgroups,
 		WorkspaceRoot: cfg.WorkspaceRoot, WorkspaceRetention: cfg.Retention, Path: cfg.AgentPath, Getenv: getenv,
 		Limits: runs.Limits{MaxText: cfg.MaxEventText, MaxToolInput: runs.DefaultLimits.MaxToolInput},
 		// Snapshots of run directories are hidden with the data directory.

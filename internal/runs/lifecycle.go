@@ -124,7 +124,7 @@ func (s *Supervisor) execute(t *task) {
 	}
 	path, args := argv[0], argv[1:]
 	if s.cfg.Reaper != "" {
-		path, args = s.cfg.Reaper, proctree.ReaperArgs(argv)
+		path, args = s.cfg.Reaper, proctree.ReaperArgsNice(s.cfg.AgentNice, argv)
 	}
 	p := process{
 		RunID: t.run.ID, Path: path, Args: args, Dir: t.inv.Dir,

@@ -99,6 +99,10 @@ type Config struct {
 	// proctree.Reap). Processes that escape the cookie scan are then still
 	// killed when the agent exits.
 	Reaper string
+	// AgentNice, from 1 to 19, is the niceness the reaper starts each
+	// agent at, which all the agent starts inherits; 0 leaves the
+	// gateway's. It needs Reaper.
+	AgentNice int
 	// Cgroups, when set, gives each run a cgroup of its own, killed whole
 	// when the run ends (see proctree.Cgroups); without it a run's
 	// processes are contained by the reaper and the cookie alone.

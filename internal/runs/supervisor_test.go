@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/agentgate/agentgate/internal/proctree"
+	"github.com/agentgate/agentgate/internal/proctree/proctreetest"
 )
 
 // fakeAgentEnv makes the test binary act as an agent CLI, in the mode
@@ -1057,4 +1058,40 @@ func TestSweepOrphans(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAgentNice: with AgentNice the agent and the tool it starts run at
+// that niceness, and the run's reaper at the gateway's.
+func TestAgentNice(t *testing.T) {
+	base, _ := proctreetest.Nice(t, "self")
+	h := newHarness(t, Config{AgentNice: 5})
+	r := h.submit(t, "mode:tool")
+	h.waitFor(t, r.ID, EventMessageCompleted, "tool started")
+	pids, _ := proctree.New().Find(r.ID)
+	agents := 0
+	for _, pid := range pids {
+		nice, ok := proctreetest.Nice(t, strconv.Itoa(pid))
+		cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if !ok || err != nil {
+			continue // gone meanwhile
+		}
+		if strings.HasPrefix(string(cmdline), os.Args[0]+"\x00"+proctree.ReaperArg+"\x00") {
+			if nice != base {
+				t.Errorf("the reaper (%d) at niceness %d, want the gateway's %d", pid, nice, base)
+			}
+			continue
+		}
+		agents++
+		if want := max(base, 5); nice != want {
+			t.Errorf("process %d of the run (%q) at niceness %d, want %d", pid, cmdline, nice, want)
+		}
+	}
+	if agents < 2 {
+		t.Fatalf("found %d processes of the run besides its reaper, want the agent and its tool: %v", agents, pids)
+	}
+	if _, err := h.sup.Cancel(context.Background(), r.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(t, r.ID, 10*time.Second)
+	assertNoProcesses(t, r.ID)
 }
