@@ -45,16 +45,12 @@ type config struct {
 	Agents    []string      `envconfig:"AGENTS"`
 	Retention time.Duration `envconfig:"RETENTION" default:"0"`
 
-	MaxConcurrentRuns int `envconfig:"MAX_CONCURRENT_RUNS" default:"4"`
-	// AgentNice is the niceness each agent, and all it starts, runs at
-	// (0 to 19; 0 leaves the gateway's): above 0 the runs' tools yield the
-	// CPUs to the gateway, which must keep storing and streaming events.
-	AgentNice     int           `envconfig:"AGENT_NICE" default:"0"`
-	QueueSize     int           `envconfig:"QUEUE_SIZE" default:"64"`
-	RunTimeout    time.Duration `envconfig:"RUN_TIMEOUT" default:"30m"`
-	MaxRunTimeout time.Duration `envconfig:"MAX_RUN_TIMEOUT" default:"24h"`
-	KillGrace     time.Duration `envconfig:"KILL_GRACE" default:"5s"`
-	ShutdownGrace time.Duration `envconfig:"SHUTDOWN_GRACE" default:"30s"`
+	MaxConcurrentRuns int           `envconfig:"MAX_CONCURRENT_RUNS" default:"4"`
+	QueueSize         int           `envconfig:"QUEUE_SIZE" default:"64"`
+	RunTimeout        time.Duration `envconfig:"RUN_TIMEOUT" default:"30m"`
+	MaxRunTimeout     time.Duration `envconfig:"MAX_RUN_TIMEOUT" default:"24h"`
+	KillGrace         time.Duration `envconfig:"KILL_GRACE" default:"5s"`
+	ShutdownGrace     time.Duration `envconfig:"SHUTDOWN_GRACE" default:"30s"`
 	// StoreRetry is how long a failing write to the store is retried;
 	// StoreOpenTimeout how long the start waits for the store.
 	StoreRetry       time.Duration `envconfig:"STORE_RETRY" default:"2m"`
@@ -83,6 +79,13 @@ type config struct {
 	// replicas. StreamTokenSecretPrevious still verifies, for rotation.
 	StreamTokenSecret         string `envconfig:"STREAM_TOKEN_SECRET"`
 	StreamTokenSecretPrevious string `envconfig:"STREAM_TOKEN_SECRET_PREVIOUS"`
+	// AgentNice is the niceness each agent, and all it starts, runs at
+	// (0 to 19; 0 leaves the gateway's). By default the runs yield the
+	// CPUs to the gateway, which must keep storing and streaming every
+	// run's events however busy the agents and their tools keep them;
+	// on a machine with CPUs to spare it changes nothing. Lesser values
+	// did not help in the benchmarks (docs/performance.md).
+	AgentNice int `envconfig:"AGENT_NICE" default:"19"`
 	// Sandbox is how the gateway confines agents: "auto" or "bubblewrap"
 	// (bubblewrap, or refuse to start), or "cli-only" (only each CLI's
 	// own flags enforce a run's permission). SandboxHide lists more paths

@@ -45,6 +45,11 @@ func scaleEnv(tb testing.TB, bin string, concurrent int) map[string]string {
 	env["AGENTGATE_TENANT_STREAMS"] = "0"
 	env["AGENTGATE_MAX_CONCURRENT_RUNS"] = strconv.Itoa(max(concurrent, 4))
 	env["AGENTGATE_QUEUE_SIZE"] = strconv.Itoa(max(4*concurrent, 64))
+	// BENCH_AGENT_NICE sets the agents' niceness (AGENTGATE_AGENT_NICE),
+	// to compare in one sitting what putting them below the gateway gives.
+	if n := os.Getenv("BENCH_AGENT_NICE"); n != "" {
+		env["AGENTGATE_AGENT_NICE"] = n
+	}
 	return env
 }
 
