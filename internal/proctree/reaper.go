@@ -94,7 +94,8 @@ func ReaperBeside(gateway string) string {
 // code or signal, is the agent's.
 //
 // When the gateway dies (DeathSignal, with the reaper's parent changed),
-// the reaper kills the agent and everything below it, and exits.
+// the reaper kills the agent and everything below it, and exits. Given a
+// niceness (ReaperArgsNice), it starts the agent at it.
 func Reap(argv []string) int {
 	gateway := os.Getppid()
 	if v, ok := strings.CutPrefix(firstOf(argv), parentFlag); ok {
