@@ -80,12 +80,13 @@ type config struct {
 	StreamTokenSecret         string `envconfig:"STREAM_TOKEN_SECRET"`
 	StreamTokenSecretPrevious string `envconfig:"STREAM_TOKEN_SECRET_PREVIOUS"`
 	// AgentNice is the niceness each agent, and all it starts, runs at
-	// (0 to 19; 0 leaves the gateway's). By default the runs yield the
-	// CPUs to the gateway, which must keep storing and streaming every
-	// run's events however busy the agents and their tools keep them;
-	// on a machine with CPUs to spare it changes nothing. Lesser values
-	// did not help in the benchmarks (docs/performance.md).
-	AgentNice int `envconfig:"AGENT_NICE" default:"19"`
+	// (0 to 19; 0, the default, leaves the gateway's). 19 makes busy runs
+	// yield the CPUs to the gateway, which must keep storing and
+	// streaming every run's events; lesser values did not help in the
+	// benchmarks (docs/performance.md). It is not the default because it
+	// also puts the agents below everything else on the host: beside
+	// other busy work they crawl.
+	AgentNice int `envconfig:"AGENT_NICE" default:"0"`
 	// Sandbox is how the gateway confines agents: "auto" or "bubblewrap"
 	// (bubblewrap, or refuse to start), or "cli-only" (only each CLI's
 	// own flags enforce a run's permission). SandboxHide lists more paths

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -12,23 +13,42 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-// TestAgentsRunBelowTheGateway: a gateway left at its defaults starts each
-// agent, and whatever sandbox wraps it, at niceness 19 (AGENT_NICE), and
-// keeps the run's reaper at its own, so that busy runs yield the CPUs to
-// the gateway without slowing the reaper's kills.
+// TestAgentsRunBelowTheGateway: with AGENT_NICE=19 a gateway starts each
+// agent, and whatever sandbox wraps it, at niceness 19, and keeps the
+// run's reaper at its own, so that busy runs yield the CPUs to the gateway
+// without slowing the reaper's kills; by default the agent runs at the
+// gateway's own.
 func TestAgentsRunBelowTheGateway(t *testing.T) {
 	bin := buildFakeClaude(t)
 	final := recording(t, "text")
-	env := benchGatewayEnv(t, bin)
-	env["AGENTGATE_AGENTS"] = "claude"
-	g, cmd := startGatewayProcess(t, env, nil)
+	lines := writeLines(t, [][]byte{bracketedDelta(t)})
+	for _, nice := range []string{"", "19"} {
+		t.Run("nice="+nice, func(t *testing.T) {
+			env := benchGatewayEnv(t, bin)
+			env["AGENTGATE_AGENTS"] = "claude"
+			if nice != "" {
+				env["AGENTGATE_AGENT_NICE"] = nice
+			}
+			g, cmd := startGatewayProcess(t, env, nil)
+			checkAgentNice(t, g, cmd, lines, string(final[len(final)-1]), nice != "")
+		})
+	}
+}
+
+// checkAgentNice starts a run on g, whose process is cmd, and checks the
+// niceness of every process of the run while its agent waits at a gate:
+// 19 below the reaper when niced, the gateway's everywhere otherwise.
+func checkAgentNice(t *testing.T, g *gateway, cmd *exec.Cmd, lines, final string, niced bool) {
 	gate := filepath.Join(t.TempDir(), "gate")
-	s := fakeSettings{Lines: writeLines(t, [][]byte{bracketedDelta(t)}), Count: 1, Gate: gate, Final: string(final[len(final)-1])}
+	s := fakeSettings{Lines: lines, Count: 1, Gate: gate, Final: final}
 	id := g.create(t, benchClient(t), map[string]any{"agent": "claude", "prompt": s.prompt(t)})
 
 	gatewayPid := cmd.Process.Pid
 	base, _ := proctreetest.Nice(t, strconv.Itoa(gatewayPid))
-	want := max(base, proctree.MaxNice)
+	want := base
+	if niced {
+		want = max(base, proctree.MaxNice)
+	}
 	// The agent waits at the gate: find it, and the processes between it
 	// and the gateway.
 	var agent int
