@@ -1,7 +1,6 @@
 package proctree_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -397,8 +396,8 @@ func TestReaperKillsByItsCgroup(t *testing.T) {
 				// status whatever comes after it, and a SIGTERM of
 				// the test's own, with SIGCONT for a stop, is what it
 				// then dies of.
-				if state := procState(t, stranger.Process.Pid); state == "T" || state == "t" {
-					t.Errorf("%s in a cgroup not its run's: it stopped a process not below it", name)
+				if st, ok := proctreetest.StatFields(strconv.Itoa(stranger.Process.Pid)); !ok || st[0] == "T" || st[0] == "t" {
+					t.Errorf("%s in a cgroup not its run's: it stopped (or killed) a process not below it", name)
 				}
 				_ = stranger.Process.Signal(syscall.SIGTERM)
 				_ = stranger.Process.Signal(syscall.SIGCONT)
@@ -420,19 +419,6 @@ func TestReaperKillsByItsCgroup(t *testing.T) {
 			g.Remove(context.Background())
 		}
 	}
-}
-
-// procState reads the state letter of process pid from /proc/PID/stat
-// (the field after the command's closing parenthesis).
-func procState(t *testing.T, pid int) string {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, _ := strings.Cut(string(b[bytes.LastIndexByte(b, ')'):]), ") ")
-	state, _, _ := strings.Cut(rest, " ")
-	return state
 }
 
 // TestLightReaperImportsLittle: the light reaper is light because it

@@ -36,7 +36,6 @@ func openStoresOnCluster(t *testing.T, n int) []*Store {
 // onAll runs f(i, store) on every store at once, as often as rounds asks,
 // and returns the problems f reports.
 func onAll(stores []*Store, rounds int, f func(round, i int, s *Store) string) []string {
-	var mu sync.Mutex
 	var problems []string
 	for round := range rounds {
 		var wg sync.WaitGroup
@@ -45,13 +44,11 @@ func onAll(stores []*Store, rounds int, f func(round, i int, s *Store) string) [
 			wg.Go(func() { results[i] = f(round, i, s) })
 		}
 		wg.Wait()
-		mu.Lock()
 		for _, p := range results {
 			if p != "" {
 				problems = append(problems, p)
 			}
 		}
-		mu.Unlock()
 	}
 	return problems
 }

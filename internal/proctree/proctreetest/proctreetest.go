@@ -221,18 +221,26 @@ func Status(t testing.TB, pid int) map[string]int {
 	return out
 }
 
-// Nice reads the niceness of process or thread pid (/proc/PID/stat, or
-// /proc/PID/task/TID/stat given as "PID/task/TID"), and whether it is
-// still there to read.
-func Nice(t testing.TB, pid string) (int, bool) {
-	t.Helper()
+// StatFields reads /proc/PID/stat (pid may also be "self", or
+// "PID/task/TID" for a thread) and returns its fields after the command's
+// name, which is in parentheses and may hold spaces: the state is [0],
+// the niceness [16]. It reports false when the process is gone.
+func StatFields(pid string) ([]string, bool) {
 	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
+		return nil, false
+	}
+	return strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])), true
+}
+
+// Nice reads the niceness of process or thread pid (see StatFields), and
+// whether it is still there to read.
+func Nice(t testing.TB, pid string) (int, bool) {
+	t.Helper()
+	fields, ok := StatFields(pid)
+	if !ok {
 		return 0, false
 	}
-	// The command name, in parentheses, may hold spaces: count the
-	// fields after it. The niceness is the 19th field, the 17th after it.
-	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	n, err := strconv.Atoi(fields[16])
 	if err != nil {
 		t.Fatalf("/proc/%s/stat: niceness %q", pid, fields[16])
