@@ -3,6 +3,7 @@ package fanout
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -169,34 +170,93 @@ func TestPollReusesOnlyItsOwn(t *testing.T) {
 	if err != nil || len(kept) != 1 || kept[0].Seq != 1 {
 		t.Fatalf("Next: %v, %v", kept, err)
 	}
-	pollAll := func(p poller) []runs.StoredEvent {
-		t.Helper()
-		for {
-			evs, wake, err := p.Poll(8)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(evs) > 0 {
-				return evs
-			}
-			select {
-			case <-wake:
-			case <-ctx.Done():
-				t.Fatal("no events")
-			}
-		}
-	}
-	first := pollAll(a.(poller))
-	evB := pollAll(b.(poller))
+	first := pollUntil(ctx, t, a.(poller), 8)
+	evB := pollUntil(ctx, t, b.(poller), 8)
 	if &first[0] == &evB[0] {
 		t.Fatal("two readers' polls share a slice")
 	}
-	src.add("r", 1, false)
-	second := pollAll(a.(poller))
-	if second[0].Seq != 3 || kept[0].Seq != 1 {
+	// Rewound, a reader takes the same events again: into the slice its
+	// last Poll returned, since it has not waited since.
+	ra := a.(*reader)
+	ra.next, ra.last = ra.f.lo, 0
+	second := pollUntil(ctx, t, a.(poller), 8)
+	if second[0].Seq != 1 || kept[0].Seq != 1 {
 		t.Fatalf("second poll %v, kept %v", second, kept)
 	}
 	if &first[:1][0] != &second[:1][0] {
 		t.Error("a reader's second poll did not reuse its first's slice")
+	}
+}
+
+// pollUntil polls p until it returns events, waiting on the channels it
+// gives meanwhile.
+func pollUntil(ctx context.Context, t *testing.T, p poller, max int) []runs.StoredEvent {
+	t.Helper()
+	for {
+		evs, wake, err := p.Poll(max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) > 0 {
+			return evs
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			t.Fatal("no events")
+		}
+	}
+}
+
+// TestPollGivesItsBatchBackToWait: a reader that finds nothing new holds
+// no batch while it waits, and the batch it gave back no longer holds the
+// events' bytes; a reader that takes events, then waits, over and over,
+// allocates nothing for its batches.
+func TestPollGivesItsBatchBackToWait(t *testing.T) {
+	src := newMemLog()
+	src.add("r", 3, false)
+	h := New(src, Options{}, zap.NewNop())
+	defer h.Close()
+	cur := open(t, h, "r", 0)
+	defer cur.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	p, r := cur.(poller), cur.(*reader)
+	evs := pollUntil(ctx, t, p, 8)
+	for len(evs) < 3 { // the ring may have got them one at a time
+		evs = append(slices.Clone(evs), pollUntil(ctx, t, p, 8)...)
+	}
+	got, wake, err := p.Poll(8)
+	if len(got) != 0 || wake == nil || err != nil {
+		t.Fatalf("Poll with nothing new: %d events, wake %v, %v", len(got), wake, err)
+	}
+	if r.polled != nil {
+		t.Fatalf("a waiting reader holds a batch of %d", cap(*r.polled))
+	}
+	r.next, r.last = r.f.lo, 0
+	batch := pollUntil(ctx, t, p, 8)
+	if _, _, err := p.Poll(8); err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range batch {
+		if ev.JSON != nil || ev.Seq != 0 {
+			t.Fatalf("event %d of a batch given back is still there: %+v", i, ev)
+		}
+	}
+
+	if raceEnabled {
+		return // see raceEnabled
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		r.next, r.last = r.f.lo, 0
+		if evs, _, _ := p.Poll(8); len(evs) != 3 {
+			t.Fatalf("rewound, Poll took %d events", len(evs))
+		}
+		if evs, wake, _ := p.Poll(8); len(evs) != 0 || wake == nil {
+			t.Fatal("Poll after the last event did not wait")
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("taking events and waiting allocates %v times a round", allocs)
 	}
 }
