@@ -217,7 +217,7 @@ type aguiStream struct {
 // the stream is complete: run.completed was translated, or the one AG-UI
 // run it writes ended.
 func (a *aguiStream) encode(st *stream, evs []runs.StoredEvent) (rest []runs.StoredEvent, done bool) {
-	st.buf = st.buf[:0]
+	st.buf = st.takeBuf()
 	for i, ev := range evs {
 		if len(st.buf) >= maxBatchBytes {
 			return slices.Clone(evs[i:]), false

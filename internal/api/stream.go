@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -192,7 +193,10 @@ type stream struct {
 	// last is the seq of the last event written (or the resume point):
 	// nothing at or below it is written again.
 	last uint64
-	buf  []byte
+	// buf is the write buffer, from writeBufs while the stream writes;
+	// bufBox is the pool's box of it, given back with it (see releaseBuf).
+	buf    []byte
+	bufBox *[]byte
 	// agui, when set, writes the events as AG-UI events (agui.go).
 	agui *aguiStream
 }
@@ -308,6 +312,7 @@ func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs
 	defer func() {
 		cancel()
 		src.close()
+		st.releaseBuf()
 	}()
 
 	h := st.w.Header()
@@ -365,8 +370,8 @@ func (st *stream) serve(ctx context.Context, cancel context.CancelFunc, cur runs
 			}
 			continue
 		}
-		if !src.behind && cap(st.buf) > idleBytes {
-			st.buf = nil // caught up, waiting: see idleBytes
+		if !src.behind {
+			st.releaseBuf() // caught up, waiting: see writeBufs
 		}
 		select {
 		case <-ctx.Done():
@@ -424,7 +429,7 @@ func (st *stream) writeBatch(evs []runs.StoredEvent) (rest []runs.StoredEvent, d
 	// The buffer is kept for the next batch, however large it grew: a
 	// stream that is behind (a replay, a client catching up) writes
 	// batch after batch of about the same size. It is let go once the
-	// stream has caught up and waits (see idleBytes).
+	// stream has caught up and waits (see writeBufs).
 	return rest, done, nil
 }
 
@@ -440,15 +445,10 @@ const (
 	// deadline) then holds this much, not BatchSize events' worth: 64 MiB
 	// of 256 KiB events.
 	maxBatchBytes = 1 << 20
-	// idleBytes is the largest write buffer a stream keeps while it
-	// waits for events, caught up (its last batch was not full): the few
-	// small events of a steady stream's batch fit in it, and a thousand
-	// waiting clients do not each keep what their largest batch (the
-	// first, with run.started and its prompt, or a replay's) once
-	// needed. A stream that is behind keeps its buffer, at most
-	// maxBatchBytes or one event, from batch to batch: allocating and
-	// zeroing each anew was most of what a replay allocated.
-	idleBytes = 2 << 10
+	// maxPooledBytes is the largest write buffer kept in writeBufs: a
+	// steady stream's batches and a lagging one's fit in it, a replay's
+	// megabyte does not.
+	maxPooledBytes = 64 << 10
 	// eventOverhead is about what the SSE framing adds to an event's
 	// envelope: its id, event and data fields.
 	eventOverhead = 64
@@ -488,7 +488,7 @@ func (st *stream) encode(evs []runs.StoredEvent) (rest []runs.StoredEvent, done 
 		}
 		size += len(ev.JSON) + eventOverhead
 	}
-	st.buf = slices.Grow(st.buf[:0], size)
+	st.buf = slices.Grow(st.takeBuf(), size)
 	for i, ev := range evs {
 		if ev.Seq <= st.last {
 			if ev.Type == runs.EventRunCompleted {
@@ -512,6 +512,40 @@ func (st *stream) encode(evs []runs.StoredEvent) (rest []runs.StoredEvent, done 
 		}
 	}
 	return nil, false
+}
+
+// writeBufs holds the write buffers of streams that wait, caught up, for
+// streams that have events to write. A stream that is behind (a replay,
+// a client catching up) keeps its buffer from batch to batch; one that
+// has caught up gives it back before it waits. With a thousand clients
+// of a busy run, each waking several hundred times a second a few dozen
+// events behind, a buffer made for each write and dropped at each wait
+// was, with the fan-out's batches, most of what the gateway allocated,
+// and the collection it drove about a quarter of its CPU. Pooled, a
+// thousand waiting clients hold no buffer at all.
+var writeBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// takeBuf returns st.buf emptied, from writeBufs when the stream has none.
+func (st *stream) takeBuf() []byte {
+	if st.buf == nil {
+		st.bufBox = writeBufs.Get().(*[]byte)
+		st.buf = *st.bufBox
+	}
+	return st.buf[:0]
+}
+
+// releaseBuf gives the stream's write buffer back to writeBufs, unless it
+// is larger than maxPooledBytes, and leaves the stream without one.
+func (st *stream) releaseBuf() {
+	if st.buf != nil && cap(st.buf) <= maxPooledBytes {
+		box := st.bufBox
+		if box == nil {
+			box = new([]byte)
+		}
+		*box = st.buf[:0]
+		writeBufs.Put(box)
+	}
+	st.buf, st.bufBox = nil, nil
 }
 
 // write sends p (possibly nothing) and flushes, within the write timeout.

@@ -525,3 +525,36 @@ func TestStreamReplayWritesFromOneBuffer(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamWritesFromPooledBuffers: a stream that has caught up holds no
+// write buffer while it waits, and one that writes a few events, then
+// waits, over and over, as each of a thousand clients of a busy run does,
+// allocates nothing for its writes.
+func TestStreamWritesFromPooledBuffers(t *testing.T) {
+	evs := []runs.StoredEvent{
+		{Seq: 1, Type: runs.EventMessageDelta, JSON: []byte(`{"type":"message.delta","data":{"text":"hello"}}`)},
+		{Seq: 2, Type: runs.EventMessageDelta, JSON: []byte(`{"type":"message.delta","data":{"text":" world"}}`)},
+	}
+	w := &discardStream{h: http.Header{}}
+	st := &stream{w: w, rc: http.NewResponseController(w), timeout: time.Minute}
+	round := func() {
+		st.last = 0
+		if rest, done, err := st.writeBatch(evs); len(rest) != 0 || done || err != nil {
+			t.Fatalf("writeBatch: %d left, done %v, %v", len(rest), done, err)
+		}
+		st.releaseBuf() // caught up: it waits
+	}
+	round()
+	if st.buf != nil || st.bufBox != nil {
+		t.Fatalf("a waiting stream holds a buffer of %d bytes", cap(st.buf))
+	}
+	if w.bytes == 0 || w.flushes != 1 {
+		t.Fatalf("wrote %d bytes in %d flushes", w.bytes, w.flushes)
+	}
+	if raceEnabled {
+		return // the race detector empties pools at random
+	}
+	if allocs := testing.AllocsPerRun(100, round); allocs != 0 {
+		t.Errorf("writing two events and waiting allocates %v times a round", allocs)
+	}
+}
