@@ -759,6 +759,14 @@ const newPollBatch = 64
 // usual batch of 256 events.
 const maxPooledPoll = 256
 
+// releasePolled gives the reader's batch back to pollBatches: its caller
+// is done with it, and polls no more until it has waited or read on with
+// Next.
+func (r *reader) releasePolled() {
+	putPollBatch(r.polled)
+	r.polled = nil
+}
+
 // putPollBatch gives b back to pollBatches, cleared so that the pool does
 // not keep its events' bytes alive. Only b's length is cleared: a batch
 // is cleared before each reuse as well, so what lies past its length was
@@ -956,12 +964,14 @@ func (r *reader) Poll(max int) ([]runs.StoredEvent, <-chan struct{}, error) {
 		return nil, nil, errReaderClosed
 	}
 	if r.own != nil {
+		r.releasePolled() // its caller reads with Next now
 		return nil, nil, nil
 	}
 	f := r.f
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if r.next < f.lo {
+		r.releasePolled()
 		return nil, nil, nil
 	}
 	if r.polled == nil {
@@ -975,8 +985,7 @@ func (r *reader) Poll(max int) ([]runs.StoredEvent, <-chan struct{}, error) {
 	}
 	// Nothing new: the caller is done with the last batch, and is about
 	// to wait.
-	putPollBatch(r.polled)
-	r.polled = nil
+	r.releasePolled()
 	if f.err != nil {
 		return nil, nil, f.err
 	}

@@ -70,6 +70,9 @@ func TestPoll(t *testing.T) {
 		evs, wake, err := p.Poll(100)
 		return len(evs) == 0 && wake == nil && err == nil
 	})
+	if cur.(*reader).polled != nil {
+		t.Fatal("a reader off the ring still holds its last poll's batch")
+	}
 	evs, err := cur.Next(ctx, 3)
 	if err != nil || len(evs) != 3 || evs[0].Seq != 6 {
 		t.Fatalf("Next off the ring: %d events from %v, %v", len(evs), evs, err)
