@@ -2,8 +2,12 @@ package fanout
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -261,5 +265,111 @@ func TestPollGivesItsBatchBackToWait(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("taking events and waiting allocates %v times a round", allocs)
+	}
+}
+
+// TestEveryPollerGetsEveryEvent: readers that poll, as the API's streams
+// do, each get every event once and in order, each event's envelope its
+// own, while the run writes and while some of them fall behind the ring
+// and read on with Next. Their batches come from one pool: a batch handed
+// to two readers at once, or given back while its reader still reads it,
+// shows here as an envelope that is not its event's (and, under -race, as
+// a race).
+func TestEveryPollerGetsEveryEvent(t *testing.T) {
+	const total, readers = 3000, 64
+	src := newMemLog()
+	h := New(src, Options{RingEvents: 128}, zap.NewNop())
+	defer h.Close()
+	src.add("r", 1, false)
+	errs := make(chan error, readers)
+	// The first reader waits until the run is far past the ring: it
+	// reads on from the store, at least once.
+	stalled, released := make(chan struct{}), false
+	var wg sync.WaitGroup
+	for i := range readers {
+		cur := open(t, h, "r", 0)
+		wg.Go(func() {
+			defer cur.Close()
+			if i == 0 {
+				<-stalled
+			}
+			errs <- pollToEnd(cur, total, 1+i%40, i%8 == 0)
+		})
+	}
+	for sent := 1; sent < total; {
+		k := min(5, total-sent)
+		src.add("r", k, sent+k == total)
+		sent += k
+		if sent >= total/2 && !released {
+			waitRing(t, feedOf(h, "r"), uint64(sent))
+			close(stalled)
+			released = true
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := h.Stats(); st.FellOff == 0 {
+		t.Fatalf("stats %+v: no reader fell off the ring", st)
+	}
+}
+
+// pollToEnd reads cur to run.completed at end by Poll, and by Next while
+// Poll says to, checking each event's seq and its envelope's before the
+// next Poll. A dawdler yields after each batch, to fall behind the ring
+// now and then.
+func pollToEnd(cur runs.Cursor, end uint64, max int, dawdler bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	p := cur.(poller)
+	want := uint64(1)
+	check := func(evs []runs.StoredEvent) (bool, error) {
+		for _, ev := range evs {
+			var env struct {
+				Seq uint64 `json:"seq"`
+			}
+			if err := json.Unmarshal(ev.JSON, &env); err != nil || ev.Seq != want || env.Seq != want {
+				return false, fmt.Errorf("got event %d with the envelope of %d (%v), want %d", ev.Seq, env.Seq, err, want)
+			}
+			want++
+			if ev.Type == runs.EventRunCompleted {
+				if ev.Seq != end {
+					return false, fmt.Errorf("run.completed at %d, want %d", ev.Seq, end)
+				}
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	for {
+		evs, wake, err := p.Poll(max)
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 && wake == nil {
+			if evs, err = cur.Next(ctx, max); err != nil {
+				return fmt.Errorf("Next after event %d: %w", want-1, err)
+			}
+		}
+		if len(evs) > max {
+			return fmt.Errorf("batch of %d events, asked for at most %d", len(evs), max)
+		}
+		if done, err := check(evs); done || err != nil {
+			return err
+		}
+		if dawdler {
+			runtime.Gosched()
+		}
+		if len(evs) == 0 {
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				return fmt.Errorf("no wake-up after event %d", want-1)
+			}
+		}
 	}
 }
