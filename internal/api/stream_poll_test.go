@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -252,5 +253,57 @@ func TestReleaseOwnedRun(t *testing.T) {
 	releaseOwnedRun(context.Background()) // nothing to release
 	if _, ok := ownedRun(context.Background()); ok {
 		t.Fatal("ownedRun found a run in an empty context")
+	}
+}
+
+// TestManyStreamsThroughHubEachGetTheirOwnBytes: 32 clients of one run,
+// through the hub, each get every event once, in order, byte for byte,
+// while the run writes. The streams' write buffers and the readers'
+// batches come from pools they share: a buffer or batch handed to two
+// streams at once, or given back while one still writes it, shows here as
+// a client's event that is not the stored one.
+func TestManyStreamsThroughHubEachGetTheirOwnBytes(t *testing.T) {
+	const clients, n = 32, 400
+	evs := runLog(t, runA, n)
+	l := newMemLog(evs[:2]...)
+	hub := fanout.New(hubSource{l}, fanout.Options{}, zap.NewNop())
+	defer hub.Close()
+	svc := streamService(l, fixed(runs.Running))
+	svc.events = func(ctx context.Context, id string, after uint64) (runs.Cursor, error) {
+		return hub.OpenCursor(ctx, id, after)
+	}
+	h := newHarness(t, Config{}, svc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url := h.srv.URL + "/v1/runs/" + runA + "/events"
+	bodies := make([][]byte, clients)
+	errs := make([]error, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		resp := connectES(ctx, t, h.srv.Client(), url, "")
+		wg.Go(func() {
+			defer resp.Body.Close()
+			bodies[i], errs[i] = io.ReadAll(resp.Body)
+		})
+	}
+	waitFor(t, "every client on the ring", func() bool { return hub.Stats().RingReaders == clients })
+	for i := 2; i < n; i += 3 {
+		l.append(evs[i:min(i+3, n)]...)
+	}
+	wg.Wait()
+	for i, b := range bodies {
+		if errs[i] != nil {
+			t.Fatalf("client %d: %v", i, errs[i])
+		}
+		p := newEventSource()
+		p.feed(b)
+		if len(p.events) != n {
+			t.Fatalf("client %d got %d events, want %d", i, len(p.events), n)
+		}
+		for j, ev := range p.events {
+			if ev.lastEventID != strconv.Itoa(j+1) || ev.data != string(evs[j].JSON) {
+				t.Fatalf("client %d, event %d: id %s, data %q; want id %d, data %q", i, j+1, ev.lastEventID, ev.data, j+1, evs[j].JSON)
+			}
+		}
 	}
 }
