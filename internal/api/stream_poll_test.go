@@ -193,6 +193,19 @@ func (s hubSource) LastEvent(context.Context, string) (runs.StoredEvent, error) 
 	return s.l.events[len(s.l.events)-1], nil
 }
 
+// hubHarness serves runA, running, whose log is l, with every stream read
+// through a fan-out hub on l, closed when the test ends.
+func hubHarness(t *testing.T, l *memLog) (*harness, *fanout.Hub) {
+	t.Helper()
+	hub := fanout.New(hubSource{l}, fanout.Options{}, zap.NewNop())
+	t.Cleanup(func() { hub.Close() })
+	svc := streamService(l, fixed(runs.Running))
+	svc.events = func(ctx context.Context, id string, after uint64) (runs.Cursor, error) {
+		return hub.OpenCursor(ctx, id, after)
+	}
+	return newHarness(t, Config{}, svc), hub
+}
+
 // TestEventsThroughHub: clients of a live run read through the fan-out hub
 // (whose readers answer Poll) get every event once, in order, one from the
 // start and one resumed; the hub counts them on its ring while they stream
@@ -200,13 +213,7 @@ func (s hubSource) LastEvent(context.Context, string) (runs.StoredEvent, error) 
 func TestEventsThroughHub(t *testing.T) {
 	evs := runLog(t, runA, 40)
 	l := newMemLog(evs[:5]...)
-	hub := fanout.New(hubSource{l}, fanout.Options{}, zap.NewNop())
-	defer hub.Close()
-	svc := streamService(l, fixed(runs.Running))
-	svc.events = func(ctx context.Context, id string, after uint64) (runs.Cursor, error) {
-		return hub.OpenCursor(ctx, id, after)
-	}
-	h := newHarness(t, Config{}, svc)
+	h, hub := hubHarness(t, l)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	url := h.srv.URL + "/v1/runs/" + runA + "/events"
@@ -266,13 +273,7 @@ func TestManyStreamsThroughHubEachGetTheirOwnBytes(t *testing.T) {
 	const clients, n = 32, 400
 	evs := runLog(t, runA, n)
 	l := newMemLog(evs[:2]...)
-	hub := fanout.New(hubSource{l}, fanout.Options{}, zap.NewNop())
-	defer hub.Close()
-	svc := streamService(l, fixed(runs.Running))
-	svc.events = func(ctx context.Context, id string, after uint64) (runs.Cursor, error) {
-		return hub.OpenCursor(ctx, id, after)
-	}
-	h := newHarness(t, Config{}, svc)
+	h, hub := hubHarness(t, l)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	url := h.srv.URL + "/v1/runs/" + runA + "/events"
