@@ -284,12 +284,20 @@ func ProcessesMatching(marker string) []int {
 }
 
 // WaitGone polls until no process matches marker or the timeout passes,
-// and returns the pids still alive.
+// and returns the pids still alive. None must match twice in a row: a
+// process in the middle of an exec shows no command line for a moment,
+// and one look could miss it.
 func WaitGone(marker string, timeout time.Duration) []int {
 	deadline := time.Now().Add(timeout)
+	quiet := 0
 	for {
 		pids := ProcessesMatching(marker)
-		if len(pids) == 0 || time.Now().After(deadline) {
+		if len(pids) == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		if quiet == 2 || time.Now().After(deadline) {
 			return pids
 		}
 		time.Sleep(50 * time.Millisecond)

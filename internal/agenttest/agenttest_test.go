@@ -96,12 +96,24 @@ func TestSignalAndProcesses(t *testing.T) {
 	p := Start(t, "/bin/sh", []string{"-c", "echo ready; exec perl -e 'sleep 30' " + marker},
 		MinimalEnv(t.TempDir()), t.TempDir(), nil)
 	<-p.Lines()
-	// exec replaces the shell: the marker is perl's argument.
-	deadline := time.Now().Add(5 * time.Second)
-	for len(ProcessesMatching(marker)) == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	// exec replaces the shell: the marker is perl's argument, and the
+	// shell's before it. Wait for perl itself: while exec swaps the one
+	// for the other, /proc shows the process with no command line at all.
+	perlRuns := func() bool {
+		for _, pid := range ProcessesMatching(marker) {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); string(comm) == "perl\n" {
+				return true
+			}
+		}
+		return false
 	}
-	if len(ProcessesMatching(marker)) == 0 {
+	deadline := time.Now().Add(10 * time.Second)
+	found := perlRuns()
+	for !found && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		found = perlRuns()
+	}
+	if !found {
 		t.Fatal("marker process not found")
 	}
 	if err := p.Signal(syscall.SIGTERM); err != nil {
