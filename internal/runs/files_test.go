@@ -312,9 +312,12 @@ func TestRunAttachments(t *testing.T) {
 		!strings.HasPrefix(seen[0].Path, fh.tmp) || filepath.Base(filepath.Dir(seen[0].Path)) != attachmentsDir {
 		t.Fatalf("the adapter saw %+v", seen)
 	}
-	if _, err := os.Stat(seen[0].Path); !os.IsNotExist(err) {
-		t.Errorf("the run's image outlived it: %v", err)
-	}
+	// The run's temporary directory goes as its worker lets go of it,
+	// just after run.completed is stored.
+	waitUntil(t, "the run's image to go with its temporary directory", func() bool {
+		_, err := os.Stat(seen[0].Path)
+		return os.IsNotExist(err)
+	})
 	var started RunStartedData
 	for _, e := range fh.store.eventsOf(r.ID) {
 		if e.Type == EventRunStarted {
