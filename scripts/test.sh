@@ -61,10 +61,7 @@ done
 tests=(go test -race -count=1 -p 3 -timeout 30m "$@" "${slow[@]}" "${rest[@]}")
 # The race detector empties sync.Pools at random, so the tests that count
 # what pooled paths allocate skip that count under -race; they run once
-# more without it first, where the count holds.
-export ALLOC_TESTS='^(TestNoAllocWithoutMatch|TestStreamWritesFromPooledBuffers|TestPollGivesItsBatchBackToWait)$'
-alloc_pkgs="./internal/redact ./internal/api ./internal/fanout"
-export alloc_pkgs
+# without it first (scripts/alloc-tests.sh).
 if [ "$(id -u)" != 0 ] && unshare -rn true 2>/dev/null; then
   netns=(unshare -rn)
 elif unshare -n true 2>/dev/null; then
@@ -79,10 +76,10 @@ if [ ${#netns[@]} -gt 0 ]; then
     fi
   fi
   echo "running tests in a loopback-only network namespace" >&2
-  exec "${netns[@]}" -- bash -c 'ip link set lo up && go test -count=1 -run "$ALLOC_TESTS" $alloc_pkgs && exec "$@"' bash "${tests[@]}"
+  exec "${netns[@]}" -- bash -c 'ip link set lo up && scripts/alloc-tests.sh && exec "$@"' bash "${tests[@]}"
 fi
 echo "warning: this machine cannot create a network namespace; running tests" \
   "in the host network (agent CLIs still get their no-phone-home settings" \
   "and point at the mock server on 127.0.0.1)" >&2
-go test -count=1 -run "$ALLOC_TESTS" $alloc_pkgs
+scripts/alloc-tests.sh
 exec "${tests[@]}"

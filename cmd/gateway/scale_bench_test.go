@@ -157,18 +157,9 @@ func descendants(pid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// The parent is the 2nd field after the command's closing paren.
-		s := string(b)
-		if i := strings.LastIndexByte(s, ')'); i >= 0 {
-			f := strings.Fields(s[i+1:])
-			if len(f) > 1 {
-				pp, _ := strconv.Atoi(f[1])
-				children[pp] = append(children[pp], p)
-			}
+		if f, ok := proctreetest.StatFields(e.Name()); ok {
+			pp, _ := strconv.Atoi(f[1]) // the parent
+			children[pp] = append(children[pp], p)
 		}
 	}
 	out := []int{pid}

@@ -537,13 +537,9 @@ func (st *stream) takeBuf() []byte {
 // releaseBuf gives the stream's write buffer back to writeBufs, unless it
 // is larger than maxPooledBytes, and leaves the stream without one.
 func (st *stream) releaseBuf() {
-	if st.buf != nil && cap(st.buf) <= maxPooledBytes {
-		box := st.bufBox
-		if box == nil {
-			box = new([]byte)
-		}
-		*box = st.buf[:0]
-		writeBufs.Put(box)
+	if st.bufBox != nil && cap(st.buf) <= maxPooledBytes {
+		*st.bufBox = st.buf[:0]
+		writeBufs.Put(st.bufBox)
 	}
 	st.buf, st.bufBox = nil, nil
 }
