@@ -56,6 +56,7 @@ var payloadTypes = map[runs.EventType]reflect.Type{
 	runs.EventToolCallCompleted:  reflect.TypeFor[runs.ToolCallCompletedData](),
 	runs.EventReasoningDelta:     reflect.TypeFor[runs.DeltaData](),
 	runs.EventToolCallOutput:     reflect.TypeFor[runs.DeltaData](),
+	runs.EventToolCallProgress:   reflect.TypeFor[runs.ToolCallProgressData](),
 	runs.EventFileChanged:        reflect.TypeFor[runs.FileChangedData](),
 	runs.EventPlanUpdated:        reflect.TypeFor[runs.PlanUpdatedData](),
 	runs.EventUsageUpdated:       reflect.TypeFor[runs.UsageData](),
@@ -107,6 +108,10 @@ func samplePayloads() map[runs.EventType][]any {
 		runs.EventToolCallCompleted: {
 			runs.ToolCallCompletedData{ID: "t1", Output: "a\nb", IsError: true},
 			runs.ToolCallCompletedData{ID: "t1"},
+		},
+		runs.EventToolCallProgress: {
+			runs.ToolCallProgressData{ID: "t1", Name: "Bash", ElapsedMS: 30000},
+			runs.ToolCallProgressData{ID: "t1"},
 		},
 		runs.EventReasoningDelta: {
 			runs.DeltaData{ID: "rs_1", Text: "Thinking"},
@@ -312,8 +317,9 @@ func TestEventsSchemaValidatesSamples(t *testing.T) {
 		"null data":      envelope(t, runs.EventWarning, nil, nil),
 		"bad decision": envelope(t, runs.EventApprovalResolved, runs.ApprovalResolvedData{ID: "a", Decision: "maybe",
 			Reason: runs.ResolvedByClient}, nil),
-		"bad turn status": envelope(t, runs.EventTurnCompleted, runs.TurnCompletedData{Turn: 1, Status: runs.TimedOut}, nil),
-		"turn 0":          envelope(t, runs.EventTurnStarted, runs.TurnStartedData{MessageID: "m"}, nil),
+		"bad turn status":  envelope(t, runs.EventTurnCompleted, runs.TurnCompletedData{Turn: 1, Status: runs.TimedOut}, nil),
+		"turn 0":           envelope(t, runs.EventTurnStarted, runs.TurnStartedData{MessageID: "m"}, nil),
+		"negative elapsed": envelope(t, runs.EventToolCallProgress, runs.ToolCallProgressData{ID: "t1", ElapsedMS: -1}, nil),
 	}
 	for name, v := range bad {
 		if sch.Validate(v) == nil {

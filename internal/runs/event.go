@@ -23,6 +23,7 @@ const (
 	EventReasoningCompleted EventType = "reasoning.completed"
 	EventToolCallStarted    EventType = "tool_call.started"
 	EventToolCallOutput     EventType = "tool_call.output_delta"
+	EventToolCallProgress   EventType = "tool_call.progress"
 	EventToolCallCompleted  EventType = "tool_call.completed"
 	EventFileChanged        EventType = "file.changed"
 	EventPlanUpdated        EventType = "plan.updated"
@@ -42,7 +43,7 @@ const (
 var EventTypes = []EventType{
 	EventRunQueued, EventRunStarted, EventSessionStarted, EventMessageDelta,
 	EventMessageCompleted, EventReasoningDelta, EventReasoningCompleted, EventToolCallStarted,
-	EventToolCallOutput, EventToolCallCompleted, EventFileChanged, EventPlanUpdated, EventUsageUpdated, EventRateLimit, EventWarning,
+	EventToolCallOutput, EventToolCallProgress, EventToolCallCompleted, EventFileChanged, EventPlanUpdated, EventUsageUpdated, EventRateLimit, EventWarning,
 	EventAgentUnparsed, EventRunCompleted,
 	EventApprovalRequested, EventApprovalResolved, EventTurnStarted, EventTurnCompleted, EventMessageQueued,
 }
@@ -146,6 +147,19 @@ type ToolCallStartedData struct {
 	// both are empty for the CLI's built-in tools.
 	MCPServer string `json:"mcp_server,omitempty"`
 	MCPTool   string `json:"mcp_tool,omitempty"`
+}
+
+// ToolCallProgressData is the payload of tool_call.progress: a tool call
+// is still running. The CLI says so while the tool gives it nothing else
+// to report (Claude Code every 30 s), so that a client can show the call
+// alive and for how long.
+type ToolCallProgressData struct {
+	// ID is the running tool call's, as in tool_call.started.
+	ID string `json:"id"`
+	// Name is the tool's name, when the CLI repeats it.
+	Name string `json:"name,omitempty"`
+	// ElapsedMS is how long the call has run, by the CLI's clock.
+	ElapsedMS int64 `json:"elapsed_ms"`
 }
 
 // ToolCallCompletedData is the payload of tool_call.completed.
