@@ -34,6 +34,10 @@ type cliCase struct {
 	// interrupt sends the Command's InterruptSignal once the Bash tool
 	// call started.
 	interrupt bool
+	// slow marks a case that waits on the CLI's clock for half a minute
+	// or more: TestRealCLI runs it only with -record or -slow; its
+	// recording is replayed by TestGolden always.
+	slow bool
 	// before runs first, in the same HOME and directory (resume).
 	before *cliCase
 	// runID is the run's id; empty for a fresh UUIDv7.
@@ -56,6 +60,7 @@ const (
 	tReason  = runs.EventReasoningCompleted
 	tTool    = runs.EventToolCallStarted
 	tToolEnd = runs.EventToolCallCompleted
+	tProg    = runs.EventToolCallProgress
 	tUsage   = runs.EventUsageUpdated
 	tRate    = runs.EventRateLimit
 	tWarn    = runs.EventWarning
@@ -332,6 +337,24 @@ func cliCases() []cliCase {
 			check: func(t *testing.T, r *cliRun) {
 				if r.res.Exit.Code != 0 {
 					t.Errorf("exit = %+v, want 0 after SIGINT", r.res.Exit)
+				}
+			},
+		},
+		{
+			// The CLI reports a running tool every 30 s, a constant of
+			// its own: the tool runs 31 s to give one report.
+			name: "long_tool", slow: true,
+			scenario:   fixed(anthropic.ToolTurn("perl -e 'sleep 31'", "The command finished.")),
+			spec:       runs.Spec{Prompt: "Run the long command.", Permission: runs.WorkspaceWrite},
+			wantStatus: runs.Succeeded,
+			wantTypes:  []runs.EventType{tStart, tReason, tDelta, tMsg, tTool, tProg, tToolEnd, tDelta, tMsg},
+			check: func(t *testing.T, r *cliRun) {
+				started := r.first(tTool).Data.(runs.ToolCallStartedData)
+				p := r.first(tProg)
+				got := p.Data.(runs.ToolCallProgressData)
+				if got.ID != started.ID || got.Name != "Bash" || got.ElapsedMS < 30000 || p.ParentToolCallID != "" {
+					t.Errorf("tool_call.progress = %+v (parent %q), want call %s, Bash, at least 30 s, no parent",
+						got, p.ParentToolCallID, started.ID)
 				}
 			},
 		},

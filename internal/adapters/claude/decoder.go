@@ -73,6 +73,10 @@ func (d *decoder) decodeLine(line []byte) []runs.Event {
 		evs = d.resultLine(&l)
 	case "rate_limit_event":
 		evs = d.rateLimit(&l, line)
+	case "tool_progress":
+		// Its parent_tool_use_id is the call it reports on, not the
+		// subagent's call the envelope's parent names.
+		return toolProgress(&l, line)
 	case "":
 		return []runs.Event{unparsed(line, "no type field")}
 	default:
@@ -353,6 +357,62 @@ func (d *decoder) rateLimit(l *wireLine, line []byte) []runs.Event {
 			Error: "rejected: " + orUnknown(info.RateLimitType) + " limit reached"})}
 	}
 	return []runs.Event{unparsed(line, fmt.Sprintf("unknown rate limit status %q", info.Status))}
+}
+
+// toolProgress maps a tool_progress line. The CLI prints one every 30 s
+// while a main-thread tool runs (heartbeat:true; the interval is a
+// constant of the CLI), and one when a subagent's API call is retried.
+// Its tool_use_id names the report itself ("<call>-heartbeat-<n>",
+// "hook-<event>-<call>-heartbeat-<n>") and parent_tool_use_id the running
+// call; a line without a parent reports on tool_use_id's call.
+func toolProgress(l *wireLine, line []byte) []runs.Event {
+	call := l.ToolUseID
+	if l.ParentToolUseID != nil && *l.ParentToolUseID != "" {
+		call = *l.ParentToolUseID
+	}
+	if call == "" {
+		return []runs.Event{unparsed(line, "tool_progress without tool_use_id")}
+	}
+	if l.SubagentRetry != nil {
+		return []runs.Event{subagentRetry(l, call)}
+	}
+	if l.ElapsedTimeSeconds == nil {
+		return []runs.Event{unparsed(line, "tool_progress without elapsed_time_seconds")}
+	}
+	if *l.ElapsedTimeSeconds <= 0 {
+		// A resolved subagent retry, a script's status: no time to tell.
+		return nil
+	}
+	name := l.ToolName
+	if strings.HasPrefix(l.ToolUseID, "hook-") {
+		// A hook running for the call: tool_name is the hook's event.
+		name = ""
+	}
+	ev := runs.NewEvent(runs.EventToolCallProgress, runs.ToolCallProgressData{
+		ID: call, Name: name, ElapsedMS: *l.ElapsedTimeSeconds * 1000,
+	})
+	ev.SessionID = l.SessionID
+	return []runs.Event{ev}
+}
+
+// subagentRetry maps a subagent's API retry to a rate_limit (or, for
+// another failure, a warning) inside the subagent's tool call.
+func subagentRetry(l *wireLine, call string) runs.Event {
+	r := l.SubagentRetry
+	status := 0
+	if r.ErrorStatus != nil {
+		status = *r.ErrorStatus
+	}
+	var ev runs.Event
+	if r.ErrorCategory == "rate_limit" || r.ErrorCategory == "overloaded" || status == 429 || status == 529 {
+		ev = runs.NewEvent(runs.EventRateLimit, runs.RateLimitData{
+			Attempt: r.Attempt, MaxRetries: r.MaxRetries, RetryDelayMS: r.RetryDelayMS, Status: status, Error: orUnknown(r.ErrorCategory)})
+	} else {
+		ev = warning("subagent_api_retry", fmt.Sprintf("subagent %s: API request failed (%s, status %d); retry %d of %d in %d ms",
+			orUnknown(l.SubagentType), orUnknown(r.ErrorCategory), status, r.Attempt, r.MaxRetries, r.RetryDelayMS))
+	}
+	ev.SessionID, ev.ParentToolCallID = l.SessionID, call
+	return ev
 }
 
 // close marks a tool call completed.

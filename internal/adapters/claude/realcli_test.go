@@ -16,10 +16,13 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
+var slow = flag.Bool("slow", false, "TestRealCLI runs the cases that wait half a minute or more too")
+
 var record = flag.Bool("record", false, "TestRealCLI rewrites testdata/<case>.jsonl and .meta.json from the real CLI (then run TestGolden -update)")
 
-// runDeadline bounds one real-CLI run; every case takes a few seconds.
-const runDeadline = 45 * time.Second
+// runDeadline bounds one real-CLI run; every case takes a few seconds
+// but long_tool, which waits 31 s.
+const runDeadline = 75 * time.Second
 
 // TestRealCLI runs the installed claude with the adapter's Command against
 // the mock model server for every case, decodes its stdout with the
@@ -31,6 +34,9 @@ func TestRealCLI(t *testing.T) {
 	version := installedVersion(t, bin)
 	for _, c := range cliCases() {
 		t.Run(c.name, func(t *testing.T) {
+			if c.slow && !*slow && !*record {
+				t.Skip("a slow case: run with -slow (its recording is replayed by TestGolden)")
+			}
 			t.Parallel()
 			home, dir := t.TempDir(), t.TempDir()
 			if c.before != nil {

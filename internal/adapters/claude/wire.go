@@ -28,6 +28,11 @@ type wireLine struct {
 	ToolName  string `json:"tool_name"`
 	ToolUseID string `json:"tool_use_id"`
 
+	// tool_progress; ToolName and ToolUseID above too.
+	ElapsedTimeSeconds *int64             `json:"elapsed_time_seconds"`
+	SubagentType       string             `json:"subagent_type"`
+	SubagentRetry      *wireSubagentRetry `json:"subagent_retry"`
+
 	// assistant
 	IsAPIErrorMessage bool `json:"is_api_error_message"`
 
@@ -62,6 +67,16 @@ type wireLine struct {
 	// ModelUsageSinceLastResult is the turn's own, where modelUsage
 	// adds up over the process.
 	ModelUsageSinceLastResult map[string]wireMU `json:"model_usage_since_last_result"`
+}
+
+// wireSubagentRetry is a tool_progress line's subagent_retry: a
+// subagent's API call failed and will be retried.
+type wireSubagentRetry struct {
+	Attempt       int    `json:"attempt"`
+	MaxRetries    int    `json:"max_retries"`
+	RetryDelayMS  int64  `json:"retry_delay_ms"`
+	ErrorStatus   *int   `json:"error_status"`
+	ErrorCategory string `json:"error_category"`
 }
 
 // wireControlRequest is a control_request's request: the CLI asks
