@@ -37,6 +37,8 @@
 //	tool_call.started                TOOL_CALL_START + TOOL_CALL_ARGS (the input as JSON
 //	                                 text) + TOOL_CALL_END: the arguments are complete
 //	tool_call.output_delta           nothing: tool_call.completed carries the whole output
+//	tool_call.progress               CUSTOM agentgate.tool_call.progress, value = the
+//	                                 event's data and toolCallId, the call's AG-UI id
 //	tool_call.completed              TOOL_CALL_RESULT (a tool message)
 //	approval.requested               STATE_DELTA (status awaiting_approval, pending_approval),
 //	                                 then RUN_FINISHED with outcome {type: interrupt}

@@ -215,6 +215,10 @@ func (t *Translator) handle(env envelope) {
 		t.toolStarted(d)
 	case runs.EventToolCallOutput:
 		// tool_call.completed carries the whole output.
+	case runs.EventToolCallProgress:
+		var d runs.ToolCallProgressData
+		decode(env.Data, &d)
+		t.toolProgress(d)
 	case runs.EventToolCallCompleted:
 		var d runs.ToolCallCompletedData
 		decode(env.Data, &d)
@@ -674,6 +678,24 @@ func (t *Translator) toolCompleted(d runs.ToolCallCompletedData) {
 		ev.Metadata = &gatewayMeta{map[string]bool{"is_error": true}}
 	}
 	t.emit(ToolCallResult, ev)
+}
+
+// progressValue is the value of CUSTOM agentgate.tool_call.progress: the
+// event's data, and the call's id as TOOL_CALL_START gave it.
+type progressValue struct {
+	runs.ToolCallProgressData
+	ToolCallID string `json:"toolCallId,omitempty"`
+}
+
+// toolProgress reports a running call: AG-UI has no event for it, so it
+// is a CUSTOM one naming the call as TOOL_CALL_START did. Progress on a
+// call that was never started names none.
+func (t *Translator) toolProgress(d runs.ToolCallProgressData) {
+	value, err := json.Marshal(progressValue{ToolCallProgressData: d, ToolCallID: t.tools[d.ID]})
+	if err != nil {
+		return // plain strings and numbers: cannot happen
+	}
+	t.emit(Custom, customEvent{head: t.head(Custom), Name: customPrefix + string(runs.EventToolCallProgress), Value: value})
 }
 
 func (t *Translator) turnStarted(d runs.TurnStartedData) {

@@ -312,6 +312,30 @@ func TestTranslateToolCall(t *testing.T) {
 	}
 }
 
+// TestTranslateToolProgress: a running call's progress is a CUSTOM event
+// naming the call by its AG-UI id, never RAW.
+func TestTranslateToolProgress(t *testing.T) {
+	l := newLog(t).started("p").
+		add(runs.EventToolCallStarted, runs.ToolCallStartedData{ID: "toolu_1", Name: "Bash", Input: json.RawMessage(`{}`)}).
+		add(runs.EventToolCallProgress, runs.ToolCallProgressData{ID: "toolu_1", Name: "Bash", ElapsedMS: 30000}).
+		add(runs.EventToolCallProgress, runs.ToolCallProgressData{ID: "ghost", ElapsedMS: 60000}).
+		add(runs.EventToolCallCompleted, runs.ToolCallCompletedData{ID: "toolu_1", Output: "done"}).
+		completed(runs.RunCompletedData{Status: runs.Succeeded})
+	o := translate(t, Options{}, l.evs)
+	want := typesOf(RunStarted, StateSnapshot, ToolCallStart, ToolCallArgs, ToolCallEnd, Custom, Custom, ToolCallResult, StateDelta, RunFinished)
+	if got := o.types(); !slices.Equal(got, want) {
+		t.Fatalf("types =\n%v\nwant\n%v", got, want)
+	}
+	first, ghost := o.fields(t, 5), o.fields(t, 6)
+	wantFirst := map[string]any{"id": "toolu_1", "name": "Bash", "elapsed_ms": 30000.0, "toolCallId": runA + "/tool/toolu_1"}
+	if first["name"] != "agentgate.tool_call.progress" || !reflect.DeepEqual(first["value"], wantFirst) {
+		t.Errorf("progress = %v, want agentgate.tool_call.progress with %v", first, wantFirst)
+	}
+	if v := ghost["value"].(map[string]any); v["toolCallId"] != nil || v["elapsed_ms"] != 60000.0 {
+		t.Errorf("progress of an unknown call = %v, want no toolCallId", ghost)
+	}
+}
+
 // TestTranslateApproval follows a run through an approval: the AG-UI run
 // ends with an interrupt, what comes before the answer waits, and the
 // answer opens the next AG-UI run.
