@@ -96,6 +96,20 @@ export function formatTime(iso) {
   return d.toLocaleString(undefined, { dateStyle: "short", timeStyle: "medium" });
 }
 
+/**
+ * formatElapsed formats a duration in milliseconds as a running tool's
+ * time: "45s", "1m 30s", "2h 5m"; "" for anything that is not a
+ * non-negative number.
+ */
+export function formatElapsed(ms) {
+  const n = Number(ms);
+  if (typeof ms !== "number" || !Number.isFinite(n) || n < 0) return "";
+  const s = Math.floor(n / 1000);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
+  return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+}
+
 /** clipText bounds s to n characters, marking the cut. */
 export function clipText(s, n) {
   s = String(s ?? "");

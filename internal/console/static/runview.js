@@ -8,7 +8,7 @@
 // redraws the transcript.
 
 import { ApiError, runPath } from "./api.js";
-import { h, byId, FrameBatcher, formatCount, formatUSD, formatTime, clipText } from "./dom.js";
+import { h, byId, FrameBatcher, formatCount, formatUSD, formatTime, formatElapsed, clipText } from "./dom.js";
 import { setMarkdown } from "./markdown.js";
 import { parseDiff, renderDiff } from "./diff.js";
 import { RunStream } from "./stream.js";
@@ -341,6 +341,9 @@ export class RunView {
       case "tool_call.output_delta":
         this.toolOutput(d.id, d.text);
         break;
+      case "tool_call.progress":
+        this.toolProgress(d);
+        break;
       case "tool_call.completed":
         this.toolCompleted(d);
         break;
@@ -502,6 +505,14 @@ export class RunView {
     if (!t.streamed) t.output.replaceChildren();
     t.output.append(text ?? "");
     t.streamed = true;
+  }
+
+  // toolProgress shows how long a call has run, while it runs.
+  toolProgress(d) {
+    const t = this.tool(d.id);
+    const elapsed = formatElapsed(d.elapsed_ms);
+    if (t.entry.dataset.status !== "running" || !elapsed) return;
+    t.status.textContent = `running · ${elapsed}`;
   }
 
   toolCompleted(d) {

@@ -10,7 +10,7 @@ import { ApiError, runPath } from "./api.js";
 export const EVENT_TYPES = [
   "run.queued", "run.started", "session.started", "message.delta", "message.completed",
   "reasoning.delta", "reasoning.completed", "tool_call.started", "tool_call.output_delta",
-  "tool_call.completed", "file.changed", "plan.updated", "usage.updated", "rate_limit", "warning",
+  "tool_call.progress", "tool_call.completed", "file.changed", "plan.updated", "usage.updated", "rate_limit", "warning",
   "agent.unparsed", "run.completed", "approval.requested", "approval.resolved", "turn.started",
   "turn.completed", "message.queued",
 ];
