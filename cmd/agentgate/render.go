@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -143,6 +145,11 @@ type (
 		Output  string `json:"output"`
 		IsError bool   `json:"is_error"`
 	}
+	toolProgressData struct {
+		ID        string `json:"id"`
+		Name      string `json:"name"`
+		ElapsedMS int64  `json:"elapsed_ms"`
+	}
 	usageData struct {
 		Usage   usage    `json:"usage"`
 		CostUSD *float64 `json:"cost_usd"`
@@ -236,6 +243,8 @@ func (r *renderer) render(env envelope) {
 		r.line(s)
 		r.activity = "running " + name
 	case "tool_call.output_delta":
+	case "tool_call.progress":
+		r.toolProgress(env)
 	case "tool_call.completed":
 		var d toolDoneData
 		_ = json.Unmarshal(env.Data, &d)
@@ -414,6 +423,21 @@ func (r *renderer) render(env envelope) {
 		}
 		r.endLine()
 		r.activity = ""
+	}
+}
+
+// toolProgress shows how long a call has run: in the progress line, and
+// with -v as a line of its own.
+func (r *renderer) toolProgress(env envelope) {
+	var d toolProgressData
+	_ = json.Unmarshal(env.Data, &d)
+	name := cmp.Or(r.tools[d.ID], oneLine(d.Name, 80), "tool")
+	ms := min(max(d.ElapsedMS, 0), math.MaxInt64/int64(time.Millisecond))
+	elapsed := formatElapsed(time.Duration(ms) * time.Millisecond)
+	r.activity = "running " + name + " (" + elapsed + ")"
+	if r.opt.verbose {
+		c := r.opt.color
+		r.line(nested(env) + paint(c, ansiCyan, "[tool]") + " " + paint(c, ansiDim, name+" still running after "+elapsed))
 	}
 }
 

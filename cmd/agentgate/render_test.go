@@ -148,6 +148,30 @@ func TestRendererOnATerminal(t *testing.T) {
 	}
 }
 
+// TestRendererToolProgress: a long tool's progress shows its time in the
+// progress line, and with -v as a line.
+func TestRendererToolProgress(t *testing.T) {
+	evs := []streamEvent{
+		testEvent(1, "tool_call.started", obj{"id": "t1", "name": "Bash", "input": obj{"command": "make"}}),
+		testEvent(2, "tool_call.progress", obj{"id": "t1", "name": "Bash", "elapsed_ms": 90000}),
+		testEvent(3, "tool_call.progress", obj{"id": "gone", "elapsed_ms": 1e18}),
+		testEvent(4, "run.completed", obj{"status": "succeeded"}),
+	}
+	stdout, _ := renderAll(t, renderOptions{runID: "run-1", tty: true, width: func() int { return 200 }}, evs)
+	if !strings.Contains(stdout, "running Bash (1m30s) · ") {
+		t.Errorf("the progress line does not show the tool's time: %q", stdout)
+	}
+	stdout, _ = renderAll(t, renderOptions{runID: "run-1", verbose: true}, evs)
+	for _, want := range []string{"[tool] Bash still running after 1m30s\n", "[tool] tool still running after "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("verbose stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "-") {
+		t.Errorf("a negative time: %q", stdout)
+	}
+}
+
 func TestRendererOnATerminalWithoutColor(t *testing.T) {
 	stdout, stderr := renderAll(t, renderOptions{runID: "run-1", tty: true}, sampleRun())
 	if !strings.Contains(stdout, ansiClearLine) {
