@@ -181,6 +181,11 @@ func (d *decoder) event(l *wireLine, data *wireData, line []byte) (evs []runs.Ev
 		return nil, true
 	case "session.mcp_server_status_changed":
 		return d.mcpStatus(data), true
+	case "subagent.started", "subagent.completed", "subagent.selected", "subagent.deselected", "subagent.configured":
+		// The task tool's call, started and completed, tells it.
+		return nil, true
+	case "subagent.failed":
+		return []runs.Event{subagentFailed(data)}, true
 	case "session.skills_loaded", "session.mcp_servers_loaded", "session.mcp_server_tools_loaded", "session.background_tasks_changed",
 		"assistant.turn_end", "assistant.idle", "assistant.message_start", "assistant.reasoning_delta",
 		"assistant.reasoning", "assistant.tool_call_delta", "model.call_start", "model.call_finished",
@@ -363,6 +368,18 @@ func (d *decoder) close(id string) {
 
 func unparsed(line []byte, reason string) runs.Event {
 	return runs.NewEvent(runs.EventAgentUnparsed, runs.UnparsedData{Line: string(line), Bytes: len(line), Reason: reason})
+}
+
+// subagentFailed is a warning inside the task tool call whose subagent
+// failed; the call's own completion follows.
+func subagentFailed(data *wireData) runs.Event {
+	var msg string
+	if json.Unmarshal(data.Error, &msg) != nil || msg == "" {
+		msg = "no reason given"
+	}
+	ev := warning("subagent_failed", orText(data.AgentDisplayName, "subagent")+" failed: "+msg)
+	ev.ParentToolCallID = data.ToolCallID
+	return ev
 }
 
 func warning(code, msg string) runs.Event {

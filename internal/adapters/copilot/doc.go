@@ -286,8 +286,22 @@
 //	session.info, session.warning          a warning, except model_retry and cancellation infos (said elsewhere)
 //	model.call_failure, session.error,     nothing; Finish classifies from them
 //	abort, result
+//	subagent.started, .completed,          nothing (the task tool's call tells it)
+//	.selected, .deselected, .configured
+//	subagent.failed                        warning subagent_failed inside the task call
 //	other known progress lines             nothing (turn_start/turn_end bracket one model call; assistant.idle
 //	                                       and result end the prompt)
+//
+// Progress and subagents, checked in 1.0.102's event schema (the package
+// it unpacks under ~/.cache/copilot/pkg has schemas/session-events.schema.json),
+// not recorded: a long tool gets no time-based heartbeat. Its progress
+// lines, tool.execution_progress {toolCallId, progressMessage} (an MCP
+// server's progress text), tool.shell_output and hook.progress, are
+// ephemeral and carry no elapsed time, so they are dropped with the other
+// transient lines. A subagent's lines carry agentId, not the task call's
+// id, so they get no parent_tool_call_id; the subagent.* lines are durable
+// and mapped above. hook.start and hook.end are durable too and would be
+// agent.unparsed, but a run configures no hooks.
 //
 // Any other line becomes agent.unparsed, except an ephemeral one of an
 // unknown type, which is transient progress and is dropped. num_turns

@@ -61,6 +61,9 @@ type wireData struct {
 	// Error is {message, code} on tool.execution_complete.
 	Error json.RawMessage `json:"error"`
 
+	// subagent.failed; its error is a string
+	AgentDisplayName string `json:"agentDisplayName"`
+
 	// assistant.turn_retry, abort
 	Reason string `json:"reason"`
 
