@@ -250,8 +250,25 @@
 //	rate_limit_event                      nothing when allowed; warning or rate_limit
 //	result                                usage.updated, and the outcome
 //	system/status, thinking_tokens, task_*  nothing
+//	tool_progress                         tool_call.progress of parent_tool_use_id's call;
+//	                                      with subagent_retry, rate_limit or warning
+//	                                      inside that call; elapsed 0: nothing
 //
-// parent_tool_use_id becomes ParentToolCallID. A synthetic assistant line
+// tool_progress: while a main-thread tool runs, 2.1.332 prints
+// {"type":"tool_progress","tool_use_id":"<call>-heartbeat-<n>","tool_name":"Bash",
+// "parent_tool_use_id":"<call>","elapsed_time_seconds":30,"heartbeat":true,
+// "session_id","uuid"} every 30 s (testdata/long_tool.jsonl). The interval
+// is a constant in the binary (30000 ms): no variable or setting changes
+// it, so the case is recorded once and replayed, and TestRealCLI runs it
+// only with -slow. A subagent's own tools get no heartbeat. The same line
+// type carries a hook's heartbeat (tool_use_id "hook-<event>-<call>-…",
+// tool_name the hook's event) and a subagent's API retry (subagent_type,
+// subagent_retry {agent_id, attempt, max_retries, retry_delay_ms,
+// error_status, error_category}), read from the binary's source, not
+// recorded. tool_use_summary lines (a model-written summary of tool
+// calls) are in the binary too but were not seen in a headless run.
+//
+// Apart from tool_progress, parent_tool_use_id becomes ParentToolCallID. A synthetic assistant line
 // (is_api_error_message) is the CLI's error text, not the model's: it yields
 // no event and feeds the classification. Anything else becomes
 // agent.unparsed with the reason.

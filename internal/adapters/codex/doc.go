@@ -272,4 +272,13 @@
 // the CLI rejects, is flag_rejected, naming the installed and the
 // verified version. A process that ends without completing its turn is
 // process_killed (by a signal) or agent_crashed, with the tail of stderr.
+//
+// # Progress
+//
+// Checked in 0.171.0's app-server, not recorded: a long command streams
+// item/commandExecution/outputDelta (tool_call.output_delta), and no
+// notification name in the binary suggests a time-based heartbeat;
+// item/mcpToolCall/progress carries an MCP server's
+// progress text, not a time, and is dropped like the other deltas. Sub-
+// agents are mapped above (parent_tool_call_id).
 package codex

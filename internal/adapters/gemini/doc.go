@@ -380,4 +380,13 @@
 // check, loop detection, history compression, which the mock's
 // scenarios never trigger), and a response whose stream the CLI
 // rejected and retried (its tokens are never recorded).
+//
+// # Progress and subagents
+//
+// Checked in 0.61.0's bundle (JsonStreamEventType), not recorded:
+// --output-format stream-json prints only init, message, tool_use,
+// tool_result, error and result. A long tool prints nothing until its
+// tool_result, and a subagent's activity goes to the CLI's internal
+// message bus (subagent-activity), not to stdout: there is no line to map
+// to tool_call.progress or to a parent_tool_call_id.
 package gemini

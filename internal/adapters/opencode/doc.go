@@ -343,4 +343,14 @@
 // with a node_modules and a package-lock.json there that list it, a run
 // made no DNS query at all (verified; the npm install itself was not
 // tried).
+//
+// # Progress and subagents
+//
+// Checked in 1.18.33's binary (the run command's JSON writer), not
+// recorded: --format json prints step_start, step_finish, text,
+// reasoning, error, and tool_use only once a call completed or failed. A
+// running tool prints nothing, and the parts of a subagent's (task tool's)
+// child session are skipped (the writer keeps the run's own session id),
+// so there is no line to map to tool_call.progress or to a
+// parent_tool_call_id.
 package opencode
