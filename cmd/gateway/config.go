@@ -214,7 +214,7 @@ func (c *config) validate() error {
 	if host, _, err := net.SplitHostPort(c.Addr); err != nil {
 		bad("ADDR", "%q is not host:port (%v)", c.Addr, err)
 	} else if c.APIKeysFile == "" && !c.InsecureNoAuth && !loopbackHost(host) {
-		bad("ADDR", "%q is not a loopback address, and no AGENTGATE_API_KEYS_FILE is set: anyone who reaches it could run commands on this machine; set a keys file (agentgate keys new), or AGENTGATE_INSECURE_NO_AUTH=true to expose it without authentication", c.Addr)
+		bad("ADDR", "%q is not a loopback address, and no AGENTGATE_API_KEYS_FILE is set: anyone who reaches it could run commands on this machine; set a keys file (gateway keys new), or AGENTGATE_INSECURE_NO_AUTH=true to expose it without authentication", c.Addr)
 	}
 	if !slices.Contains([]string{"auto", "bubblewrap", "cli-only"}, c.Sandbox) {
 		bad("SANDBOX", "%q is not one of auto, bubblewrap, cli-only", c.Sandbox)

@@ -23,7 +23,7 @@ func commands() []command {
 	return []command{
 		{name: "keys", usage: []string{"keys new --tenant TENANT --role admin|write|read [--id KEY_ID]", "keys check FILE"}, run: runKeysCommand},
 		{name: "help", usage: []string{"help"}, run: func(args []string, stdout, stderr io.Writer) int {
-			if len(args) > 0 {
+			if len(args) > 0 && !(len(args) == 1 && isHelp(args[0])) {
 				return exitCode(usageError{fmt.Sprintf("help takes no arguments, got %q", args)}, stderr)
 			}
 			writeHelp(stdout, agentNames())
@@ -46,7 +46,9 @@ func lookupCommand(arg string) (command, bool) {
 	return command{}, false
 }
 
-func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help" }
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
+}
 
 // agentNames are the names of the roster's agents, for their per-agent
 // settings.
