@@ -27,58 +27,58 @@ type config struct {
 	// Addr defaults to :8080 with API keys, and to 127.0.0.1:8080
 	// without: a gateway nobody authenticates must not be reachable from
 	// the network unless its operator says so (InsecureNoAuth).
-	Addr         string `envconfig:"ADDR"`
-	DataDir      string `envconfig:"DATA_DIR" default:"agentgate-data"`
-	NATSURL      string `envconfig:"NATS_URL"`
-	NATSReplicas int    `envconfig:"NATS_REPLICAS" default:"1"`
+	Addr         string `envconfig:"ADDR" desc:"listen address; unset: :8080 with a keys file or INSECURE_NO_AUTH, else 127.0.0.1:8080; without a keys file only a loopback address"`
+	DataDir      string `envconfig:"DATA_DIR" default:"agentgate-data" desc:"embedded store, agent homes, workspaces, run snapshots"`
+	NATSURL      string `envconfig:"NATS_URL" desc:"external NATS server or cluster (nats://a:4222,nats://b:4222); unset: an embedded one under DATA_DIR"`
+	NATSReplicas int    `envconfig:"NATS_REPLICAS" default:"1" desc:"JetStream replicas of the runs bucket and events stream (1 to 5)"`
 	// EventsPerMessage bounds the events one message of a run's log
 	// holds (store.Options); 1 while replicas of a version that does not
 	// read such messages still run.
-	EventsPerMessage int           `envconfig:"EVENTS_PER_MESSAGE" default:"256"`
-	WorkspaceRoot    string        `envconfig:"WORKSPACE_ROOT"`
-	ReplicaID        string        `envconfig:"REPLICA_ID"`
-	ReplicaTTL       time.Duration `envconfig:"REPLICA_TTL" default:"45s"`
-	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info"`
-	AgentPath        string        `envconfig:"AGENT_PATH"`
+	EventsPerMessage int           `envconfig:"EVENTS_PER_MESSAGE" default:"256" desc:"most events of one run in one JetStream message; 1 while replicas of a version before this setting read the same store"`
+	WorkspaceRoot    string        `envconfig:"WORKSPACE_ROOT" desc:"run directories, where a run's cwd is relative to; unset: DATA_DIR/workspaces"`
+	ReplicaID        string        `envconfig:"REPLICA_ID" desc:"names this replica; unset: an id kept in DATA_DIR, or with NATS_URL the hostname"`
+	ReplicaTTL       time.Duration `envconfig:"REPLICA_TTL" default:"45s" desc:"a replica silent this long is taken for dead and its running runs marked interrupted; the same on every replica"`
+	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error (zap JSON logs)"`
+	AgentPath        string        `envconfig:"AGENT_PATH" desc:"PATH of agent processes; unset: the gateway's PATH"`
 	// Agents, when set, enables only the agents named (comma-separated);
 	// the others are neither probed nor offered.
-	Agents    []string      `envconfig:"AGENTS"`
-	Retention time.Duration `envconfig:"RETENTION" default:"0"`
+	Agents    []string      `envconfig:"AGENTS" desc:"the agents to offer, comma-separated (claude,codex); unset: all"`
+	Retention time.Duration `envconfig:"RETENTION" default:"0" desc:"how long runs and events are kept, longer than MAX_RUN_TIMEOUT; 0: forever"`
 
-	MaxConcurrentRuns int           `envconfig:"MAX_CONCURRENT_RUNS" default:"4"`
-	QueueSize         int           `envconfig:"QUEUE_SIZE" default:"64"`
-	RunTimeout        time.Duration `envconfig:"RUN_TIMEOUT" default:"30m"`
-	MaxRunTimeout     time.Duration `envconfig:"MAX_RUN_TIMEOUT" default:"24h"`
-	KillGrace         time.Duration `envconfig:"KILL_GRACE" default:"5s"`
-	ShutdownGrace     time.Duration `envconfig:"SHUTDOWN_GRACE" default:"30s"`
+	MaxConcurrentRuns int           `envconfig:"MAX_CONCURRENT_RUNS" default:"4" desc:"runs executing at once on this replica (1 to 1024)"`
+	QueueSize         int           `envconfig:"QUEUE_SIZE" default:"64" desc:"runs waiting in the queue all replicas share; beyond it POST answers 429; the same on every replica"`
+	RunTimeout        time.Duration `envconfig:"RUN_TIMEOUT" default:"30m" desc:"a run's timeout when it names none"`
+	MaxRunTimeout     time.Duration `envconfig:"MAX_RUN_TIMEOUT" default:"24h" desc:"the largest timeout_seconds a run may ask for"`
+	KillGrace         time.Duration `envconfig:"KILL_GRACE" default:"5s" desc:"between interrupt, SIGTERM and SIGKILL when a run is stopped"`
+	ShutdownGrace     time.Duration `envconfig:"SHUTDOWN_GRACE" default:"30s" desc:"how long running runs may finish on shutdown"`
 	// StoreRetry is how long a failing write to the store is retried;
 	// StoreOpenTimeout how long the start waits for the store.
-	StoreRetry       time.Duration `envconfig:"STORE_RETRY" default:"2m"`
-	StoreOpenTimeout time.Duration `envconfig:"STORE_OPEN_TIMEOUT" default:"2m"`
+	StoreRetry       time.Duration `envconfig:"STORE_RETRY" default:"2m" desc:"how long a failing write to the store is retried before the run fails store_failed"`
+	StoreOpenTimeout time.Duration `envconfig:"STORE_OPEN_TIMEOUT" default:"2m" desc:"how long the start waits for the store"`
 	// StoreReserve and DiskLowWater are the disk guard's reserve and mark,
 	// in bytes (see diskguard.Options).
-	StoreReserve int64 `envconfig:"STORE_RESERVE" default:"67108864"`
-	DiskLowWater int64 `envconfig:"DISK_LOW_WATER" default:"0"`
-	MaxEventText int   `envconfig:"MAX_EVENT_TEXT" default:"262144"`
+	StoreReserve int64 `envconfig:"STORE_RESERVE" default:"67108864" desc:"bytes the embedded store keeps in reserve on its disk for its last writes; -1: none"`
+	DiskLowWater int64 `envconfig:"DISK_LOW_WATER" default:"0" desc:"free bytes below which a disk is low (readyz fails, new runs 503 disk_full); 0: the reserve's size"`
+	MaxEventText int   `envconfig:"MAX_EVENT_TEXT" default:"262144" desc:"bytes of text per event before it is truncated with a visible mark (1024 to 524288)"`
 
 	// ProcessIsolation is how a run's processes are contained: "cgroup"
 	// (a cgroup per run, or fail to start), "reaper" (the reaper and the
 	// cookie alone), or "auto" (cgroup where the machine allows it).
-	ProcessIsolation string `envconfig:"PROCESS_ISOLATION" default:"auto"`
+	ProcessIsolation string `envconfig:"PROCESS_ISOLATION" default:"auto" desc:"how a run's processes are contained: cgroup, reaper, or auto (cgroup where the machine allows it)"`
 	// CgroupRoot is where run cgroups are made (default: agentgate under
 	// the cgroup v2 mount).
-	CgroupRoot string `envconfig:"CGROUP_ROOT"`
+	CgroupRoot string `envconfig:"CGROUP_ROOT" desc:"where run cgroups are made; unset: agentgate under the cgroup v2 mount"`
 
 	// APIKeysFile names the API keys file (see internal/auth); without it
 	// the gateway has one anonymous tenant and listens on loopback only,
 	// unless InsecureNoAuth.
-	APIKeysFile    string `envconfig:"API_KEYS_FILE"`
-	InsecureNoAuth bool   `envconfig:"INSECURE_NO_AUTH" default:"false"`
+	APIKeysFile    string `envconfig:"API_KEYS_FILE" desc:"API keys, one a line <key-id> <tenant> <role> sha256:<hex> (gateway keys new), re-read on change; unset: no keys, loopback only"`
+	InsecureNoAuth bool   `envconfig:"INSECURE_NO_AUTH" default:"false" desc:"serve without keys on a non-loopback address: anyone who reaches it runs agents"`
 	// StreamTokenSecret signs stream tokens; every replica must hold the
 	// same. Unset, one is made once and kept in the store, shared by the
 	// replicas. StreamTokenSecretPrevious still verifies, for rotation.
-	StreamTokenSecret         string `envconfig:"STREAM_TOKEN_SECRET"`
-	StreamTokenSecretPrevious string `envconfig:"STREAM_TOKEN_SECRET_PREVIOUS"`
+	StreamTokenSecret         string `envconfig:"STREAM_TOKEN_SECRET" desc:"signs browsers' stream tokens (at least 32 bytes, the same on every replica); unset: one kept in the store"`
+	StreamTokenSecretPrevious string `envconfig:"STREAM_TOKEN_SECRET_PREVIOUS" desc:"a previous stream token secret that still verifies, for rotation"`
 	// AgentNice is the niceness each agent, and all it starts, runs at
 	// (0 to 19; 0, the default, leaves the gateway's). 19 makes busy runs
 	// yield the CPUs to the gateway, which must keep storing and
@@ -86,38 +86,38 @@ type config struct {
 	// benchmarks (docs/performance.md). It is not the default because it
 	// also puts the agents below everything else on the host: beside
 	// other busy work they crawl.
-	AgentNice int `envconfig:"AGENT_NICE" default:"0"`
+	AgentNice int `envconfig:"AGENT_NICE" default:"0" desc:"niceness (0 to 19) each agent and all it starts run at; 19 makes busy agents yield the CPUs to the gateway"`
 	// Sandbox is how the gateway confines agents: "auto" or "bubblewrap"
 	// (bubblewrap, or refuse to start), or "cli-only" (only each CLI's
 	// own flags enforce a run's permission). SandboxHide lists more paths
 	// the agents must not see.
-	Sandbox     string   `envconfig:"SANDBOX" default:"auto"`
-	SandboxHide []string `envconfig:"SANDBOX_HIDE"`
+	Sandbox     string   `envconfig:"SANDBOX" default:"auto" desc:"auto or bubblewrap: confine every agent with bubblewrap, or refuse to start; cli-only: only the CLIs' flags enforce permission"`
+	SandboxHide []string `envconfig:"SANDBOX_HIDE" desc:"more paths agents must not see, comma-separated"`
 	// RedactPatternsFile names a file of regular expressions, one a line,
 	// whose matches are redacted from events, records and logs.
-	RedactPatternsFile string `envconfig:"REDACT_PATTERNS_FILE"`
+	RedactPatternsFile string `envconfig:"REDACT_PATTERNS_FILE" desc:"regular expressions, one a line, redacted from events, records and logs"`
 	// Per-tenant quotas, on all replicas together (0: no limit).
-	TenantMaxRunning     int     `envconfig:"TENANT_MAX_RUNNING" default:"0"`
-	TenantMaxQueued      int     `envconfig:"TENANT_MAX_QUEUED" default:"0"`
-	TenantDailyBudgetUSD float64 `envconfig:"TENANT_DAILY_BUDGET_USD" default:"0"`
+	TenantMaxRunning     int     `envconfig:"TENANT_MAX_RUNNING" default:"0" desc:"runs of one tenant running at once, on all replicas; 0: no limit"`
+	TenantMaxQueued      int     `envconfig:"TENANT_MAX_QUEUED" default:"0" desc:"runs of one tenant queued at once, on all replicas; 0: no limit"`
+	TenantDailyBudgetUSD float64 `envconfig:"TENANT_DAILY_BUDGET_USD" default:"0" desc:"what one tenant's runs may cost a day, in USD; 0: no limit"`
 	// Uploaded files are kept FILE_TTL; a tenant keeps at most
 	// MAX_FILES_PER_TENANT. MAX_FILE_BYTES and
 	// MAX_INLINE_ATTACHMENT_BYTES are api.Config's.
-	FileTTL time.Duration `envconfig:"FILE_TTL" default:"24h"`
+	FileTTL time.Duration `envconfig:"FILE_TTL" default:"24h" desc:"how long uploaded files are kept"`
 	// MCPCommands allow-lists the commands a run's stdio MCP servers may
 	// start (exact paths, or directories ending in "/"); MCPURLs the
 	// remote servers' URLs (prefixes). Empty: none.
-	MCPCommands []string `envconfig:"MCP_COMMANDS"`
-	MCPURLs     []string `envconfig:"MCP_URLS"`
+	MCPCommands []string `envconfig:"MCP_COMMANDS" desc:"commands runs' stdio MCP servers may start: absolute paths, or directories ending in /; comma-separated; unset: none"`
+	MCPURLs     []string `envconfig:"MCP_URLS" desc:"URL prefixes runs' remote MCP servers may have; comma-separated; unset: none"`
 	// SecretsKey seals the env and header values of runs' MCP servers in
 	// the store; unset, a key derived from the stream token secret.
-	SecretsKey        string `envconfig:"SECRETS_KEY"`
-	MaxFilesPerTenant int    `envconfig:"MAX_FILES_PER_TENANT" default:"1000"`
+	SecretsKey        string `envconfig:"SECRETS_KEY" desc:"seals the env and header values of runs' MCP servers in the store (at least 32 bytes); unset: derived from the stream token secret"`
+	MaxFilesPerTenant int    `envconfig:"MAX_FILES_PER_TENANT" default:"1000" desc:"uploaded files a tenant keeps (429 too_many_files beyond)"`
 	// MaxConnsPerClient and MaxConns bound open connections per client
 	// address and in all (0: the defaults; negative: no bound, behind a
 	// load balancer that bounds its clients itself).
-	MaxConnsPerClient int `envconfig:"MAX_CONNS_PER_CLIENT" default:"0"`
-	MaxConns          int `envconfig:"MAX_CONNS" default:"0"`
+	MaxConnsPerClient int `envconfig:"MAX_CONNS_PER_CLIENT" default:"0" desc:"open connections per client address; 0: 128; negative: no bound"`
+	MaxConns          int `envconfig:"MAX_CONNS" default:"0" desc:"open connections in all; 0: from the descriptor limit; negative: no bound"`
 
 	// Webhooks (internal/webhooks). WebhookSecret signs them, as
 	// whsec_<base64 of 24 to 64 bytes>; WebhookSecretPrevious signs too,
@@ -127,16 +127,16 @@ type config struct {
 	// a line), re-read when it changes. WebhookAllowHosts lists the host
 	// names, addresses and CIDRs a webhook may reach though internal, and
 	// over plain http. The rest bound each attempt and the retries.
-	WebhookSecret         string        `envconfig:"WEBHOOK_SECRET"`
-	WebhookSecretPrevious string        `envconfig:"WEBHOOK_SECRET_PREVIOUS"`
-	WebhooksFile          string        `envconfig:"WEBHOOKS_FILE"`
-	WebhookAllowHosts     []string      `envconfig:"WEBHOOK_ALLOW_HOSTS"`
-	WebhookTimeout        time.Duration `envconfig:"WEBHOOK_TIMEOUT" default:"15s"`
-	WebhookMaxAttempts    int           `envconfig:"WEBHOOK_MAX_ATTEMPTS" default:"16"`
-	WebhookRetryMin       time.Duration `envconfig:"WEBHOOK_RETRY_MIN" default:"5s"`
-	WebhookRetryMax       time.Duration `envconfig:"WEBHOOK_RETRY_MAX" default:"2h"`
-	WebhookRetryFor       time.Duration `envconfig:"WEBHOOK_RETRY_FOR" default:"24h"`
-	WebhookWorkers        int           `envconfig:"WEBHOOK_WORKERS" default:"4"`
+	WebhookSecret         string        `envconfig:"WEBHOOK_SECRET" desc:"signs runs' webhooks, whsec_<base64 of 24 to 64 bytes>; unset: no webhooks but tenants' own in WEBHOOKS_FILE"`
+	WebhookSecretPrevious string        `envconfig:"WEBHOOK_SECRET_PREVIOUS" desc:"a previous webhook secret that signs too while receivers move to the new one"`
+	WebhooksFile          string        `envconfig:"WEBHOOKS_FILE" desc:"the operator's webhook per tenant, one a line <tenant> <url> [<secret>[,<previous>]], re-read on change"`
+	WebhookAllowHosts     []string      `envconfig:"WEBHOOK_ALLOW_HOSTS" desc:"host names, addresses and CIDRs a webhook may reach although internal, and over plain http; comma-separated"`
+	WebhookTimeout        time.Duration `envconfig:"WEBHOOK_TIMEOUT" default:"15s" desc:"bound of one webhook attempt"`
+	WebhookMaxAttempts    int           `envconfig:"WEBHOOK_MAX_ATTEMPTS" default:"16" desc:"attempts of one webhook delivery"`
+	WebhookRetryMin       time.Duration `envconfig:"WEBHOOK_RETRY_MIN" default:"5s" desc:"first backoff between webhook attempts"`
+	WebhookRetryMax       time.Duration `envconfig:"WEBHOOK_RETRY_MAX" default:"2h" desc:"largest backoff between webhook attempts"`
+	WebhookRetryFor       time.Duration `envconfig:"WEBHOOK_RETRY_FOR" default:"24h" desc:"how long after its event a webhook delivery is tried at all"`
+	WebhookWorkers        int           `envconfig:"WEBHOOK_WORKERS" default:"4" desc:"concurrent webhook deliveries per replica"`
 
 	// The HTTP edge's settings (AGENTGATE_SSE_*, MAX_BODY_BYTES, …) are
 	// api.Config, read by the same envconfig call.
@@ -214,7 +214,7 @@ func (c *config) validate() error {
 	if host, _, err := net.SplitHostPort(c.Addr); err != nil {
 		bad("ADDR", "%q is not host:port (%v)", c.Addr, err)
 	} else if c.APIKeysFile == "" && !c.InsecureNoAuth && !loopbackHost(host) {
-		bad("ADDR", "%q is not a loopback address, and no AGENTGATE_API_KEYS_FILE is set: anyone who reaches it could run commands on this machine; set a keys file (agentgate keys new), or AGENTGATE_INSECURE_NO_AUTH=true to expose it without authentication", c.Addr)
+		bad("ADDR", "%q is not a loopback address, and no AGENTGATE_API_KEYS_FILE is set: anyone who reaches it could run commands on this machine; set a keys file (gateway keys new), or AGENTGATE_INSECURE_NO_AUTH=true to expose it without authentication", c.Addr)
 	}
 	if !slices.Contains([]string{"auto", "bubblewrap", "cli-only"}, c.Sandbox) {
 		bad("SANDBOX", "%q is not one of auto, bubblewrap, cli-only", c.Sandbox)

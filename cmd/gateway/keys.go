@@ -12,7 +12,7 @@ import (
 	"github.com/agentgate/agentgate/internal/auth"
 )
 
-// runKeysCommand is `agentgate keys …`, run instead of the gateway:
+// runKeysCommand is `gateway keys …`, run instead of the gateway:
 //
 //	keys new --tenant T --role R [--id ID]   make a key: print its secret once, and its keys file line
 //	keys check FILE                          validate a keys file
@@ -20,8 +20,8 @@ import (
 // It returns the process's exit code: 0, 1 on failure, 2 on bad usage.
 func runKeysCommand(args []string, stdout, stderr io.Writer) int {
 	usage := func() {
-		fmt.Fprintln(stderr, "usage: agentgate keys new --tenant TENANT --role admin|write|read [--id KEY_ID]")
-		fmt.Fprintln(stderr, "       agentgate keys check FILE")
+		fmt.Fprintln(stderr, "usage: gateway keys new --tenant TENANT --role admin|write|read [--id KEY_ID]")
+		fmt.Fprintln(stderr, "       gateway keys check FILE")
 	}
 	if len(args) == 0 {
 		usage()
@@ -36,13 +36,13 @@ func runKeysCommand(args []string, stdout, stderr io.Writer) int {
 		usage()
 		return 0
 	}
-	fmt.Fprintf(stderr, "agentgate keys: unknown command %q\n", args[0])
+	fmt.Fprintf(stderr, "gateway keys: unknown command %q\n", args[0])
 	usage()
 	return 2
 }
 
 func keysNew(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agentgate keys new", flag.ContinueOnError)
+	fs := flag.NewFlagSet("gateway keys new", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	tenant := fs.String("tenant", "", "the tenant that owns the key (required)")
 	role := fs.String("role", "", "admin, write or read (required)")
@@ -54,22 +54,22 @@ func keysNew(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "agentgate keys new: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "gateway keys new: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
 	if !auth.ValidName(*tenant) {
-		fmt.Fprintln(stderr, "agentgate keys new: --tenant is required and must match [a-z0-9][a-z0-9_.-]{0,62}")
+		fmt.Fprintln(stderr, "gateway keys new: --tenant is required and must match [a-z0-9][a-z0-9_.-]{0,62}")
 		return 2
 	}
 	r, err := auth.ParseRole(*role)
 	if err != nil {
-		fmt.Fprintln(stderr, "agentgate keys new: --role:", err)
+		fmt.Fprintln(stderr, "gateway keys new: --role:", err)
 		return 2
 	}
 	if *id == "" {
 		var b [4]byte
 		if _, err := rand.Read(b[:]); err != nil {
-			fmt.Fprintln(stderr, "agentgate keys new:", err)
+			fmt.Fprintln(stderr, "gateway keys new:", err)
 			return 1
 		}
 		// The tenant is at most 63 bytes, so cut it to leave room for the
@@ -81,12 +81,12 @@ func keysNew(args []string, stdout, stderr io.Writer) int {
 		*id = t + "-" + hex.EncodeToString(b[:])
 	}
 	if !auth.ValidName(*id) {
-		fmt.Fprintln(stderr, "agentgate keys new: --id must match [a-z0-9][a-z0-9_.-]{0,62}")
+		fmt.Fprintln(stderr, "gateway keys new: --id must match [a-z0-9][a-z0-9_.-]{0,62}")
 		return 2
 	}
 	secret, err := auth.NewKey()
 	if err != nil {
-		fmt.Fprintln(stderr, "agentgate keys new:", err)
+		fmt.Fprintln(stderr, "gateway keys new:", err)
 		return 1
 	}
 	// The comments go to stdout too, so that the whole output can be read
@@ -102,19 +102,23 @@ func keysNew(args []string, stdout, stderr io.Writer) int {
 }
 
 func keysCheck(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && isHelp(args[0]) && args[0] != "help" {
+		fmt.Fprintln(stdout, "usage: gateway keys check FILE")
+		return 0
+	}
 	if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: agentgate keys check FILE")
+		fmt.Fprintln(stderr, "usage: gateway keys check FILE")
 		return 2
 	}
 	f, err := os.Open(args[0])
 	if err != nil {
-		fmt.Fprintln(stderr, "agentgate keys check:", err)
+		fmt.Fprintln(stderr, "gateway keys check:", err)
 		return 1
 	}
 	defer f.Close()
 	kr, err := auth.ParseKeys(f)
 	if err != nil {
-		fmt.Fprintf(stderr, "agentgate keys check: %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "gateway keys check: %s: %v\n", args[0], err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: %d keys, %d tenants\n", args[0], kr.Len(), len(kr.Tenants()))

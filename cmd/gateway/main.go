@@ -49,15 +49,15 @@ func main() {
 		// runtime, and so before every package here, starts.
 		os.Exit(proctree.Reap(os.Args[2:]))
 	}
-	if len(os.Args) > 1 && os.Args[1] == "keys" {
-		os.Exit(runKeysCommand(os.Args[2:], os.Stdout, os.Stderr))
+	if len(os.Args) > 1 {
+		if c, ok := lookupCommand(os.Args[1]); ok {
+			os.Exit(c.run(os.Args[2:], os.Stdout, os.Stderr))
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "agentgate:", err)
-		os.Exit(1)
-	}
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
 }
 
 // adapters is the roster of agents, in one place: adding an agent is one
@@ -76,10 +76,14 @@ func adapters(getenv func(string) string) []runs.Adapter {
 // run starts the gateway and serves until ctx ends, then shuts down
 // gracefully. It prints the address it listens on to stdout.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) > 0 {
-		return fmt.Errorf("unexpected arguments %q: agentgate is configured by AGENTGATE_* environment variables", args)
-	}
 	roster := adapters(getenv)
+	if len(args) > 0 {
+		if len(args) == 1 && isHelp(args[0]) {
+			writeHelp(stdout, agentNames())
+			return nil
+		}
+		return usageError{fmt.Sprintf("unexpected arguments %q: the gateway is configured by AGENTGATE_* environment variables", args)}
+	}
 	names := make([]string, len(roster))
 	for i, a := range roster {
 		names[i] = a.Name()

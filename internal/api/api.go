@@ -97,27 +97,27 @@ const (
 type Config struct {
 	// PingInterval is how often an idle SSE stream gets a ": ping"
 	// comment, so that proxies keep it open and a dead client is noticed.
-	PingInterval time.Duration `envconfig:"SSE_PING_INTERVAL" default:"15s"`
+	PingInterval time.Duration `envconfig:"SSE_PING_INTERVAL" default:"15s" desc:"how often an idle event stream gets a ping comment"`
 	// WriteTimeout bounds writing one batch of events (or a ping) to a
 	// client. A client that does not take it in time (this, and at most
 	// half as long again) is dropped and reconnects with Last-Event-ID.
-	WriteTimeout time.Duration `envconfig:"SSE_WRITE_TIMEOUT" default:"10s"`
+	WriteTimeout time.Duration `envconfig:"SSE_WRITE_TIMEOUT" default:"10s" desc:"a client that does not take a batch of events in time (this, at most half as long again) is dropped"`
 	// BatchSize is the most events read from the log and written at once.
-	BatchSize int `envconfig:"SSE_BATCH_SIZE" default:"256"`
+	BatchSize int `envconfig:"SSE_BATCH_SIZE" default:"256" desc:"most events read from the log and written at once"`
 	// MaxBodyBytes bounds a request body; a larger one is a 413.
-	MaxBodyBytes int64 `envconfig:"MAX_BODY_BYTES" default:"2097152"`
+	MaxBodyBytes int64 `envconfig:"MAX_BODY_BYTES" default:"2097152" desc:"bound of a request body (413 beyond)"`
 	// MaxFileBytes bounds an uploaded file (POST /v1/files); a larger
 	// one is a 413 file_too_large. MaxInlineAttachmentBytes bounds the
 	// decoded bytes of the inline attachments of one run request or
 	// message, which may make its body larger than MaxBodyBytes.
-	MaxFileBytes             int64 `envconfig:"MAX_FILE_BYTES" default:"5242880"`
-	MaxInlineAttachmentBytes int64 `envconfig:"MAX_INLINE_ATTACHMENT_BYTES" default:"5242880"`
+	MaxFileBytes             int64 `envconfig:"MAX_FILE_BYTES" default:"5242880" desc:"bound of an uploaded file (413 file_too_large beyond)"`
+	MaxInlineAttachmentBytes int64 `envconfig:"MAX_INLINE_ATTACHMENT_BYTES" default:"5242880" desc:"decoded bytes of inline images in one run request or message"`
 	// RetryAfter is sent, rounded up to whole seconds, with 429
 	// queue_full and 503 shutting_down.
-	RetryAfter time.Duration `envconfig:"RETRY_AFTER" default:"5s"`
+	RetryAfter time.Duration `envconfig:"RETRY_AFTER" default:"5s" desc:"Retry-After of 429 queue_full and 503 shutting_down"`
 	// ReconnectDelay is the SSE "retry:" a browser waits before it
 	// reconnects.
-	ReconnectDelay time.Duration `envconfig:"SSE_RECONNECT_DELAY" default:"2s"`
+	ReconnectDelay time.Duration `envconfig:"SSE_RECONNECT_DELAY" default:"2s" desc:"the event stream's retry: a browser waits before it reconnects"`
 
 	// Keys, when set, authenticates every request but /healthz, /readyz
 	// and /metrics by its bearer API key, and scopes it to the key's
@@ -129,13 +129,13 @@ type Config struct {
 	// /v1/runs/{id}/stream-token answers 404.
 	Tokens Tokens `ignored:"true"`
 	// StreamTokenTTL is the life of a stream token.
-	StreamTokenTTL time.Duration `envconfig:"STREAM_TOKEN_TTL" default:"5m"`
+	StreamTokenTTL time.Duration `envconfig:"STREAM_TOKEN_TTL" default:"5m" desc:"life of a stream token"`
 	// CORSOrigins are the browser origins ("https://console.example.com")
 	// that may call the API from their pages; none by default.
-	CORSOrigins []string `envconfig:"CORS_ORIGINS"`
+	CORSOrigins []string `envconfig:"CORS_ORIGINS" desc:"browser origins allowed to call the API, comma-separated"`
 	// AllowedHosts, when set, are the only Host names the gateway
 	// answers (but for /healthz, /readyz and /metrics).
-	AllowedHosts []string `envconfig:"ALLOWED_HOSTS"`
+	AllowedHosts []string `envconfig:"ALLOWED_HOSTS" desc:"the only Host names the gateway answers, against DNS rebinding; unset: any (loopback names only without keys)"`
 	// LoopbackHostsOnly, without AllowedHosts, answers only loopback
 	// names and addresses (localhost, 127.0.0.1, [::1]): a gateway
 	// without keys, on loopback, must not be reachable from a page that
@@ -144,15 +144,15 @@ type Config struct {
 	// TenantRate and TenantBurst bound each tenant's requests per second
 	// on this replica (0: no limit); TenantStreams its event streams open
 	// at once on this replica (0: no limit).
-	TenantRate    float64 `envconfig:"TENANT_RATE" default:"0"`
-	TenantBurst   int     `envconfig:"TENANT_BURST" default:"0"`
-	TenantStreams int     `envconfig:"TENANT_STREAMS" default:"200"`
+	TenantRate    float64 `envconfig:"TENANT_RATE" default:"0" desc:"requests a second of one tenant on this replica (429 rate_limited); 0: no limit"`
+	TenantBurst   int     `envconfig:"TENANT_BURST" default:"0" desc:"burst of TENANT_RATE; 0: twice the rate"`
+	TenantStreams int     `envconfig:"TENANT_STREAMS" default:"200" desc:"event streams one tenant has open on this replica (429 too_many_streams); 0: no limit"`
 	// BodyReadTimeout bounds reading a request body, however slowly it
 	// trickles in.
-	BodyReadTimeout time.Duration `envconfig:"BODY_READ_TIMEOUT" default:"30s"`
+	BodyReadTimeout time.Duration `envconfig:"BODY_READ_TIMEOUT" default:"30s" desc:"a request body must arrive in this time (408 body_timeout)"`
 	// RequestTimeout bounds what a request other than an event stream
 	// waits for the service.
-	RequestTimeout time.Duration `envconfig:"REQUEST_TIMEOUT" default:"60s"`
+	RequestTimeout time.Duration `envconfig:"REQUEST_TIMEOUT" default:"60s" desc:"what a request other than an event stream waits for the store"`
 
 	// Draining, when set, is closed as the gateway begins to shut down:
 	// open streams then end at once with a hint to reconnect, so that

@@ -27,7 +27,7 @@
 // logged with its line and ignored; the last valid one stays. Replace the
 // file by a rename; to revoke every key, leave only a comment.
 //
-// `agentgate keys new --tenant acme --role write` makes a secret
+// The gateway's `keys new --tenant acme --role write` makes a secret
 // (SecretPrefix and 32 random bytes, base64url) and prints it once, with
 // the line to add to the file.
 //
