@@ -102,8 +102,9 @@ func (o specOp) target() string {
 // TestOpenAPISecurity holds what openapi.yaml says of each operation's
 // credentials to what the router does with a keys file: an operation
 // that declares a security scheme refuses a request without a key (401)
-// and declares that 401; one that declares 403 refuses a read key or a
-// foreign browser origin, and one that does not, refuses neither; and
+// and declares that 401 and the shared 403; a route that changes
+// something refuses a read key or a foreign browser origin, and one that
+// only reads refuses neither; and
 // the operations that take a stream token in ?token= are exactly those
 // that declare the streamToken scheme, with its parameter.
 func TestOpenAPISecurity(t *testing.T) {
@@ -129,12 +130,13 @@ func TestOpenAPISecurity(t *testing.T) {
 			byRole := resp.StatusCode == http.StatusForbidden
 			resp2, b2 := h.do(t, o.method, o.target(), "", append(ts.bearer(t, keyID(tenantAcme, auth.RoleAdmin)), "Origin", "https://elsewhere.example")...)
 			byOrigin := resp2.StatusCode == http.StatusForbidden
-			if byRole || byOrigin {
-				if !declared403 {
-					t.Errorf("a read key: %d %.200s; a foreign origin: %d %.200s; the spec declares no 403", resp.StatusCode, b, resp2.StatusCode, b2)
-				}
-			} else if declared403 {
-				t.Errorf("the spec declares 403, but neither a read key (%d) nor a foreign origin (%d) is refused", resp.StatusCode, resp2.StatusCode)
+			if (byRole || byOrigin) && !declared403 {
+				t.Errorf("a read key: %d %.200s; a foreign origin: %d %.200s; the spec declares no 403", resp.StatusCode, b, resp2.StatusCode, b2)
+			}
+			if safe := o.method == http.MethodGet || o.method == http.MethodHead; safe == (byRole || byOrigin) {
+				// Every role reads and any origin may read; everything
+				// else needs more than a read key from elsewhere.
+				t.Errorf("%s: a read key got %d, a foreign origin %d", o.method, resp.StatusCode, resp2.StatusCode)
 			}
 			declaresToken := slices.Contains(schemes, "streamToken")
 			if declaresToken != o.queryParam(doc, "token") {
@@ -149,7 +151,7 @@ func TestOpenAPISecurity(t *testing.T) {
 }
 
 // checkDeclaredErrors fails unless an operation that needs a credential
-// declares the shared 401, that one that needs none declares neither 401
+// declares the shared 401 and 403, that one that needs none declares neither 401
 // nor 403, and that a 403 is the shared Forbidden.
 func checkDeclaredErrors(t *testing.T, o specOp, schemes []string) {
 	t.Helper()
@@ -157,8 +159,8 @@ func checkDeclaredErrors(t *testing.T, o specOp, schemes []string) {
 	has401, ref401 := o.responds("401")
 	has403, ref403 := o.responds("403")
 	switch {
-	case keyed && !has401:
-		t.Errorf("needs %v but declares no 401", schemes)
+	case keyed && (!has401 || !has403):
+		t.Errorf("needs %v but declares 401 %v and 403 %v; it must declare both", schemes, has401, has403)
 	case keyed && ref401 != "#/components/responses/Unauthorized":
 		t.Errorf("its 401 is %q, not the shared Unauthorized", ref401)
 	case !keyed && (has401 || has403):
