@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -1094,4 +1095,54 @@ func TestAgentNice(t *testing.T) {
 	}
 	h.wait(t, r.ID, 10*time.Second)
 	assertNoProcesses(t, r.ID)
+}
+
+// Recovery and the sweep of dead replicas find every tenant's runs, not
+// only those of the empty tenant: on a gateway with keys a run of a
+// tenant, its approval pending, would otherwise stay running for ever.
+func TestRecoverAndSweepFindEveryTenant(t *testing.T) {
+	store := newMemStore()
+	ctx := context.Background()
+	now := time.Now()
+	pending := []Approval{{ID: "a1", Tool: "shell", Options: Decisions}}
+	var ids []string
+	for _, owner := range []string{"me", "dead"} {
+		for _, tenant := range []string{"", "acme", "globex"} {
+			r := Run{ID: owner + "-" + tenant, Agent: "fake", Status: Running, Owner: owner, Tenant: tenant, StartedAt: &now}
+			if tenant == "globex" {
+				r.Interactive, r.Activity, r.PendingApprovals = true, AwaitingApproval, pending
+			}
+			store.CreateRun(ctx, r)
+			store.AppendEvents(ctx, r.ID, []StoredEvent{{Seq: 1, Type: EventRunQueued}, {Seq: 2, Type: EventRunStarted}})
+			ids = append(ids, r.ID)
+		}
+	}
+	sup := NewSupervisor(Config{Replica: "me", ReplicaTTL: time.Hour, WorkspaceRoot: t.TempDir()}, store, nil, nopObserver{}, zap.NewNop())
+	sctx, cancel := context.WithCancel(ctx)
+	if err := sup.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sup.Shutdown(ctx); cancel(); sup.loops.Wait() }()
+	live, _ := store.LiveReplicas(ctx)
+	if err := sup.sweepOrphans(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		r, _ := store.GetRun(ctx, id)
+		if r.Status != Failed || r.Error == nil || r.Error.Class != Interrupted || len(r.PendingApprovals) != 0 {
+			t.Errorf("%s (tenant %q): %s %+v, pending %v; want failed, interrupted, none pending", id, r.Tenant, r.Status, r.Error, r.PendingApprovals)
+			continue
+		}
+		var got []EventType
+		for _, ev := range store.eventsOf(id) {
+			got = append(got, ev.Type)
+		}
+		want := []EventType{EventRunQueued, EventRunStarted, EventRunCompleted}
+		if r.Tenant == "globex" {
+			want = []EventType{EventRunQueued, EventRunStarted, EventApprovalResolved, EventRunCompleted}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s (tenant %q): events %v, want %v", id, r.Tenant, got, want)
+		}
+	}
 }
