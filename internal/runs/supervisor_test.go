@@ -907,7 +907,8 @@ func TestResumeInTheRootKeepsTheRoot(t *testing.T) {
 }
 
 // Run directories the supervisor made are removed once older than the
-// retention; newer ones and directories a client named stay.
+// retention, in the workspace root and in every tenant's workspace; newer
+// ones and directories a client named stay.
 func TestWorkspaceSweep(t *testing.T) {
 	h := newHarness(t, Config{WorkspaceRetention: time.Hour})
 	old, _ := uuid.NewV7FromReader(strings.NewReader(strings.Repeat("x", 64)))
@@ -917,18 +918,23 @@ func TestWorkspaceSweep(t *testing.T) {
 		old[i] = byte(ms >> (40 - 8*i))
 	}
 	fresh, _ := uuid.NewV7()
-	for _, name := range []string{old.String(), fresh.String(), "client-dir"} {
-		if err := os.Mkdir(filepath.Join(h.root, name), 0o755); err != nil {
-			t.Fatal(err)
+	roots := []string{h.root, filepath.Join(h.root, "tenants", "acme"), filepath.Join(h.root, "tenants", "globex")}
+	for _, root := range roots {
+		for _, name := range []string{old.String(), fresh.String(), "client-dir"} {
+			if err := os.MkdirAll(filepath.Join(root, name), 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	h.sup.sweepWorkspaces()
-	if _, err := os.Stat(filepath.Join(h.root, old.String())); !os.IsNotExist(err) {
-		t.Fatalf("old run directory still there: %v", err)
-	}
-	for _, name := range []string{fresh.String(), "client-dir"} {
-		if _, err := os.Stat(filepath.Join(h.root, name)); err != nil {
-			t.Fatalf("%s removed: %v", name, err)
+	for _, root := range roots {
+		if _, err := os.Stat(filepath.Join(root, old.String())); !os.IsNotExist(err) {
+			t.Errorf("old run directory still in %s: %v", root, err)
+		}
+		for _, name := range []string{fresh.String(), "client-dir"} {
+			if _, err := os.Stat(filepath.Join(root, name)); err != nil {
+				t.Errorf("%s removed from %s: %v", name, root, err)
+			}
 		}
 	}
 }
