@@ -203,9 +203,18 @@ func (e sseEvent) data(v any) error { return json.Unmarshal(e.Raw, v) }
 // stream reads the run's SSE stream until it ends (after run.completed).
 func (g *gateway) stream(t *testing.T, id string, lastEventID string) (int, []sseEvent) {
 	t.Helper()
+	return g.streamWith(t, id, testKey{}, lastEventID)
+}
+
+// streamWith is stream with key, on a gateway with keys.
+func (g *gateway) streamWith(t *testing.T, id string, key testKey, lastEventID string) (int, []sseEvent) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, g.URL+"/v1/runs/"+id+"/events", nil)
 	if lastEventID != "" {
 		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	if key.secret != "" {
+		req.Header.Set("Authorization", "Bearer "+key.secret)
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -139,3 +139,36 @@ func TestDeadReplicaRunsAreTakenOver(t *testing.T) {
 		t.Fatalf("events end with %s", evs[len(evs)-1].Type)
 	}
 }
+
+// TestDeadReplicaRunsOfTenantsAreTakenOver is TestDeadReplicaRunsAreTakenOver
+// with keys: two tenants' runs, one running a tool and one waiting on an
+// approval, on a replica killed with SIGKILL and never started again. The
+// live replica takes both over once the dead one's heartbeat expires.
+func TestDeadReplicaRunsOfTenantsAreTakenOver(t *testing.T) {
+	natsURL := startNATS(t)
+	mock := startMock(t, anthropic.LongTool())
+	deadSettings := gatewayEnv(t, t.TempDir())
+	acme, globex := withTenants(t, deadSettings)
+	replica := func(s map[string]string, name string) map[string]string {
+		s["AGENTGATE_NATS_URL"] = natsURL
+		s["AGENTGATE_REPLICA_ID"] = name
+		s["AGENTGATE_REPLICA_TTL"] = "5s" // as TestDeadReplicaRunsAreTakenOver
+		return s
+	}
+	liveSettings := gatewayEnv(t, t.TempDir())
+	liveSettings["AGENTGATE_API_KEYS_FILE"] = deadSettings["AGENTGATE_API_KEYS_FILE"]
+	dead, cmd := startGatewayProcess(t, replica(deadSettings, "replica-dead"), mockCreds(mock))
+	live := startGateway(t, replica(liveSettings, "replica-live"), mockCreds(mock))
+	tr := startTenantRuns(t, dead, acme, globex)
+	// What the dead replica leaves behind on its own machine is no
+	// business of the live replica's; clean it up here.
+	t.Cleanup(func() {
+		proctree.New().Kill(context.Background(), tr.tool)
+		proctree.New().Kill(context.Background(), tr.ask)
+	})
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	tr.checkInterrupted(t, live, "replica-dead")
+}

@@ -199,8 +199,8 @@ func tenantService(t testing.TB, c *calls, logs map[string]*memLog) *fakeService
 			c.mu.Unlock()
 			// The service trusts the filter: a filter of another tenant
 			// than the caller's would list that tenant's runs.
-			if want := runs.ActorFrom(ctx).Tenant; f.Tenant != want || want == "" {
-				return runs.Page{}, fmt.Errorf("filter of tenant %q for a caller of tenant %q", f.Tenant, want)
+			if want := runs.ActorFrom(ctx).Tenant; f.Tenant != want || want == "" || f.AllTenants {
+				return runs.Page{}, fmt.Errorf("filter of tenant %q (all tenants %v) for a caller of tenant %q", f.Tenant, f.AllTenants, want)
 			}
 			r, _ := run(runOf[f.Tenant], runs.Running)
 			return runs.Page{Runs: []runs.Run{r}}, nil
@@ -456,8 +456,15 @@ func TestAuthzActor(t *testing.T) {
 				t.Fatalf("list: %d %s", resp.StatusCode, b)
 			}
 			validateOpenAPI(t, "RunList", b)
-			if _, f, _ := c.recorded(); f == nil || f.Tenant != tenant || f.Status != runs.Running {
-				t.Errorf("filter %+v, want tenant %q and status running", f, tenant)
+			if _, f, _ := c.recorded(); f == nil || f.Tenant != tenant || f.AllTenants || f.Status != runs.Running {
+				t.Errorf("filter %+v, want tenant %q alone and status running", f, tenant)
+			}
+			// Nothing in the query widens the listing to another tenant
+			// or to all of them.
+			for _, q := range []string{"tenant=globex", "tenant=", "all_tenants=true", "AllTenants=true"} {
+				if resp, b := h.do(t, "GET", "/v1/runs?"+q, "", hdr...); resp.StatusCode != http.StatusBadRequest {
+					t.Errorf("list ?%s: %d %s, want 400", q, resp.StatusCode, b)
+				}
 			}
 		})
 	}

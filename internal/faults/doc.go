@@ -13,6 +13,9 @@
 //   - TestReplicaKilledMidRun: kill -9 of the replica executing a run: every
 //     process of its agent dies, and another replica accounts for the run
 //     after REPLICA_TTL;
+//   - TestReplicasKilledWithKeys: the same with a keys file of two tenants,
+//     one run's tool under way and another's approval pending: both end
+//     interrupted, the approval resolved run_ended;
 //   - TestRollingRestartThroughNginx: SIGTERM one gateway after another while
 //     POSTs keep coming through nginx: no POST fails, and streams resume
 //     elsewhere by Last-Event-ID;

@@ -2,6 +2,8 @@ package runs
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -11,13 +13,32 @@ import (
 )
 
 // sweepWorkspaces removes the run directories the supervisor created
-// (named by run id, directly under the workspace root) once their run is
-// older than Config.WorkspaceRetention, as the store forgets the runs
-// themselves. Directories a client named itself are never touched.
+// (named by run id, directly under the workspace root or under a tenant's
+// workspace, <root>/tenants/<tenant>) once their run is older than
+// Config.WorkspaceRetention, as the store forgets the runs themselves.
+// Directories a client named itself are never touched.
 func (s *Supervisor) sweepWorkspaces() {
-	entries, err := os.ReadDir(s.cfg.WorkspaceRoot)
+	roots := []string{s.cfg.WorkspaceRoot}
+	tenants, err := os.ReadDir(filepath.Join(s.cfg.WorkspaceRoot, "tenants"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("sweep tenants' workspaces", zap.Error(err))
+	}
+	for _, e := range tenants {
+		if e.IsDir() && validTenant(e.Name()) {
+			roots = append(roots, filepath.Join(s.cfg.WorkspaceRoot, "tenants", e.Name()))
+		}
+	}
+	for _, root := range roots {
+		s.sweepRunDirs(root)
+	}
+}
+
+// sweepRunDirs removes the run directories under root older than the
+// retention, but those of runs this replica still runs.
+func (s *Supervisor) sweepRunDirs(root string) {
+	entries, err := os.ReadDir(root)
 	if err != nil {
-		s.log.Warn("sweep workspaces", zap.Error(err))
+		s.log.Warn("sweep workspaces", zap.String("root", root), zap.Error(err))
 		return
 	}
 	cutoff := s.cfg.Now().Add(-s.cfg.WorkspaceRetention)
@@ -36,7 +57,7 @@ func (s *Supervisor) sweepWorkspaces() {
 		if active {
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(s.cfg.WorkspaceRoot, e.Name())); err != nil {
+		if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
 			s.log.Warn("remove run directory", zap.String("run_id", e.Name()), zap.Error(err))
 			continue
 		}

@@ -66,9 +66,9 @@ func (m *memStore) ListRuns(_ context.Context, f Filter) (Page, error) {
 	defer m.mu.Unlock()
 	var out []Run
 	for _, r := range m.runs {
-		// As the real store: a listing is always of one tenant's runs,
-		// the empty tenant's on a gateway without keys.
-		if r.Tenant == f.Tenant && (f.Status == "" || r.Status == f.Status) && (f.Agent == "" || r.Agent == f.Agent) {
+		// As the real store: a listing is of one tenant's runs, the
+		// empty tenant's on a gateway without keys, unless it is of all.
+		if (f.AllTenants || r.Tenant == f.Tenant) && (f.Status == "" || r.Status == f.Status) && (f.Agent == "" || r.Agent == f.Agent) {
 			out = append(out, r)
 		}
 	}

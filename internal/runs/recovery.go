@@ -83,12 +83,14 @@ func (s *Supervisor) repairCompleted(r Run, lastSeq uint64) {
 	}))
 }
 
-// eachRun calls fn for every stored run in one of states.
+// eachRun calls fn for every stored run in one of states, of every
+// tenant: a run nobody finishes because its tenant was not listed would
+// stay running for ever.
 func (s *Supervisor) eachRun(ctx context.Context, states []State, fn func(Run)) error {
 	for _, st := range states {
 		cursor := ""
 		for {
-			page, err := s.store.ListRuns(ctx, Filter{Status: st, Limit: 500, Cursor: cursor})
+			page, err := s.store.ListRuns(ctx, Filter{AllTenants: true, Status: st, Limit: 500, Cursor: cursor})
 			if err != nil {
 				return err
 			}

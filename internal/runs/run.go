@@ -255,13 +255,21 @@ type Exit struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Filter selects runs for a listing. Zero fields match everything.
+// Filter selects runs for a listing. Zero fields match everything but
+// Tenant: a listing is of one tenant's runs unless AllTenants says
+// otherwise.
 type Filter struct {
-	// Tenant selects one tenant's runs. The API always sets it, to the
-	// caller's tenant.
+	// Tenant selects one tenant's runs; the empty tenant is that of a
+	// gateway without keys. The API always sets it, to the caller's
+	// tenant.
 	Tenant string
-	Status State
-	Agent  string
+	// AllTenants lists every tenant's runs, Tenant ignored: for the
+	// supervisor's own walks (recovery, the sweep of dead replicas),
+	// which must find every run whoever submitted it. The API never sets
+	// it, and nothing a client sends can.
+	AllTenants bool
+	Status     State
+	Agent      string
 	// Limit is the page size; the store caps it.
 	Limit int
 	// Cursor is the opaque value of Page.NextCursor from the previous page.

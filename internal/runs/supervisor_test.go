@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -906,7 +907,8 @@ func TestResumeInTheRootKeepsTheRoot(t *testing.T) {
 }
 
 // Run directories the supervisor made are removed once older than the
-// retention; newer ones and directories a client named stay.
+// retention, in the workspace root and in every tenant's workspace; newer
+// ones and directories a client named stay.
 func TestWorkspaceSweep(t *testing.T) {
 	h := newHarness(t, Config{WorkspaceRetention: time.Hour})
 	old, _ := uuid.NewV7FromReader(strings.NewReader(strings.Repeat("x", 64)))
@@ -916,18 +918,23 @@ func TestWorkspaceSweep(t *testing.T) {
 		old[i] = byte(ms >> (40 - 8*i))
 	}
 	fresh, _ := uuid.NewV7()
-	for _, name := range []string{old.String(), fresh.String(), "client-dir"} {
-		if err := os.Mkdir(filepath.Join(h.root, name), 0o755); err != nil {
-			t.Fatal(err)
+	roots := []string{h.root, filepath.Join(h.root, "tenants", "acme"), filepath.Join(h.root, "tenants", "globex")}
+	for _, root := range roots {
+		for _, name := range []string{old.String(), fresh.String(), "client-dir"} {
+			if err := os.MkdirAll(filepath.Join(root, name), 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	h.sup.sweepWorkspaces()
-	if _, err := os.Stat(filepath.Join(h.root, old.String())); !os.IsNotExist(err) {
-		t.Fatalf("old run directory still there: %v", err)
-	}
-	for _, name := range []string{fresh.String(), "client-dir"} {
-		if _, err := os.Stat(filepath.Join(h.root, name)); err != nil {
-			t.Fatalf("%s removed: %v", name, err)
+	for _, root := range roots {
+		if _, err := os.Stat(filepath.Join(root, old.String())); !os.IsNotExist(err) {
+			t.Errorf("old run directory still in %s: %v", root, err)
+		}
+		for _, name := range []string{fresh.String(), "client-dir"} {
+			if _, err := os.Stat(filepath.Join(root, name)); err != nil {
+				t.Errorf("%s removed from %s: %v", name, root, err)
+			}
 		}
 	}
 }
@@ -1094,4 +1101,54 @@ func TestAgentNice(t *testing.T) {
 	}
 	h.wait(t, r.ID, 10*time.Second)
 	assertNoProcesses(t, r.ID)
+}
+
+// Recovery and the sweep of dead replicas find every tenant's runs, not
+// only those of the empty tenant: on a gateway with keys a run of a
+// tenant, its approval pending, would otherwise stay running for ever.
+func TestRecoverAndSweepFindEveryTenant(t *testing.T) {
+	store := newMemStore()
+	ctx := context.Background()
+	now := time.Now()
+	pending := []Approval{{ID: "a1", Tool: "shell", Options: Decisions}}
+	var ids []string
+	for _, owner := range []string{"me", "dead"} {
+		for _, tenant := range []string{"", "acme", "globex"} {
+			r := Run{ID: owner + "-" + tenant, Agent: "fake", Status: Running, Owner: owner, Tenant: tenant, StartedAt: &now}
+			if tenant == "globex" {
+				r.Interactive, r.Activity, r.PendingApprovals = true, AwaitingApproval, pending
+			}
+			store.CreateRun(ctx, r)
+			store.AppendEvents(ctx, r.ID, []StoredEvent{{Seq: 1, Type: EventRunQueued}, {Seq: 2, Type: EventRunStarted}})
+			ids = append(ids, r.ID)
+		}
+	}
+	sup := NewSupervisor(Config{Replica: "me", ReplicaTTL: time.Hour, WorkspaceRoot: t.TempDir()}, store, nil, nopObserver{}, zap.NewNop())
+	sctx, cancel := context.WithCancel(ctx)
+	if err := sup.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sup.Shutdown(ctx); cancel(); sup.loops.Wait() }()
+	live, _ := store.LiveReplicas(ctx)
+	if err := sup.sweepOrphans(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		r, _ := store.GetRun(ctx, id)
+		if r.Status != Failed || r.Error == nil || r.Error.Class != Interrupted || len(r.PendingApprovals) != 0 {
+			t.Errorf("%s (tenant %q): %s %+v, pending %v; want failed, interrupted, none pending", id, r.Tenant, r.Status, r.Error, r.PendingApprovals)
+			continue
+		}
+		var got []EventType
+		for _, ev := range store.eventsOf(id) {
+			got = append(got, ev.Type)
+		}
+		want := []EventType{EventRunQueued, EventRunStarted, EventRunCompleted}
+		if r.Tenant == "globex" {
+			want = []EventType{EventRunQueued, EventRunStarted, EventApprovalResolved, EventRunCompleted}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s (tenant %q): events %v, want %v", id, r.Tenant, got, want)
+		}
+	}
 }

@@ -250,7 +250,7 @@ func (s *Store) ListRuns(ctx context.Context, f runs.Filter) (runs.Page, error) 
 		}
 		keys = keys[n:]
 		for _, r := range got {
-			if r == nil || r.Tenant != f.Tenant || (f.Status != "" && r.Status != f.Status) || (f.Agent != "" && r.Agent != f.Agent) {
+			if r == nil || !f.AllTenants && r.Tenant != f.Tenant || (f.Status != "" && r.Status != f.Status) || (f.Agent != "" && r.Agent != f.Agent) {
 				continue
 			}
 			matched = append(matched, *r)

@@ -191,6 +191,30 @@ func TestListRuns(t *testing.T) {
 	}
 }
 
+// A listing of all tenants finds every tenant's runs, the empty tenant's
+// included, whatever Tenant says: the supervisor's walks (recovery, the
+// sweep of dead replicas) must find every run. TestListRunsByTenant holds
+// the isolation of a one-tenant listing.
+func TestListRunsOfAllTenants(t *testing.T) {
+	e := newEnv(t)
+	c := ctx(t)
+	var every []string
+	// Tenants interleaved, so that pages cross them; newest first.
+	for i := range 6 {
+		r := runs.Run{ID: newID(t), Agent: "claude", Status: runs.Running, Tenant: []string{"", "acme", "globex"}[i%3]}
+		if err := e.s.CreateRun(c, r); err != nil {
+			t.Fatal(err)
+		}
+		every = append([]string{r.ID}, every...)
+	}
+	for _, tenant := range []string{"", "acme"} {
+		ids, sizes := listAll(t, e.s, runs.Filter{AllTenants: true, Tenant: tenant, Status: runs.Running, Limit: 4})
+		if !reflect.DeepEqual(ids, every) || !reflect.DeepEqual(sizes, []int{4, 2}) {
+			t.Errorf("all tenants (Tenant %q) lists %v in pages %v, want %v in pages [4 2]", tenant, ids, sizes, every)
+		}
+	}
+}
+
 func TestListRunsRejectsBadFilters(t *testing.T) {
 	e := newEnv(t)
 	for _, tc := range []struct {
