@@ -212,6 +212,9 @@ type harness struct {
 	sup   *Supervisor
 	store *memStore
 	root  string
+	// deadline, when the harness was built with it, is the runs'
+	// Config.RunDeadline: closing it times them out.
+	deadline chan time.Time
 }
 
 func newHarness(t *testing.T, cfg Config) *harness {
@@ -321,7 +324,7 @@ func (h *harness) waitFor(t *testing.T, id string, typ EventType, text string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("no %s event with %q in run %s", typ, text, id)
+	t.Fatalf("no %s event with %q in run %s within a minute: %v", typ, text, id, h.types(id))
 }
 
 func assertNoProcesses(t *testing.T, id string) {
@@ -591,13 +594,19 @@ func testCancelKillsTool(t *testing.T, reaper string) {
 	}
 }
 
+// The deadline strikes once the agent ignores SIGINT and SIGTERM, as it
+// says: struck earlier, the signals would end it and the escalation to
+// SIGKILL would go untested.
 func TestTimeoutEscalatesToKill(t *testing.T) {
-	h := newHarness(t, Config{})
-	r, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "mode:stubborn", TimeoutSeconds: 1})
+	deadline := make(chan time.Time)
+	h := newHarness(t, Config{RunDeadline: func(string, time.Duration) <-chan time.Time { return deadline }})
+	r, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "mode:stubborn", TimeoutSeconds: 3600})
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := h.wait(t, r.ID, 10*time.Second)
+	h.waitFor(t, r.ID, EventMessageCompleted, "ignoring signals")
+	close(deadline)
+	done := h.wait(t, r.ID, time.Minute)
 	if done.Status != TimedOut || done.Error.Class != Timeout || !done.Error.Retryable {
 		t.Fatalf("run = %+v %+v", done, done.Error)
 	}
