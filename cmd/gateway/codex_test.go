@@ -480,7 +480,9 @@ func TestCodexCancelMidCommand(t *testing.T) {
 		dumpEvents(t, evs)
 		t.Fatalf("run %s %+v", done.Status, done.Error)
 	}
-	if took > 5*time.Second {
+	// The graceful path is checked below by its exit; this bound catches
+	// a cancel that waited for the kill's grace, or longer.
+	if took > 20*time.Second {
 		t.Errorf("cancelled after %s; want within seconds", took.Round(time.Millisecond))
 	}
 	assertNoProcesses(t, r.ID)

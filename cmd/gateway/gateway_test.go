@@ -262,6 +262,7 @@ func (g *gateway) stream(t *testing.T, id string, lastEventID string) (int, []ss
 // waitRun polls until the run is terminal.
 func (g *gateway) waitRun(t *testing.T, id string, within time.Duration) runs.Run {
 	t.Helper()
+	within = max(within, waitFloor)
 	deadline := time.Now().Add(within)
 	for {
 		r := g.get(t, id)
@@ -275,9 +276,15 @@ func (g *gateway) waitRun(t *testing.T, id string, within time.Duration) runs.Ru
 	}
 }
 
+// waitFloor is the least time waitRun and waitEvent give a run: their
+// bounds catch a hang and are no targets, and a real CLI's start alone
+// took tens of seconds on a machine running two suites at once.
+const waitFloor = 2 * time.Minute
+
 // waitEvent polls the stored log until an event of type typ appears.
 func (g *gateway) waitEvent(t *testing.T, id string, typ runs.EventType, within time.Duration) {
 	t.Helper()
+	within = max(within, waitFloor)
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL+"/v1/runs/"+id+"/events", nil)
@@ -697,7 +704,7 @@ func TestRestartMarksRunInterrupted(t *testing.T) {
 	cmd.Wait()
 	// The CLI dies with its gateway, through its reaper; only the tool in
 	// its own session is left for the next start to find.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // against a hang
 	for syscall.Kill(cli, 0) == nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("the CLI (pid %d) outlived its gateway", cli)
