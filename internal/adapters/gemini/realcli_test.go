@@ -184,8 +184,11 @@ func runCLI(t *testing.T, bin, version string, c cliCase, home, dir string) *cli
 		t.Cleanup(func() { killMatching(marker) })
 		for line := range p.Lines() {
 			if bytes.Contains(line, []byte(`"type":"tool_use"`)) {
-				// Let the tool's process start first.
-				waitFor(func() bool { return len(agenttest.ProcessesMatching(marker)) > 0 }, 5*time.Second)
+				// Let the tool's process start first: the signal must
+				// come mid-tool, which is the case.
+				if !waitFor(func() bool { return len(agenttest.ProcessesMatching(marker)) > 0 }, time.Minute) {
+					t.Fatalf("the tool's process did not start within a minute of its tool_use line")
+				}
 				if err := p.Signal(c.signal); err != nil {
 					t.Fatalf("signal: %v", err)
 				}
@@ -301,14 +304,19 @@ func killMatching(marker string) {
 	for _, pid := range agenttest.ProcessesMatching(marker) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	agenttest.WaitGone(marker, 3*time.Second)
+	agenttest.WaitGone(marker, 30*time.Second)
 }
 
-func waitFor(cond func() bool, within time.Duration) {
+// waitFor waits until cond holds, and reports whether it did within.
+func waitFor(cond func() bool, within time.Duration) bool {
 	deadline := time.Now().Add(within)
-	for !cond() && time.Now().Before(deadline) {
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return true
 }
 
 func writeRecording(t *testing.T, name string, rec recorded) {

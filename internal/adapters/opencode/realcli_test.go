@@ -292,7 +292,7 @@ func killAll(pids []int) {
 		}
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // against a hang
 	for _, g := range groups {
 		for syscall.Kill(-g, 0) == nil && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
