@@ -3,6 +3,7 @@ package runstest
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -17,7 +18,7 @@ import (
 // seconds of CPU. Only successes are kept: a probe that failed (a CLI cut
 // short on a loaded machine) is tried again.
 //
-// An entry is the binary's path, size and modification time, and the
+// An entry is the binary's real path, size and modification time, and the
 // command's arguments: a fake CLI a test writes anew is a new entry. The
 // environment is not part of it, since the CLIs print the same version in
 // any HOME; a test of how the environment changes a probe must not use
@@ -52,7 +53,12 @@ func (c *VersionCache) Output(ctx context.Context, path string, args, env []stri
 	if err != nil {
 		return runs.RunVersion(ctx, path, args, env)
 	}
-	key := versionKey{path: path, args: strings.Join(args, "\x00"), size: fi.Size(), mtime: fi.ModTime()}
+	// The real file: a tool's .bin link and its target are one binary.
+	real := path
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		real = p
+	}
+	key := versionKey{path: real, args: strings.Join(args, "\x00"), size: fi.Size(), mtime: fi.ModTime()}
 	c.mu.Lock()
 	if c.entries == nil {
 		c.entries = map[versionKey]*versionEntry{}
