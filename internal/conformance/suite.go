@@ -27,7 +27,7 @@ import (
 // seconds, not after the CLI's default retries; the tool of the cancel
 // and timeout cases would run for a minute.
 const (
-	quick      = 2 * time.Minute  // a run that succeeds or fails on its own: a bound against a hang, not a target (OpenCode took 45 s to start on a loaded machine)
+	quick      = 4 * time.Minute  // a run that succeeds or fails on its own: a bound against a hang, not a target (OpenCode took 45 s to start on a loaded machine, and a whole MCP run over 2 min at load 35)
 	stopWithin = 20 * time.Second // from cancel or deadline to run.completed
 	// struckTimeout is the timeout_seconds of the cases whose deadline
 	// the suite strikes itself (runstest.Deadlines) once the run is where
