@@ -58,6 +58,9 @@ for p in $(go list ./...); do
   [ "$rel" = "./github.com/agentgate/agentgate" ] && rel=.
   case " ${slow[*]} " in *" $rel "*) ;; *) rest+=("$rel") ;; esac
 done
+# Each package has a budget (scripts/test-budgets.txt, at most half of
+# this timeout); scripts/package-times.sh prints every package's time
+# against it once the tests end.
 tests=(go test -race -count=1 -p 3 -timeout 30m "$@" "${slow[@]}" "${rest[@]}")
 # The race detector empties sync.Pools at random, so the tests that count
 # what pooled paths allocate skip that count under -race; they run once
@@ -76,10 +79,10 @@ if [ ${#netns[@]} -gt 0 ]; then
     fi
   fi
   echo "running tests in a loopback-only network namespace" >&2
-  exec "${netns[@]}" -- bash -c 'ip link set lo up && scripts/alloc-tests.sh && exec "$@"' bash "${tests[@]}"
+  exec "${netns[@]}" -- bash -c 'set -o pipefail && ip link set lo up && scripts/alloc-tests.sh && "$@" 2>&1 | scripts/package-times.sh' bash "${tests[@]}"
 fi
 echo "warning: this machine cannot create a network namespace; running tests" \
   "in the host network (agent CLIs still get their no-phone-home settings" \
   "and point at the mock server on 127.0.0.1)" >&2
 scripts/alloc-tests.sh
-exec "${tests[@]}"
+"${tests[@]}" 2>&1 | scripts/package-times.sh

@@ -309,6 +309,9 @@ func TestCodexFailuresAreClassified(t *testing.T) {
 		class     runs.Class
 		retryable bool
 		within    time.Duration
+		// strike: the run's deadline strikes once its request reached
+		// the mock, which leaves it unanswered.
+		strike bool
 	}
 	failures := []failure{
 		{name: "401", scenario: openai.Failure(401), class: runs.NotAuthenticated},
@@ -316,7 +319,7 @@ func TestCodexFailuresAreClassified(t *testing.T) {
 		{name: "500", scenario: openai.Failure(500), class: runs.TransientAPIError, retryable: true},
 		{name: "400", scenario: openai.Failure(400), class: runs.APIError},
 		{name: "context exceeded", scenario: openai.ContextExceeded(), class: runs.ContextExceeded},
-		{name: "hung server", scenario: openai.Hang(), extra: []string{`"timeout_seconds":3`},
+		{name: "hung server", scenario: openai.Hang(), extra: []string{`"timeout_seconds":3600`}, strike: true,
 			status: runs.TimedOut, class: runs.Timeout, retryable: true, within: 10 * time.Second},
 	}
 	prompt := func(name string) string { return "Fail with " + name + "." }
@@ -335,14 +338,26 @@ func TestCodexFailuresAreClassified(t *testing.T) {
 	// Codex's own provider, never logged in, and no API key.
 	gLogin := startCodexGateway(t, t.TempDir())
 
-	// run posts a run and waits for its end, which must come within.
-	run := func(t *testing.T, g *gateway, body string, within time.Duration) runs.Run {
+	// run posts a run and waits for its end, which must come within of
+	// the run's first request at the mock (requests counts them): the
+	// CLI's start before it is CPU work, which a busy machine stretches.
+	// With strike, the run's deadline strikes once it has a request, and
+	// the end must come within of that.
+	run := func(t *testing.T, g *gateway, body string, within time.Duration, requests func() int, strike bool) runs.Run {
 		t.Helper()
-		start := time.Now()
+		first := watchFirstRequest(t, requests)
 		r := g.post(t, body)
-		done := g.waitRun(t, r.ID, within+10*time.Second)
-		if took := time.Since(start); took > within {
-			t.Errorf("run ended after %s; want within %s", took.Round(time.Millisecond), within)
+		from := first
+		if strike {
+			waitFor(t, "request of the run at the mock", func() bool { return requests() > 0 })
+			g.deadlines.Strike(r.ID)
+			struck := time.Now()
+			from = func() time.Time { return struck }
+		}
+		done := g.waitRun(t, r.ID, 2*time.Minute) // against a hang: it includes the CLI's start
+		// A run that never reached the mock retried nothing.
+		if took := done.FinishedAt.Sub(from()); took > within && requests() > 0 {
+			t.Errorf("run ended %s after its first request (or its deadline); want within %s", took.Round(time.Millisecond), within)
 		}
 		assertNoProcesses(t, r.ID)
 		return done
@@ -371,7 +386,8 @@ func TestCodexFailuresAreClassified(t *testing.T) {
 				if status == "" {
 					status = runs.Failed
 				}
-				done := run(t, g, runBody("codex", prompt(f.name), f.extra...), within)
+				mine := func() int { return len(forPrompt(mock.Ledger(), prompt(f.name))) }
+				done := run(t, g, runBody("codex", prompt(f.name), f.extra...), within, mine, f.strike)
 				check(t, g, done, status, f.class, f.retryable)
 				if reqs := forPrompt(mock.Ledger(), prompt(f.name)); len(reqs) == 0 {
 					t.Errorf("no request reached the mock")
@@ -397,7 +413,7 @@ func TestCodexFailuresAreClassified(t *testing.T) {
 
 	t.Run("operator's retry bounds", func(t *testing.T) {
 		t.Parallel()
-		done := run(t, gKept, runBody("codex", prompt("500")), 8*time.Second)
+		done := run(t, gKept, runBody("codex", prompt("500")), 8*time.Second, func() int { return len(kept.Ledger().Responses()) }, false)
 		check(t, gKept, done, runs.Failed, runs.TransientAPIError, true)
 		// config.toml's request_max_retries = 0 is kept, and the
 		// gateway's stream bound still applies: 2 stream attempts of 1
@@ -409,7 +425,7 @@ func TestCodexFailuresAreClassified(t *testing.T) {
 	})
 	t.Run("key variable unset", func(t *testing.T) {
 		t.Parallel()
-		done := run(t, gUnkeyed, runBody("codex", "Say hello."), 5*time.Second)
+		done := run(t, gUnkeyed, runBody("codex", "Say hello."), 5*time.Second, func() int { return len(unkeyed.Ledger()) }, false)
 		check(t, gUnkeyed, done, runs.Failed, runs.NotAuthenticated, false)
 		if !strings.Contains(done.Error.Message, "ABSENT_KEY") || !strings.Contains(done.Error.Hint, "ABSENT_KEY") {
 			t.Errorf("error %+v does not name the variable", done.Error)
@@ -420,7 +436,7 @@ func TestCodexFailuresAreClassified(t *testing.T) {
 	})
 	t.Run("not logged in", func(t *testing.T) {
 		t.Parallel()
-		done := run(t, gLogin, runBody("codex", "Say hello."), 5*time.Second)
+		done := run(t, gLogin, runBody("codex", "Say hello."), 5*time.Second, func() int { return 0 }, false)
 		check(t, gLogin, done, runs.Failed, runs.NotAuthenticated, false)
 		if !strings.Contains(done.Error.Message, "codex login status") || !strings.Contains(done.Error.Hint, "codex login") {
 			t.Errorf("error %+v: not from `codex login status`, or the hint does not mention `codex login`", done.Error)
@@ -464,7 +480,9 @@ func TestCodexCancelMidCommand(t *testing.T) {
 		dumpEvents(t, evs)
 		t.Fatalf("run %s %+v", done.Status, done.Error)
 	}
-	if took > 5*time.Second {
+	// The graceful path is checked below by its exit; this bound catches
+	// a cancel that waited for the kill's grace, or longer.
+	if took > 20*time.Second {
 		t.Errorf("cancelled after %s; want within seconds", took.Round(time.Millisecond))
 	}
 	assertNoProcesses(t, r.ID)

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ import (
 	"github.com/agentgate/agentgate/internal/mock/anthropic"
 	"github.com/agentgate/agentgate/internal/proctree"
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/runstest"
 )
 
 // asGatewayEnv makes the test binary run the gateway itself, so that a test
@@ -56,6 +58,9 @@ type gateway struct {
 	URL     string
 	DataDir string
 	stop    func() error
+	// deadlines strikes a run's deadline when a test says (a gateway of
+	// startGateway's; nil for one in a process of its own).
+	deadlines *runstest.Deadlines
 }
 
 // gatewayEnv returns the AGENTGATE_* settings of a test gateway.
@@ -89,6 +94,10 @@ func startGateway(t testing.TB, settings, passEnv map[string]string) *gateway {
 		}
 		return settings[k]
 	}
+	// The tests' gateways ask each CLI its version once between them,
+	// and strike a run's deadline when the run is where the test needs it.
+	deadlines := &runstest.Deadlines{}
+	sm := seams{versionOutput: runstest.Versions.Output, runDeadline: deadlines.Arm}
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	// done is closed once run has returned runErr: both the start below
@@ -96,7 +105,7 @@ func startGateway(t testing.TB, settings, passEnv map[string]string) *gateway {
 	done := make(chan struct{})
 	var runErr error
 	go func() {
-		runErr = run(ctx, nil, getenv, pw)
+		runErr = runWith(ctx, sm, nil, getenv, pw)
 		pw.CloseWithError(fmt.Errorf("gateway stopped: %v", runErr))
 		close(done)
 	}()
@@ -112,7 +121,7 @@ func startGateway(t testing.TB, settings, passEnv map[string]string) *gateway {
 			}
 		}
 	}()
-	g := &gateway{DataDir: settings["AGENTGATE_DATA_DIR"]}
+	g := &gateway{DataDir: settings["AGENTGATE_DATA_DIR"], deadlines: deadlines}
 	var once sync.Once
 	var stopErr error
 	g.stop = func() error {
@@ -262,6 +271,7 @@ func (g *gateway) streamWith(t *testing.T, id string, key testKey, lastEventID s
 // waitRun polls until the run is terminal.
 func (g *gateway) waitRun(t *testing.T, id string, within time.Duration) runs.Run {
 	t.Helper()
+	within = max(within, waitFloor)
 	deadline := time.Now().Add(within)
 	for {
 		r := g.get(t, id)
@@ -275,9 +285,15 @@ func (g *gateway) waitRun(t *testing.T, id string, within time.Duration) runs.Ru
 	}
 }
 
+// waitFloor is the least time waitRun and waitEvent give a run: their
+// bounds catch a hang and are no targets, and a real CLI's start alone
+// took tens of seconds on a machine running two suites at once.
+const waitFloor = 2 * time.Minute
+
 // waitEvent polls the stored log until an event of type typ appears.
 func (g *gateway) waitEvent(t *testing.T, id string, typ runs.EventType, within time.Duration) {
 	t.Helper()
+	within = max(within, waitFloor)
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL+"/v1/runs/"+id+"/events", nil)
@@ -507,16 +523,28 @@ func assertNoProcesses(t *testing.T, id string) {
 	}
 }
 
+// TestClaudeFailuresAreClassified runs Claude against failing model APIs.
+// A failure must be classified within seconds of the first request: the
+// CLI's start before it is CPU work, which a busy machine stretches. The
+// timeouts strike once the run is where they are about (the request
+// unanswered, the tool running), which a timer from the start cannot
+// promise.
 func TestClaudeFailuresAreClassified(t *testing.T) {
+	// strike waits until the run is where its deadline must strike.
+	type strike func(t *testing.T, mock *anthropic.Server, id string)
+	requested := func(t *testing.T, mock *anthropic.Server, id string) {
+		waitFor(t, "a request at the mock", func() bool { return len(mock.Ledger().Messages()) > 0 })
+	}
+	toolRuns := func(t *testing.T, _ *anthropic.Server, id string) { waitForProcess(t, id, "perl") }
 	for _, tc := range []struct {
 		name      string
 		scenario  anthropic.Scenario
 		creds     func(m *anthropic.Server) map[string]string
 		body      string
+		strike    strike
 		status    runs.State
 		class     runs.Class
 		retryable bool
-		within    time.Duration
 	}{
 		{name: "401", scenario: anthropic.Failure(401), class: runs.NotAuthenticated},
 		{name: "no credentials", scenario: anthropic.TextAnswer("unreachable"),
@@ -527,8 +555,8 @@ func TestClaudeFailuresAreClassified(t *testing.T) {
 		{name: "400", scenario: anthropic.Failure(400), class: runs.APIError},
 		{name: "max turns", scenario: anthropic.AlwaysTool("echo again"), body: `"max_turns":1`, class: runs.MaxTurns},
 		{name: "budget", scenario: anthropic.AlwaysTool("echo again"), body: `"max_budget_usd":0.0001`, class: runs.BudgetExceeded},
-		{name: "hung server", scenario: anthropic.Hang(), body: `"timeout_seconds":3`, status: runs.TimedOut, class: runs.Timeout, retryable: true},
-		{name: "timeout mid-tool", scenario: anthropic.LongTool(), body: `"timeout_seconds":3`, status: runs.TimedOut, class: runs.Timeout, retryable: true},
+		{name: "hung server", scenario: anthropic.Hang(), body: `"timeout_seconds":3600`, strike: requested, status: runs.TimedOut, class: runs.Timeout, retryable: true},
+		{name: "timeout mid-tool", scenario: anthropic.LongTool(), body: `"timeout_seconds":3600`, strike: toolRuns, status: runs.TimedOut, class: runs.Timeout, retryable: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mock := startMock(t, tc.scenario)
@@ -541,10 +569,16 @@ func TestClaudeFailuresAreClassified(t *testing.T) {
 			if tc.body != "" {
 				body += "," + tc.body
 			}
-			start := time.Now()
+			first := watchFirstRequest(t, func() int { return len(mock.Ledger().Messages()) })
 			r := g.post(t, body+"}")
-			done := g.waitRun(t, r.ID, 30*time.Second)
-			took := time.Since(start)
+			from := first
+			if tc.strike != nil {
+				tc.strike(t, mock, r.ID)
+				g.deadlines.Strike(r.ID)
+				struck := time.Now()
+				from = func() time.Time { return struck }
+			}
+			done := g.waitRun(t, r.ID, 2*time.Minute) // against a hang: it includes the CLI's start
 			want := tc.status
 			if want == "" {
 				want = runs.Failed
@@ -555,8 +589,10 @@ func TestClaudeFailuresAreClassified(t *testing.T) {
 			if done.Error.Message == "" {
 				t.Fatal("error without a message")
 			}
-			if took > 20*time.Second {
-				t.Fatalf("classified after %s; it must take seconds", took)
+			// A run that never reached the mock retried nothing: its time
+			// is the CLI's start, bounded above against a hang only.
+			if took := done.FinishedAt.Sub(from()); took > 20*time.Second && len(mock.Ledger().Messages()) > 0 {
+				t.Fatalf("classified %s after the first request (or the deadline); it must take seconds", took)
 			}
 			assertNoProcesses(t, r.ID)
 			sum := g.metrics(t)
@@ -567,6 +603,52 @@ func TestClaudeFailuresAreClassified(t *testing.T) {
 				t.Fatalf("agentgate_runs_finished_total{status=%q} = %v, want 1", want, n)
 			}
 		})
+	}
+}
+
+// waitFor waits until cond holds, within a minute (a bound against a
+// hang, not a target).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within a minute", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// watchFirstRequest polls requests until the mock has one, and returns
+// when that was seen (within 20 ms); until then, and for a run that
+// never reached the mock, when the watch began.
+func watchFirstRequest(t *testing.T, requests func() int) func() time.Time {
+	start := time.Now()
+	var at atomic.Pointer[time.Time]
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if requests() > 0 {
+					now := time.Now()
+					at.Store(&now)
+					return
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { close(done); <-stopped })
+	return func() time.Time {
+		if p := at.Load(); p != nil {
+			return *p
+		}
+		return start
 	}
 }
 
@@ -598,7 +680,7 @@ func TestClaudeCancelMidTool(t *testing.T) {
 // containing name: the tool really started.
 func waitForProcess(t *testing.T, id, name string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a bound against a hang: it may include the CLI's start
 	for time.Now().Before(deadline) {
 		pids, _ := proctree.New().Find(id)
 		for _, pid := range pids {
@@ -631,7 +713,7 @@ func TestRestartMarksRunInterrupted(t *testing.T) {
 	cmd.Wait()
 	// The CLI dies with its gateway, through its reaper; only the tool in
 	// its own session is left for the next start to find.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // against a hang
 	for syscall.Kill(cli, 0) == nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("the CLI (pid %d) outlived its gateway", cli)

@@ -76,6 +76,21 @@ func adapters(getenv func(string) string) []runs.Adapter {
 // run starts the gateway and serves until ctx ends, then shuts down
 // gracefully. It prints the address it listens on to stdout.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	return runWith(ctx, seams{}, args, getenv, stdout)
+}
+
+// seams are what tests put in place of the gateway's own; a nil field
+// keeps the gateway's.
+type seams struct {
+	// versionOutput runs an agent's version command at startup
+	// (runs.Config.VersionOutput): the tests' gateways share one cache.
+	versionOutput runs.VersionOutput
+	// runDeadline arms runs' timeouts (runs.Config.RunDeadline).
+	runDeadline func(runID string, timeout time.Duration) <-chan time.Time
+}
+
+// runWith is run with the seams sm.
+func runWith(ctx context.Context, sm seams, args []string, getenv func(string) string, stdout io.Writer) error {
 	roster := adapters(getenv)
 	if len(args) > 0 {
 		if len(args) == 1 && isHelp(args[0]) {
@@ -263,6 +278,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Files:       runs.FileLimits{TTL: cfg.FileTTL, MaxBytes: cfg.HTTP.MaxFileBytes, MaxPerTenant: cfg.MaxFilesPerTenant},
 		MCPCommands: cfg.MCPCommands, MCPURLs: cfg.MCPURLs, SealKey: seal,
 		Cursors: hub, Webhooks: hooks,
+		VersionOutput: sm.versionOutput, RunDeadline: sm.runDeadline,
 	}, hub.Offering(st), agents, rec, log)
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	defer stopLoops()

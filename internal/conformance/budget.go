@@ -10,8 +10,8 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-// budgetBound is how long a run stopped by a budget may take: a model
-// loop of a few requests, then the stop.
+// budgetBound is how long a run stopped by a budget may take from its
+// first request: a model loop of a few requests, then the stop.
 const budgetBound = 90 * time.Second
 
 // budgetCases are the budgets the gateway enforces for every agent, each
@@ -38,12 +38,19 @@ func (s *suite) budgetStops(class runs.Class, budget string, set func(*runs.Spec
 	return func(t *testing.T) {
 		marker := "budget-" + uuid.NewString()[:8]
 		g := s.start(t, Scenario{Kind: ToolLoop, Command: "echo " + marker}, credentials)
-		spec := runs.Spec{Prompt: "Echo the marker until told to stop.", TimeoutSeconds: int(budgetBound / time.Second)}
+		// No timeout of its own: one would race the CLI's start, which a
+		// busy machine stretches; the bound counts from the model loop's
+		// first request, and the wait catches a budget never enforced.
+		spec := runs.Spec{Prompt: "Echo the marker until told to stop.", TimeoutSeconds: int(struckTimeout / time.Second)}
 		set(&spec)
+		first := watchFirstRequest(t, g.backend.Requests)
 		r := g.submit(t, spec)
-		r, evs := g.wait(t, r.ID, budgetBound+stopWithin)
+		r, evs := g.wait(t, r.ID, quick+budgetBound)
 		if r.Status != runs.Failed || r.Error == nil || r.Error.Class != class || r.Error.Budget != budget {
 			t.Fatalf("status %s, error %+v; want failed %s naming %s; events %s", r.Status, r.Error, class, budget, typesOf(evs))
+		}
+		if took := r.FinishedAt.Sub(first()); took > budgetBound {
+			t.Errorf("stopped %s after the first request, want within %s", took, budgetBound)
 		}
 		if r.Usage.InputTokens == 0 || r.Usage.OutputTokens == 0 {
 			t.Errorf("usage %+v: a run stopped by a budget keeps its usage so far (the mock billed %+v)", r.Usage, g.backend.Billed())

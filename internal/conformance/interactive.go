@@ -255,7 +255,7 @@ func (s *suite) followUpTurns(t *testing.T) {
 	}
 	if rec.Activity != runs.Idle && rec.Activity != runs.Stopping || len(rec.Turns) != 1 {
 		// the record may lag the event by a moment; wait for it
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(stopWithin)
 		for (rec.Activity != runs.Idle || len(rec.Turns) != 1) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 			rec, _ = g.sup.Get(context.Background(), r.ID)
@@ -293,7 +293,7 @@ func (s *suite) interruptMidTool(t *testing.T) {
 	g := s.start(t, Scenario{Kind: LongTool, Marker: marker, Text: "back again"}, credentials)
 	r := g.submit(t, runs.Spec{Prompt: "Run the long command.", Interactive: true})
 	g.waitFor(t, r.ID, runs.EventToolCallStarted, quick)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(quick)
 	for len(agenttest.ProcessesMatching(marker)) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the tool's process never ran: %s", typesOf(g.events(t, r.ID)))
@@ -305,7 +305,7 @@ func (s *suite) interruptMidTool(t *testing.T) {
 	if one.Status != runs.Cancelled {
 		t.Errorf("interrupted turn = %+v", one)
 	}
-	deadline = time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(stopWithin)
 	for left := agenttest.ProcessesMatching(marker); len(left) > 0; left = agenttest.ProcessesMatching(marker) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the interrupted tool's processes are left: %v", left)

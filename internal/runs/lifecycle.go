@@ -12,6 +12,24 @@ import (
 	"github.com/agentgate/agentgate/internal/proctree"
 )
 
+// withRunDeadline returns ctx ended with errTimeout at t's deadline: its
+// timeout from now, or when Config.RunDeadline says.
+func (s *Supervisor) withRunDeadline(ctx context.Context, t *task) (context.Context, context.CancelFunc) {
+	if s.cfg.RunDeadline == nil {
+		return context.WithTimeoutCause(ctx, t.inv.Timeout, errTimeout)
+	}
+	expired := s.cfg.RunDeadline(t.run.ID, t.inv.Timeout)
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-expired:
+			cancel(errTimeout)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}
+
 // execute runs t's process to the end and records the outcome.
 func (s *Supervisor) execute(t *task) {
 	log := s.log.With(zap.String("run_id", t.run.ID), zap.String("agent", t.run.Agent))
@@ -27,7 +45,7 @@ func (s *Supervisor) execute(t *task) {
 	}()
 	ctx, cancel := context.WithCancelCause(s.runCtx)
 	defer cancel(nil)
-	ctx, cancelTimeout := context.WithTimeoutCause(ctx, t.inv.Timeout, errTimeout)
+	ctx, cancelTimeout := s.withRunDeadline(ctx, t)
 	defer cancelTimeout()
 	t.mu.Lock()
 	t.cancel = cancel

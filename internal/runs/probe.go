@@ -24,6 +24,26 @@ const probeTimeout = 45 * time.Second
 // how the installed version compares with the one the adapter was verified
 // on, with an advisory for a person.
 func Probe(ctx context.Context, a Adapter, bin string, env []string) AgentInfo {
+	return ProbeWith(ctx, a, bin, env, RunVersion)
+}
+
+// VersionOutput runs a CLI's version command, path with args in env, and
+// returns what it printed on stdout.
+type VersionOutput func(ctx context.Context, path string, args, env []string) ([]byte, error)
+
+// RunVersion is the VersionOutput that starts the CLI, bounded by
+// probeTimeout.
+func RunVersion(ctx context.Context, path string, args, env []string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = env
+	cmd.WaitDelay = time.Second
+	return cmd.Output()
+}
+
+// ProbeWith is Probe with the version command run by version.
+func ProbeWith(ctx context.Context, a Adapter, bin string, env []string, version VersionOutput) AgentInfo {
 	d := a.Describe()
 	if d.DisplayName == "" {
 		d.DisplayName = a.Name()
@@ -54,12 +74,7 @@ func Probe(ctx context.Context, a Adapter, bin string, env []string) AgentInfo {
 		path = native
 	}
 	info.Installed, info.Path = true, path
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, path, d.VersionArgs...)
-	cmd.Env = env
-	cmd.WaitDelay = time.Second
-	out, err := cmd.Output()
+	out, err := version(ctx, path, d.VersionArgs, env)
 	if err != nil {
 		info.Compatibility = CompatUnrecognized
 		info.Advisory = fmt.Sprintf("`%s %s` failed (%v); runs may fail", path, strings.Join(d.VersionArgs, " "), err)

@@ -37,6 +37,10 @@ func newEvilHarness(t *testing.T, withCgroups bool, reaper ...string) (*harness,
 	cfg := Config{
 		WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), Reaper: os.Args[0], KillGrace: 300 * time.Millisecond,
 	}
+	// A run's deadline strikes when the test closes it: once the agent
+	// and its escapees are up, which a timer cannot promise.
+	deadline := make(chan time.Time)
+	cfg.RunDeadline = func(string, time.Duration) <-chan time.Time { return deadline }
 	if len(reaper) > 0 {
 		cfg.Reaper = reaper[0]
 	}
@@ -57,7 +61,7 @@ func newEvilHarness(t *testing.T, withCgroups bool, reaper ...string) (*harness,
 	agent := &Agent{Adapter: evilAdapter{fakeAdapter{}, evil}, Bin: evil.Bin, Home: t.TempDir()}
 	sup := NewSupervisor(cfg, store, []*Agent{agent}, nopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	startSupervisor(t, sup)
-	return &harness{sup: sup, store: store, root: cfg.WorkspaceRoot}, evil
+	return &harness{sup: sup, store: store, root: cfg.WorkspaceRoot, deadline: deadline}, evil
 }
 
 // TestEvilAgentLeavesNothing runs an agent that ignores SIGTERM and
@@ -81,13 +85,13 @@ func TestEvilAgentLeavesNothing(t *testing.T) {
 					t.Fatalf("run %s %+v", done.Status, done.Error)
 				}
 				h.waitFor(t, r.ID, EventMessageCompleted, "ready")
-				evil.AssertGone(t, 5*time.Second)
+				evil.AssertGone(t, 30*time.Second)
 			})
 			t.Run("cancel", func(t *testing.T) {
 				h, evil := newEvilHarness(t, strings.HasSuffix(mode, "cgroup"), reaper...)
 				r := h.submit(t, "mode:hang")
 				h.waitFor(t, r.ID, EventMessageCompleted, "ready")
-				evil.WaitUp(t, 10*time.Second)
+				evil.WaitUp(t, time.Minute)
 				if _, err := h.sup.Cancel(context.Background(), r.ID); err != nil {
 					t.Fatal(err)
 				}
@@ -95,7 +99,7 @@ func TestEvilAgentLeavesNothing(t *testing.T) {
 				if done.Status != Cancelled || done.Exit == nil || done.Exit.Signal != "SIGKILL" {
 					t.Fatalf("run %s %+v, exit %+v", done.Status, done.Error, done.Exit)
 				}
-				evil.AssertGone(t, 5*time.Second)
+				evil.AssertGone(t, 30*time.Second)
 			})
 			t.Run("timeout", func(t *testing.T) {
 				h, evil := newEvilHarness(t, strings.HasSuffix(mode, "cgroup"), reaper...)
@@ -104,21 +108,23 @@ func TestEvilAgentLeavesNothing(t *testing.T) {
 					t.Fatal(err)
 				}
 				h.waitFor(t, r.ID, EventMessageCompleted, "ready")
+				evil.WaitUp(t, time.Minute)
+				close(h.deadline)
 				done := h.wait(t, r.ID, 30*time.Second)
 				if done.Status != TimedOut {
 					t.Fatalf("run %s %+v", done.Status, done.Error)
 				}
-				evil.AssertGone(t, 5*time.Second)
+				evil.AssertGone(t, 30*time.Second)
 			})
 			t.Run("shutdown", func(t *testing.T) {
 				h, evil := newEvilHarness(t, strings.HasSuffix(mode, "cgroup"), reaper...)
 				r := h.submit(t, "mode:hang")
 				h.waitFor(t, r.ID, EventMessageCompleted, "ready")
-				evil.WaitUp(t, 10*time.Second)
+				evil.WaitUp(t, time.Minute)
 				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 				defer cancel()
 				_ = h.sup.Shutdown(ctx) // the run outlasts the grace: an error, and the point
-				evil.AssertGone(t, 5*time.Second)
+				evil.AssertGone(t, 30*time.Second)
 				if done, _ := h.store.GetRun(context.Background(), r.ID); done.Status != Failed || done.Error == nil || done.Error.Class != Interrupted {
 					t.Fatalf("run after shutdown: %s %+v", done.Status, done.Error)
 				}
@@ -140,7 +146,7 @@ func TestEvilAgentThatKillsItsReaper(t *testing.T) {
 			t.Fatalf("run %s %+v, exit %+v", done.Status, done.Error, done.Exit)
 		}
 		h.waitFor(t, r.ID, EventMessageCompleted, "ready")
-		evil.AssertGone(t, 5*time.Second)
+		evil.AssertGone(t, 30*time.Second)
 	})
 	t.Run("reaper", func(t *testing.T) {
 		h, evil := newEvilHarness(t, false)

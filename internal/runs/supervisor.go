@@ -137,6 +137,18 @@ type Config struct {
 	// run.completed and approval.requested (see Webhooks); nil: a run
 	// naming a webhook_url is refused.
 	Webhooks Webhooks
+	// VersionOutput runs an agent's version command when the supervisor
+	// probes its CLI at Start (default RunVersion). Test harnesses that
+	// build many supervisors over the same CLIs give them one cache of it
+	// (runstest.VersionCache): a Node CLI's --version costs seconds of CPU.
+	VersionOutput VersionOutput
+	// RunDeadline, when set, arms each run's timeout in place of a timer
+	// of its length: the run times out, as by its timeout_seconds, once
+	// the returned channel is closed or receives. Tests use it to strike a
+	// deadline at the moment their scenario needs (a tool running, a
+	// request unanswered), which a timer started with the process cannot
+	// promise on a busy machine.
+	RunDeadline func(runID string, timeout time.Duration) <-chan time.Time
 }
 
 // CursorOpener opens cursors on runs' logs, as Store.OpenCursor does.
@@ -183,6 +195,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.VersionOutput == nil {
+		c.VersionOutput = RunVersion
 	}
 	if c.Replica == "" {
 		c.Replica = "local"
@@ -322,7 +337,7 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	for _, name := range s.names {
 		a := s.agents[name]
 		probes.Go(func() {
-			a.info = Probe(ctx, a.Adapter, a.Bin, s.childEnv(a, Command{}))
+			a.info = ProbeWith(ctx, a.Adapter, a.Bin, s.childEnv(a, Command{}), s.cfg.VersionOutput)
 			if hp, ok := a.Adapter.(HomePreparer); ok && a.info.Installed {
 				if err := hp.PrepareHome(a.Home); err != nil {
 					a.info.Installed = false

@@ -213,6 +213,9 @@ type harness struct {
 	sup   *Supervisor
 	store *memStore
 	root  string
+	// deadline, when the harness was built with it, is the runs'
+	// Config.RunDeadline: closing it times them out.
+	deadline chan time.Time
 }
 
 func newHarness(t *testing.T, cfg Config) *harness {
@@ -270,7 +273,9 @@ func (h *harness) submit(t *testing.T, prompt string) Run {
 // wait waits for the run to reach a terminal state.
 func (h *harness) wait(t *testing.T, id string, within time.Duration) Run {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	// within catches a hang and is no target: a loaded machine stretches
+	// the fake agent's start (a race-built test binary) to seconds.
+	deadline := time.Now().Add(max(within, time.Minute))
 	for time.Now().Before(deadline) {
 		r, err := h.store.GetRun(context.Background(), id)
 		if err != nil {
@@ -322,7 +327,7 @@ func (h *harness) waitFor(t *testing.T, id string, typ EventType, text string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("no %s event with %q in run %s", typ, text, id)
+	t.Fatalf("no %s event with %q in run %s within a minute: %v", typ, text, id, h.types(id))
 }
 
 func assertNoProcesses(t *testing.T, id string) {
@@ -592,13 +597,19 @@ func testCancelKillsTool(t *testing.T, reaper string) {
 	}
 }
 
+// The deadline strikes once the agent ignores SIGINT and SIGTERM, as it
+// says: struck earlier, the signals would end it and the escalation to
+// SIGKILL would go untested.
 func TestTimeoutEscalatesToKill(t *testing.T) {
-	h := newHarness(t, Config{})
-	r, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "mode:stubborn", TimeoutSeconds: 1})
+	deadline := make(chan time.Time)
+	h := newHarness(t, Config{RunDeadline: func(string, time.Duration) <-chan time.Time { return deadline }})
+	r, err := h.sup.Submit(context.Background(), Spec{Agent: "fake", Prompt: "mode:stubborn", TimeoutSeconds: 3600})
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := h.wait(t, r.ID, 10*time.Second)
+	h.waitFor(t, r.ID, EventMessageCompleted, "ignoring signals")
+	close(deadline)
+	done := h.wait(t, r.ID, time.Minute)
 	if done.Status != TimedOut || done.Error.Class != Timeout || !done.Error.Retryable {
 		t.Fatalf("run = %+v %+v", done, done.Error)
 	}

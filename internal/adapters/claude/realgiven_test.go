@@ -304,6 +304,7 @@ func TestRealCLIMCPSecretNeverStored(t *testing.T) {
 		DefaultTimeout: 3 * time.Minute, Getenv: func(k string) string { return gw[k] }, Redact: red,
 		MCPCommands: []string{exe},
 	}
+	cfg.VersionOutput = runstest.Versions.Output // one probe of the CLI per test binary
 	core, logs := observer.New(zapcore.DebugLevel)
 	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}}, runstest.NopObserver{}, zap.New(core))
 	ctx, cancel := context.WithCancel(context.Background())

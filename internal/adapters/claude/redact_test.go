@@ -45,6 +45,7 @@ func TestRealCLIKeyNeverStored(t *testing.T) {
 		Replica: "redact", WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), KillGrace: 2 * time.Second,
 		DefaultTimeout: 3 * time.Minute, Getenv: func(k string) string { return gw[k] }, Redact: red,
 	}
+	cfg.VersionOutput = runstest.Versions.Output // one probe of the CLI per test binary
 	core, logs := observer.New(zapcore.DebugLevel)
 	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}}, runstest.NopObserver{}, zap.New(core))
 	ctx, cancel := context.WithCancel(context.Background())

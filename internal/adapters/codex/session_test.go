@@ -291,7 +291,7 @@ func (d *driver) billed() runs.Usage { return booked(d.srv) }
 
 // booked is what srv billed, once every answered request is booked.
 func booked(srv *openai.Server) runs.Usage {
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // against a hang: booking follows the write at once
 	for {
 		l := srv.Ledger().Responses()
 		booked := true

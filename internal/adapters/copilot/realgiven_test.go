@@ -62,6 +62,7 @@ func startGateway(t *testing.T, sc openai.Scenario) *gateway {
 		DefaultTimeout: 3 * time.Minute, Getenv: func(k string) string { return env[k] }, Redact: red,
 		MCPCommands: []string{exe},
 	}
+	cfg.VersionOutput = runstest.Versions.Output // one probe of the CLI per test binary
 	st := runstest.Store(t)
 	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}}, runstest.NopObserver{},
 		zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))

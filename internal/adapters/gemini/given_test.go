@@ -57,6 +57,7 @@ func startGateway(t *testing.T, sc googleai.Scenario) *gateway {
 		Getenv:      func(k string) string { return env[k] },
 		MCPCommands: []string{exe}, // mcptest.Server: this test binary
 	}
+	cfg.VersionOutput = runstest.Versions.Output // one probe of the CLI per test binary
 	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}},
 		runstest.NopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ctx, cancel := context.WithCancel(context.Background())
