@@ -332,6 +332,26 @@ func TestSessionCancelWhileApprovalPending(t *testing.T) {
 	assertNoProcesses(t, r.ID)
 }
 
+// TestSessionCloseWhileApprovalPending: a close does not wait for an
+// approval nobody will answer: the approval is resolved run_ended, the
+// CLI is told deny_and_stop, and the run ends with that turn's status.
+func TestSessionCloseWhileApprovalPending(t *testing.T) {
+	h := newSessionHarness(t, nil, "r1")
+	r := h.submitSpec(t, Spec{Prompt: "ask", Interactive: true, Approvals: ApprovalsAsk})
+	h.waitRecord(t, r.ID, "awaiting an approval", awaiting)
+	h.input(t, r.ID, Input{Kind: InputClose})
+	// Well within the approval's 300 s deadline.
+	done := h.wait(t, r.ID, 20*time.Second)
+	if done.Status != Cancelled || len(done.PendingApprovals) != 0 || len(done.Turns) != 1 || done.Turns[0].Status != Cancelled {
+		t.Fatalf("run = %+v", done)
+	}
+	res := h.eventsOfType(t, r.ID, EventApprovalResolved)
+	if len(res) != 1 || !strings.Contains(fmt.Sprint(res[0].Data), ResolvedRunEnded) {
+		t.Fatalf("approval.resolved = %+v", res)
+	}
+	assertNoProcesses(t, r.ID)
+}
+
 func TestSessionInterruptWithdrawsAndKeepsTheSession(t *testing.T) {
 	h := newSessionHarness(t, nil, "r1")
 	r := h.submitSpec(t, Spec{Prompt: "ask", Interactive: true, Approvals: ApprovalsAsk})

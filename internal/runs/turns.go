@@ -521,15 +521,36 @@ func (ss *session) input(in Input, images []Image) (InputResult, error) {
 			return InputResult{}, Conflict(ConflictNotInteractive, "the run is not interactive; it ends after its turn")
 		}
 		ss.queue = nil
-		if ss.inTurn {
+		switch {
+		case len(ss.pending) > 0:
 			ss.closing = true
-		} else {
+			ss.stopPendingForCloseLocked()
+		case ss.inTurn:
+			ss.closing = true
+		default:
 			ss.closeLocked()
 		}
 		ss.recordLocked()
 		return InputResult{}, nil
 	}
 	return InputResult{}, Invalid("kind", "unknown input")
+}
+
+// closedMessage goes to the model with the deny of the approvals a close
+// cut short.
+const closedMessage = "the run was closed"
+
+// stopPendingForCloseLocked ends a turn that waits for approvals when the
+// run is closed: nobody is left to answer them, so each is resolved
+// run_ended and the CLI is told deny_and_stop, which ends the turn on
+// every agent; the session then closes as after any turn.
+func (ss *session) stopPendingForCloseLocked() {
+	for _, p := range ss.pendingInOrder() {
+		if err := ss.dec.Answer(p.a.ID, DenyAndStop, closedMessage); err != nil && !errors.Is(err, ErrNotFound) {
+			ss.log.Warn("deny an approval of a closed run", zap.String("approval_id", p.a.ID), zap.Error(err))
+		}
+		ss.resolveLocked(p, "", ResolvedRunEnded, closedMessage)
+	}
 }
 
 func (ss *session) decideLocked(in Input) (InputResult, error) {
