@@ -352,6 +352,32 @@ func TestSessionCloseWhileApprovalPending(t *testing.T) {
 	assertNoProcesses(t, r.ID)
 }
 
+// TestSessionRecordCountsFinishedTurns: while an interactive run goes on,
+// its stored record's usage is that of the turns ended so far, not zero
+// until the run ends.
+func TestSessionRecordCountsFinishedTurns(t *testing.T) {
+	h := newSessionHarness(t, nil, "r1")
+	r := h.submitSpec(t, Spec{Prompt: "first", Interactive: true, Approvals: ApprovalsAsk})
+	rec := h.waitRecord(t, r.ID, "idle after turn 1", idle)
+	if rec.Usage.InputTokens != 10 {
+		t.Fatalf("usage after turn 1 = %+v, want the turn's 10 input tokens", rec.Usage)
+	}
+	h.input(t, r.ID, Input{Kind: InputMessage, Text: "ask now"})
+	rec = h.waitRecord(t, r.ID, "awaiting an approval in turn 2", awaiting)
+	if len(rec.Turns) != 2 || rec.Usage.InputTokens != 10 {
+		t.Fatalf("record in turn 2: usage %+v, turns %+v; want turn 1's 10 input tokens", rec.Usage, rec.Turns)
+	}
+	h.input(t, r.ID, Input{Kind: InputDecision, ApprovalID: rec.PendingApprovals[0].ID, Decision: Allow})
+	rec = h.waitRecord(t, r.ID, "idle after turn 2", func(r Run) bool { return idle(r) && len(r.Turns) == 2 })
+	if rec.Usage.InputTokens != 20 {
+		t.Fatalf("usage after turn 2 = %+v, want 20 input tokens", rec.Usage)
+	}
+	h.input(t, r.ID, Input{Kind: InputClose})
+	if done := h.wait(t, r.ID, 20*time.Second); done.Usage.InputTokens != 20 {
+		t.Fatalf("finished run = %+v", done)
+	}
+}
+
 func TestSessionInterruptWithdrawsAndKeepsTheSession(t *testing.T) {
 	h := newSessionHarness(t, nil, "r1")
 	r := h.submitSpec(t, Spec{Prompt: "ask", Interactive: true, Approvals: ApprovalsAsk})

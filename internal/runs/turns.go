@@ -65,6 +65,9 @@ type session struct {
 	pending  map[string]*pendingApproval
 	resolved map[string]ResolvedApproval
 	idle     *time.Timer
+	// turnsUsage and turnsCost add up the turns ended so far.
+	turnsUsage Usage
+	turnsCost  *float64
 }
 
 // queuedMessage is a message waiting for its turn, with its images as
@@ -160,6 +163,9 @@ func (ss *session) line(b []byte) {
 	for _, f := range after {
 		f()
 	}
+	if !ss.ended {
+		ss.s.storeLiveUsage(ss.t)
+	}
 	ss.flushLocked()
 }
 
@@ -250,6 +256,11 @@ func (ss *session) recordTurnEndLocked(d TurnCompletedData) {
 		last.FinishedAt = &now
 		ss.s.obs.TurnFinished(ss.t.run.Agent, d.Status, now.Sub(last.StartedAt).Seconds())
 	}
+	ss.turnsUsage = ss.turnsUsage.Add(d.Usage)
+	if d.CostUSD != nil {
+		ss.turnsCost = addCostUSD(ss.turnsCost, *d.CostUSD)
+	}
+	addFinishedTurnLocked(ss.t, ss.turnsUsage, ss.turnsCost)
 }
 
 // lastTurn returns the status and error of the run's last turn, when the
@@ -438,6 +449,7 @@ func (ss *session) recordLocked() {
 	ss.t.mu.Lock()
 	ss.t.run.PendingApprovals = approvals
 	ss.t.run.Activity = ss.activityLocked()
+	ss.t.usageDirty = false // stored with the rest
 	r := ss.s.recordOf(ss.t, ss.t.run)
 	ss.t.mu.Unlock()
 	// The record must not depend on the request that caused the change.
