@@ -163,7 +163,11 @@ async function interactiveFlow() {
   await run("approval", async () => {
     const approve = transcript.getByRole("button", { name: "Approve", exact: true });
     await approve.waitFor();
-    await transcript.locator("li.tool-call", { hasText: plan.tool.command }).waitFor();
+    // The call waits for its approval: it is not shown as running.
+    const waiting = transcript.locator('li.tool-call[data-status="awaiting_approval"]', { hasText: plan.tool.command });
+    await waiting.waitFor();
+    const badge = (await waiting.locator(".tool-status").textContent())?.trim();
+    expect(badge === "waiting for approval", `the tool call waiting for its approval says "${badge}"`);
     if (plan.expectReconnect) {
       // The stream was dropped while the run waits: the page says so,
       // and that it is back.
