@@ -333,6 +333,8 @@ async function collect() {
           getComputedStyle(diffAdd[0]).backgroundColor !== getComputedStyle(ctxLine).backgroundColor,
         files: all("#files a").map((a) => ({ text: text(a), href: a.getAttribute("href"), download: a.getAttribute("download") })),
         listStatus: row ? text(row.querySelector(".badge")) : "",
+        listPrompt: row ? text(row.querySelector(".run-prompt")) : "",
+        listPromptTitle: row?.querySelector(".run-prompt")?.title ?? "",
         streamRegion: {
           role: document.querySelector("#transcript")?.getAttribute("role") ?? "",
           live: document.querySelector("#transcript")?.getAttribute("aria-live") ?? "",
