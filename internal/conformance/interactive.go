@@ -287,6 +287,10 @@ func (s *suite) followUpTurns(t *testing.T) {
 			t.Fatalf("record after turn 1: activity %q, turns %+v", rec.Activity, rec.Turns)
 		}
 	}
+	// While the run goes on, its record counts the turn that ended.
+	if rec.Usage != billed1 {
+		t.Fatalf("the record's usage after turn 1 = %+v, the mock billed %+v", rec.Usage, billed1)
+	}
 	msg := g.input(t, r.ID, runs.Input{Kind: runs.InputMessage, Text: "What was the number?"})
 	two := g.turn(t, r.ID, 2)
 	billed2 := g.backend.Billed().Sub(billed1)
