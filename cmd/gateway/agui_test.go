@@ -64,6 +64,10 @@ type aguiSummary struct {
 		Usage     struct {
 			OutputTokens int64 `json:"output_tokens"`
 		} `json:"usage"`
+		FilesChanged []struct {
+			Path string `json:"path"`
+			Kind string `json:"kind"`
+		} `json:"files_changed"`
 	} `json:"state"`
 	PendingInterrupts []struct{ ID, Reason, ToolCallID string } `json:"pendingInterrupts"`
 }
@@ -186,6 +190,11 @@ func TestAGUIEndToEnd(t *testing.T) {
 	if !strings.Contains(last, `"outcome":{"type":"success"}`) || !strings.Contains(last, `"result":"I wrote out.txt."`) {
 		t.Fatalf("the run ends %s", last)
 	}
+	// The Bash call wrote out.txt: no edit tool said so, the run's
+	// changed files do.
+	if f := sum.State.FilesChanged; len(f) != 1 || f[0].Path != "out.txt" || f[0].Kind != string(runs.ChangeAdd) {
+		t.Fatalf("files_changed at the end %+v, want out.txt added", f)
+	}
 	done := g.waitRun(t, runID, time.Minute)
 	if done.Status != runs.Succeeded || len(done.PendingApprovals) != 0 {
 		t.Fatalf("run %+v", done)
@@ -214,7 +223,8 @@ func TestAGUIEndToEnd(t *testing.T) {
 	}
 	view := `{"threadId":"` + runID + `","runId":"` + runID + `","messages":[]}`
 	sum = validateAGUI(t, whole, view)
-	if sum.State.Status != "succeeded" || sum.State.SessionID == "" || sum.State.Usage.OutputTokens == 0 {
+	if sum.State.Status != "succeeded" || sum.State.SessionID == "" || sum.State.Usage.OutputTokens == 0 ||
+		len(sum.State.FilesChanged) != 1 || sum.State.FilesChanged[0].Path != "out.txt" {
 		t.Errorf("the whole stream's state %+v", sum.State)
 	}
 	var said []string

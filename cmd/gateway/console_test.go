@@ -113,8 +113,10 @@ type consoleReport struct {
 			Name    string  `json:"name"`
 			Content *string `json:"content"`
 		} `json:"download"`
-		ListStatus string `json:"listStatus"`
-		PromptKept bool   `json:"promptKept"`
+		ListStatus      string `json:"listStatus"`
+		ListPrompt      string `json:"listPrompt"`
+		ListPromptTitle string `json:"listPromptTitle"`
+		PromptKept      bool   `json:"promptKept"`
 	} `json:"dom"`
 	ConsoleErrors []string `json:"consoleErrors"`
 	PageErrors    []string `json:"pageErrors"`
@@ -310,6 +312,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	if !rep.Dom.KeyPrompted || rep.Dom.Reconnects < 1 || rep.Dom.StreamState != "ended" || rep.Dom.ListStatus != "succeeded" {
 		t.Fatalf("key prompted %v, reconnects %d, stream %q, list %q", rep.Dom.KeyPrompted, rep.Dom.Reconnects, rep.Dom.StreamState, rep.Dom.ListStatus)
+	}
+	// The runs list tells runs apart by their prompts.
+	if shown := strings.TrimSuffix(rep.Dom.ListPrompt, "…"); shown == "" || !strings.HasPrefix(consolePrompt, shown) || rep.Dom.ListPromptTitle != consolePrompt {
+		t.Fatalf("the runs list shows the prompt %q (title %q), want the start of %q", rep.Dom.ListPrompt, rep.Dom.ListPromptTitle, consolePrompt)
 	}
 
 	// What went over the wire: the first stream was cut after

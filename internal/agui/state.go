@@ -25,7 +25,9 @@ type State struct {
 	CostUSD *float64              `json:"cost_usd"`
 	Plan    *runs.PlanUpdatedData `json:"plan"`
 	// FilesChanged are the files the agent changed with its edit tools, in
-	// order; a file changed twice is listed twice.
+	// order (a file changed twice is listed twice), then, at the run's
+	// end, the other files the run changed in its directory (by shell
+	// commands, say), each once.
 	FilesChanged    []FileChange     `json:"files_changed"`
 	PendingApproval *PendingApproval `json:"pending_approval"`
 }

@@ -484,6 +484,7 @@ func (t *Translator) complete(env envelope) {
 		t.state.CostUSD = d.CostUSD
 		ops = append(ops, replace(pathCost, d.CostUSD))
 	}
+	ops = append(ops, t.addRunFiles(d.Files)...)
 	t.delta(ops...)
 	usage := t.usage(d.Usage)
 	if d.Status == runs.Succeeded {
@@ -511,6 +512,27 @@ func (t *Translator) complete(env envelope) {
 	}
 	t.phase = phaseDone
 	t.held = nil
+}
+
+// addRunFiles adds to the state the files the run changed in its
+// directory, as run.completed lists them, that no file.changed named: a
+// CLI's shell commands change files too, and only its edit tools say so.
+func (t *Translator) addRunFiles(files []runs.ChangedFile) []patchOp {
+	named := make(map[string]bool, len(t.state.FilesChanged))
+	for _, f := range t.state.FilesChanged {
+		named[f.Path] = true
+	}
+	var ops []patchOp
+	for _, f := range files {
+		if named[f.Path] {
+			continue
+		}
+		named[f.Path] = true
+		fc := FileChange{Path: f.Path, Kind: f.Kind}
+		t.state.FilesChanged = append(t.state.FilesChanged, fc)
+		ops = append(ops, patchOp{Op: "add", Path: pathFiles, Value: fc})
+	}
+	return ops
 }
 
 // usage is u as AG-UI's token usage, whose accounting is agentgate's:

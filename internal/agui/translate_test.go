@@ -519,6 +519,31 @@ func TestTranslateTurnsAndExtras(t *testing.T) {
 	}
 }
 
+// TestTranslateRunFilesJoinFilesChanged: the files the run changed, as
+// run.completed lists them, join files_changed in the run's last
+// STATE_DELTA, once each, after those file.changed named already.
+func TestTranslateRunFilesJoinFilesChanged(t *testing.T) {
+	l := newLog(t).started("p").
+		add(runs.EventFileChanged, runs.FileChangedData{Path: "a.go", Kind: runs.ChangeUpdate}).
+		completed(runs.RunCompletedData{Status: runs.Succeeded, Files: []runs.ChangedFile{
+			{Path: "a.go", Kind: runs.ChangeUpdate}, {Path: "out.txt", Kind: runs.ChangeAdd, Size: 6}}})
+	o := translate(t, Options{}, l.evs)
+	var added []any
+	for i, typ := range o.types() {
+		if typ != StateDelta {
+			continue
+		}
+		for _, op := range o.fields(t, i)["delta"].([]any) {
+			if op := op.(map[string]any); op["path"] == "/files_changed/-" {
+				added = append(added, op["value"].(map[string]any)["path"])
+			}
+		}
+	}
+	if !slices.Equal(added, []any{"a.go", "out.txt"}) {
+		t.Fatalf("files_changed added %v, want a.go (file.changed) then out.txt (the run's files)", added)
+	}
+}
+
 func TestTranslateOptions(t *testing.T) {
 	l := newLog(t).started("p").
 		add(runs.EventApprovalRequested, runs.ApprovalRequestedData{ID: "a1", Tool: "Bash"}).

@@ -33,6 +33,7 @@ func (s *suite) interactiveCases() []suiteCase {
 		{"approval_deadline_denies", s.approvalDeadline},
 		{"approval_allow_session", s.allowSession},
 		{"approval_pending_cancel", s.cancelPendingApproval},
+		{"approval_pending_close", s.closePendingApproval},
 		{"follow_up_turns", s.followUpTurns},
 		{"interrupt_mid_tool", s.interruptMidTool},
 		{"steer", s.steer},
@@ -238,6 +239,28 @@ func (s *suite) cancelPendingApproval(t *testing.T) {
 	wantNoProcesses(t, r.ID, "never.txt")
 }
 
+// closePendingApproval: close while an approval waits ends the run
+// without waiting for the approval's deadline: the approval is resolved
+// run_ended, the tool does not run, and the run ends with the status of
+// its cut-short turn.
+func (s *suite) closePendingApproval(t *testing.T) {
+	g := s.start(t, Scenario{Kind: Tool, Command: "touch never.txt", Text: "done"}, credentials)
+	r := g.submit(t, runs.Spec{Prompt: "Create never.txt.", Approvals: runs.ApprovalsAsk, Interactive: true})
+	a := g.approval(t, r.ID, 1)
+	g.input(t, r.ID, runs.Input{Kind: runs.InputClose})
+	r, evs := g.wait(t, r.ID, stopWithin)
+	if got := resolutions(t, evs); len(got) != 1 || got[0].ID != a.ID || got[0].Reason != runs.ResolvedRunEnded {
+		t.Errorf("approval.resolved = %+v; events %s", got, typesOf(evs))
+	}
+	if len(r.Turns) != 1 || r.Turns[0].Status != r.Status || r.Status == runs.Failed {
+		t.Errorf("status %s, error %+v, turns %+v: want the cut-short turn's status", r.Status, r.Error, r.Turns)
+	}
+	if g.exists(r.ID, "never.txt") {
+		t.Error("the tool ran although the run was closed")
+	}
+	wantNoProcesses(t, r.ID, "never.txt")
+}
+
 // followUpTurns: a second turn in the same process; each turn's usage is
 // what the mock billed for it, and the run's is their sum. Close ends the
 // run with its last turn's status.
@@ -263,6 +286,10 @@ func (s *suite) followUpTurns(t *testing.T) {
 		if rec.Activity != runs.Idle {
 			t.Fatalf("record after turn 1: activity %q, turns %+v", rec.Activity, rec.Turns)
 		}
+	}
+	// While the run goes on, its record counts the turn that ended.
+	if rec.Usage != billed1 {
+		t.Fatalf("the record's usage after turn 1 = %+v, the mock billed %+v", rec.Usage, billed1)
 	}
 	msg := g.input(t, r.ID, runs.Input{Kind: runs.InputMessage, Text: "What was the number?"})
 	two := g.turn(t, r.ID, 2)

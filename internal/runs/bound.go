@@ -3,6 +3,7 @@ package runs
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -37,6 +38,7 @@ func (l Limits) tighter() Limits {
 // agent got them whole), the result, the diff, the structured output and
 // the error message.
 func (l Limits) record(r Run) Run {
+	r.PromptPreview = promptPreview(r.Spec.Prompt)
 	for range 4 {
 		r.Spec.Prompt = l.text(r.Spec.Prompt)
 		r.Spec.SystemPrompt = l.text(r.Spec.SystemPrompt)
@@ -144,4 +146,26 @@ func (l Limits) text(s string) string {
 		cut--
 	}
 	return s[:cut] + fmt.Sprintf(TruncationMark, len(s)-cut)
+}
+
+// MaxPromptPreview bounds Run.PromptPreview, in characters.
+const MaxPromptPreview = 200
+
+// promptPreview is the start of prompt on one line, at most
+// MaxPromptPreview characters, "…" marking a cut. Only the prompt's start
+// is read, however long the prompt.
+func promptPreview(prompt string) string {
+	const readBytes = 8 * MaxPromptPreview // enough for the runes kept, and spaces
+	head := prompt
+	if len(head) > readBytes {
+		head = strings.ToValidUTF8(head[:readBytes], "")
+	}
+	line := strings.Join(strings.Fields(head), " ")
+	if runes := []rune(line); len(runes) > MaxPromptPreview {
+		return string(runes[:MaxPromptPreview-1]) + "…"
+	}
+	if len(head) < len(prompt) {
+		return line + "…"
+	}
+	return line
 }

@@ -42,6 +42,7 @@ func (s *Supervisor) startEmitter(t *task) *emitter {
 				}
 			}
 			s.emit(t, batch...)
+			s.storeLiveUsage(t)
 			clear(batch) // the events are the store's now; keep no hold on their data
 		}
 	}()

@@ -223,6 +223,7 @@ func (s *Supervisor) emit(t *task, evs ...Event) {
 	overBudget := t.budget.observe(evs)
 	red := s.redactor(t)
 	for _, ev := range evs {
+		observeUsageLocked(t, ev)
 		t.seq++
 		ev.V, ev.RunID, ev.Seq, ev.Time, ev.Agent = EnvelopeVersion, t.run.ID, t.seq, s.cfg.Now().UTC(), t.run.Agent
 		// A helper's events (a sub-agent, under a tool call) carry its

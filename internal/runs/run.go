@@ -157,6 +157,10 @@ type Run struct {
 	Usage            Usage           `json:"usage"`
 	CostUSD          *float64        `json:"cost_usd,omitempty"`
 	NumTurns         int             `json:"num_turns,omitempty"`
+	// PromptPreview is the start of the run's prompt on one line (at most
+	// MaxPromptPreview characters), for a list of runs to tell them apart;
+	// the prompt itself is not part of the run object.
+	PromptPreview string `json:"prompt_preview,omitempty"`
 	// Diff is the unified diff of every file the run changed, for an
 	// agent that reports one.
 	Diff string `json:"diff,omitempty"`

@@ -332,6 +332,52 @@ func TestSessionCancelWhileApprovalPending(t *testing.T) {
 	assertNoProcesses(t, r.ID)
 }
 
+// TestSessionCloseWhileApprovalPending: a close does not wait for an
+// approval nobody will answer: the approval is resolved run_ended, the
+// CLI is told deny_and_stop, and the run ends with that turn's status.
+func TestSessionCloseWhileApprovalPending(t *testing.T) {
+	h := newSessionHarness(t, nil, "r1")
+	r := h.submitSpec(t, Spec{Prompt: "ask", Interactive: true, Approvals: ApprovalsAsk})
+	h.waitRecord(t, r.ID, "awaiting an approval", awaiting)
+	h.input(t, r.ID, Input{Kind: InputClose})
+	// Well within the approval's 300 s deadline.
+	done := h.wait(t, r.ID, 20*time.Second)
+	if done.Status != Cancelled || len(done.PendingApprovals) != 0 || len(done.Turns) != 1 || done.Turns[0].Status != Cancelled {
+		t.Fatalf("run = %+v", done)
+	}
+	res := h.eventsOfType(t, r.ID, EventApprovalResolved)
+	if len(res) != 1 || !strings.Contains(fmt.Sprint(res[0].Data), ResolvedRunEnded) {
+		t.Fatalf("approval.resolved = %+v", res)
+	}
+	assertNoProcesses(t, r.ID)
+}
+
+// TestSessionRecordCountsFinishedTurns: while an interactive run goes on,
+// its stored record's usage is that of the turns ended so far, not zero
+// until the run ends.
+func TestSessionRecordCountsFinishedTurns(t *testing.T) {
+	h := newSessionHarness(t, nil, "r1")
+	r := h.submitSpec(t, Spec{Prompt: "first", Interactive: true, Approvals: ApprovalsAsk})
+	rec := h.waitRecord(t, r.ID, "idle after turn 1", idle)
+	if rec.Usage.InputTokens != 10 {
+		t.Fatalf("usage after turn 1 = %+v, want the turn's 10 input tokens", rec.Usage)
+	}
+	h.input(t, r.ID, Input{Kind: InputMessage, Text: "ask now"})
+	rec = h.waitRecord(t, r.ID, "awaiting an approval in turn 2", awaiting)
+	if len(rec.Turns) != 2 || rec.Usage.InputTokens != 10 {
+		t.Fatalf("record in turn 2: usage %+v, turns %+v; want turn 1's 10 input tokens", rec.Usage, rec.Turns)
+	}
+	h.input(t, r.ID, Input{Kind: InputDecision, ApprovalID: rec.PendingApprovals[0].ID, Decision: Allow})
+	rec = h.waitRecord(t, r.ID, "idle after turn 2", func(r Run) bool { return idle(r) && len(r.Turns) == 2 })
+	if rec.Usage.InputTokens != 20 {
+		t.Fatalf("usage after turn 2 = %+v, want 20 input tokens", rec.Usage)
+	}
+	h.input(t, r.ID, Input{Kind: InputClose})
+	if done := h.wait(t, r.ID, 20*time.Second); done.Usage.InputTokens != 20 {
+		t.Fatalf("finished run = %+v", done)
+	}
+}
+
 func TestSessionInterruptWithdrawsAndKeepsTheSession(t *testing.T) {
 	h := newSessionHarness(t, nil, "r1")
 	r := h.submitSpec(t, Spec{Prompt: "ask", Interactive: true, Approvals: ApprovalsAsk})

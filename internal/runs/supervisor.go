@@ -286,6 +286,10 @@ type task struct {
 	// process is true while the agent's processes may live: from just
 	// before they start until every one of them is gone; guarded by mu.
 	process bool
+	// usageDirty: the record's usage changed since it was last stored;
+	// usageStoredAt is when a usage change was last stored. Guarded by mu.
+	usageDirty    bool
+	usageStoredAt time.Time
 }
 
 func (t *task) setProcess(on bool) {

@@ -130,6 +130,17 @@ func fakeAgent(mode string) int {
 		say(`{"text":%q}`, strings.Join(os.Environ(), "\n"))
 	case "talk":
 		return talkingAgent(say)
+	case "usage":
+		// Usage so far, then the end only once a file named "go"
+		// exists in the working directory: the test looks at the
+		// running run's record in between.
+		say(`{"usage":7,"cost":0.25}`)
+		for {
+			if _, err := os.Stat("go"); err == nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 	default:
 		return 99
 	}
@@ -180,9 +191,15 @@ type fakeDecoder struct {
 func (d *fakeDecoder) Decode(line []byte) []Event {
 	d.lines++
 	var v struct {
-		Text *string `json:"text"`
+		Text  *string  `json:"text"`
+		Usage int64    `json:"usage"`
+		Cost  *float64 `json:"cost"`
 	}
-	if err := json.Unmarshal(line, &v); err != nil || v.Text == nil {
+	err := json.Unmarshal(line, &v)
+	if err == nil && v.Usage > 0 {
+		return []Event{NewEvent(EventUsageUpdated, UsageData{Usage: Usage{InputTokens: v.Usage}, CostUSD: v.Cost})}
+	}
+	if err != nil || v.Text == nil {
 		return []Event{NewEvent(EventAgentUnparsed, UnparsedData{Line: string(line), Bytes: len(line), Reason: "not fake json"})}
 	}
 	return []Event{NewEvent(EventMessageCompleted, MessageData{Text: *v.Text})}
@@ -367,6 +384,24 @@ func TestRunSucceeds(t *testing.T) {
 	assertNoProcesses(t, r.ID)
 	if _, err := os.Stat(filepath.Join(h.root, r.ID)); err != nil {
 		t.Fatalf("fresh run directory: %v", err)
+	}
+}
+
+// TestRunningRecordHasUsageSoFar: a one-shot run's stored record shows
+// the usage and cost its usage.updated reported while it still runs,
+// not zero until it ends.
+func TestRunningRecordHasUsageSoFar(t *testing.T) {
+	h := newHarness(t, Config{})
+	r := h.submit(t, "mode:usage")
+	rec := h.waitRecord(t, r.ID, "showing its usage so far", func(r Run) bool { return r.Usage.InputTokens > 0 || r.Status.Terminal() })
+	if rec.Status != Running || rec.Usage.InputTokens != 7 || rec.CostUSD == nil || *rec.CostUSD != 0.25 {
+		t.Fatalf("running record: status %s, usage %+v, cost %v; want running with 7 input tokens and $0.25", rec.Status, rec.Usage, rec.CostUSD)
+	}
+	if err := os.WriteFile(filepath.Join(h.root, r.ID, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if done := h.wait(t, r.ID, 20*time.Second); done.Status != Succeeded || done.Usage.InputTokens != 10 {
+		t.Fatalf("finished run = %+v, want the outcome's usage", done)
 	}
 }
 

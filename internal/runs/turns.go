@@ -65,6 +65,9 @@ type session struct {
 	pending  map[string]*pendingApproval
 	resolved map[string]ResolvedApproval
 	idle     *time.Timer
+	// turnsUsage and turnsCost add up the turns ended so far.
+	turnsUsage Usage
+	turnsCost  *float64
 }
 
 // queuedMessage is a message waiting for its turn, with its images as
@@ -160,6 +163,9 @@ func (ss *session) line(b []byte) {
 	for _, f := range after {
 		f()
 	}
+	if !ss.ended {
+		ss.s.storeLiveUsage(ss.t)
+	}
 	ss.flushLocked()
 }
 
@@ -250,6 +256,11 @@ func (ss *session) recordTurnEndLocked(d TurnCompletedData) {
 		last.FinishedAt = &now
 		ss.s.obs.TurnFinished(ss.t.run.Agent, d.Status, now.Sub(last.StartedAt).Seconds())
 	}
+	ss.turnsUsage = ss.turnsUsage.Add(d.Usage)
+	if d.CostUSD != nil {
+		ss.turnsCost = addCostUSD(ss.turnsCost, *d.CostUSD)
+	}
+	addFinishedTurnLocked(ss.t, ss.turnsUsage, ss.turnsCost)
 }
 
 // lastTurn returns the status and error of the run's last turn, when the
@@ -438,6 +449,7 @@ func (ss *session) recordLocked() {
 	ss.t.mu.Lock()
 	ss.t.run.PendingApprovals = approvals
 	ss.t.run.Activity = ss.activityLocked()
+	ss.t.usageDirty = false // stored with the rest
 	r := ss.s.recordOf(ss.t, ss.t.run)
 	ss.t.mu.Unlock()
 	// The record must not depend on the request that caused the change.
@@ -521,15 +533,36 @@ func (ss *session) input(in Input, images []Image) (InputResult, error) {
 			return InputResult{}, Conflict(ConflictNotInteractive, "the run is not interactive; it ends after its turn")
 		}
 		ss.queue = nil
-		if ss.inTurn {
+		switch {
+		case len(ss.pending) > 0:
 			ss.closing = true
-		} else {
+			ss.stopPendingForCloseLocked()
+		case ss.inTurn:
+			ss.closing = true
+		default:
 			ss.closeLocked()
 		}
 		ss.recordLocked()
 		return InputResult{}, nil
 	}
 	return InputResult{}, Invalid("kind", "unknown input")
+}
+
+// closedMessage goes to the model with the deny of the approvals a close
+// cut short.
+const closedMessage = "the run was closed"
+
+// stopPendingForCloseLocked ends a turn that waits for approvals when the
+// run is closed: nobody is left to answer them, so each is resolved
+// run_ended and the CLI is told deny_and_stop, which ends the turn on
+// every agent; the session then closes as after any turn.
+func (ss *session) stopPendingForCloseLocked() {
+	for _, p := range ss.pendingInOrder() {
+		if err := ss.dec.Answer(p.a.ID, DenyAndStop, closedMessage); err != nil && !errors.Is(err, ErrNotFound) {
+			ss.log.Warn("deny an approval of a closed run", zap.String("approval_id", p.a.ID), zap.Error(err))
+		}
+		ss.resolveLocked(p, "", ResolvedRunEnded, closedMessage)
+	}
 }
 
 func (ss *session) decideLocked(in Input) (InputResult, error) {

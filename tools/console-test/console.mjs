@@ -163,7 +163,11 @@ async function interactiveFlow() {
   await run("approval", async () => {
     const approve = transcript.getByRole("button", { name: "Approve", exact: true });
     await approve.waitFor();
-    await transcript.locator("li.tool-call", { hasText: plan.tool.command }).waitFor();
+    // The call waits for its approval: it is not shown as running.
+    const waiting = transcript.locator('li.tool-call[data-status="awaiting_approval"]', { hasText: plan.tool.command });
+    await waiting.waitFor();
+    const badge = (await waiting.locator(".tool-status").textContent())?.trim();
+    expect(badge === "waiting for approval", `the tool call waiting for its approval says "${badge}"`);
     if (plan.expectReconnect) {
       // The stream was dropped while the run waits: the page says so,
       // and that it is back.
@@ -329,6 +333,8 @@ async function collect() {
           getComputedStyle(diffAdd[0]).backgroundColor !== getComputedStyle(ctxLine).backgroundColor,
         files: all("#files a").map((a) => ({ text: text(a), href: a.getAttribute("href"), download: a.getAttribute("download") })),
         listStatus: row ? text(row.querySelector(".badge")) : "",
+        listPrompt: row ? text(row.querySelector(".run-prompt")) : "",
+        listPromptTitle: row?.querySelector(".run-prompt")?.title ?? "",
         streamRegion: {
           role: document.querySelector("#transcript")?.getAttribute("role") ?? "",
           live: document.querySelector("#transcript")?.getAttribute("aria-live") ?? "",

@@ -4,10 +4,24 @@
 // makes the list jump.
 
 import { ApiError } from "./api.js";
-import { h, byId, formatUSD, formatTime } from "./dom.js";
+import { h, byId, formatUSD, formatTime, clipText } from "./dom.js";
 
 const PAGE = 25;
 const REFRESH_MS = 5000;
+// PROMPT_SHOWN bounds the prompt a row shows; PROMPT_TITLE, the prompt its
+// title (the tooltip) holds.
+const PROMPT_SHOWN = 60;
+const PROMPT_TITLE = 200;
+
+/**
+ * promptPreview is what a row shows of a run's prompt (the run's
+ * prompt_preview, the start of it on one line): its start, clipped, and
+ * all of it for the row's title. It is set as text, never as markup.
+ */
+export function promptPreview(run) {
+  const line = String(run?.prompt_preview ?? "").replace(/\s+/g, " ").trim();
+  return { text: clipText(line, PROMPT_SHOWN), title: clipText(line, PROMPT_TITLE) };
+}
 
 /**
  * collectPages reads up to pages pages of runs with getPage(cursor),
@@ -159,10 +173,10 @@ export class RunsList {
   newRow(id) {
     const link = h("a", { href: "#/runs/" + encodeURIComponent(id), class: "run-link", title: id, text: id.slice(0, 8) + "…" });
     link.setAttribute("aria-label", "Run " + id);
-    const cells = { agent: h("td"), status: h("td"), created: h("td"), cost: h("td", { class: "num" }) };
+    const cells = { prompt: h("td", { class: "run-prompt" }), agent: h("td"), status: h("td"), created: h("td"), cost: h("td", { class: "num" }) };
     const badge = h("span", { class: "badge" });
     cells.status.append(badge);
-    const tr = h("tr", { data: { runId: id } }, h("th", { scope: "row" }, link), cells.agent, cells.status, cells.created, cells.cost);
+    const tr = h("tr", { data: { runId: id } }, h("th", { scope: "row" }, link), cells.prompt, cells.agent, cells.status, cells.created, cells.cost);
     return { tr, cells, badge, run: null };
   }
 
@@ -171,6 +185,9 @@ export class RunsList {
     const set = (el, text) => {
       if (el.textContent !== text) el.textContent = text;
     };
+    const prompt = promptPreview(run);
+    set(row.cells.prompt, prompt.text);
+    if (row.cells.prompt.title !== prompt.title) row.cells.prompt.title = prompt.title;
     set(row.cells.agent, run.agent ?? "");
     set(row.badge, run.status ?? "");
     row.badge.className = "badge status-" + (run.status ?? "");

@@ -488,6 +488,31 @@ export class RunView {
           output)),
     );
     this.tools.set(d.id, { entry, output, status, streamed: false });
+    if ([...this.pendingApprovals.values()].includes(d.id)) this.toolAwaitsApproval(d.id);
+  }
+
+  // toolAwaitsApproval shows a tool call whose approval is pending as
+  // waiting for it: it does not run yet.
+  toolAwaitsApproval(id) {
+    const t = id ? this.tools.get(id) : null;
+    if (!t || t.entry.dataset.status !== "running") return;
+    this.setToolState(t, "awaiting_approval", "waiting for approval", "waiting for approval…");
+  }
+
+  // toolApprovalResolved shows a tool call that waited for its approval as
+  // running once allowed, and as not run when refused, withdrawn or ended.
+  toolApprovalResolved(id, decision) {
+    const t = id ? this.tools.get(id) : null;
+    if (!t || t.entry.dataset.status !== "awaiting_approval") return;
+    if (String(decision ?? "").startsWith("allow")) this.setToolState(t, "running", "running", "waiting for output…");
+    else this.setToolState(t, "not_run", "not run", "not run: it was not approved");
+  }
+
+  setToolState(t, state, label, placeholder) {
+    t.entry.dataset.status = state;
+    t.status.textContent = label;
+    t.status.className = `badge tool-status status-${state}`;
+    if (!t.streamed) t.output.replaceChildren(h("span", { class: "placeholder", text: placeholder }));
   }
 
   tool(id) {
@@ -526,8 +551,9 @@ export class RunView {
   }
 
   approvalRequested(d) {
-    this.pendingApprovals.set(d.id, true);
+    this.pendingApprovals.set(d.id, d.tool_call_id ?? "");
     this.setActivity("awaiting_approval");
+    this.toolAwaitsApproval(d.tool_call_id);
     const options = Array.isArray(d.options) && d.options.length ? d.options : ["allow", "deny"];
     const tool = d.mcp_server ? `${d.mcp_server} · ${d.tool}` : d.tool;
     const messageId = `approval-msg-${++this.approvalCount}`;
@@ -576,6 +602,7 @@ export class RunView {
   }
 
   approvalResolved(d) {
+    this.toolApprovalResolved(this.pendingApprovals.get(d.id), d.decision);
     this.pendingApprovals.delete(d.id);
     const entry = this.el.transcript.querySelector(`li.approval[data-approval-id="${CSS.escape(d.id ?? "")}"]`);
     if (entry) this.resolveApproval(entry, d.decision, d.reason, false);

@@ -52,3 +52,13 @@ test("a failed page fails the whole", async () => {
     throw new Error("HTTP 500");
   }, 1), /HTTP 500/);
 });
+
+test("a row shows the start of the prompt, and all the run has of it in its title", async () => {
+  const { promptPreview } = await import("../static/runs.js");
+  const preview = "Create out.txt containing <b>hello</b> " + "x".repeat(150);
+  const got = promptPreview({ prompt_preview: preview });
+  assert.ok(got.text.startsWith("Create out.txt containing <b>hello</b> x"), got.text);
+  assert.ok(got.text.length <= 60 && got.text.endsWith("…"), got.text);
+  assert.equal(got.title, preview);
+  assert.deepEqual(promptPreview({}), { text: "", title: "" });
+});
