@@ -26,10 +26,21 @@ import (
 // too.
 const cursorBuffer = 256
 
-// pullBatch is how many events a cursor asks the server for at once, and
+// pullBatch is how many messages a cursor asks the server for at once, and
 // at most readers.pullBytes of them: a replay costs one round trip per
-// pullBatch/2 events (the client asks for more at half), not per 32.
+// pullBatch/2 messages (the client asks for more at half), not per 32.
 const pullBatch = 1024
+
+// pullTargetBytes is about the most a cursor has pulled from the server and
+// not yet taken: a pull's byte bound cannot be less than the largest
+// message (the server refuses a pull too small for the next message, and
+// the client asks for the same again, for ever), so it is readers.pullBytes,
+// 4 MiB on the embedded server, and a cursor of big events once had that
+// much in flight, copied on the server's side and held on the client's
+// (about 20 MiB of the gateway per lagging reader of 64 KiB events). So a
+// cursor asks for as many messages as fit in this at the largest size it
+// has seen (see fitPull), and at least one.
+const pullTargetBytes = 1 << 20
 
 // cursorBufferBytes bounds the events a cursor holds ready by their size
 // too: a reader that does not call Next holds at most this (or one event),
@@ -480,14 +491,15 @@ func (s *Store) OpenCursor(ctx context.Context, runID string, after uint64) (run
 	}
 	pumpCtx, cancel := context.WithCancel(context.Background())
 	c := &cursor{
-		s:      s,
-		runID:  runID,
-		rd:     rd,
-		cancel: cancel,
-		events: make(chan runs.StoredEvent, cursorBuffer),
-		room:   make(chan struct{}, 1),
-		want:   make(chan struct{}, 1),
-		log:    s.log.With(zap.String("run_id", runID)),
+		s:        s,
+		runID:    runID,
+		rd:       rd,
+		cancel:   cancel,
+		events:   make(chan runs.StoredEvent, cursorBuffer),
+		room:     make(chan struct{}, 1),
+		want:     make(chan struct{}, 1),
+		log:      s.log.With(zap.String("run_id", runID)),
+		pullMsgs: pullBatch,
 	}
 	pack, err := c.getPack(ctx, packOf(after+1))
 	if err == nil && pack[len(pack)-1].Seq > after {
@@ -542,12 +554,49 @@ func (c *cursor) startConsumer(ctx context.Context, cfg jetstream.OrderedConsume
 		return err
 	}
 	// Bounded in bytes too: see readers.
-	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(pullBatch, c.s.readers.pullBytes()))
+	it, err := cons.Messages(c.pullOpt())
 	if err != nil {
 		c.s.deleteConsumer(cons)
 		return err
 	}
 	c.cfg, c.cons, c.it = cfg, cons, it
+	return nil
+}
+
+// pullOpt bounds the cursor's pulls: pullMsgs messages, and the bytes of
+// the largest message the server takes (see readers).
+func (c *cursor) pullOpt() jetstream.PullMessagesOpt {
+	return jetstream.PullMaxMessagesWithBytesLimit(c.pullMsgs, c.s.readers.pullBytes())
+}
+
+// fitPull keeps what the cursor has in flight near pullTargetBytes: given
+// msg, just taken from the iterator, it replaces the consumer by one from
+// the message after msg that asks for fewer messages at once, when
+// pullMsgs messages of msg's size would be more than twice the target.
+// The messages the old one had pulled are dropped with it; the new one
+// delivers them again. Pulls only ever shrink: a cursor that saw big
+// messages keeps small pulls, bounded, at worst slower.
+func (c *cursor) fitPull(ctx context.Context, msg jetstream.Msg) error {
+	size := len(msg.Data()) + pullOverhead
+	if c.pullMsgs == 1 || c.pullMsgs*size <= 2*pullTargetBytes {
+		return nil
+	}
+	next := streamSeq(msg) + 1
+	if next == 1 {
+		return nil // no metadata: keep the pulls as they are
+	}
+	cfg := c.cfg
+	cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+	cfg.OptStartSeq = next
+	old, oldIt, oldMsgs := c.cons, c.it, c.pullMsgs
+	c.pullMsgs = max(1, pullTargetBytes/size)
+	if err := c.startConsumer(ctx, cfg); err != nil {
+		c.cons, c.it, c.pullMsgs = old, oldIt, oldMsgs
+		return fmt.Errorf("replace the cursor's consumer for smaller pulls: %w", err)
+	}
+	oldIt.Stop()
+	c.s.deleteConsumer(old)
+	c.log.Debug("cursor pulls fewer messages at once", zap.Int("message_bytes", size), zap.Int("messages", c.pullMsgs))
 	return nil
 }
 
@@ -764,6 +813,11 @@ type cursor struct {
 	cfg  jetstream.OrderedConsumerConfig
 	cons jetstream.Consumer
 	it   jetstream.MessagesContext
+	// pullMsgs is how many messages the consumer's pulls ask for (see
+	// fitPull); pulledTo is the stream sequence of the last message the
+	// pump took from the iterator.
+	pullMsgs int
+	pulledTo atomic.Uint64
 	// held is the bytes of the events in events; room is poked when
 	// Next takes some, for a pump waiting for held to fall.
 	held atomic.Int64
@@ -809,6 +863,10 @@ func (c *cursor) pump(ctx context.Context, after uint64, pack []runs.StoredEvent
 			first = false
 		} else {
 			msg, err = c.it.Next(jetstream.NextContext(ctx))
+		}
+		if err == nil {
+			c.pulledTo.Store(streamSeq(msg))
+			err = c.fitPull(ctx, msg)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -1031,7 +1089,7 @@ func (c *cursor) firstMsg(ctx context.Context) (jetstream.Msg, error) {
 		if err != nil {
 			continue
 		}
-		it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(pullBatch, c.s.readers.pullBytes()))
+		it, err := cons.Messages(c.pullOpt())
 		if err != nil {
 			c.s.deleteConsumer(cons)
 			continue
