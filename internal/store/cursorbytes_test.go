@@ -77,11 +77,10 @@ func TestCursorHoldsBoundedBytes(t *testing.T) {
 // its run's events: a pull's byte bound must fit the largest message the
 // server takes (4 MiB on the embedded server), and 50 lagging readers of
 // 64 KiB events each had that much in flight, copied on the server's side
-// of the gateway too. It shrinks its pulls, replacing its consumer, and
-// every event still comes, once, in order, with the same bytes.
+// of the gateway too. Every event still comes, once, in order, with the
+// same bytes.
 //
-// Before the cursor sized its pulls by what it had seen, about 2.9 MiB
-// of this run was in flight here.
+// With pulls of readers.pullBytes, 3.0 MiB of this run was in flight here.
 func TestCursorPullsBoundedBytes(t *testing.T) {
 	e := newEnv(t)
 	id := newID(t)
@@ -174,4 +173,44 @@ func pulledNotTaken(t *testing.T, e *env, id string, from, to uint64) int {
 		}
 	}
 	return total
+}
+
+// A message bigger than a cursor's pulls (a log written under larger event
+// bounds) does not stall the cursor: it goes back to pulls of the largest
+// message the server takes, and reads on, in order, from where it was.
+func TestCursorReadsAMessageBiggerThanItsPulls(t *testing.T) {
+	e := newEnv(t)
+	id := newID(t)
+	var want []runs.StoredEvent
+	for seq := uint64(1); seq <= 6; seq++ {
+		size := 100
+		if seq == 2 || seq == 5 {
+			size = pullTargetBytes + 512<<10
+		}
+		pad := bytes.Repeat([]byte{byte('a' + seq)}, size)
+		ev := runs.StoredEvent{Seq: seq, Type: runs.EventMessageDelta,
+			JSON: fmt.Appendf(nil, `{"run_id":%q,"seq":%d,"type":"message.delta","data":{"text":%q}}`, id, seq, pad)}
+		want = append(want, ev)
+		if err := e.s.AppendEvents(ctx(t), id, []runs.StoredEvent{ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, after := range []uint64{0, 3} {
+		cur := openCursor(t, e.s, id, after)
+		for i := int(after); i < len(want); {
+			evs, err := cur.Next(ctx(t), 256)
+			if err != nil {
+				t.Fatalf("after %d, at seq %d: %v", after, i, err)
+			}
+			for _, ev := range evs {
+				if ev.Seq != want[i].Seq || !bytes.Equal(ev.JSON, want[i].JSON) {
+					t.Fatalf("after %d: seq %d (%d bytes), want seq %d (%d bytes)", after, ev.Seq, len(ev.JSON), want[i].Seq, len(want[i].JSON))
+				}
+				i++
+			}
+		}
+		if cur.pullBytes != e.s.readers.pullBytes() {
+			t.Errorf("after %d: the cursor pulls %d bytes, want %d after a bigger message", after, cur.pullBytes, e.s.readers.pullBytes())
+		}
+	}
 }

@@ -31,16 +31,22 @@ const cursorBuffer = 256
 // pullBatch/2 messages (the client asks for more at half), not per 32.
 const pullBatch = 1024
 
-// pullTargetBytes is about the most a cursor has pulled from the server and
-// not yet taken: a pull's byte bound cannot be less than the largest
-// message (the server refuses a pull too small for the next message, and
-// the client asks for the same again, for ever), so it is readers.pullBytes,
-// 4 MiB on the embedded server, and a cursor of big events once had that
-// much in flight, copied on the server's side and held on the client's
-// (about 20 MiB of the gateway per lagging reader of 64 KiB events). So a
-// cursor asks for as many messages as fit in this at the largest size it
-// has seen (see fitPull), and at least one.
-const pullTargetBytes = 1 << 20
+// pullTargetBytes bounds what a cursor's pulls ask for, in bytes: about
+// the most it has pulled from the server and not yet taken. Pulls were
+// bounded by readers.pullBytes, the largest message the server takes (4 MiB
+// on the embedded server), and a cursor of big events had that much in
+// flight, copied again on the server's side: about 20 MiB of the gateway
+// per lagging reader of 64 KiB events. A message larger than a pull's bound
+// is never delivered (the server refuses the pull, and the client asks for
+// the same again), so a cursor that waits stallWait for its next message
+// while the server holds more for it goes back to readers.pullBytes (see
+// nextMsg). Events are bounded well below this (runs.Limits), so that is
+// the exception: a log written with larger bounds.
+const pullTargetBytes = 1<<20 + pullOverhead
+
+// stallWait is how long a cursor with small pulls waits for a message
+// before it asks the server whether one too big for them is waiting.
+const stallWait = time.Second
 
 // cursorBufferBytes bounds the events a cursor holds ready by their size
 // too: a reader that does not call Next holds at most this (or one event),
@@ -491,15 +497,15 @@ func (s *Store) OpenCursor(ctx context.Context, runID string, after uint64) (run
 	}
 	pumpCtx, cancel := context.WithCancel(context.Background())
 	c := &cursor{
-		s:        s,
-		runID:    runID,
-		rd:       rd,
-		cancel:   cancel,
-		events:   make(chan runs.StoredEvent, cursorBuffer),
-		room:     make(chan struct{}, 1),
-		want:     make(chan struct{}, 1),
-		log:      s.log.With(zap.String("run_id", runID)),
-		pullMsgs: pullBatch,
+		s:         s,
+		runID:     runID,
+		rd:        rd,
+		cancel:    cancel,
+		events:    make(chan runs.StoredEvent, cursorBuffer),
+		room:      make(chan struct{}, 1),
+		want:      make(chan struct{}, 1),
+		log:       s.log.With(zap.String("run_id", runID)),
+		pullBytes: min(pullTargetBytes, s.readers.pullBytes()),
 	}
 	pack, err := c.getPack(ctx, packOf(after+1))
 	if err == nil && pack[len(pack)-1].Seq > after {
@@ -563,40 +569,57 @@ func (c *cursor) startConsumer(ctx context.Context, cfg jetstream.OrderedConsume
 	return nil
 }
 
-// pullOpt bounds the cursor's pulls: pullMsgs messages, and the bytes of
-// the largest message the server takes (see readers).
+// pullOpt bounds the cursor's pulls: pullBatch messages, and pullBytes.
 func (c *cursor) pullOpt() jetstream.PullMessagesOpt {
-	return jetstream.PullMaxMessagesWithBytesLimit(c.pullMsgs, c.s.readers.pullBytes())
+	return jetstream.PullMaxMessagesWithBytesLimit(pullBatch, c.pullBytes)
 }
 
-// fitPull keeps what the cursor has in flight near pullTargetBytes: given
-// msg, just taken from the iterator, it replaces the consumer by one from
-// the message after msg that asks for fewer messages at once, when
-// pullMsgs messages of msg's size would be more than twice the target.
-// The messages the old one had pulled are dropped with it; the new one
-// delivers them again. Pulls only ever shrink: a cursor that saw big
-// messages keeps small pulls, bounded, at worst slower.
-func (c *cursor) fitPull(ctx context.Context, msg jetstream.Msg) error {
-	size := len(msg.Data()) + pullOverhead
-	if c.pullMsgs == 1 || c.pullMsgs*size <= 2*pullTargetBytes {
-		return nil
+// nextMsg is the consumer's next message. While the cursor's pulls are
+// smaller than the largest message the server takes, a wait of stallWait
+// with messages pending for the consumer and none coming is taken for a
+// message too big for them: the consumer is replaced, from the message
+// after the last one taken, by one that pulls readers.pullBytes.
+func (c *cursor) nextMsg(ctx context.Context) (jetstream.Msg, error) {
+	for {
+		full := c.s.readers.pullBytes()
+		if c.pullBytes >= full {
+			return c.it.Next(jetstream.NextContext(ctx))
+		}
+		wctx, cancel := context.WithTimeout(ctx, stallWait)
+		msg, err := c.it.Next(jetstream.NextContext(wctx))
+		cancel()
+		if err == nil || ctx.Err() != nil || wctx.Err() == nil {
+			return msg, err
+		}
+		ictx, cancel := context.WithTimeout(ctx, c.s.timeout)
+		info, err := c.cons.Info(ictx)
+		cancel()
+		if err != nil || info.NumPending == 0 {
+			continue // nothing waiting, or the server will tell again
+		}
+		if err := c.widenPulls(ctx, full); err != nil {
+			return nil, err
+		}
 	}
-	next := streamSeq(msg) + 1
-	if next == 1 {
-		return nil // no metadata: keep the pulls as they are
-	}
+}
+
+// widenPulls replaces the consumer by one pulling bytes at once, from the
+// message after the last one the pump took.
+func (c *cursor) widenPulls(ctx context.Context, bytes int) error {
 	cfg := c.cfg
-	cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-	cfg.OptStartSeq = next
-	old, oldIt, oldMsgs := c.cons, c.it, c.pullMsgs
-	c.pullMsgs = max(1, pullTargetBytes/size)
+	if last := c.pulledTo.Load(); last > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = last + 1
+	}
+	old, oldIt, oldBytes := c.cons, c.it, c.pullBytes
+	c.pullBytes = bytes
 	if err := c.startConsumer(ctx, cfg); err != nil {
-		c.cons, c.it, c.pullMsgs = old, oldIt, oldMsgs
-		return fmt.Errorf("replace the cursor's consumer for smaller pulls: %w", err)
+		c.cons, c.it, c.pullBytes = old, oldIt, oldBytes
+		return fmt.Errorf("replace the cursor's consumer for larger pulls: %w", err)
 	}
 	oldIt.Stop()
 	c.s.deleteConsumer(old)
-	c.log.Debug("cursor pulls fewer messages at once", zap.Int("message_bytes", size), zap.Int("messages", c.pullMsgs))
+	c.log.Info("cursor pulls the largest messages now", zap.Int("pull_bytes", bytes))
 	return nil
 }
 
@@ -813,11 +836,11 @@ type cursor struct {
 	cfg  jetstream.OrderedConsumerConfig
 	cons jetstream.Consumer
 	it   jetstream.MessagesContext
-	// pullMsgs is how many messages the consumer's pulls ask for (see
-	// fitPull); pulledTo is the stream sequence of the last message the
-	// pump took from the iterator.
-	pullMsgs int
-	pulledTo atomic.Uint64
+	// pullBytes bounds the consumer's pulls in bytes (see
+	// pullTargetBytes); pulledTo is the stream sequence of the last
+	// message the pump took from the iterator.
+	pullBytes int
+	pulledTo  atomic.Uint64
 	// held is the bytes of the events in events; room is poked when
 	// Next takes some, for a pump waiting for held to fall.
 	held atomic.Int64
@@ -862,11 +885,10 @@ func (c *cursor) pump(ctx context.Context, after uint64, pack []runs.StoredEvent
 			msg, err = c.firstMsg(ctx)
 			first = false
 		} else {
-			msg, err = c.it.Next(jetstream.NextContext(ctx))
+			msg, err = c.nextMsg(ctx)
 		}
 		if err == nil {
 			c.pulledTo.Store(streamSeq(msg))
-			err = c.fitPull(ctx, msg)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -1075,6 +1097,13 @@ func (c *cursor) firstMsg(ctx context.Context) (jetstream.Msg, error) {
 		if err != nil || info.NumPending == 0 || info.NumWaiting > 0 {
 			// Nothing stored yet to deliver, or the pull is there: the
 			// consumer is fine, or its own heartbeat check will tell.
+			continue
+		}
+		if full := c.s.readers.pullBytes(); c.pullBytes < full {
+			// Or the first message is too big for the cursor's pulls.
+			if err := c.widenPulls(ctx, full); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		c.log.Info("cursor pull lost, consumer replaced", zap.String("consumer", info.Name),
