@@ -26,10 +26,27 @@ import (
 // too.
 const cursorBuffer = 256
 
-// pullBatch is how many events a cursor asks the server for at once, and
+// pullBatch is how many messages a cursor asks the server for at once, and
 // at most readers.pullBytes of them: a replay costs one round trip per
-// pullBatch/2 events (the client asks for more at half), not per 32.
+// pullBatch/2 messages (the client asks for more at half), not per 32.
 const pullBatch = 1024
+
+// pullTargetBytes bounds what a cursor's pulls ask for, in bytes: about
+// the most it has pulled from the server and not yet taken. Pulls were
+// bounded by readers.pullBytes, the largest message the server takes (4 MiB
+// on the embedded server), and a cursor of big events had that much in
+// flight, copied again on the server's side: about 20 MiB of the gateway
+// per lagging reader of 64 KiB events. A message larger than a pull's bound
+// is never delivered (the server refuses the pull, and the client asks for
+// the same again), so a cursor that waits stallWait for its next message
+// while the server holds more for it goes back to readers.pullBytes (see
+// nextMsg). Events are bounded well below this (runs.Limits), so that is
+// the exception: a log written with larger bounds.
+const pullTargetBytes = 1<<20 + pullOverhead
+
+// stallWait is how long a cursor with small pulls waits for a message
+// before it asks the server whether one too big for them is waiting.
+const stallWait = time.Second
 
 // cursorBufferBytes bounds the events a cursor holds ready by their size
 // too: a reader that does not call Next holds at most this (or one event),
@@ -480,14 +497,15 @@ func (s *Store) OpenCursor(ctx context.Context, runID string, after uint64) (run
 	}
 	pumpCtx, cancel := context.WithCancel(context.Background())
 	c := &cursor{
-		s:      s,
-		runID:  runID,
-		rd:     rd,
-		cancel: cancel,
-		events: make(chan runs.StoredEvent, cursorBuffer),
-		room:   make(chan struct{}, 1),
-		want:   make(chan struct{}, 1),
-		log:    s.log.With(zap.String("run_id", runID)),
+		s:         s,
+		runID:     runID,
+		rd:        rd,
+		cancel:    cancel,
+		events:    make(chan runs.StoredEvent, cursorBuffer),
+		room:      make(chan struct{}, 1),
+		want:      make(chan struct{}, 1),
+		log:       s.log.With(zap.String("run_id", runID)),
+		pullBytes: min(pullTargetBytes, s.readers.pullBytes()),
 	}
 	pack, err := c.getPack(ctx, packOf(after+1))
 	if err == nil && pack[len(pack)-1].Seq > after {
@@ -542,12 +560,66 @@ func (c *cursor) startConsumer(ctx context.Context, cfg jetstream.OrderedConsume
 		return err
 	}
 	// Bounded in bytes too: see readers.
-	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(pullBatch, c.s.readers.pullBytes()))
+	it, err := cons.Messages(c.pullOpt())
 	if err != nil {
 		c.s.deleteConsumer(cons)
 		return err
 	}
 	c.cfg, c.cons, c.it = cfg, cons, it
+	return nil
+}
+
+// pullOpt bounds the cursor's pulls: pullBatch messages, and pullBytes.
+func (c *cursor) pullOpt() jetstream.PullMessagesOpt {
+	return jetstream.PullMaxMessagesWithBytesLimit(pullBatch, c.pullBytes)
+}
+
+// nextMsg is the consumer's next message. While the cursor's pulls are
+// smaller than the largest message the server takes, a wait of stallWait
+// with messages pending for the consumer and none coming is taken for a
+// message too big for them: the consumer is replaced, from the message
+// after the last one taken, by one that pulls readers.pullBytes.
+func (c *cursor) nextMsg(ctx context.Context) (jetstream.Msg, error) {
+	for {
+		full := c.s.readers.pullBytes()
+		if c.pullBytes >= full {
+			return c.it.Next(jetstream.NextContext(ctx))
+		}
+		wctx, cancel := context.WithTimeout(ctx, stallWait)
+		msg, err := c.it.Next(jetstream.NextContext(wctx))
+		cancel()
+		if err == nil || ctx.Err() != nil || wctx.Err() == nil {
+			return msg, err
+		}
+		ictx, cancel := context.WithTimeout(ctx, c.s.timeout)
+		info, err := c.cons.Info(ictx)
+		cancel()
+		if err != nil || info.NumPending == 0 {
+			continue // nothing waiting, or the server will tell again
+		}
+		if err := c.widenPulls(ctx, full); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// widenPulls replaces the consumer by one pulling bytes at once, from the
+// message after the last one the pump took.
+func (c *cursor) widenPulls(ctx context.Context, bytes int) error {
+	cfg := c.cfg
+	if last := c.pulledTo.Load(); last > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = last + 1
+	}
+	old, oldIt, oldBytes := c.cons, c.it, c.pullBytes
+	c.pullBytes = bytes
+	if err := c.startConsumer(ctx, cfg); err != nil {
+		c.cons, c.it, c.pullBytes = old, oldIt, oldBytes
+		return fmt.Errorf("replace the cursor's consumer for larger pulls: %w", err)
+	}
+	oldIt.Stop()
+	c.s.deleteConsumer(old)
+	c.log.Info("cursor pulls the largest messages now", zap.Int("pull_bytes", bytes))
 	return nil
 }
 
@@ -764,6 +836,11 @@ type cursor struct {
 	cfg  jetstream.OrderedConsumerConfig
 	cons jetstream.Consumer
 	it   jetstream.MessagesContext
+	// pullBytes bounds the consumer's pulls in bytes (see
+	// pullTargetBytes); pulledTo is the stream sequence of the last
+	// message the pump took from the iterator.
+	pullBytes int
+	pulledTo  atomic.Uint64
 	// held is the bytes of the events in events; room is poked when
 	// Next takes some, for a pump waiting for held to fall.
 	held atomic.Int64
@@ -808,7 +885,10 @@ func (c *cursor) pump(ctx context.Context, after uint64, pack []runs.StoredEvent
 			msg, err = c.firstMsg(ctx)
 			first = false
 		} else {
-			msg, err = c.it.Next(jetstream.NextContext(ctx))
+			msg, err = c.nextMsg(ctx)
+		}
+		if err == nil {
+			c.pulledTo.Store(streamSeq(msg))
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -1019,6 +1099,13 @@ func (c *cursor) firstMsg(ctx context.Context) (jetstream.Msg, error) {
 			// consumer is fine, or its own heartbeat check will tell.
 			continue
 		}
+		if full := c.s.readers.pullBytes(); c.pullBytes < full {
+			// Or the first message is too big for the cursor's pulls.
+			if err := c.widenPulls(ctx, full); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		c.log.Info("cursor pull lost, consumer replaced", zap.String("consumer", info.Name),
 			zap.Uint64("pending", info.NumPending))
 		// A name of its own: under the old one the create would
@@ -1031,7 +1118,7 @@ func (c *cursor) firstMsg(ctx context.Context) (jetstream.Msg, error) {
 		if err != nil {
 			continue
 		}
-		it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(pullBatch, c.s.readers.pullBytes()))
+		it, err := cons.Messages(c.pullOpt())
 		if err != nil {
 			c.s.deleteConsumer(cons)
 			continue
