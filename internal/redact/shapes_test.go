@@ -3,6 +3,7 @@ package redact
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -254,4 +255,20 @@ func clamp(i, n int) int {
 		return 0
 	}
 	return i % (n + 1)
+}
+
+// TestManyPatterns: patterns past what the anchor index tracks are still
+// tried, and each pattern's anchor is found wherever it is.
+func TestManyPatterns(t *testing.T) {
+	var pats []string
+	for i := range maxIndexed + 40 {
+		pats = append(pats, fmt.Sprintf("corp%03d-[0-9]{6}", i))
+	}
+	r := mustNew(t, Options{Patterns: pats})
+	for _, i := range []int{0, 17, maxIndexed - 1, maxIndexed, maxIndexed + 39} {
+		in := fmt.Sprintf("x corp%03d-123456 y", i)
+		if got := r.String(in); got != "x "+Mark+" y" {
+			t.Errorf("String(%q) = %q", in, got)
+		}
+	}
 }
