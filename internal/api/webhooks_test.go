@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -93,5 +94,54 @@ func TestCreateRunWebhookURL(t *testing.T) {
 		if !strings.Contains(string(body), `"field":"webhook_url"`) {
 			t.Errorf("webhook_url %.40s: %s", bad, body)
 		}
+	}
+}
+
+// TestCreateRunUnusualWebhookHosts: a webhook_url whose host is an
+// internal address or name in an unusual form (numeric, short, mapped,
+// with a zone, a trailing dot, percent escapes, user info, full-width
+// letters) is refused at POST /v1/runs with the 400 and code of its plain
+// form, by the gateway's webhook check.
+func TestCreateRunUnusualWebhookHosts(t *testing.T) {
+	secret, err := webhooks.ParseSecret(webhooks.SecretPrefix + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := webhooks.New(nil, webhooks.Options{Secrets: []webhooks.Secret{secret}}) // never started: it only checks
+	defer d.Close()
+	submitted := 0
+	svc := &fakeService{submit: func(ctx context.Context, spec runs.Spec) (runs.Run, error) {
+		if err := d.CheckWebhookURL(spec.Tenant, spec.WebhookURL); err != nil {
+			return runs.Run{}, err
+		}
+		submitted++
+		return runs.Run{ID: artifactRun, Status: runs.Queued}, nil
+	}}
+	h := newHarness(t, Config{}, svc)
+	post := func(url string) (*http.Response, string) {
+		resp, body := h.do(t, http.MethodPost, "/v1/runs", `{"agent":"claude","prompt":"hi","webhook_url":"`+url+`"}`,
+			"Content-Type", "application/json")
+		return resp, string(body)
+	}
+	for host, plain := range map[string]string{
+		"2130706433": "127.0.0.1", "0177.0.0.1": "127.0.0.1", "0x7f.1": "127.0.0.1", "0x7f.0.0.1": "127.0.0.1",
+		"127.1": "127.0.0.1", "0xa9fea9fe": "169.254.169.254", "10.0x0.0.01": "10.0.0.1", "127.0.0.1.": "127.0.0.1",
+		"[::ffff:127.0.0.1]": "127.0.0.1", "[::ffff:7f00:1]": "127.0.0.1", "[::127.0.0.1]": "127.0.0.1",
+		"[fe80::1%25eth0]": "[fe80::1]", "localhost.": "localhost", "LOCALHOST": "localhost",
+		"example.internal.": "localhost", "%31%32%37.0.0.1": "127.0.0.1", "good.example@127.0.0.1": "127.0.0.1",
+		"ｌｏｃａｌｈｏｓｔ": "localhost",
+	} {
+		for _, scheme := range []string{"https", "http"} {
+			_, plainBody := post(scheme + "://" + plain + "/hook")
+			var want ErrorResponse
+			if err := json.Unmarshal([]byte(plainBody), &want); err != nil || want.Error.Code == "" {
+				t.Fatalf("the plain form %s://%s: %s", scheme, plain, plainBody)
+			}
+			resp, body := post(scheme + "://" + host + "/hook")
+			wantCode(t, resp, body, http.StatusBadRequest, want.Error.Code)
+		}
+	}
+	if submitted != 0 {
+		t.Errorf("%d runs with an internal webhook_url were submitted", submitted)
 	}
 }

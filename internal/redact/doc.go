@@ -6,9 +6,11 @@
 // passes to the run's agent, and whatever else a run adds with With, such
 // as MCP env and header values); the patterns the operator configures
 // (Go regular expressions); and built-in patterns for common credential
-// shapes (Anthropic and OpenAI keys, GitHub tokens, Google API keys, AWS
-// access key ids, Slack tokens, the gateway's own agk_ API keys, and the
-// token of "Bearer <token>"), which Options.NoBuiltin turns off.
+// shapes (the builtins table: vendors' keys and tokens, AWS access key ids
+// and secret access keys, private key blocks, JSON web tokens, passwords
+// in URLs, the values of Bearer and Basic authorization and of names such
+// as password= or "api_key":), which Options.NoBuiltin turns off.
+// docs/security.md lists them, and what they miss.
 //
 // Where: the supervisor applies a run's Redactor to every event before it
 // is encoded and stored, to the text of the run's record before each write
@@ -34,8 +36,9 @@
 //     not found, unless a pattern matches the encoding.
 //   - Text that arrives in pieces (streamed deltas) is redacted by a
 //     Stream, which holds back the end of each piece that could begin a
-//     secret; a pattern's match longer than StreamHold bytes can still be
-//     split.
+//     secret; a pattern's match longer than StreamHold bytes, or whose
+//     name is more than three words before its value, can still be
+//     split (a private key block is held whole).
 //   - Patterns are matched on the text given; in JSON, a pattern sees the
 //     escaped text, so a match that spans an escape is cut at it or
 //     missed. The built-in patterns stop at '"' and '\'.

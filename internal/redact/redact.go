@@ -37,34 +37,57 @@ type Options struct {
 	NoBuiltin bool
 }
 
-// builtin is a credential shape: its pattern, and literal strings of
-// which one must occur for it to match (a cheap test before the regexp).
+// builtin is a credential shape: its pattern, literal strings of which
+// one must occur for it to match (a cheap test before the regexp), and,
+// for shapes that ordinary text can take too, a test that the secret
+// found looks like one.
 type builtin struct {
 	name    string
 	re      string
 	anchors []string
+	keep    func(secret []byte) bool
 }
 
-// The built-in credential shapes. Each stops at '"' and '\' (none of its
-// classes has them), so a match never eats a JSON string's closing quote
-// or an escape. Prefixes are not anchored at word boundaries: in JSON a
-// key after a newline follows "\n", whose 'n' is a word character.
+// The built-in credential shapes. Each secret stops at '"' and ” (none
+// of its classes has them), so a match never eats a JSON string's closing
+// quote or an escape. Prefixes are not anchored at word boundaries: in
+// JSON a key after a newline follows "\n", whose 'n' is a word character.
+// The table in docs/security.md lists them: keep the two in step.
 var builtins = []builtin{
-	{"anthropic/openai project key", `sk-(?:ant|proj|svcacct|admin)-[A-Za-z0-9_-]{20,}`, []string{"sk-"}},
-	{"openai key", `sk-[A-Za-z0-9]{20,}`, []string{"sk-"}},
-	{"github token", `gh[pousr]_[A-Za-z0-9]{30,}`, []string{"gh"}},
-	{"github fine-grained token", `github_pat_[A-Za-z0-9_]{22,}`, []string{"github_pat_"}},
-	{"google api key", `AIza[0-9A-Za-z_-]{35}`, []string{"AIza"}},
-	{"aws access key id", `(?:AKIA|ASIA)[0-9A-Z]{16}`, []string{"AKIA", "ASIA"}},
-	{"slack token", `xox[abpr]-[A-Za-z0-9-]{10,}`, []string{"xox"}},
-	{"agentgate api key", `agk_[A-Za-z0-9_-]{20,}`, []string{"agk_"}},
-	{"bearer token", `(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/=-]{8,})`, []string{"Bearer", "bearer", "BEARER"}},
+	{"anthropic/openai project key", `sk-(?:ant|proj|svcacct|admin)-[A-Za-z0-9_-]{20,}`, []string{"sk-"}, nil},
+	{"openai key", `sk-[A-Za-z0-9]{20,}`, []string{"sk-"}, nil},
+	{"github token", `gh[pousr]_[A-Za-z0-9]{30,}`, []string{"gh"}, nil},
+	{"github fine-grained token", `github_pat_[A-Za-z0-9_]{22,}`, []string{"github_pat_"}, nil},
+	{"gitlab token", `gl(?:pat|dt|rt|ptt|soat|cbt|ft|oas)-[A-Za-z0-9_-]{20,}`, []string{"gl"}, nil},
+	{"google api key", `AIza[0-9A-Za-z_-]{35}`, []string{"AIza"}, nil},
+	{"google oauth secret or token", `GOCSPX-[A-Za-z0-9_-]{20,}|ya29\.[A-Za-z0-9_-]{20,}`, []string{"GOCSPX-", "ya29."}, nil},
+	{"aws access key id", `(?:AKIA|ASIA)[0-9A-Z]{16}`, []string{"AKIA", "ASIA"}, nil},
+	{"aws secret access key by name", awsSecretByName, awsSecretAnchors, nil},
+	{"aws secret access key after its key id", awsSecretAfterID, []string{"AKIA", "ASIA"}, looksRandom},
+	{"aws secret access key before its key id", awsSecretBeforeID, []string{"AKIA", "ASIA"}, looksRandom},
+	{"slack token", `xox[abposre]-[A-Za-z0-9-]{10,}|xapp-[0-9]+-[A-Za-z0-9-]{10,}`, []string{"xox", "xapp-"}, nil},
+	{"slack webhook", `hooks\.slack\.com/services/(?P<secret>[A-Za-z0-9/_-]{20,})`, []string{"hooks.slack.com"}, nil},
+	{"stripe key", `(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}`, []string{"_live_", "_test_"}, nil},
+	{"webhook signing secret", `whsec_[A-Za-z0-9+/=_-]{16,}`, []string{"whsec_"}, nil},
+	{"npm token", `npm_[A-Za-z0-9]{36,}`, []string{"npm_"}, nil},
+	{"hugging face token", `hf_[A-Za-z0-9]{30,}`, []string{"hf_"}, nil},
+	{"sendgrid key", `SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}`, []string{"SG."}, nil},
+	{"twilio api key", `SK[0-9a-fA-F]{32}`, []string{"SK"}, hasDigitAndLetter},
+	{"azure account or shared access key", `(?:AccountKey|SharedAccessKey)=(?P<secret>[A-Za-z0-9+/]{20,}={0,2})`, []string{"AccountKey=", "SharedAccessKey="}, nil},
+	{"json web token", `eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`, []string{"eyJ"}, nil},
+	{"private key block", `-----BEGIN[A-Z ]{0,32}PRIVATE KEY(?: BLOCK)?-----(?P<secret>[A-Za-z0-9+/=\s\\:,.-]+?)(?:-----END|[^A-Za-z0-9+/=\s\\:,.-]|$)`, []string{"PRIVATE KEY"}, nil},
+	{"password in a url", `://[^\s/:@"'\\]{1,256}:(?P<secret>[^\s/@"'\\]{1,256})@`, []string{"://"}, nil},
+	{"agentgate api key", `agk_[A-Za-z0-9_-]{20,}`, []string{"agk_"}, nil},
+	{"bearer token", `(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/=-]{8,})`, []string{"Bearer", "bearer", "BEARER"}, nil},
+	{"basic credentials", `(?i:basic)[ \t]+(?P<secret>[A-Za-z0-9+/]{4,}={0,2})`, []string{"Basic", "basic", "BASIC"}, isBasicCredentials},
+	{"credential assignment", credentialAssignment, credentialAnchors, looksLikeCredential},
 }
 
 type pattern struct {
 	re      *regexp.Regexp
 	anchors [][]byte // one of them occurs in every match; nil: always try
 	secret  int      // the submatch that is the secret; 0 is the whole match
+	keep    func([]byte) bool
 }
 
 type literal struct {
@@ -75,7 +98,8 @@ type literal struct {
 // and safe for concurrent use. The nil *Redactor redacts nothing, so that
 // callers need not check.
 type Redactor struct {
-	patterns []*pattern // shared by every Redactor derived by With
+	patterns []*pattern   // shared by every Redactor derived by With
+	anchors  *anchorIndex // of patterns; nil: search each pattern's anchors
 	min      int
 	lits     []literal
 	longest  int // the longest form of a literal, in bytes
@@ -94,7 +118,7 @@ func New(opts Options) (*Redactor, error) {
 			if err != nil {
 				return nil, fmt.Errorf("built-in pattern %s: %w", b.name, err)
 			}
-			p.anchors = nil
+			p.anchors, p.keep = nil, b.keep
 			for _, a := range b.anchors {
 				p.anchors = append(p.anchors, []byte(a))
 			}
@@ -111,6 +135,7 @@ func New(opts Options) (*Redactor, error) {
 		}
 		r.patterns = append(r.patterns, p)
 	}
+	r.anchors = newAnchorIndex(r.patterns)
 	r.add(opts.Literals)
 	return r, nil
 }
@@ -138,7 +163,7 @@ func (r *Redactor) With(secrets ...string) *Redactor {
 	if base == nil {
 		base = &Redactor{min: DefaultMinLiteral}
 	}
-	d := &Redactor{patterns: base.patterns, min: base.min, lits: slices.Clip(base.lits), longest: base.longest}
+	d := &Redactor{patterns: base.patterns, anchors: base.anchors, min: base.min, lits: slices.Clip(base.lits), longest: base.longest}
 	d.add(secrets)
 	if len(d.lits) == len(base.lits) {
 		return r // nothing new: r itself, nil included
@@ -284,8 +309,12 @@ func (r *Redactor) find(b []byte) []span {
 			off = i + len(l.form)
 		}
 	}
-	for _, p := range r.patterns {
-		if p.anchors != nil && !containsAny(b, p.anchors) {
+	var found anchorSet
+	if r.anchors != nil {
+		found = r.anchors.scan(b)
+	}
+	for i, p := range r.patterns {
+		if !r.mayMatch(i, p, b, &found) {
 			continue
 		}
 		if !p.re.Match(b) { // allocates nothing, unlike FindAll
@@ -293,7 +322,7 @@ func (r *Redactor) find(b []byte) []span {
 		}
 		for _, m := range p.re.FindAllSubmatchIndex(b, -1) {
 			s, e := m[2*p.secret], m[2*p.secret+1]
-			if s >= 0 && e > s {
+			if s >= 0 && e > s && (p.keep == nil || p.keep(b[s:e])) {
 				spans = append(spans, span{s, e, false, m[0]})
 			}
 		}
@@ -302,6 +331,18 @@ func (r *Redactor) find(b []byte) []span {
 		return nil
 	}
 	return merge(spans)
+}
+
+// mayMatch reports whether p, the i-th pattern, has one of its anchors in
+// b (found, when the index covers p) or has none.
+func (r *Redactor) mayMatch(i int, p *pattern, b []byte, found *anchorSet) bool {
+	switch {
+	case p.anchors == nil:
+		return true
+	case r.anchors != nil && i < maxIndexed:
+		return found.has(i)
+	}
+	return containsAny(b, p.anchors)
 }
 
 func containsAny(b []byte, anchors [][]byte) bool {

@@ -346,6 +346,9 @@ func FuzzBytes(f *testing.F) {
 	f.Add([]byte(`{"line":"{\"out\":\"pa\\\"ss\\\\word\"}"}`), `pa"ss\word`)
 	f.Add([]byte(`not json at all Bearer abcdefghijk`), "at all Bearer")
 	f.Add([]byte(`{"a" : 12345678, "b":true}`), `a" : 12345678`)
+	f.Add([]byte(`{"out":"aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}`), "AKIAIOSFODNN7EXAMPLE")
+	f.Add([]byte(`{"line":"{\"SecretAccessKey\":\"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\"}"}`), "tok=abcdefgh")
+	f.Add([]byte("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n"), "password=hunter22x")
 	f.Fuzz(func(t *testing.T, doc []byte, secret string) {
 		r, err := New(Options{Literals: []string{secret}, Patterns: []string{`tok=[^ ]+`}})
 		if err != nil {

@@ -16,7 +16,11 @@ const StreamHold = 512
 // whole. Write returns what can be shown now and holds back the end that
 // could begin a secret the next piece completes: the last
 // longest-literal-minus-one bytes, and, when there are patterns, the last
-// word (with a "Bearer" before it). Flush returns what is held. The
+// words of the last line (a value and the name before it) and the rest of
+// a line that begins a credential found later on it (an AWS key id, a
+// private key block), within StreamHold bytes. A pattern's match that
+// has begun, such as a private key block without its end yet, is held
+// whole. Flush returns what is held. The
 // concatenation of everything returned is the redacted whole. A Stream is
 // not safe for concurrent use.
 type Stream struct {
@@ -85,26 +89,67 @@ func (r *Redactor) cut(text string) int {
 		c = len(text) - (r.longest - 1)
 	}
 	if len(r.patterns) > 0 {
-		t := len(text)
-		for t > 0 && len(text)-t < StreamHold && isToken(text[t-1]) {
-			t--
-		}
-		// "Bearer <token>": the word goes with its token.
-		u := t
-		for u > 0 && t-u < 8 && (text[u-1] == ' ' || text[u-1] == '\t') {
-			u--
-		}
-		if u >= 6 && strings.EqualFold(text[u-6:u], "bearer") {
-			t = u - 6
-		}
-		c = min(c, t)
+		c = min(c, lastWords(text), lineAnchor(text), openPrivateKey(text))
 	}
 	return max(c, 0)
 }
 
-// isToken reports whether c can be part of a credential that a built-in
-// pattern matches.
-func isToken(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' ||
-		c == '_' || c == '-' || c == '.' || c == '/' || c == '+' || c == '=' || c == '~'
+// heldWords is how many of its last words a stream holds for the
+// patterns: a value with the name before it ("Bearer <token>",
+// "aws_secret_access_key = <key>", "Authorization: Basic <credentials>").
+const heldWords = 3
+
+// lastWords returns where the last heldWords words of text's last line
+// begin, at most StreamHold bytes from its end. A word is a run of
+// anything but blanks.
+func lastWords(text string) int {
+	t := len(text)
+	floor := max(len(text)-StreamHold, 0)
+	for w := 0; w < heldWords; w++ {
+		for t > floor && isBlank(text[t-1]) {
+			t--
+		}
+		for t > floor && !isBlank(text[t-1]) && text[t-1] != '\n' {
+			t--
+		}
+		if t == floor || text[t-1] == '\n' {
+			break
+		}
+	}
+	return t
+}
+
+func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' }
+
+// lineAnchors begin a credential that a pattern finds later on the same
+// line: an AWS key id and its secret, a private key's block.
+var lineAnchors = []string{"AKIA", "ASIA", "-----BEGIN"}
+
+// lineAnchor returns where the earliest line anchor on text's last line
+// begins, at most StreamHold bytes from its end; len(text) if none.
+func lineAnchor(text string) int {
+	line := max(strings.LastIndexByte(text, '\n')+1, len(text)-StreamHold)
+	c := len(text)
+	for _, a := range lineAnchors {
+		if i := strings.Index(text[line:], a); i >= 0 {
+			c = min(c, line+i)
+		}
+	}
+	return c
+}
+
+// openPrivateKey returns where the last private key block of text
+// begins when its end is not in text yet; len(text) otherwise. The block
+// is held whole, however long, until its end comes or the stream is
+// flushed.
+func openPrivateKey(text string) int {
+	i := strings.LastIndex(text, "-----BEGIN")
+	if i < 0 {
+		return len(text)
+	}
+	header, _, _ := strings.Cut(text[i:], "\n")
+	if !strings.Contains(header, "PRIVATE KEY") || strings.Contains(text[i:], "-----END") {
+		return len(text)
+	}
+	return i
 }

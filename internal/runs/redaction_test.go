@@ -57,11 +57,15 @@ type leakDecoder struct{ last string }
 
 func (d *leakDecoder) Decode(line []byte) []Event {
 	var v struct {
-		Text  *string `json:"text"`
-		Delta *string `json:"delta"`
+		Text   *string `json:"text"`
+		Delta  *string `json:"delta"`
+		Output *string `json:"output"`
 	}
-	if err := json.Unmarshal(line, &v); err != nil || v.Text == nil && v.Delta == nil {
+	if err := json.Unmarshal(line, &v); err != nil || v.Text == nil && v.Delta == nil && v.Output == nil {
 		return []Event{NewEvent(EventAgentUnparsed, UnparsedData{Line: string(line), Bytes: len(line), Reason: "not leak json"})}
+	}
+	if v.Output != nil {
+		return []Event{NewEvent(EventToolCallCompleted, ToolCallCompletedData{ID: "t1", Output: *v.Output})}
 	}
 	if v.Delta != nil {
 		return []Event{NewEvent(EventMessageDelta, MessageData{MessageID: "m1", Text: *v.Delta})}
@@ -192,6 +196,84 @@ func testCredentialsNeverStored(t *testing.T, exit string) {
 	leaks("the log", logged.String())
 	if !strings.Contains(logged.String(), "fatal: invalid api key "+redact.Mark) {
 		t.Errorf("the debug log has no redacted stderr:\n%s", logged.String())
+	}
+}
+
+// shapeLeakAdapter is leakAdapter with a script that prints credentials
+// the run was not given, which only the built-in patterns know: an AWS
+// secret access key in a tool's output and in two streamed deltas.
+type shapeLeakAdapter struct{ leakAdapter }
+
+// awsSecret is the secret access key of AWS's documentation.
+const awsSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+func (shapeLeakAdapter) Name() string { return "shapeleak" }
+func (a shapeLeakAdapter) Describe() Description {
+	d := a.leakAdapter.Describe()
+	d.Name = "shapeleak"
+	return d
+}
+func (shapeLeakAdapter) Command(Invocation) (Command, error) {
+	script := `
+printf '{"output":"[default]\\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\\naws_secret_access_key = %s\\n"}\n' "$1"
+printf '{"output":"AccessKeyId,SecretAccessKey\\nAKIAIOSFODNN7EXAMPLE,%s\\n"}\n' "$1"
+printf '{"delta":"export AWS_SECRET_ACCESS_KEY=%s"}\n' "$(printf %s "$1" | cut -c1-9)"
+printf '{"delta":"%s; done"}\n' "$(printf %s "$1" | cut -c10-)"
+printf '{"text":"ok"}\n'`
+	return Command{Args: []string{"-c", script, "sh", awsSecret}}, nil
+}
+
+// TestBuiltinShapesNeverStored: an AWS secret access key that a tool
+// prints, which no credential of the run names, is not in the run's
+// stored events, whole or split across deltas.
+func TestBuiltinShapesNeverStored(t *testing.T) {
+	base, err := redact.New(redact.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := newMemStore()
+	cfg := Config{WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), KillGrace: 300 * time.Millisecond,
+		StoreRetry: 500 * time.Millisecond, Getenv: func(string) string { return "" }, Redact: base}
+	agent := &Agent{Adapter: shapeLeakAdapter{}, Bin: "/bin/sh", Home: t.TempDir()}
+	sup := NewSupervisor(cfg, store, []*Agent{agent}, nopObserver{}, zap.NewNop())
+	startSupervisor(t, sup)
+	r, err := sup.Submit(context.Background(), Spec{Agent: "shapeleak", Prompt: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{sup: sup, store: store}
+	if done := h.wait(t, r.ID, 30*time.Second); done.Status != Succeeded {
+		t.Fatalf("run = %+v", done)
+	}
+	h.waitFor(t, r.ID, EventRunCompleted, "")
+	var outputs []string
+	var deltas strings.Builder
+	for _, e := range store.eventsOf(r.ID) {
+		if strings.Contains(string(e.JSON), awsSecret[:9]) || strings.Contains(string(e.JSON), awsSecret[9:]) {
+			t.Errorf("event %d (%s) holds the secret: %s", e.Seq, e.Type, e.JSON)
+		}
+		var ev struct {
+			Data struct{ Output, Text string }
+		}
+		if err := json.Unmarshal(e.JSON, &ev); err != nil {
+			t.Fatal(err)
+		}
+		switch e.Type {
+		case EventToolCallCompleted:
+			outputs = append(outputs, ev.Data.Output)
+		case EventMessageDelta:
+			deltas.WriteString(ev.Data.Text)
+		}
+	}
+	want := []string{
+		"[default]\naws_access_key_id = " + redact.Mark + "\naws_secret_access_key = " + redact.Mark + "\n",
+		"AccessKeyId,SecretAccessKey\n" + redact.Mark + "," + redact.Mark + "\n",
+	}
+	if fmt.Sprint(outputs) != fmt.Sprint(want) {
+		t.Errorf("tool outputs %q, want %q", outputs, want)
+	}
+	if want := "export AWS_SECRET_ACCESS_KEY=" + redact.Mark + "; done"; deltas.String() != want {
+		t.Errorf("the deltas say %q, want %q", deltas.String(), want)
 	}
 }
 

@@ -39,8 +39,8 @@ var refusedPrefixes = func() []netip.Prefix {
 		"203.0.113.0/24",  // documentation
 		"224.0.0.0/4",     // multicast
 		"240.0.0.0/4",     // reserved, and the broadcast address
-		"::/128",          // unspecified
-		"::1/128",         // loopback
+		"::/96",           // unspecified, loopback, and IPv4-compatible (::127.0.0.1)
+		"::ffff:0:0:0/96", // IPv4-translated (SIIT)
 		"64:ff9b::/96",    // NAT64: reaches an IPv4 address through the local translator
 		"64:ff9b:1::/48",  // local-use NAT64
 		"100::/64",        // discard
@@ -182,9 +182,13 @@ const reasonInternal = "an internal address, which webhooks may not reach unless
 // CheckURL parses a webhook URL and checks what can be checked without
 // resolving it: an absolute http or https URL of at most MaxURLBytes,
 // with a host and no user info; https unless the operator allows the
-// host; and, for a literal address (or "localhost"), one the policy does
-// not refuse. It returns an *InvalidURLError, or a *RefusedError for a
-// refused destination.
+// host; and, for a literal address in any form (or a name that is
+// internal by definition, such as "localhost"), one the policy does not
+// refuse. A host written so that readers could take it for two different
+// hosts (an address in decimal, octal or hex, a zone, percent escapes,
+// letters that are not ASCII) is refused as its plain form would be, or
+// else is invalid. It returns an *InvalidURLError, or a *RefusedError for
+// a refused destination.
 func (p Policy) CheckURL(raw string) (*url.URL, error) {
 	if len(raw) > MaxURLBytes {
 		return nil, invalidURL(fmt.Sprintf("is longer than %d bytes", MaxURLBytes))
@@ -194,8 +198,14 @@ func (p Policy) CheckURL(raw string) (*url.URL, error) {
 			return nil, invalidURL("has spaces or control characters")
 		}
 	}
+	if strings.Contains(raw, `\`) {
+		return nil, invalidURL(`has a backslash, which readers of URLs take for '/' or not`)
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
+		if scheme, host, ok := encodedHost(raw); ok {
+			return nil, p.encodedHostError(scheme, host)
+		}
 		return nil, invalidURL("is not a URL")
 	}
 	if u.Scheme != "https" && u.Scheme != "http" {
@@ -204,47 +214,81 @@ func (p Policy) CheckURL(raw string) (*url.URL, error) {
 	if u.Opaque != "" || u.Host == "" || u.Hostname() == "" {
 		return nil, invalidURL("must be an absolute URL with a host")
 	}
-	if u.User != nil {
-		return nil, invalidURL("must not carry a user name or password; put a token in the path or query")
-	}
-	if u.Fragment != "" || strings.Contains(raw, "#") {
-		return nil, invalidURL("must not have a fragment")
-	}
-	if port := u.Port(); port != "" {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return nil, invalidURL("has an invalid port")
-		}
-	} else if strings.HasSuffix(u.Host, ":") {
-		return nil, invalidURL("has an invalid port")
+	if err := checkPort(u); err != nil {
+		return nil, err
 	}
 	host := u.Hostname()
-	ip, err := netip.ParseAddr(host)
-	isIP := err == nil
-	switch {
-	case isIP && ip.Zone() != "":
-		return nil, invalidURL("must not name an IPv6 zone")
-	case !isIP && !validHostName(host):
-		return nil, invalidURL("has an invalid host name")
+	f, err := readHost(host)
+	if err != nil {
+		return nil, invalidURL(err.Error())
 	}
-	allowed := p.allowedHost(host)
+	allowed := p.formAllowed(f)
 	if u.Scheme == "http" && !allowed {
 		return nil, invalidURL("must be an https URL (plain http only to a host in AGENTGATE_WEBHOOK_ALLOW_HOSTS)")
 	}
-	if allowed {
-		return u, nil
+	if !allowed && p.formRefused(f) {
+		return nil, refusedHost(host, f)
 	}
-	if isIP && p.Refused(ip) {
-		return nil, &RefusedError{Host: host, Reason: reasonInternal}
-	}
-	if !isIP {
-		// A name that means this machine by definition (RFC 6761) need
-		// not be resolved to be refused.
-		h := strings.ToLower(strings.TrimSuffix(host, "."))
-		if h == "localhost" || strings.HasSuffix(h, ".localhost") {
-			return nil, &RefusedError{Host: host, Reason: reasonInternal}
-		}
+	switch {
+	case f.odd != "":
+		return nil, invalidURL(f.odd)
+	case u.User != nil:
+		return nil, invalidURL("must not carry a user name or password; put a token in the path or query")
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return nil, invalidURL("must not have a fragment")
 	}
 	return u, nil
+}
+
+func checkPort(u *url.URL) error {
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return invalidURL("has an invalid port")
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return invalidURL("has an invalid port")
+	}
+	return nil
+}
+
+// formAllowed reports whether the operator allows the host f reads as.
+func (p Policy) formAllowed(f hostForm) bool {
+	if f.ip.IsValid() {
+		return p.ipAllowed(f.ip.Unmap().WithZone(""))
+	}
+	return p.hostAllowed(f.name)
+}
+
+// formRefused reports whether f is an internal address, or a name that
+// is internal by definition.
+func (p Policy) formRefused(f hostForm) bool {
+	if f.ip.IsValid() {
+		return p.Refused(f.ip)
+	}
+	return isInternalName(f.name)
+}
+
+func refusedHost(host string, f hostForm) error {
+	e := &RefusedError{Host: host, Reason: reasonInternal}
+	if f.ip.IsValid() && f.ip.Unmap().WithZone("").String() != host {
+		e.Addr = f.ip.Unmap().WithZone("").String()
+	}
+	return e
+}
+
+// encodedHostError is the error of a URL whose host has percent escapes,
+// which net/url does not read: the plain form's error when the host
+// means a destination refused by the scheme or the address, else invalid.
+func (p Policy) encodedHostError(scheme, host string) error {
+	f, err := readHost(host)
+	switch {
+	case err != nil || p.formAllowed(f):
+	case scheme == "http":
+		return invalidURL("must be an https URL (plain http only to a host in AGENTGATE_WEBHOOK_ALLOW_HOSTS)")
+	case p.formRefused(f):
+		return refusedHost(host, f)
+	}
+	return invalidURL("has a percent-encoded host")
 }
 
 // InvalidURLError is a webhook URL that is not one.

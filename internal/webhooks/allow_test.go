@@ -99,7 +99,7 @@ func TestCheckURL(t *testing.T) {
 		"https://hooks.example.com:/":                 invalid,
 		"https://hooks example.com/":                  invalid,
 		"https://hooks.example.com/\n":                invalid,
-		"https://[fe80::1%25eth0]/":                   invalid,
+		"https://[fe80::1%25eth0]/":                   refused, // fe80::1, with a zone
 		"https://bad_label-.example/":                 invalid,
 		"https://" + strings.Repeat("a", MaxURLBytes): invalid,
 		"https://10.0.0.1/":                           refused,
@@ -126,6 +126,106 @@ func TestCheckURL(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("CheckURL(%.60q) = %s (%v), want %s", raw, got, err, want)
+		}
+	}
+}
+
+// unusualHosts are hosts that mean an internal address or name, written
+// as the plain form's readers would not, each with its plain form.
+var unusualHosts = map[string]string{
+	"2130706433":               "127.0.0.1", // decimal
+	"0177.0.0.1":               "127.0.0.1", // octal
+	"0x7f.0.0.1":               "127.0.0.1", // hex
+	"0x7f.1":                   "127.0.0.1", // hex, short
+	"0X7F.0X0.0X0.0X1":         "127.0.0.1", // hex, upper case
+	"127.1":                    "127.0.0.1", // short
+	"127.0.1":                  "127.0.0.1",
+	"0x7f000001":               "127.0.0.1",
+	"017700000001":             "127.0.0.1",
+	"0xa.0.0.1":                "10.0.0.1",
+	"10.0x00.0.01":             "10.0.0.1", // mixed
+	"0":                        "0.0.0.0",
+	"169.254.43518":            "169.254.169.254", // the metadata service, short
+	"0xA9FEA9FE":               "169.254.169.254",
+	"127.0.0.1.":               "127.0.0.1", // a trailing dot
+	"[::ffff:127.0.0.1]":       "127.0.0.1", // IPv4-mapped
+	"[::ffff:7f00:1]":          "127.0.0.1",
+	"[::127.0.0.1]":            "127.0.0.1", // IPv4-compatible
+	"[::ffff:0:7f00:1]":        "127.0.0.1", // IPv4-translated
+	"[::1%25lo]":               "[::1]",     // a zone
+	"[fe80::1%25eth0]":         "[fe80::1]",
+	"127.0.0.1%25lo":           "127.0.0.1",
+	"localhost.":               "localhost", // trailing dots
+	"LOCALHOST":                "localhost", // upper case
+	"Api.LocalHost.":           "localhost",
+	"example.internal.":        "example.internal",
+	"metadata.google.internal": "example.internal",
+	"printer.local":            "example.internal",
+	"nas.home.arpa":            "example.internal",
+	"%31%32%37.0.0.1":          "127.0.0.1", // percent-encoded
+	"loc%61lhost":              "localhost",
+	"[%3A%3A1]":                "[::1]",
+	"ｌｏｃａｌｈｏｓｔ":                "localhost", // full-width, which IDNA maps to ASCII
+	"①②⑦.0.0.1":                "127.0.0.1",
+	"127。0。0。1":                "127.0.0.1", // ideographic full stops
+	"good.example@127.0.0.1":   "127.0.0.1", // user info: the host is after the @
+}
+
+// TestCheckURLUnusualHosts: a host in an unusual form of an internal
+// address or name is refused as its plain form is, and never accepted.
+func TestCheckURLUnusualHosts(t *testing.T) {
+	var none Policy
+	allow, err := ParseAllowList([]string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind := func(err error) string {
+		switch {
+		case err == nil:
+			return "accepted"
+		case errors.As(err, new(*InvalidURLError)):
+			return "invalid"
+		case errors.As(err, new(*RefusedError)):
+			return "refused"
+		}
+		return "other: " + err.Error()
+	}
+	for host, plain := range unusualHosts {
+		for _, scheme := range []string{"https", "http"} {
+			_, err := none.CheckURL(scheme + "://" + host + "/hook")
+			_, plainErr := none.CheckURL(scheme + "://" + plain + "/hook")
+			if got, want := kind(err), kind(plainErr); got != want || got == "accepted" {
+				t.Errorf("CheckURL(%s://%s) = %s (%v); the plain form is %s (%v)", scheme, host, got, err, want, plainErr)
+			}
+			// With the plain form allowed, the unusual one is still not
+			// accepted: the check and the dialer could read two hosts.
+			if _, err := allow.CheckURL(scheme + "://" + host + "/hook"); err == nil {
+				t.Errorf("with 127.0.0.1 allowed, CheckURL(%s://%s) accepted it", scheme, host)
+			}
+		}
+	}
+	for raw, want := range map[string]string{
+		"https://0x7f.1/":                       "0x7f.1 resolves to 127.0.0.1",
+		"https://%31%32%37.0.0.1/":              "127.0.0.1 is an internal address",
+		"https://8.8.8.8.8/":                    "neither a name nor an IPv4 address",
+		"https://1.2.3.256/":                    "neither a name nor an IPv4 address",
+		"https://example.123/":                  "neither a name nor an IPv4 address",
+		"https://134744072/":                    "write it as 8.8.8.8", // public, but unusual
+		"https://ｅｘａｍｐｌｅ.com/":                  "ASCII (xn--) form",
+		"https://hooks.example.com:0/":          "invalid port",
+		"https://hooks.example.com:65536/":      "invalid port",
+		"https://:443/":                         "with a host",
+		`https://127.0.0.1\@hooks.example.com/`: "backslash",
+		"https://u@hooks.example.com/":          "user name",
+	} {
+		_, err := none.CheckURL(raw)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckURL(%s) = %v, want an error saying %q", raw, err, want)
+		}
+	}
+	for _, raw := range []string{"https://hooks.example.com./x", "https://8.8.8.8/", "https://[2606:4700::1111]/", "https://xn--bcher-kva.example/", "http://127.0.0.1:8080/"} {
+		if _, err := allow.CheckURL(raw); err != nil {
+			t.Errorf("CheckURL(%s) = %v", raw, err)
 		}
 	}
 }

@@ -43,8 +43,13 @@
 // CIDRs). Internal is loopback, RFC 1918 and ULA, link-local (the clouds'
 // metadata service 169.254.169.254 among them), CGNAT, multicast,
 // unspecified, documentation and reserved ranges, and the IPv6 forms that
-// reach IPv4 (mapped, NAT64, 6to4, Teredo). At submission a literal
-// address (or localhost) is checked (400 webhook_url_refused); at delivery
+// reach IPv4 (mapped, compatible, translated, NAT64, 6to4, Teredo). At
+// submission a literal address in any form a reader takes for one
+// (2130706433, 0x7f.1, 127.1, [::ffff:7f00:1], percent-encoded,
+// full-width), or a name internal by definition (localhost, .internal,
+// .local, .home.arpa), is refused as its plain form is (400
+// webhook_url_refused over https); a host in such a form is never
+// accepted, lest the check and the resolver read two hosts. At delivery
 // the transport resolves the name itself, dials only addresses it checked,
 // and checks each socket's address again as it connects, so DNS rebinding
 // cannot reach a refused address: such a delivery ends refused. No proxy

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,8 +17,14 @@ import (
 // FuzzCheckURL: whatever a client sends as webhook_url, CheckURL does not
 // panic, and what it accepts is an http(s) URL with a host, within the
 // bound, https unless allowed, never a literal refused address, and its
-// redacted form keeps no query.
+// redacted form keeps no query. The host it accepts is one that the
+// dialer reads as net/url does: an address in its plain form, public or
+// allowed, or an ASCII name that no reader takes for an address and that
+// is not internal by definition.
 func FuzzCheckURL(f *testing.F) {
+	for host := range unusualHosts {
+		f.Add("https://" + host + "/x")
+	}
 	for _, s := range []string{
 		"https://hooks.example.com/agentgate", "https://hooks.example.com:8443/a?token=x", "http://127.0.0.1:8080/x",
 		"https://10.0.0.1/", "https://[::ffff:127.0.0.1]/", "https://169.254.169.254/latest", "https://localhost/",
@@ -53,7 +61,41 @@ func FuzzCheckURL(f *testing.F) {
 		if red := RedactURL(u); u.RawQuery != "" && strings.Contains(red, u.RawQuery) {
 			t.Fatalf("RedactURL(%q) = %q keeps the query", raw, red)
 		}
+		checkDialedHost(t, p, raw, u)
 	})
+}
+
+// checkDialedHost fails unless the host of u, which CheckURL accepted,
+// is what the webhooks' dialer would be handed and check: the host of the
+// address the transport dials (net.SplitHostPort of host:port), the same
+// when u is written out and read again, and either a plain address the
+// policy does not refuse or a name that is not an address to any reader.
+func checkDialedHost(t *testing.T, p Policy, raw string, u *url.URL) {
+	host := u.Hostname()
+	dialHost, _, err := net.SplitHostPort(net.JoinHostPort(host, "443"))
+	if err != nil || dialHost != host {
+		t.Fatalf("CheckURL(%q): the dialer would get %q (%v), not %q", raw, dialHost, err, host)
+	}
+	again, err := url.Parse(u.String())
+	if err != nil || again.Hostname() != host {
+		t.Fatalf("CheckURL(%q): %q reads back as %v (%v)", raw, u.String(), again, err)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if ip.String() != host || ip.Is4In6() || ip.Zone() != "" || p.Refused(ip) {
+			t.Fatalf("CheckURL(%q) accepted the address %q", raw, host)
+		}
+		return
+	}
+	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	last := name[strings.LastIndexByte(name, '.')+1:]
+	switch {
+	case strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789.-_") != "":
+		t.Fatalf("CheckURL(%q) accepted the name %q, with bytes a resolver may read otherwise", raw, host)
+	case strings.Trim(last, "0123456789") == "" || strings.HasPrefix(last, "0x") && strings.Trim(last[2:], "0123456789abcdef") == "":
+		t.Fatalf("CheckURL(%q) accepted %q, which inet_aton or a browser reads as an address", raw, host)
+	case (name == "localhost" || strings.HasSuffix(name, ".localhost") || strings.HasSuffix(name, ".internal")) && !p.hostAllowed(name):
+		t.Fatalf("CheckURL(%q) accepted the internal name %q", raw, host)
+	}
 }
 
 // FuzzParseTenants: a tenants file never panics the parser, an error
