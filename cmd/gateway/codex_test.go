@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/mock/mocktest"
 	"github.com/agentgate/agentgate/internal/mock/openai"
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -345,7 +346,7 @@ func TestCodexFailuresAreClassified(t *testing.T) {
 	// the end must come within of that.
 	run := func(t *testing.T, g *gateway, body string, within time.Duration, requests func() int, strike bool) runs.Run {
 		t.Helper()
-		first := watchFirstRequest(t, requests)
+		first := mocktest.WatchFirstRequest(t, requests)
 		r := g.post(t, body)
 		from := first
 		if strike {

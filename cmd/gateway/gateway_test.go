@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/agentgate/agentgate/internal/mcptest"
+	"github.com/agentgate/agentgate/internal/mock/mocktest"
 	"io"
 	"math"
 	"net/http"
@@ -19,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -569,7 +569,7 @@ func TestClaudeFailuresAreClassified(t *testing.T) {
 			if tc.body != "" {
 				body += "," + tc.body
 			}
-			first := watchFirstRequest(t, func() int { return len(mock.Ledger().Messages()) })
+			first := mocktest.WatchFirstRequest(t, func() int { return len(mock.Ledger().Messages()) })
 			r := g.post(t, body+"}")
 			from := first
 			if tc.strike != nil {
@@ -616,39 +616,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("no %s within a minute", what)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// watchFirstRequest polls requests until the mock has one, and returns
-// when that was seen (within 20 ms); until then, and for a run that
-// never reached the mock, when the watch began.
-func watchFirstRequest(t *testing.T, requests func() int) func() time.Time {
-	start := time.Now()
-	var at atomic.Pointer[time.Time]
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				if requests() > 0 {
-					now := time.Now()
-					at.Store(&now)
-					return
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() { close(done); <-stopped })
-	return func() time.Time {
-		if p := at.Load(); p != nil {
-			return *p
-		}
-		return start
 	}
 }
 

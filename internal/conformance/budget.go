@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentgate/agentgate/internal/mock/mocktest"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -43,7 +44,7 @@ func (s *suite) budgetStops(class runs.Class, budget string, set func(*runs.Spec
 		// first request, and the wait catches a budget never enforced.
 		spec := runs.Spec{Prompt: "Echo the marker until told to stop.", TimeoutSeconds: int(struckTimeout / time.Second)}
 		set(&spec)
-		first := watchFirstRequest(t, g.backend.Requests)
+		first := mocktest.WatchFirstRequest(t, g.backend.Requests)
 		r := g.submit(t, spec)
 		r, evs := g.wait(t, r.ID, quick+budgetBound)
 		if r.Status != runs.Failed || r.Error == nil || r.Error.Class != class || r.Error.Budget != budget {

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentgate/agentgate/internal/mock/mocktest"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -426,7 +426,7 @@ func (s *suite) failure(status int, class runs.Class) func(t *testing.T) {
 		// The bound is on how long a failing API keeps the run going,
 		// from the CLI's first request: its start before that is CPU
 		// work, which a busy machine stretches.
-		first := watchFirstRequest(t, g.backend.Requests)
+		first := mocktest.WatchFirstRequest(t, g.backend.Requests)
 		r := g.submit(t, runs.Spec{Prompt: "Say hi."})
 		// The wait only catches a hang: it includes the CLI's start,
 		// which a loaded machine stretches far (OpenCode took over 45 s
@@ -446,44 +446,6 @@ func (s *suite) failure(status int, class runs.Class) func(t *testing.T) {
 		if g.backend.Requests() == 0 {
 			t.Error("the mock got no request: the failure did not come from it")
 		}
-	}
-}
-
-// watchFirstRequest polls requests until the mock has one and returns
-// when that was seen (within the poll's 20 ms), or, until then, the time
-// the watch began.
-func watchFirstRequest(t *testing.T, requests func() int) func() time.Time {
-	start := time.Now()
-	var mu sync.Mutex
-	var at time.Time
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				if requests() > 0 {
-					mu.Lock()
-					at = time.Now()
-					mu.Unlock()
-					return
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() { close(done); <-stopped })
-	return func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		if at.IsZero() {
-			return start
-		}
-		return at
 	}
 }
 

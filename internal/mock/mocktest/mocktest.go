@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -146,4 +147,39 @@ func Wiring[S Server](t *testing.T, w Wire[S]) {
 		// The handler returns on its own: the package's leak check sees
 		// nothing left once Close returned.
 	})
+}
+
+// WatchFirstRequest polls requests until the mock has one, and returns a
+// func that tells when that was seen (within the poll's 20 ms) or, until
+// then and for a run that never reached the mock, when the watch began.
+// A bound measured from it leaves out the agent CLI's own start, which a
+// loaded machine can stretch to many seconds.
+func WatchFirstRequest(t testing.TB, requests func() int) func() time.Time {
+	start := time.Now()
+	var at atomic.Pointer[time.Time]
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if requests() > 0 {
+					now := time.Now()
+					at.Store(&now)
+					return
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { close(done); <-stopped })
+	return func() time.Time {
+		if p := at.Load(); p != nil {
+			return *p
+		}
+		return start
+	}
 }
