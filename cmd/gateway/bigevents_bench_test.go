@@ -43,7 +43,12 @@ const (
 // through /proc/PID/clear_refs): first while the run is written with no
 // client reading it, then while the same gateway writes the same run again
 // to its clients. MiB/client is the second peak less the first, over the
-// clients: what reading costs beyond writing, per client. The process's
+// clients: what reading costs beyond writing, per client. Between the two,
+// the same clients read the first run, finished, from its start, a replay
+// with no writer beside it: replay-MiB/client is that peak less the first, over
+// the clients, what a client holds without the writer's backlog (its
+// queue of events for the store grows while readers slow the store,
+// and counts in the second peak). The process's
 // peak RSS is what a machine must have, which is why it is measured rather
 // than the Go heap: the embedded store's server and the NATS client's
 // buffers are in it too.
@@ -63,22 +68,25 @@ func BenchmarkBigEvents(b *testing.B) {
 	}
 	peak := map[string][]float64{}
 	perClient := map[string][]float64{}
+	replayPerClient := map[string][]float64{}
 	var readTime time.Duration
 	for b.Loop() {
 		for _, sz := range sizes {
 			s := fakeSettings{Lines: writeLines(b, [][]byte{sz.line}), Count: bigEventsCount, Final: string(final[len(final)-1])}
 			start := time.Now()
-			alone, read := bigEventsRound(b, bin, s, deltaTextLen(b, sz.line))
+			alone, read, replay := bigEventsRound(b, bin, s, deltaTextLen(b, sz.line))
 			if sz.name == "64KiB" {
 				readTime += time.Since(start)
 			}
 			peak[sz.name] = append(peak[sz.name], read)
 			perClient[sz.name] = append(perClient[sz.name], (read-alone)/bigEventsClients)
+			replayPerClient[sz.name] = append(replayPerClient[sz.name], (replay-alone)/bigEventsClients)
 		}
 	}
 	for _, sz := range sizes {
 		slices.Sort(peak[sz.name])
 		slices.Sort(perClient[sz.name])
+		slices.Sort(replayPerClient[sz.name])
 	}
 	med := func(v []float64) float64 { return v[len(v)/2] }
 	b.ReportMetric(float64(bigEventSize)/1024, "event-KiB")
@@ -87,15 +95,18 @@ func BenchmarkBigEvents(b *testing.B) {
 	b.ReportMetric(med(peak["small"]), "small-peak-MiB")
 	b.ReportMetric(med(perClient["small"])*1024, "small-KiB/client")
 	b.ReportMetric(med(perClient["64KiB"])/max(med(perClient["small"]), 1.0/1024), "x-small")
+	b.ReportMetric(med(replayPerClient["64KiB"]), "replay-MiB/client")
+	b.ReportMetric(med(replayPerClient["small"])*1024, "small-replay-KiB/client")
 	// The round of 64 KiB events, both runs: for scale, on a shared
 	// machine.
 	b.ReportMetric(readTime.Seconds()/float64(len(peak["64KiB"])), "64KiB-round-s")
 }
 
-// bigEventsRound starts a gateway, writes the run s once with no client
-// and once to bigEventsClients clients, and returns the gateway's peak RSS
-// in MiB in each phase. textLen is the text of one of s's deltas.
-func bigEventsRound(b *testing.B, bin string, s fakeSettings, textLen int) (alone, read float64) {
+// bigEventsRound starts a gateway, writes the run s once with no client,
+// has bigEventsClients clients replay it, writes it again to the same
+// clients, and returns the gateway's peak RSS in MiB in each phase. textLen
+// is the text of one of s's deltas.
+func bigEventsRound(b *testing.B, bin string, s fakeSettings, textLen int) (alone, read, replay float64) {
 	g, cmd := startGatewayProcess(b, scaleEnv(b, bin, 1), nil)
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	hc := benchClient(b)
@@ -106,18 +117,24 @@ func bigEventsRound(b *testing.B, bin string, s fakeSettings, textLen int) (alon
 	waitRunEnded(b, hc, g.URL, id)
 	alone = float64(peakRSSKiB(b, pid)) / 1024
 
+	resetPeakRSS(b, pid)
+	cs := connectBigClients(b, hc, g.URL+"/v1/runs/"+id+"/events", bigEventsClients)
+	cs.wait(b, s.Count*textLen)
+	replay = float64(peakRSSKiB(b, pid)) / 1024
+
 	gated := s
 	gated.Gate = filepath.Join(b.TempDir(), "go")
 	resetPeakRSS(b, pid)
 	id = g.create(b, hc, map[string]any{"agent": "claude", "prompt": gated.prompt(b)})
-	cs := connectBigClients(b, hc, g.URL+"/v1/runs/"+id+"/events", bigEventsClients)
+	cs = connectBigClients(b, hc, g.URL+"/v1/runs/"+id+"/events", bigEventsClients)
 	if err := os.WriteFile(gated.Gate, nil, 0o644); err != nil {
 		b.Fatal(err)
 	}
 	cs.wait(b, s.Count*textLen)
 	read = float64(peakRSSKiB(b, pid)) / 1024
+
 	hc.CloseIdleConnections()
-	return alone, read
+	return alone, read, replay
 }
 
 // bigDelta is a text delta line whose text is size bytes of words.

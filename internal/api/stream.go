@@ -444,7 +444,7 @@ const (
 	// larger. A client that reads slowly (or not at all, until its write
 	// deadline) then holds this much, not BatchSize events' worth: 64 MiB
 	// of 256 KiB events.
-	maxBatchBytes = 1 << 20
+	maxBatchBytes = runs.ReaderStepBytes
 	// maxPooledBytes is the largest write buffer kept in writeBufs: a
 	// steady stream's batches and a lagging one's fit in it, a replay's
 	// megabyte does not.

@@ -80,7 +80,7 @@ func (o *Options) setDefaults() {
 // maxBatchBytes bounds the envelopes of one batch a reader gets from the
 // ring, like a store cursor's buffer: a reader of big events gets them a
 // few at a time (always at least one).
-const maxBatchBytes = 1 << 20
+const maxBatchBytes = runs.ReaderStepBytes
 
 // ErrClosed is what readers get once their Hub is closed, and what
 // OpenCursor returns after it.

@@ -529,6 +529,49 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
+// promisedStepBytes is what docs/security.md promises a reader's batch
+// holds at most (or one event): a literal, so that a bound grown back
+// fails here rather than moving the test with it.
+const promisedStepBytes = 256 << 10
+
+// TestBatchBytes: a reader of 64 KiB events gets them in batches of at
+// most promisedStepBytes, however many it asks for, and every event in
+// order.
+func TestBatchBytes(t *testing.T) {
+	const n, size = 40, 64 << 10
+	src := newMemLog()
+	h := New(src, Options{RingBytes: 8 << 20}, zap.NewNop())
+	defer h.Close()
+	src.mu.Lock()
+	for seq := uint64(1); seq <= n; seq++ {
+		typ := runs.EventMessageDelta
+		if seq == n {
+			typ = runs.EventRunCompleted
+		}
+		src.events["r"] = append(src.events["r"], runs.StoredEvent{Seq: seq, Type: typ, JSON: make([]byte, size)})
+	}
+	src.mu.Unlock()
+	cur := open(t, h, "r", 0)
+	defer cur.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	for want := uint64(1); want <= n; {
+		evs, err := cur.Next(ctx, 1000)
+		if err != nil {
+			t.Fatalf("at seq %d: %v", want, err)
+		}
+		if len(evs)*size > promisedStepBytes {
+			t.Fatalf("a batch of %d events of %d KiB, beyond %d bytes", len(evs), size>>10, promisedStepBytes)
+		}
+		for _, ev := range evs {
+			if ev.Seq != want {
+				t.Fatalf("event %d, want %d", ev.Seq, want)
+			}
+			want++
+		}
+	}
+}
+
 // TestRingBytes: the ring keeps no more than its byte bound (but always
 // the newest event), and a batch from it no more than maxBatchBytes (but
 // always one event), with every event still delivered.

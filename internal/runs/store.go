@@ -154,6 +154,15 @@ type SessionRecord struct {
 	Tenant string `json:"tenant,omitempty"`
 }
 
+// ReaderStepBytes is what each layer between the store and one reader's
+// connection holds of the events at once: a store cursor's pulls and its
+// buffer of events ready, a fan-out reader's batch, a stream's write. The
+// layers hold at most this each (or one event, when a single event is
+// bigger), so a client's memory is a few times this however big the
+// events and however slowly it reads. 256 KiB is about 800 small events,
+// so a replay of small events still moves hundreds per step.
+const ReaderStepBytes = 256 << 10
+
 // Cursor reads one run's log in order. It belongs to one reader and is not
 // safe for concurrent use.
 type Cursor interface {

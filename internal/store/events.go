@@ -32,17 +32,18 @@ const cursorBuffer = 256
 const pullBatch = 1024
 
 // pullTargetBytes bounds what a cursor's pulls ask for, in bytes: about
-// the most it has pulled from the server and not yet taken. Pulls were
-// bounded by readers.pullBytes, the largest message the server takes (4 MiB
-// on the embedded server), and a cursor of big events had that much in
-// flight, copied again on the server's side: about 20 MiB of the gateway
-// per lagging reader of 64 KiB events. A message larger than a pull's bound
-// is never delivered (the server refuses the pull, and the client asks for
-// the same again), so a cursor that waits stallWait for its next message
-// while the server holds more for it goes back to readers.pullBytes (see
-// nextMsg). Events are bounded well below this (runs.Limits), so that is
-// the exception: a log written with larger bounds.
-const pullTargetBytes = 1<<20 + pullOverhead
+// the most it has pulled from the server and not yet taken, a reader's
+// step (runs.ReaderStepBytes), or a message of several events, whichever
+// is larger. Pulls were bounded by readers.pullBytes, the largest message
+// the server takes (4 MiB on the embedded server), and a cursor of big
+// events had that much in flight, copied again on the server's side: about
+// 20 MiB of the gateway per lagging reader of 64 KiB events. A message
+// larger than a pull's bound is never delivered (the server refuses the
+// pull, and the client asks for the same again), so a cursor that waits
+// stallWait for its next message while the server holds more for it goes
+// back to readers.pullBytes (see nextMsg): a lone event bigger than this
+// (runs.Limits allows up to MaxEncoded) costs its cursor that wait once.
+const pullTargetBytes = max(runs.ReaderStepBytes, maxGroupBytes) + pullOverhead
 
 // stallWait is how long a cursor with small pulls waits for a message
 // before it asks the server whether one too big for them is waiting.
@@ -51,7 +52,7 @@ const stallWait = time.Second
 // cursorBufferBytes bounds the events a cursor holds ready by their size
 // too: a reader that does not call Next holds at most this (or one event),
 // not cursorBuffer big events (64 MiB of 256 KiB ones).
-const cursorBufferBytes = 1 << 20
+const cursorBufferBytes = runs.ReaderStepBytes
 
 // errCursorClosed is what Next returns after Close.
 var errCursorClosed = errors.New("cursor closed")
