@@ -6,6 +6,12 @@
 # and a busy one may stretch it without any test being wrong.
 set -euo pipefail
 budgets="$(dirname "$0")/test-budgets.txt"
+# tee passes each line on as it comes; awk reading the pipe itself would
+# hold lines back (mawk fills its input buffer first), so that a slow
+# package's result, or a hang's panic, showed up only at the end.
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+tee "$out"
 awk -v budgets="$budgets" '
 BEGIN {
   while ((getline line < budgets) > 0) {
@@ -14,7 +20,6 @@ BEGIN {
     budget[f[1]] = f[2]
   }
 }
-{ print; fflush() }
 ($1 == "ok" || $1 == "FAIL") && $3 ~ /^[0-9.]+s$/ {
   pkg = $2
   sub(/^github\.com\/agentgate\/agentgate/, ".", pkg)
@@ -31,4 +36,4 @@ END {
   for (i = 1; i <= n; i++) print summary[i] | cmd
   close(cmd)
   printf "%8.1fs summed over %d packages\n", total, n
-}'
+}' "$out"
