@@ -39,7 +39,7 @@ func (e *Embedded) Health() error {
 	if !srv.JetStreamEnabled() {
 		return ErrJetStreamDown
 	}
-	h := srv.Healthz(&server.HealthzOptions{Details: true})
+	h := healthz(srv)
 	if len(h.Errors) == 0 && (h.Status == "ok" || h.Status == "") {
 		return nil
 	}
@@ -51,6 +51,21 @@ func (e *Embedded) Health() error {
 		why = append(why, h.Error)
 	}
 	return fmt.Errorf("embedded nats: %s", strings.Join(why, "; "))
+}
+
+// healthz is the server's own health check, asked again when it says the
+// server is not ready although it is. nats-server 2.15.2 waits for an
+// in-process server's startup with a select between "startup complete"
+// and a 1 ms timer; on a busy machine both are ready by the time the
+// select runs, it picks one at random, and a server that started long
+// ago reads as "failed to be ready for connections".
+func healthz(srv *server.Server) *server.HealthStatus {
+	opts := &server.HealthzOptions{Details: true}
+	h := srv.Healthz(opts)
+	for try := 0; try < 5 && strings.Contains(h.Error, "startup did not complete") && srv.ReadyForConnections(readyTimeout); try++ {
+		h = srv.Healthz(opts)
+	}
+	return h
 }
 
 // RestartJetStream replaces the embedded server with a new one on the same
