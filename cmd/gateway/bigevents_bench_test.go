@@ -119,7 +119,7 @@ func bigEventsRound(b *testing.B, bin string, s fakeSettings, textLen int) (alon
 
 	resetPeakRSS(b, pid)
 	cs := connectBigClients(b, hc, g.URL+"/v1/runs/"+id+"/events", bigEventsClients)
-	cs.wait(b, s.Count*textLen)
+	waitBigText(b, cs, s.Count*textLen)
 	replay = float64(peakRSSKiB(b, pid)) / 1024
 
 	gated := s
@@ -130,7 +130,7 @@ func bigEventsRound(b *testing.B, bin string, s fakeSettings, textLen int) (alon
 	if err := os.WriteFile(gated.Gate, nil, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	cs.wait(b, s.Count*textLen)
+	waitBigText(b, cs, s.Count*textLen)
 	read = float64(peakRSSKiB(b, pid)) / 1024
 
 	hc.CloseIdleConnections()
@@ -288,39 +288,23 @@ func deltaEnvelopeTextLen(envelope []byte) int {
 	return len(env.Data.Text)
 }
 
-// bigClients is the clients of one run.
-type bigClients struct {
-	cs     []*bigClient
-	wg     sync.WaitGroup
-	cancel context.CancelFunc
-}
-
 // connectBigClients connects n clients to url, each streaming (its
 // run.started read) before the next connects.
-func connectBigClients(tb testing.TB, hc *http.Client, url string, n int) *bigClients {
-	ctx, cancel := context.WithTimeout(context.Background(), bigEventsDeadline)
-	set := &bigClients{cs: make([]*bigClient, n), cancel: cancel}
-	for i := range set.cs {
-		c := &bigClient{started: make(chan struct{})}
-		set.cs[i] = c
-		set.wg.Add(1)
-		go func() {
-			defer set.wg.Done()
-			c.follow(ctx, hc, url)
-		}()
-		<-c.started
-		if c.err != nil {
-			cancel()
-			set.wg.Wait()
-			tb.Fatalf("client %d: %v", i, c.err)
-		}
-	}
-	return set
+func connectBigClients(tb testing.TB, hc *http.Client, url string, n int) *clientSet[*bigClient] {
+	return connectEach(tb, hc, url, n, bigEventsDeadline, func() *bigClient {
+		return &bigClient{started: make(chan struct{})}
+	})
 }
+
+func (c *bigClient) readFromStart(ctx context.Context, hc *http.Client, url string) {
+	c.follow(ctx, hc, url)
+}
+func (c *bigClient) streaming() <-chan struct{} { return c.started }
+func (c *bigClient) failure() error             { return c.err }
 
 // wait waits for every client's stream to end and checks that each got
 // text bytes of deltas and the same stream as the others.
-func (set *bigClients) wait(tb testing.TB, text int) {
+func waitBigText(tb testing.TB, set *clientSet[*bigClient], text int) {
 	set.wg.Wait()
 	set.cancel()
 	for i, c := range set.cs {

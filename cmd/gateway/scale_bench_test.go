@@ -440,7 +440,7 @@ func BenchmarkFanout(b *testing.B) {
 					if err := os.WriteFile(run.Gate, nil, 0o644); err != nil {
 						b.Fatal(err)
 					}
-					all = append(all, cs.wait(b, s.Count)...)
+					all = append(all, waitStamps(b, cs, s.Count)...)
 					cpu += procCPU(cmd.Process.Pid) - cpu0
 
 					b.StopTimer()
@@ -474,39 +474,60 @@ func BenchmarkFanout(b *testing.B) {
 	}
 }
 
+// follower is one client of a stream, for connectEach.
+type follower interface {
+	// readFromStart reads url's stream from its first event until it
+	// ends or ctx does.
+	readFromStart(ctx context.Context, hc *http.Client, url string)
+	// streaming is closed once the client has read run.started, or has
+	// stopped.
+	streaming() <-chan struct{}
+	// failure is why it stopped early, or nil.
+	failure() error
+}
+
 // clientSet is the clients of one stream, connected one after another.
-type clientSet struct {
-	cs     []*streamClient
+type clientSet[C follower] struct {
+	cs     []C
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
 }
 
-// connectClients connects n clients to url, each streaming (its
-// run.started read) before the next connects.
-func connectClients(tb testing.TB, hc *http.Client, url string, n int) *clientSet {
-	ctx, cancel := context.WithTimeout(context.Background(), benchDeadline)
-	set := &clientSet{cs: make([]*streamClient, n), cancel: cancel}
+// connectEach connects n clients made by newClient to url, each streaming
+// before the next connects, all of them bounded by within.
+func connectEach[C follower](tb testing.TB, hc *http.Client, url string, n int, within time.Duration, newClient func() C) *clientSet[C] {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	set := &clientSet[C]{cs: make([]C, n), cancel: cancel}
 	for i := range set.cs {
-		c := &streamClient{started: make(chan struct{})}
+		c := newClient()
 		set.cs[i] = c
-		set.wg.Add(1)
-		go func() {
-			defer set.wg.Done()
-			c.follow(ctx, hc, url, "")
-		}()
-		<-c.started
-		if c.err != nil {
+		set.wg.Go(func() { c.readFromStart(ctx, hc, url) })
+		<-c.streaming()
+		if err := c.failure(); err != nil {
 			cancel()
 			set.wg.Wait()
-			tb.Fatalf("client %d: %v", i, c.err)
+			tb.Fatalf("client %d: %v", i, err)
 		}
 	}
 	return set
 }
 
+// connectClients connects n stamp-reading clients to url.
+func connectClients(tb testing.TB, hc *http.Client, url string, n int) *clientSet[*streamClient] {
+	return connectEach(tb, hc, url, n, benchDeadline, func() *streamClient {
+		return &streamClient{started: make(chan struct{})}
+	})
+}
+
+func (c *streamClient) readFromStart(ctx context.Context, hc *http.Client, url string) {
+	c.follow(ctx, hc, url, "")
+}
+func (c *streamClient) streaming() <-chan struct{} { return c.started }
+func (c *streamClient) failure() error             { return c.err }
+
 // wait waits for every client's stream to end, checks that each got count
 // stamps, and returns their latencies.
-func (set *clientSet) wait(tb testing.TB, count int) []time.Duration {
+func waitStamps(tb testing.TB, set *clientSet[*streamClient], count int) []time.Duration {
 	set.wg.Wait()
 	set.cancel()
 	var all []time.Duration
@@ -551,7 +572,7 @@ func floorRun(tb testing.TB, bin string, s fakeSettings, clients int) ([]time.Du
 		f.publish(runs.EventMessageDelta, append(text, `>"}`...))
 	})
 	f.publish(runs.EventRunCompleted, []byte(`{"status":"succeeded"}`))
-	lat := cs.wait(tb, s.Count)
+	lat := waitStamps(tb, cs, s.Count)
 	hc.CloseIdleConnections()
 	return lat, kib
 }
