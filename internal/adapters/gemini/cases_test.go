@@ -506,6 +506,7 @@ func (r *cliRun) wantExit(t *testing.T, status int) {
 // wantQuick checks that the bounded retries end the run in seconds.
 func (r *cliRun) wantQuick(t *testing.T) {
 	t.Helper()
+	// From the first model call to the CLI's exit.
 	if r.elapsed > 25*time.Second {
 		t.Errorf("took %v: maxAttempts did not bound the retries", r.elapsed)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/agenttest"
 	"github.com/agentgate/agentgate/internal/mock/googleai"
+	"github.com/agentgate/agentgate/internal/mock/mocktest"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
 )
@@ -166,7 +167,9 @@ func runCLI(t *testing.T, bin, version string, c cliCase, home, dir string) *cli
 		}
 	}
 
-	start := time.Now()
+	// elapsed counts from the CLI's first model call: its start before
+	// that is Node loading the CLI, which a busy machine stretches.
+	first := mocktest.WatchFirstRequest(t, func() int { return len(srv.Ledger().Calls()) })
 	p := agenttest.Start(t, bin, cmd.Args, env, dir, cmd.Stdin)
 	deadline := time.AfterFunc(runDeadline, p.Kill)
 	defer deadline.Stop()
@@ -202,7 +205,7 @@ func runCLI(t *testing.T, bin, version string, c cliCase, home, dir string) *cli
 		}
 	}
 	res := p.Wait()
-	r.elapsed = time.Since(start)
+	r.elapsed = time.Since(first())
 	if c.signal != 0 {
 		r.toolOutlived = len(agenttest.ProcessesMatching(marker)) > 0
 		killMatching(marker)
