@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -226,19 +225,12 @@ func (c *bigClient) markStarted() { c.once.Do(func() { close(c.started) }) }
 
 func (c *bigClient) follow(ctx context.Context, hc *http.Client, url string) {
 	defer c.markStarted()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := hc.Do(req)
+	resp, err := openSSE(ctx, hc, url, "")
 	if err != nil {
 		c.err = err
 		return
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		c.err = fmt.Errorf("status %d: %s", resp.StatusCode, body)
-		return
-	}
 	h := sha256.New()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 8<<20)

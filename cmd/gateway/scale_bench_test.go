@@ -279,8 +279,9 @@ func parseStamp(b []byte) (int64, bool) {
 	return n, true
 }
 
-func (c *streamClient) follow(ctx context.Context, hc *http.Client, url, lastEventID string) {
-	defer c.markStarted()
+// openSSE opens url's event stream after lastEventID ("" from the
+// start); any answer but 200 is an error that quotes the body's start.
+func openSSE(ctx context.Context, hc *http.Client, url, lastEventID string) (*http.Response, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	req.Header.Set("Accept", "text/event-stream")
 	if lastEventID != "" {
@@ -288,15 +289,24 @@ func (c *streamClient) follow(ctx context.Context, hc *http.Client, url, lastEve
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		resp.Body.Close()
+		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, body)
+	}
+	return resp, nil
+}
+
+func (c *streamClient) follow(ctx context.Context, hc *http.Client, url, lastEventID string) {
+	defer c.markStarted()
+	resp, err := openSSE(ctx, hc, url, lastEventID)
+	if err != nil {
 		c.err = err
 		return
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		c.err = fmt.Errorf("status %d: %s", resp.StatusCode, body)
-		return
-	}
 	want := uint64(1)
 	if lastEventID != "" {
 		n, _ := strconv.ParseUint(lastEventID, 10, 64)
