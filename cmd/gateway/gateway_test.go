@@ -33,6 +33,7 @@ import (
 	"github.com/agentgate/agentgate/internal/proctree"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
+	"github.com/agentgate/agentgate/internal/testproc"
 )
 
 // asGatewayEnv makes the test binary run the gateway itself, so that a test
@@ -42,7 +43,7 @@ const asGatewayEnv = "AGENTGATE_TEST_AS_GATEWAY"
 func TestMain(m *testing.M) {
 	mcptest.Main() // the MCP server of TestGivenAndLeftEndToEnd is this binary
 	if len(os.Args) > 1 && os.Args[1] == proctree.ReaperArg {
-		os.Exit(proctree.Reap(os.Args[2:])) // the gateway runs agents under its own binary
+		testproc.Exit(proctree.Reap(os.Args[2:])) // the gateway runs agents under its own binary
 	}
 	if os.Getenv(asGatewayEnv) != "" {
 		main()

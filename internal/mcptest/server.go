@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/testproc"
 )
 
 // ServeEnv, set to "1" in its environment, makes a test binary that calls
@@ -38,9 +39,9 @@ func Main() {
 	}
 	if err := Serve(os.Stdin, os.Stdout, os.Getenv(TokenEnv)); err != nil {
 		fmt.Fprintln(os.Stderr, "mcptest:", err)
-		os.Exit(1)
+		testproc.Exit(1)
 	}
-	os.Exit(0)
+	testproc.Exit(0)
 }
 
 // Server is the mcp_servers entry that starts the running test binary as

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentgate/agentgate/internal/testproc"
 )
 
 // gatewayEnv makes the test binary play a gateway that runs the argv in
@@ -28,15 +30,15 @@ const ownCgroupEnv = "PROCTREE_TEST_OWN_CGROUP"
 
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == ReaperArg {
-		os.Exit(Reap(os.Args[2:]))
+		testproc.Exit(Reap(os.Args[2:]))
 	}
 	if os.Getenv(ownCgroupEnv) != "" {
 		dir, ok := ownCgroup(os.Getppid())
 		fmt.Println(dir, ok)
-		os.Exit(0)
+		testproc.Exit(0)
 	}
 	if spec := os.Getenv(gatewayEnv); spec != "" {
-		os.Exit(fakeGateway(spec))
+		testproc.Exit(fakeGateway(spec))
 	}
 	os.Exit(m.Run())
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/proctree"
 	"github.com/agentgate/agentgate/internal/proctree/proctreetest"
+	"github.com/agentgate/agentgate/internal/testproc"
 )
 
 // fakeAgentEnv makes the test binary act as an agent CLI, in the mode
@@ -36,13 +37,13 @@ const fakeGateEnv = "AGENTGATE_FAKE_GATE"
 func TestMain(m *testing.M) {
 	if len(os.Args) == 2 && os.Args[1] == "-fake-version" {
 		fmt.Println("1.2.3")
-		os.Exit(0)
+		testproc.Exit(0)
 	}
 	if len(os.Args) > 1 && os.Args[1] == proctree.ReaperArg {
-		os.Exit(proctree.Reap(os.Args[2:]))
+		testproc.Exit(proctree.Reap(os.Args[2:]))
 	}
 	if mode := os.Getenv(fakeAgentEnv); mode != "" {
-		os.Exit(fakeAgent(mode))
+		testproc.Exit(fakeAgent(mode))
 	}
 	goleak.VerifyTestMain(m)
 }
