@@ -816,7 +816,9 @@ func startGatewayUnder(t testing.TB, launcher []string, settings, passEnv map[st
 	t.Helper()
 	argv := append(append([]string(nil), launcher...), os.Args[0])
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = []string{asGatewayEnv + "=1", "PATH=" + os.Getenv("PATH")}
+	// A race-built gateway that exits 0 sleeps a second first; the tests
+	// that stop one gracefully wait for it (see testproc.Exit).
+	cmd.Env = []string{asGatewayEnv + "=1", "PATH=" + os.Getenv("PATH"), "GORACE=atexit_sleep_ms=0"}
 	for k, v := range passEnv {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
