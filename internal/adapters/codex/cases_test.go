@@ -215,6 +215,10 @@ func cliCases() []cliCase {
 				if r.outcome.Model != "mock-model-2" || r.outcome.Result != "Hello from the mock." {
 					t.Errorf("outcome = %+v", r.outcome)
 				}
+				// A run that does not keep its session is ephemeral.
+				if n := rollouts(t, r.inv.Home, r.outcome.SessionID); n != 0 {
+					t.Errorf("an ephemeral run left %d rollout files", n)
+				}
 			},
 		},
 		{
@@ -283,18 +287,6 @@ func cliCases() []cliCase {
 				}
 				if !strings.Contains(r.ledger.Responses()[0].Request.Developer()+inputText(r.ledger.Responses()[0].Request), "remember") {
 					t.Error("the resumed request does not carry the first turn")
-				}
-			},
-		},
-		{
-			name:       "ephemeral",
-			scenario:   fixed(openai.TextAnswer("Gone after.")),
-			spec:       runs.Spec{Prompt: "forget"},
-			wantStatus: runs.Succeeded,
-			wantTypes:  []runs.EventType{tStart, tMsg},
-			check: func(t *testing.T, r *cliRun) {
-				if n := rollouts(t, r.inv.Home, r.outcome.SessionID); n != 0 {
-					t.Errorf("an ephemeral run left %d rollout files", n)
 				}
 			},
 		},
