@@ -439,7 +439,8 @@ func TestSessionDenyAndStop(t *testing.T) {
 }
 
 // TestSessionTurns: a follow-up turn on the same thread, each turn's
-// usage what the mock billed for it, the outcome their sum.
+// usage what the mock billed for it, the outcome their sum. Close while
+// idle ends the conversation, and a message after it is refused.
 func TestSessionTurns(t *testing.T) {
 	t.Parallel()
 	d := startSession(t, "turns", runs.Spec{Prompt: "First turn.", Interactive: true}, fixed(openai.Turns("An answer.")))
@@ -467,6 +468,9 @@ func TestSessionTurns(t *testing.T) {
 	o := d.end()
 	if o.Status != runs.Succeeded || o.NumTurns != 2 || o.Usage != b2 || o.Result != "An answer." {
 		t.Errorf("outcome = %+v, billed %+v", o, b2)
+	}
+	if err := d.dec.Send("late", nil, false); err == nil {
+		t.Error("Send after Close was taken")
 	}
 }
 
@@ -575,25 +579,15 @@ func TestSessionPendingWithdrawn(t *testing.T) {
 	}
 }
 
-// TestSessionClose: Close while idle ends the conversation; Interrupt
-// while idle ends it too, without a signal.
-func TestSessionClose(t *testing.T) {
+// TestSessionStopIdle: Interrupt while idle ends the conversation
+// without a signal (TestSessionTurns closes an idle session).
+func TestSessionStopIdle(t *testing.T) {
 	t.Parallel()
-	for _, stop := range []bool{false, true} {
-		d := startSession(t, map[bool]string{false: "close", true: "stop_idle"}[stop], runs.Spec{Prompt: "Hi.", Interactive: true}, fixed(openai.Turns("Hello.")))
-		d.turn()
-		if stop {
-			d.act(action{Kind: "stop"})
-		} else {
-			d.act(action{Kind: "close"})
-		}
-		o := d.end()
-		if o.Status != runs.Succeeded || o.NumTurns != 1 {
-			t.Errorf("stop %v: outcome = %+v", stop, o)
-		}
-		if err := d.dec.Send("late", nil, false); err == nil && !stop {
-			t.Error("Send after Close was taken")
-		}
+	d := startSession(t, "stop_idle", runs.Spec{Prompt: "Hi.", Interactive: true}, fixed(openai.Turns("Hello.")))
+	d.turn()
+	d.act(action{Kind: "stop"})
+	if o := d.end(); o.Status != runs.Succeeded || o.NumTurns != 1 {
+		t.Errorf("outcome = %+v", o)
 	}
 }
 
