@@ -176,8 +176,9 @@
 // that the model sees the file's path. Verified with codex 0.171.0:
 //
 //   - small PNG, JPEG and WebP images reached the mock model byte for
-//     byte, base64 in a data URL of their own type (TestRealCLIImage,
-//     TestRealCLIImageTypes, TestSessionImageFollowUp);
+//     byte, base64 in a data URL of their own type (TestRealCLIImageTypes
+//     for the prompt's; a follow-up message's in the conformance suite's
+//     image_follow_up);
 //   - a GIF reached it re-encoded as a PNG of the same size, so the GIF's
 //     own bytes are not in the request;
 //   - a 4000×3000 PNG reached it resized to 1824×1368 (a PNG nine times

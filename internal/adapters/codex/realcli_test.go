@@ -21,6 +21,7 @@ import (
 	"github.com/agentgate/agentgate/internal/agenttest"
 	"github.com/agentgate/agentgate/internal/mock/openai"
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/runstest"
 )
 
 var record = flag.Bool("record", false, "TestRealCLI rewrites testdata/<case>.jsonl and .meta.json from the real CLI (then run TestGolden -update)")
@@ -78,9 +79,11 @@ func TestRealCLI(t *testing.T) {
 	}
 }
 
+// installedVersion asks bin for its version through the cache the test
+// binary's supervisors share, so that one start answers them all.
 func installedVersion(t *testing.T, bin string) string {
 	t.Helper()
-	out, err := exec.Command(bin, New().Describe().VersionArgs...).Output()
+	out, err := runstest.Versions.Output(context.Background(), bin, New().Describe().VersionArgs, agenttest.MinimalEnv(t.TempDir()))
 	if err != nil {
 		t.Fatalf("%s --version: %v", bin, err)
 	}
