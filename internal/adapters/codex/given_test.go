@@ -218,37 +218,6 @@ func onlyMCPCall(t *testing.T, evs []runs.StoredEvent) *mcpCall {
 	return nil
 }
 
-// TestRealCLIMCPTool gives a run mcptest's server as "demo"; the mock
-// model calls its reverse_text, as Codex offers it (function
-// reverse_text of namespace mcp__demo). With approvals never the call
-// must run unasked, and its result reach the events and the model.
-func TestRealCLIMCPTool(t *testing.T) {
-	const answer = "The tool reversed it."
-	g := startGateway(t, openai.MCPTurn(mcptest.Name, "reverse_text", `{"text":"hello mcp"}`, answer))
-	r := g.submit(t, runs.Spec{Prompt: "Reverse 'hello mcp' with the demo tool.", MCPServers: demoServers(t, "unused-"+rand.Text())})
-	done, evs := g.wait(t, r.ID)
-	if done.Status != runs.Succeeded {
-		t.Fatalf("run %s: %+v; events: %s", done.Status, done.Error, eventTypes(evs))
-	}
-	c := onlyMCPCall(t, evs)
-	if c.started.MCPServer != mcptest.Name || c.started.MCPTool != "reverse_text" || c.started.Name != "mcp__demo__reverse_text" {
-		t.Errorf("tool_call.started %+v, want mcp_server demo, mcp_tool reverse_text, name mcp__demo__reverse_text", c.started)
-	}
-	if !strings.Contains(string(c.started.Input), "hello mcp") {
-		t.Errorf("input %s, want the model's arguments", c.started.Input)
-	}
-	want := mcptest.Reversed("hello mcp")
-	if c.completed.IsError || c.completed.Output != want {
-		t.Errorf("tool_call.completed %+v, want output %q", c.completed, want)
-	}
-	if !g.srv.Ledger().Seen(want) {
-		t.Error("the model never got the tool's result")
-	}
-	if done.Result != answer {
-		t.Errorf("result %q, want %q", done.Result, answer)
-	}
-}
-
 // TestRealCLIMCPSecretRedacted has the model call show_token, which
 // echoes the secret in the server's env: the secret reaches the model
 // (the tool ran with it) but no stored event, nor the run's record.
@@ -281,42 +250,6 @@ func TestRealCLIMCPSecretRedacted(t *testing.T) {
 	}
 }
 
-// TestRealCLIMCPApproval asks for approvals: Codex asks for the MCP call
-// (an elicitation), the gateway reports approval.requested naming the
-// server, and the call runs once allowed.
-func TestRealCLIMCPApproval(t *testing.T) {
-	g := startGateway(t, openai.MCPTurn(mcptest.Name, "reverse_text", `{"text":"hello mcp"}`, "Reversed."))
-	r := g.submit(t, runs.Spec{Prompt: "Reverse 'hello mcp' with the demo tool.", Approvals: runs.ApprovalsAsk,
-		MCPServers: demoServers(t, "unused-"+rand.Text())})
-	e := g.waitEvent(t, r.ID, runs.EventApprovalRequested)
-	var req runs.ApprovalRequestedData
-	eventData(t, e, &req)
-	if req.MCPServer != mcptest.Name || req.Tool != "mcp__demo__reverse_text" || !strings.Contains(string(req.Input), "hello mcp") {
-		t.Errorf("approval.requested %+v, want mcp_server demo, tool mcp__demo__reverse_text and the arguments", req)
-	}
-	if calls := mcpCalls(t, runstest.StoredEvents(t, g.st, r.ID)); len(calls) > 0 {
-		for _, c := range calls {
-			if c.done && !c.completed.IsError {
-				t.Fatalf("the MCP call completed before it was allowed: %+v", c.completed)
-			}
-		}
-	}
-	if _, err := g.sup.Input(context.Background(), r.ID, runs.Input{Kind: runs.InputDecision, ApprovalID: req.ID, Decision: runs.Allow}); err != nil {
-		t.Fatalf("allow: %v", err)
-	}
-	done, evs := g.wait(t, r.ID)
-	if done.Status != runs.Succeeded {
-		t.Fatalf("run %s: %+v; events: %s", done.Status, done.Error, eventTypes(evs))
-	}
-	c := onlyMCPCall(t, evs)
-	if want := mcptest.Reversed("hello mcp"); c.completed.IsError || c.completed.Output != want {
-		t.Errorf("tool_call.completed %+v, want output %q", c.completed, want)
-	}
-	if c.started.MCPServer != mcptest.Name || c.started.MCPTool != "reverse_text" {
-		t.Errorf("tool_call.started %+v, want mcp_server demo, mcp_tool reverse_text", c.started)
-	}
-}
-
 // missingMCP is an MCP command the gateway allows that does not exist.
 const missingMCP = "/nonexistent/agentgate-mcp-server"
 
@@ -343,15 +276,26 @@ func TestRealCLIMCPServerFails(t *testing.T) {
 	}
 }
 
-// TestRealCLIMCPDenied denies the MCP call: Codex declines it (action
-// decline), the tool never runs, the call completes as an error, and the
-// turn goes on to the model's answer.
+// TestRealCLIMCPDenied asks for approvals: Codex asks for the MCP call
+// (an elicitation), and the gateway reports approval.requested naming the
+// server, the tool as Codex offers it and the model's arguments, with the
+// call not run. Denied, Codex declines it (action decline), the tool never
+// runs, the call completes as an error, and the turn goes on to the
+// model's answer. The conformance suite's mcp_approval allows such a call.
 func TestRealCLIMCPDenied(t *testing.T) {
 	g := startGateway(t, openai.MCPTurn(mcptest.Name, "reverse_text", `{"text":"hello mcp"}`, "Not allowed, then."))
 	r := g.submit(t, runs.Spec{Prompt: "Reverse 'hello mcp' with the demo tool.", Approvals: runs.ApprovalsAsk,
 		MCPServers: demoServers(t, "unused-"+rand.Text())})
 	var req runs.ApprovalRequestedData
 	eventData(t, g.waitEvent(t, r.ID, runs.EventApprovalRequested), &req)
+	if req.MCPServer != mcptest.Name || req.Tool != "mcp__demo__reverse_text" || !strings.Contains(string(req.Input), "hello mcp") {
+		t.Errorf("approval.requested %+v, want mcp_server demo, tool mcp__demo__reverse_text and the arguments", req)
+	}
+	for _, c := range mcpCalls(t, runstest.StoredEvents(t, g.st, r.ID)) {
+		if c.done && !c.completed.IsError {
+			t.Fatalf("the MCP call completed before it was answered: %+v", c.completed)
+		}
+	}
 	if _, err := g.sup.Input(context.Background(), r.ID, runs.Input{Kind: runs.InputDecision, ApprovalID: req.ID, Decision: runs.Deny}); err != nil {
 		t.Fatalf("deny: %v", err)
 	}
@@ -432,9 +376,12 @@ func TestRealCLIMCPResumed(t *testing.T) {
 // TestRealCLIOperatorMCPOff: the operator's config.toml has an MCP server
 // of its own; a run given its own servers sees only those (the
 // operator's is turned off for its thread), and config.toml is left as
-// it was.
+// it was. The mock model calls the run's reverse_text, as Codex offers
+// it (function reverse_text of namespace mcp__demo): with approvals never
+// the call runs unasked, and its result reaches the events and the model.
 func TestRealCLIOperatorMCPOff(t *testing.T) {
-	g := startGateway(t, openai.MCPTurn(mcptest.Name, "reverse_text", `{"text":"hello mcp"}`, "Reversed."))
+	const answer = "The tool reversed it."
+	g := startGateway(t, openai.MCPTurn(mcptest.Name, "reverse_text", `{"text":"hello mcp"}`, answer))
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -460,5 +407,31 @@ func TestRealCLIOperatorMCPOff(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(g.home, "config.toml")); err != nil || string(b) != config {
 		t.Errorf("config.toml changed: %v\n%s", err, b)
+	}
+	wantReversed(t, g, done, evs, answer)
+}
+
+// wantReversed checks the run's one MCP call, demo's reverse_text of
+// "hello mcp", unasked: named as Codex offers it, with the model's
+// arguments, its result in the events and sent to the model, and the
+// model's answer the run's result.
+func wantReversed(t *testing.T, g *gateway, done runs.Run, evs []runs.StoredEvent, answer string) {
+	t.Helper()
+	c := onlyMCPCall(t, evs)
+	if c.started.MCPServer != mcptest.Name || c.started.MCPTool != "reverse_text" || c.started.Name != "mcp__demo__reverse_text" {
+		t.Errorf("tool_call.started %+v, want mcp_server demo, mcp_tool reverse_text, name mcp__demo__reverse_text", c.started)
+	}
+	if !strings.Contains(string(c.started.Input), "hello mcp") {
+		t.Errorf("input %s, want the model's arguments", c.started.Input)
+	}
+	want := mcptest.Reversed("hello mcp")
+	if c.completed.IsError || c.completed.Output != want {
+		t.Errorf("tool_call.completed %+v, want output %q", c.completed, want)
+	}
+	if !g.srv.Ledger().Seen(want) {
+		t.Error("the model never got the tool's result")
+	}
+	if done.Result != answer {
+		t.Errorf("result %q, want %q", done.Result, answer)
 	}
 }
