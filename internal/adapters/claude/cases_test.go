@@ -38,6 +38,11 @@ type cliCase struct {
 	// or more: TestRealCLI runs it only with -record or -slow; its
 	// recording is replayed by TestGolden always.
 	slow bool
+	// coveredBy names the TestConformance case that plays the same
+	// scenario live and asserts everything of substance this case does
+	// live: TestRealCLI runs the case only with -record, so that its
+	// recording stays re-recordable, and TestGolden replays it always.
+	coveredBy string
 	// before runs first, in the same HOME and directory (resume).
 	before *cliCase
 	// runID is the run's id; empty for a fresh UUIDv7.
@@ -176,7 +181,10 @@ func cliCases() []cliCase {
 			},
 		},
 		{
-			name: "full", scenario: toolTurn, spec: prompt(runs.Full),
+			// The sandbox cases run a Bash call under full and check
+			// that it writes; tool_turn checks this scenario's events,
+			// usage and cost live under workspace_write.
+			name: "full", scenario: toolTurn, spec: prompt(runs.Full), coveredBy: "sandbox_write_outside",
 			wantStatus: runs.Succeeded,
 			wantTypes:  []runs.EventType{tStart, tReason, tDelta, tMsg, tTool, tToolEnd, tDelta, tMsg},
 			check:      func(t *testing.T, r *cliRun) { r.wantFile(t, "out.txt", "hello\n") },
@@ -272,7 +280,9 @@ func cliCases() []cliCase {
 			check:     func(t *testing.T, r *cliRun) { r.wantRequests(t, 1+MaxRetries) },
 		},
 		{
-			name: "server_500", scenario: fixed(anthropic.Failure(500)), spec: runs.Spec{Prompt: "hi"},
+			// failure_500 checks the class live; auth_401 and
+			// rate_limit_429 check the retries' requests and events.
+			name: "server_500", scenario: fixed(anthropic.Failure(500)), spec: runs.Spec{Prompt: "hi"}, coveredBy: "failure_500",
 			wantStatus: runs.Failed, wantClass: runs.TransientAPIError,
 			wantTypes: []runs.EventType{tStart, tWarn, tWarn},
 		},

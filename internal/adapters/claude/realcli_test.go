@@ -25,7 +25,8 @@ var record = flag.Bool("record", false, "TestRealCLI rewrites testdata/<case>.js
 const runDeadline = 75 * time.Second
 
 // TestRealCLI runs the installed claude with the adapter's Command against
-// the mock model server for every case, decodes its stdout with the
+// the mock model server for every case but those a conformance case
+// covers (cliCase.coveredBy), decodes its stdout with the
 // adapter's decoder, and checks the events, the outcome, and that the
 // normalized usage and cost agree with what the server billed and what
 // the CLI reported.
@@ -36,6 +37,9 @@ func TestRealCLI(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if c.slow && !*slow && !*record {
 				t.Skip("a slow case: run with -slow (its recording is replayed by TestGolden)")
+			}
+			if c.coveredBy != "" && !*record {
+				t.Skip("TestConformance/" + c.coveredBy + " runs this scenario live (its recording is replayed by TestGolden; -record runs it)")
 			}
 			t.Parallel()
 			home, dir := t.TempDir(), t.TempDir()
