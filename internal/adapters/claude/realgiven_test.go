@@ -246,35 +246,6 @@ func TestSessionMCPAsk(t *testing.T) {
 	wantMCPCall(t, d.events, "reverse_text", mcptest.Reversed("hello mcp"))
 }
 
-// TestSessionImageMessage sends an image with the second message of an
-// interactive run.
-func TestSessionImageMessage(t *testing.T) {
-	t.Parallel()
-	d := startSession(t, anthropic.Turns("Seen."), runs.Spec{Prompt: "Hello.", Interactive: true})
-	if turn := d.turn(); turn.Status != runs.Succeeded {
-		t.Fatalf("turn 1 = %+v", turn)
-	}
-	img := []runs.Image{{MediaType: "image/png", Data: tinyPNG}}
-	if err := d.do(action{Call: "send", Text: "And this image?"}, func() error { return d.sess.Send("And this image?", img, false) }); err != nil {
-		t.Fatal(err)
-	}
-	if turn := d.turn(); turn.Status != runs.Succeeded {
-		t.Fatalf("turn 2 = %+v", turn)
-	}
-	o := d.close()
-	if o.Status != runs.Succeeded || o.NumTurns != 2 {
-		t.Errorf("outcome %+v", o)
-	}
-	reqs := d.srv.Ledger().Messages()
-	if len(reqs) != 2 {
-		t.Fatalf("requests = %d, want 2", len(reqs))
-	}
-	b64 := base64.StdEncoding.EncodeToString(tinyPNG)
-	if anthropic.Ledger(reqs[:1]).ImageSeen(b64) || !anthropic.Ledger(reqs[1:]).ImageSeen(b64) {
-		t.Error("the image did not come with the second message alone")
-	}
-}
-
 // TestRealCLIMCPSecretNeverStored runs the real claude through the
 // supervisor with the mcptest server given a secret in its env; the model
 // calls show_token, which prints it: the model got it (so the test proves
