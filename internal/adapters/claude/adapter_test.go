@@ -487,6 +487,15 @@ func TestCommandSession(t *testing.T) {
 	if _, ok := New().NewDecoder(runs.Invocation{Spec: runs.Spec{Prompt: "x"}}).(runs.Conversation); ok {
 		t.Error("a one-shot run's decoder is a Conversation")
 	}
+	// TestSessionPermissions runs workspace_write with ask against the
+	// real CLI and lets full with ask stand on it: they must be one
+	// command.
+	ask := func(p runs.Permission) runs.Command {
+		return command(t, runs.Spec{Prompt: "x", Interactive: true, Approvals: runs.ApprovalsAsk, Permission: p})
+	}
+	if ww, full := ask(runs.WorkspaceWrite), ask(runs.Full); !slices.Equal(ww.Args, full.Args) || !slices.Equal(ww.Env, full.Env) {
+		t.Errorf("full with ask runs\n  %q %q\nworkspace_write with ask\n  %q %q", full.Args, full.Env, ww.Args, ww.Env)
+	}
 }
 
 func mustLine(t *testing.T, text string) []byte {

@@ -111,7 +111,8 @@
 // An attachment is an image block after the text of the user line:
 // {"type":"image","source":{"type":"base64","media_type":"image/png","data":…}},
 // in the first line (one-shot and session alike: every run reads
-// stream-json) and in Send's lines. The model got the same block, and the
+// stream-json) and in Send's lines (TestConformance/image_follow_up sends
+// one with a follow-up message). The model got the same block, and the
 // CLI added a text block "[Image: source: $TMPDIR/claude-<uid>/<cwd with
 // / as ->/<session id>/images/1.png]" naming a copy it writes there
 // (TestRealCLIImage: with the run's own TMPDIR, which the supervisor
@@ -138,8 +139,10 @@
 // and exit 0, and the decoder emits a permission_denied warning per refusal
 // and a permission_denials warning at the result.
 //
-// With approvals: ask (TestSessionPermissions, each row run with the real
-// CLI):
+// With approvals: ask (TestSessionPermissions: the read_only and
+// workspace_write rows with the real CLI, one session per level making
+// each call in turn; full with ask is the same command as
+// workspace_write with ask, which TestCommandSession holds):
 //
 //	permission       flags                                          verified behaviour
 //	read_only        as without ask, + --permission-prompt-tool=stdio  nothing is asked: touch and Write are refused as

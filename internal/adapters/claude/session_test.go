@@ -265,18 +265,12 @@ func TestSessionStop(t *testing.T) {
 // TestSessionPermissions checks, with the real CLI, which tool calls a
 // run with approvals: ask asks for at each permission level: those that
 // can change something, unless the level forbids them, which are refused
-// without asking. doc.go and permissionDocs state the same.
+// without asking. One session per level has the model make every call of
+// the level's table, one after the other, and allows each that is asked.
+// full with ask runs the very command of workspace_write with ask, which
+// TestCommandSession holds, so it needs no session of its own. doc.go and
+// permissionDocs state the same.
 func TestSessionPermissions(t *testing.T) {
-	type tc struct {
-		name string
-		perm runs.Permission
-		tool func(dir string) anthropic.Block
-		// asked: an approval is requested (and allowed); otherwise the
-		// call runs or is refused without one.
-		asked, refused bool
-		// effect is a file the call creates in the run's directory.
-		effect string
-	}
 	bash := func(cmd string) func(string) anthropic.Block {
 		return func(string) anthropic.Block { return anthropic.Bash(cmd) }
 	}
@@ -286,69 +280,123 @@ func TestSessionPermissions(t *testing.T) {
 	read := func(dir string) anthropic.Block {
 		return anthropic.ToolUse("Read", map[string]string{"file_path": filepath.Join(dir, "r.txt")})
 	}
-	cases := []tc{
-		{name: "workspace_write/bash", perm: runs.WorkspaceWrite, tool: bash("touch b.txt"), asked: true, effect: "b.txt"},
-		{name: "workspace_write/write", perm: runs.WorkspaceWrite, tool: write, asked: true, effect: "w.txt"},
-		{name: "workspace_write/read", perm: runs.WorkspaceWrite, tool: read},
-		{name: "workspace_write/ls", perm: runs.WorkspaceWrite, tool: bash("ls")},
-		{name: "full/bash", perm: runs.Full, tool: bash("touch b.txt"), asked: true, effect: "b.txt"},
-		{name: "full/write", perm: runs.Full, tool: write, asked: true, effect: "w.txt"},
-		{name: "full/read", perm: runs.Full, tool: read},
-		{name: "read_only/bash", perm: runs.ReadOnly, tool: bash("touch b.txt"), refused: true},
-		{name: "read_only/write", perm: runs.ReadOnly, tool: write, refused: true},
-		{name: "read_only/read", perm: runs.ReadOnly, tool: read},
-		{name: "read_only/ls", perm: runs.ReadOnly, tool: bash("ls")},
+	levels := map[runs.Permission][]permCall{
+		runs.WorkspaceWrite: {
+			{name: "read", tool: read},
+			{name: "ls", tool: bash("ls")},
+			{name: "bash", tool: bash("touch b.txt"), asked: true, effect: "b.txt"},
+			{name: "write", tool: write, asked: true, effect: "w.txt"},
+		},
+		runs.ReadOnly: {
+			{name: "read", tool: read},
+			{name: "ls", tool: bash("ls")},
+			{name: "bash", tool: bash("touch b.txt"), refused: true},
+			{name: "write", tool: write, refused: true},
+		},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
+	for perm, calls := range levels {
+		t.Run(string(perm), func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			if err := os.WriteFile(filepath.Join(dir, "r.txt"), []byte("readable\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			block := c.tool(dir)
-			sc := anthropic.Func(func(req *anthropic.Request) anthropic.Response {
-				if len(req.ToolResults()) > 0 {
-					return anthropic.Response{Message: anthropic.Message{Content: []anthropic.Block{anthropic.Text("Done.")}}}
-				}
-				return anthropic.Response{Message: anthropic.Message{Content: []anthropic.Block{block}}}
-			})
-			spec := askSpec("Use the tool.")
-			spec.Permission = c.perm
-			d := startSessionIn(t, dir, sc, spec)
-			ev := d.until("approval.requested or turn.completed", func(ev runs.Event) bool {
-				return ev.Type == runs.EventApprovalRequested || ev.Type == runs.EventTurnCompleted
-			})
-			if asked := ev.Type == runs.EventApprovalRequested; asked != c.asked {
-				t.Errorf("asked = %v, want %v", asked, c.asked)
+			blocks := make([]anthropic.Block, len(calls))
+			for i, c := range calls {
+				blocks[i] = c.tool(dir)
 			}
-			if ev.Type == runs.EventApprovalRequested {
-				if err := d.answer(ev.Data.(runs.ApprovalRequestedData).ID, runs.Allow, ""); err != nil {
-					t.Fatal(err)
-				}
-				d.turn()
-			}
+			spec := askSpec("Use the tools.")
+			spec.Permission = perm
+			d := startSessionIn(t, dir, editScenario(blocks...), spec)
+			asked := d.allowAllUntilTurn()
 			d.close()
-			var res *runs.ToolCallCompletedData
-			for _, ev := range d.events {
-				if ev.Type == runs.EventToolCallCompleted {
-					r := ev.Data.(runs.ToolCallCompletedData)
-					res = &r
-				}
-			}
-			switch {
-			case res == nil:
-				t.Fatal("no tool_call.completed")
-			case res.IsError != c.refused:
-				t.Errorf("tool result %+v, want refused=%v", *res, c.refused)
-			}
-			if c.effect != "" {
-				if _, err := os.Stat(filepath.Join(dir, c.effect)); err != nil {
-					t.Errorf("the allowed call had no effect: %v", err)
-				}
-			}
+			wantPermCalls(t, d.events, calls, asked, dir)
 		})
 	}
+}
+
+// permCall is one tool call of TestSessionPermissions and what its level
+// does with it.
+type permCall struct {
+	name string
+	tool func(dir string) anthropic.Block
+	// asked: an approval is requested (and allowed); otherwise the call
+	// runs or is refused without one.
+	asked, refused bool
+	// effect is a file the call creates in the run's directory.
+	effect string
+}
+
+// allowAllUntilTurn allows every approval asked until the turn ends and
+// returns the tool call ids they were asked for.
+func (d *driver) allowAllUntilTurn() map[string]bool {
+	d.t.Helper()
+	asked := map[string]bool{}
+	for {
+		ev := d.until("approval.requested or turn.completed", func(ev runs.Event) bool {
+			return ev.Type == runs.EventApprovalRequested || ev.Type == runs.EventTurnCompleted
+		})
+		if ev.Type == runs.EventTurnCompleted {
+			return asked
+		}
+		a := ev.Data.(runs.ApprovalRequestedData)
+		asked[a.ToolCallID] = true
+		if err := d.answer(a.ID, runs.Allow, ""); err != nil {
+			d.t.Fatal(err)
+		}
+	}
+}
+
+// wantPermCalls checks each call of a TestSessionPermissions session, in
+// the order the model made them: whether it was asked, whether its result
+// is a refusal, and its effect.
+func wantPermCalls(t *testing.T, evs []runs.Event, calls []permCall, asked map[string]bool, dir string) {
+	t.Helper()
+	var started []string
+	results := map[string]runs.ToolCallCompletedData{}
+	for _, ev := range evs {
+		switch d := ev.Data.(type) {
+		case runs.ToolCallStartedData:
+			started = append(started, d.ID)
+		case runs.ToolCallCompletedData:
+			results[d.ID] = d
+		}
+	}
+	if len(started) != len(calls) {
+		t.Fatalf("%d tool calls started, want %d: %v", len(started), len(calls), collapse(evs))
+	}
+	for i, c := range calls {
+		id := started[i]
+		if asked[id] != c.asked {
+			t.Errorf("%s: asked = %v, want %v", c.name, asked[id], c.asked)
+		}
+		res, ok := results[id]
+		switch {
+		case !ok:
+			t.Errorf("%s: no tool_call.completed for %s", c.name, id)
+		case res.IsError != c.refused:
+			t.Errorf("%s: tool result %+v, want refused=%v", c.name, res, c.refused)
+		}
+		if c.effect != "" {
+			if _, err := os.Stat(filepath.Join(dir, c.effect)); err != nil {
+				t.Errorf("%s: the allowed call had no effect: %v", c.name, err)
+			}
+		}
+	}
+	if len(asked) != askingCalls(calls) {
+		t.Errorf("%d approvals asked, want %d", len(asked), askingCalls(calls))
+	}
+}
+
+// askingCalls counts the calls that are asked for.
+func askingCalls(calls []permCall) int {
+	n := 0
+	for _, c := range calls {
+		if c.asked {
+			n++
+		}
+	}
+	return n
 }
 
 // TestSessionQueuedSteerIsOneTurn replays what the real CLI printed for a
