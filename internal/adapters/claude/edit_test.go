@@ -12,9 +12,14 @@ import (
 )
 
 // editScenario has the model call its tools one after the other, one per
-// request, then answer text: the n-th request (counted by the tool
+// request, then answer "Edited.": the n-th request (counted by the tool
 // results it carries) gets calls[n].
 func editScenario(calls ...anthropic.Block) anthropic.Scenario {
+	return callsThenText("Edited.", calls...)
+}
+
+// callsThenText is editScenario with the closing text.
+func callsThenText(text string, calls ...anthropic.Block) anthropic.Scenario {
 	return anthropic.Func(func(req *anthropic.Request) anthropic.Response {
 		n := 0
 		for _, m := range req.Messages {
@@ -27,7 +32,7 @@ func editScenario(calls ...anthropic.Block) anthropic.Scenario {
 		if n < len(calls) {
 			return anthropic.Response{Message: anthropic.Message{Content: []anthropic.Block{calls[n]}}}
 		}
-		return anthropic.Response{Message: anthropic.Message{Content: []anthropic.Block{anthropic.Text("Edited.")}}}
+		return anthropic.Response{Message: anthropic.Message{Content: []anthropic.Block{anthropic.Text(text)}}}
 	})
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"github.com/agentgate/agentgate/internal/runs/runstest"
 	"os"
 	"strings"
 	"testing"
@@ -15,39 +14,137 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/agentgate/agentgate/internal/agenttest"
+	"github.com/agentgate/agentgate/internal/mcptest"
 	"github.com/agentgate/agentgate/internal/mock/anthropic"
 	"github.com/agentgate/agentgate/internal/redact"
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/runstest"
 )
 
-// TestRealCLIKeyNeverStored runs the real claude through the supervisor
-// with a long API key in the gateway's environment. The mock model has
-// Claude's Bash tool print the key, to stdout and to stderr, and then
-// answers with the key in its text: no stored event and no field of the
-// run's record may hold it, and each place it was holds the mark.
-func TestRealCLIKeyNeverStored(t *testing.T) {
-	bin := agenttest.ClaudeBin(t)
+// TestRealCLISecretsNeverStored runs the real claude through the
+// supervisor with a long API key in the gateway's environment and the
+// mcptest server given a secret in its env. The mock model calls
+// show_token, which prints the secret; then has Claude's Bash tool print
+// the key, to stdout and to stderr; then answers with the key in its
+// text. The model got both (so the test proves something), and no stored
+// event, no field of the run's record and no log line holds either:
+// each place one was holds the mark.
+func TestRealCLISecretsNeverStored(t *testing.T) {
 	key := "sk-ant-api03-" + rand.Text() + rand.Text()[:14] // 40 random characters
-	srv, err := anthropic.Start("127.0.0.1:0", anthropic.ToolTurn(
-		"printenv ANTHROPIC_API_KEY; echo \"to stderr: $ANTHROPIC_API_KEY\" >&2", "The key is "+key+"."))
+	secret := "mcp-secret-" + rand.Text() + rand.Text()
+	srv, err := anthropic.Start("127.0.0.1:0", callsThenText("The key is "+key+".",
+		anthropic.ToolUse(anthropic.MCPToolName(mcptest.Name, "show_token"), map[string]string{}),
+		anthropic.Bash("printenv ANTHROPIC_API_KEY; echo \"to stderr: $ANTHROPIC_API_KEY\" >&2")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
+	sup, st, logs := startRedactingGateway(t, map[string]string{"ANTHROPIC_BASE_URL": srv.URL, "ANTHROPIC_API_KEY": key})
 
-	st := runstest.Store(t)
+	r, err := sup.Submit(context.Background(), runs.Spec{Agent: "claude", Prompt: "Show the token, then print my API key.",
+		Permission: runs.Full, MCPServers: demoServer(t, secret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := waitRun(t, st, r.ID)
+	if done.Status != runs.Succeeded {
+		t.Fatalf("run %s: %+v", done.Status, done.Error)
+	}
+	if !srv.Ledger().Messages().Seen("token:" + secret) {
+		t.Fatal("the model never got the secret from show_token: the server did not get its env, and the test proves nothing")
+	}
+	if !srv.Ledger().Messages().Seen(key) {
+		t.Fatal("the mock never saw the key in a tool result: the tool did not print it, and the test proves nothing")
+	}
+	wantStoredRedacted(t, runstest.StoredEvents(t, st, r.ID), key, secret)
+	rec, err := json.Marshal(struct {
+		R runs.Run
+		S runs.Spec
+	}{done, done.Spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]string{"key": key, "secret": secret} {
+		if strings.Contains(string(rec), s) {
+			t.Errorf("the run record holds the %s: %s", name, rec)
+		}
+		for _, e := range logs.All() {
+			b, _ := json.Marshal(e.ContextMap())
+			if strings.Contains(e.Message+string(b), s) {
+				t.Errorf("logged the %s: %s %s", name, e.Message, b)
+			}
+		}
+	}
+	if want := "The key is " + redact.Mark + "."; done.Result != want {
+		t.Errorf("result %q, want %q", done.Result, want)
+	}
+}
+
+// wantStoredRedacted checks the stored events of the run: none holds the
+// key or the secret, or a long prefix of either; the MCP call is named;
+// both tools' results and the answer hold the mark.
+func wantStoredRedacted(t *testing.T, events []runs.StoredEvent, key, secret string) {
+	t.Helper()
+	var started, tokenMarked bool
+	var markedResults int
+	var marked []string
+	for _, e := range events {
+		j := string(e.JSON)
+		for _, s := range []string{key, key[:24], secret, secret[:24]} {
+			if strings.Contains(j, s) {
+				t.Errorf("event %d (%s) holds %q: %s", e.Seq, e.Type, s, j)
+			}
+		}
+		if strings.Contains(j, redact.Mark) {
+			marked = append(marked, string(e.Type))
+		}
+		switch e.Type {
+		case runs.EventToolCallStarted:
+			started = started || strings.Contains(j, `"mcp_server":"demo"`) && strings.Contains(j, `"mcp_tool":"show_token"`)
+		case runs.EventToolCallCompleted:
+			if strings.Contains(j, redact.Mark) {
+				markedResults++
+			}
+			tokenMarked = tokenMarked || strings.Contains(j, "token:"+redact.Mark)
+		}
+	}
+	if !started {
+		t.Error("no stored tool_call.started names the server and the tool")
+	}
+	if markedResults != 2 || !tokenMarked {
+		t.Errorf("%d tool_call.completed hold the mark (show_token's where the secret was: %v), want show_token's and Bash's",
+			markedResults, tokenMarked)
+	}
+	for _, want := range []runs.EventType{runs.EventMessageCompleted, runs.EventRunCompleted} {
+		if !strings.Contains(strings.Join(marked, " "), string(want)) {
+			t.Errorf("no %s event holds the mark (marked: %v)", want, marked)
+		}
+	}
+}
+
+// startRedactingGateway starts a supervisor of the real claude whose
+// environment is gw, which redacts what the run's secrets are and takes
+// the test binary as an MCP server, logging to the observer it returns.
+func startRedactingGateway(t *testing.T, gw map[string]string) (*runs.Supervisor, runs.Store, *observer.ObservedLogs) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	red, err := redact.New(redact.Options{NoBuiltin: true}) // the literal, not the sk-ant- pattern, must find it
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := map[string]string{"ANTHROPIC_BASE_URL": srv.URL, "ANTHROPIC_API_KEY": key}
 	cfg := runs.Config{
 		Replica: "redact", WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), KillGrace: 2 * time.Second,
 		DefaultTimeout: 3 * time.Minute, Getenv: func(k string) string { return gw[k] }, Redact: red,
+		MCPCommands: []string{exe},
 	}
 	cfg.VersionOutput = runstest.Versions.Output // one probe of the CLI per test binary
+	st := runstest.Store(t)
 	core, logs := observer.New(zapcore.DebugLevel)
-	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}}, runstest.NopObserver{}, zap.New(core))
+	agent := &runs.Agent{Adapter: New(), Bin: agenttest.ClaudeBin(t), Home: t.TempDir()}
+	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{agent}, runstest.NopObserver{}, zap.New(core))
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sup.Start(ctx); err != nil {
 		cancel()
@@ -61,63 +158,23 @@ func TestRealCLIKeyNeverStored(t *testing.T) {
 		}
 		cancel()
 	})
+	return sup, st, logs
+}
 
-	r, err := sup.Submit(context.Background(), runs.Spec{Agent: "claude", Prompt: "Print my API key.", Permission: runs.Full})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var done runs.Run
+// waitRun waits for the run to end and returns its record.
+func waitRun(t *testing.T, st runs.Store, id string) runs.Run {
+	t.Helper()
 	for deadline := time.Now().Add(3 * time.Minute); ; {
-		if done, err = st.GetRun(context.Background(), r.ID); err != nil {
+		done, err := st.GetRun(context.Background(), id)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if done.Status.Terminal() {
-			break
+			return done
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run %s not finished", r.ID)
+			t.Fatalf("run %s not finished: %s", id, done.Status)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-	if done.Status != runs.Succeeded {
-		t.Fatalf("run %s: %+v", done.Status, done.Error)
-	}
-	if !srv.Ledger().Messages().Seen(key) {
-		t.Fatal("the mock never saw the key in a tool result: the tool did not print it, and the test proves nothing")
-	}
-
-	events := runstest.StoredEvents(t, st, r.ID)
-	var marked []string
-	for _, e := range events {
-		if strings.Contains(string(e.JSON), key) || strings.Contains(string(e.JSON), key[:24]) {
-			t.Errorf("event %d (%s) holds the key: %s", e.Seq, e.Type, e.JSON)
-		}
-		if strings.Contains(string(e.JSON), redact.Mark) {
-			marked = append(marked, string(e.Type))
-		}
-	}
-	for _, want := range []runs.EventType{runs.EventToolCallCompleted, runs.EventMessageCompleted, runs.EventRunCompleted} {
-		if !strings.Contains(strings.Join(marked, " "), string(want)) {
-			t.Errorf("no %s event holds the mark (marked: %v)", want, marked)
-		}
-	}
-	rec, err := json.Marshal(struct {
-		R runs.Run
-		S runs.Spec
-	}{done, done.Spec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(rec), key) {
-		t.Errorf("the run record holds the key: %s", rec)
-	}
-	if want := "The key is " + redact.Mark + "."; done.Result != want {
-		t.Errorf("result %q, want %q", done.Result, want)
-	}
-	for _, e := range logs.All() {
-		b, _ := json.Marshal(e.ContextMap())
-		if strings.Contains(e.Message+string(b), key) {
-			t.Errorf("logged the key: %s %s", e.Message, b)
-		}
 	}
 }
