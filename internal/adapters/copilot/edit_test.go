@@ -17,7 +17,10 @@ import (
 // file tools, create and edit, are asked under approvals: ask, that the
 // approval names the edit and shows the path and the diff, that allow
 // writes the file, and that deny leaves it as it was and ends the turn
-// without a failure.
+// without a failure. The create call names its file relative to the
+// run's directory, as a model does; the approval shows it absolute, and
+// an allowed create reports one file.changed, at its completion, as the
+// model named it.
 func TestSessionEditApproval(t *testing.T) {
 	const before, after = "old line\n", "new line\n"
 	for _, c := range []struct {
@@ -34,7 +37,7 @@ func TestSessionEditApproval(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			path := filepath.Join(dir, "edited.txt")
-			args := map[string]string{"path": path, "file_text": after}
+			args := map[string]string{"path": filepath.Base(path), "file_text": after}
 			if c.tool == "edit" {
 				if err := os.WriteFile(path, []byte(before), 0o644); err != nil {
 					t.Fatal(err)
@@ -77,10 +80,27 @@ func TestSessionEditApproval(t *testing.T) {
 				was = ptr(before)
 			}
 			agenttest.WantEdited(t, path, c.decision == runs.Allow, was, after)
-			if fc := acptest.Of(evs, runs.EventFileChanged); (c.decision == runs.Deny) != (len(fc) == 0) {
+			fc := acptest.Of(evs, runs.EventFileChanged)
+			if (c.decision == runs.Deny) != (len(fc) == 0) {
 				t.Errorf("file.changed %d times after %s", len(fc), c.decision)
 			}
+			if c.tool == "create" && c.decision == runs.Allow {
+				wantCreated(t, fc, args["path"], "+"+strings.TrimSuffix(after, "\n"))
+			}
 		})
+	}
+}
+
+// wantCreated checks that an allowed create reported one file.changed,
+// once it completed, adding path with the diff's line.
+func wantCreated(t *testing.T, fc []runs.Event, path, line string) {
+	t.Helper()
+	if len(fc) != 1 {
+		t.Fatalf("file.changed %d times, want once", len(fc))
+	}
+	if d := fc[0].Data.(runs.FileChangedData); d.Path != path || d.Kind != runs.ChangeAdd || d.Status != "completed" ||
+		d.ToolCallID == "" || !strings.Contains(d.Diff, line) {
+		t.Errorf("file.changed %+v, want the completed add of %s with %q", d, path, line)
 	}
 }
 

@@ -297,33 +297,6 @@ func TestSessionInterruptMidTool(t *testing.T) {
 	}
 }
 
-// TestSessionEditAsks: the create tool asks; its file.changed comes once,
-// when it completed.
-func TestSessionEditAsks(t *testing.T) {
-	t.Parallel()
-	s := startSession(t, runs.Spec{Prompt: "Create made.txt.", Approvals: runs.ApprovalsAsk}, callsThen("Created.", createCall("made.txt")), nil)
-	req, _ := s.answer(t, 0, runs.Allow)
-	if req.Tool != "edit" || !bytes.Contains(req.Input, []byte("made.txt")) {
-		t.Errorf("approval %+v (input %s)", req, req.Input)
-	}
-	turn, _ := s.WaitTurn(1, sessionWithin)
-	if turn.Status != runs.Succeeded || turn.Result != "Created." {
-		t.Errorf("turn %+v", turn)
-	}
-	if b, err := os.ReadFile(filepath.Join(s.dir, "made.txt")); err != nil || string(b) != "made by the create tool\n" {
-		t.Errorf("made.txt = %q, %v", b, err)
-	}
-	s.close(t)
-	fc := acptest.Of(s.Events(), runs.EventFileChanged)
-	if len(fc) != 1 {
-		t.Fatalf("file.changed %d times: %v", len(fc), acptest.Types(s.Events()))
-	}
-	if d := fc[0].Data.(runs.FileChangedData); d.Path != "made.txt" || d.Kind != runs.ChangeAdd || d.Status != "completed" ||
-		!strings.Contains(d.Diff, "+made by the create tool") {
-		t.Errorf("file.changed %+v", d)
-	}
-}
-
 // TestSessionReadToolsUnasked: with approvals "ask" the read-only tools
 // (view, glob, grep) run without asking.
 func TestSessionReadToolsUnasked(t *testing.T) {
@@ -482,12 +455,6 @@ func callsThen(text string, calls ...func() openai.Item) openai.Scenario {
 		}
 		return openai.Response{Items: items, Usage: openai.Usage{InputTokens: 900, CachedTokens: 300, OutputTokens: 15, ReasoningTokens: 4}}
 	})
-}
-
-func createCall(path string) func() openai.Item {
-	return func() openai.Item {
-		return openai.FunctionCall("create", map[string]string{"path": path, "file_text": "made by the create tool\n"})
-	}
 }
 
 func killMatching(marker string) {
