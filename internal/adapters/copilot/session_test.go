@@ -405,11 +405,13 @@ func TestSessionErrors(t *testing.T) {
 		env   map[string]string
 		class runs.Class
 	}{
-		{"401", openai.Failure(401), nil, runs.NotAuthenticated},
 		{"429", openai.Failure(429), nil, runs.RateLimited},
 		{"500", openai.Failure(500), nil, runs.TransientAPIError},
 		{"400", openai.Failure(400), nil, runs.APIError},
 		{"context_exceeded", openai.ContextExceeded(), nil, runs.ContextExceeded},
+		// The mock refuses a missing key with HTTP 401, as it refuses a
+		// wrong one, and the CLI writes the same notice for both: this is
+		// also the 401 case.
 		{"no_key", openai.TextAnswer("unreachable"), map[string]string{"COPILOT_PROVIDER_API_KEY": ""}, runs.NotAuthenticated},
 		{"no_credentials", openai.TextAnswer("unreachable"), map[string]string{"COPILOT_PROVIDER_API_KEY": "", "COPILOT_OFFLINE": "",
 			"COPILOT_PROVIDER_BASE_URL": "", "COPILOT_MODEL": "", "COPILOT_PROVIDER_WIRE_API": ""}, runs.NotAuthenticated},
