@@ -271,11 +271,14 @@ func cliCases() []cliCase {
 		},
 		outsideCase("workspace_outside", runs.WorkspaceWrite, false),
 		outsideCase("full_outside", runs.Full, true),
-		failed("auth_401", failure(401), runs.NotAuthenticated, 3, 10*time.Second),
 		failed("rate_limit_429", failure(429), runs.RateLimited, 6, 15*time.Second),
 		failed("server_500", failure(500), runs.TransientAPIError, 6, 30*time.Second),
 		failed("bad_request_400", failure(400), runs.APIError, 1, 10*time.Second),
 		failed("context_exceeded", fixed(openai.ContextExceeded()), runs.ContextExceeded, 1, 10*time.Second),
+		// Without its key the CLI still asks the mock, which refuses it
+		// with HTTP 401 as it refuses a wrong key: the CLI prints the same
+		// lines for both (a wrong key, openai.Failure(401), is the suite's
+		// failure_401), so this case is also the one-shot 401.
 		{
 			name: "no_key", scenario: fixed(openai.TextAnswer("unreachable")), spec: runs.Spec{Prompt: "say hi"},
 			env: func(url string) map[string]string {
@@ -290,6 +293,11 @@ func cliCases() []cliCase {
 				}
 				if !strings.Contains(r.outcome.Error.Hint, "COPILOT_PROVIDER_API_KEY") {
 					t.Errorf("hint = %q", r.outcome.Error.Hint)
+				}
+				// A 401 is retried twice.
+				r.wantRequests(t, 3)
+				if within := 10 * time.Second; r.failing > within {
+					t.Errorf("the CLI ran %s after its first request, want at most %s", r.failing, within)
 				}
 			},
 		},
