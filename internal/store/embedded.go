@@ -58,6 +58,12 @@ func StartEmbedded(dir string, log *zap.Logger) (*Embedded, error) {
 		StoreDir:   dir,
 		// The gateway handles signals itself.
 		NoSigs: true,
+		// Every client is this process, over an in-process pipe: a write
+		// the server cannot finish means the process is starved of CPU,
+		// not that a consumer is slow. The default 10 s cut the cursors'
+		// connection, with 17 MB of big events pending, on a machine at
+		// load 25, and every reader on it failed.
+		WriteDeadline: 2 * time.Minute,
 	}
 	srv, err := startServer(opts, log)
 	if err != nil {
