@@ -4,12 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
-	"github.com/agentgate/agentgate/internal/runs/runstest"
-	"image"
-	"image/color"
-	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,11 +19,14 @@ import (
 	"github.com/agentgate/agentgate/internal/mcptest"
 	"github.com/agentgate/agentgate/internal/mock/googleai"
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/runstest"
 )
 
-// The real-CLI tests of what a run is given: MCP servers, driven through
-// the supervisor (which seals, redacts and stops the CLI), and images,
-// driven through the adapter's Session as the supervisor drives it.
+// The real-CLI tests of what a run is given, driven through the supervisor
+// (which seals, redacts and stops the CLI): MCP servers, and the usage a
+// looping run reports before its result. Images, and the token budget,
+// are the conformance suite's (image_prompt, image_follow_up,
+// max_total_tokens), which asserts all these tests did of them.
 
 // gateway is a supervisor running gemini against one mock.
 type gateway struct {
@@ -316,81 +314,6 @@ func serversOf(token string) []string {
 	return pids
 }
 
-// testPNG is a small PNG, different per call.
-func testPNG(t *testing.T) []byte {
-	t.Helper()
-	img := image.NewRGBA(image.Rect(0, 0, 3, 2))
-	var seed [3]byte
-	_, _ = rand.Read(seed[:])
-	for i := range img.Pix {
-		img.Pix[i] = seed[i%3]
-	}
-	img.Set(0, 0, color.RGBA{1, 2, 3, 255})
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-// imageOf is an image as the supervisor gives it, written to dir.
-func imageOf(t *testing.T, dir string, data []byte) runs.Image {
-	t.Helper()
-	path := filepath.Join(dir, "image-"+rand.Text()[:6]+".png")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return runs.Image{Path: path, MediaType: "image/png", Data: data}
-}
-
-// TestGivenImage: a one-shot run with an image runs over ACP (the
-// adapter prefers its session), and the model gets the image's bytes.
-func TestGivenImage(t *testing.T) {
-	t.Parallel()
-	data := testPNG(t)
-	spec := runs.Spec{Prompt: "What is in this image?", Attachments: []runs.Attachment{{FileID: "file_1", MediaType: "image/png", Size: int64(len(data))}}}
-	if !New().PrefersSession(spec) {
-		t.Fatal("a run with an image must prefer the session")
-	}
-	s := startSessionWith(t, t.TempDir(), spec, []runs.Image{imageOf(t, t.TempDir(), data)}, googleai.TextAnswer("A few pixels."), nil)
-	turn, _ := s.WaitTurn(1, sessionWithin)
-	if turn.Status != runs.Succeeded || turn.Result != "A few pixels." {
-		t.Errorf("turn %+v", turn)
-	}
-	if !s.srv.Ledger().Seen(base64.StdEncoding.EncodeToString(data)) {
-		t.Error("the model did not get the image's bytes")
-	}
-	s.close(t)
-}
-
-// TestGivenImageFollowUp: an interactive run's second message carries an
-// image, which the model gets with that message.
-func TestGivenImageFollowUp(t *testing.T) {
-	t.Parallel()
-	data := testPNG(t)
-	s := startSession(t, runs.Spec{Prompt: "Hello.", Interactive: true}, googleai.TextAnswer("Seen."), nil)
-	if _, i := s.WaitTurn(1, sessionWithin); i < 0 {
-		t.Fatal("no turn 1")
-	}
-	b64 := base64.StdEncoding.EncodeToString(data)
-	if s.srv.Ledger().Seen(b64) {
-		t.Fatal("the image reached the model before it was sent")
-	}
-	if err := s.Do(func(x runs.Session) error {
-		return x.Send("And this image?", []runs.Image{imageOf(t, t.TempDir(), data)}, false)
-	}); err != nil {
-		t.Fatalf("Send: %v", err)
-	}
-	turn, _ := s.WaitTurn(2, sessionWithin)
-	if turn.Status != runs.Succeeded {
-		t.Errorf("turn 2 %+v", turn)
-	}
-	if !s.srv.Ledger().Seen(b64) {
-		t.Error("the model did not get the follow-up's image")
-	}
-	s.close(t)
-}
-
 // TestGivenUsageBeforeResult: a one-shot run that loops on a tool reports
 // its usage at each tool call, from the CLI's chat recording, before any
 // result line; cancelled, it keeps what it was billed so far.
@@ -428,20 +351,5 @@ func TestGivenUsageBeforeResult(t *testing.T) {
 	if done.Usage.InputTokens < updates[1].InputTokens || done.Usage.InputTokens > billed.InputTokens ||
 		done.Usage.OutputTokens > billed.OutputTokens || done.Usage.CacheReadTokens > billed.CacheReadTokens {
 		t.Errorf("usage %+v: seen %+v, billed %+v", done.Usage, updates[1], billed)
-	}
-}
-
-// TestGivenTokenBudget: the gateway stops a looping run at
-// max_total_tokens from the usage the adapter reports before the result.
-func TestGivenTokenBudget(t *testing.T) {
-	t.Parallel()
-	g := startGateway(t, googleai.ToolLoop("echo again"))
-	r := g.submit(t, runs.Spec{Prompt: "Loop.", Permission: runs.Full, MaxTotalTokens: 12000})
-	done, _ := g.wait(t, r.ID, runDeadline)
-	if done.Status != runs.Failed || done.Error == nil || done.Error.Budget != runs.BudgetMaxTotalTokens {
-		t.Fatalf("run %s %+v", done.Status, done.Error)
-	}
-	if done.Usage.IsZero() {
-		t.Error("a run stopped at its budget lost its usage")
 	}
 }

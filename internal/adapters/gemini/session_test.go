@@ -42,13 +42,6 @@ func startSession(t *testing.T, spec runs.Spec, sc googleai.Scenario, env map[st
 // startSessionIn is startSession with the run's directory.
 func startSessionIn(t *testing.T, dir string, spec runs.Spec, sc googleai.Scenario, env map[string]string) *session {
 	t.Helper()
-	return startSessionWith(t, dir, spec, nil, sc, env)
-}
-
-// startSessionWith is startSessionIn with the prompt's images, as the
-// supervisor writes them for an invocation.
-func startSessionWith(t *testing.T, dir string, spec runs.Spec, images []runs.Image, sc googleai.Scenario, env map[string]string) *session {
-	t.Helper()
 	bin := agenttest.Bin(t, "gemini")
 	srv, err := googleai.Start("127.0.0.1:0", sc)
 	if err != nil {
@@ -56,7 +49,7 @@ func startSessionWith(t *testing.T, dir string, spec runs.Spec, images []runs.Im
 	}
 	t.Cleanup(srv.Close)
 	home := preparedHome(t)
-	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Timeout: time.Minute, CLIVersion: VerifiedVersion, Images: images}
+	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Timeout: time.Minute, CLIVersion: VerifiedVersion}
 	a := New()
 	cmd, err := a.Command(inv)
 	if err != nil {
@@ -218,6 +211,9 @@ func TestSessionDenyAndStop(t *testing.T) {
 	}
 }
 
+// TestSessionTurnsBilledApart: each of three turns is billed its own
+// requests; between turns the session is idle, where an interrupt is
+// refused, and Close ends it with the last turn's result.
 func TestSessionTurnsBilledApart(t *testing.T) {
 	t.Parallel()
 	s := startSession(t, runs.Spec{Prompt: "First.", Interactive: true}, googleai.Turns("Turn answered."), nil)
@@ -243,12 +239,18 @@ func TestSessionTurnsBilledApart(t *testing.T) {
 			t.Errorf("turn %d: %+v, billed for it %+v", n, turn, normalized(own))
 		}
 		sum = sum.Add(turn.Usage)
+		if n == 1 {
+			if err := s.Do(func(x runs.Session) error { return x.InterruptTurn() }); err == nil {
+				t.Error("InterruptTurn while idle succeeded")
+			}
+		}
 	}
 	if !s.srv.Ledger().Seen("Turn 3.") {
 		t.Error("the third message never reached the model")
 	}
 	o := s.close(t)
-	if o.NumTurns != 3 || o.Usage != sum || o.Usage != normalized(s.srv.Ledger().Billed()) || o.Status != runs.Succeeded {
+	if o.NumTurns != 3 || o.Usage != sum || o.Usage != normalized(s.srv.Ledger().Billed()) || o.Status != runs.Succeeded ||
+		o.Result != "Turn answered." {
 		t.Errorf("outcome %+v, sum %+v", o, sum)
 	}
 }
@@ -286,21 +288,6 @@ func TestSessionInterruptMidTool(t *testing.T) {
 		t.Errorf("turn 2 %+v, billed in all %+v", turn, normalized(billed))
 	}
 	if o := s.close(t); o.NumTurns != 2 || o.Status != runs.Succeeded || o.Usage != normalized(billed) {
-		t.Errorf("outcome %+v", o)
-	}
-}
-
-func TestSessionCloseIdle(t *testing.T) {
-	t.Parallel()
-	s := startSession(t, runs.Spec{Prompt: "Hi.", Approvals: runs.ApprovalsAsk}, googleai.TextAnswer("Hello."), nil)
-	turn, _ := s.WaitTurn(1, sessionWithin)
-	if turn.Status != runs.Succeeded || turn.Result != "Hello." {
-		t.Errorf("turn %+v", turn)
-	}
-	if err := s.Do(func(x runs.Session) error { return x.InterruptTurn() }); err == nil {
-		t.Error("InterruptTurn while idle succeeded")
-	}
-	if o := s.close(t); o.Status != runs.Succeeded || o.Result != "Hello." {
 		t.Errorf("outcome %+v", o)
 	}
 }
