@@ -179,15 +179,9 @@ func cliCases() []cliCase {
 			},
 		},
 		{
-			name: "default_model", scenario: fixed(googleai.TextAnswer("Default.")),
-			spec:       runs.Spec{Prompt: "hi"},
-			wantStatus: runs.Succeeded, wantTypes: textTypes,
-			check: func(t *testing.T, r *cliRun) {
-				r.wantModelCalls(t, DefaultModel, 1)
-			},
-		},
-		{
-			// A project's .env does not reach the CLI's environment.
+			// A project's .env does not reach the CLI's environment: a
+			// run that names no model takes DefaultModel, from the
+			// settings PrepareHome wrote, and sends nothing else.
 			name: "dotenv_ignored", scenario: fixed(googleai.TextAnswer("Default.")),
 			spec: runs.Spec{Prompt: "hi"},
 			setup: func(t *testing.T, dir string) {
@@ -214,11 +208,18 @@ func cliCases() []cliCase {
 		},
 		{
 			// GOOGLE_API_KEY is Vertex AI's (express mode): with the
-			// gemini-api-key auth type it is not a credential.
+			// gemini-api-key auth type it is not a credential, and the
+			// run fails as one without any key does (the conformance
+			// suite's no_credentials), before any request.
 			name: "google_api_key_only", scenario: fixed(googleai.TextAnswer("unused")), noKey: true,
 			spec: runs.Spec{Prompt: "hi"}, env: map[string]string{"GOOGLE_API_KEY": testKey},
 			wantStatus: runs.Failed, wantClass: runs.NotAuthenticated,
-			check: func(t *testing.T, r *cliRun) { r.wantRequests(t, 0) },
+			check: func(t *testing.T, r *cliRun) {
+				r.wantRequests(t, 0)
+				if r.outcome.Error.Hint != hintAuth || !strings.Contains(r.outcome.Error.Message, "GEMINI_API_KEY") {
+					t.Errorf("error = %+v", r.outcome.Error)
+				}
+			},
 		},
 		{
 			name: "read_only", scenario: toolTurn, spec: prompt(runs.ReadOnly),
@@ -298,17 +299,6 @@ func cliCases() []cliCase {
 				r.wantRequests(t, 0)
 				if r.outcome.Error.Hint != hintResume {
 					t.Errorf("hint = %q", r.outcome.Error.Hint)
-				}
-			},
-		},
-		{
-			name: "no_credentials", scenario: fixed(googleai.TextAnswer("unused")), noKey: true,
-			spec:       runs.Spec{Prompt: "hi"},
-			wantStatus: runs.Failed, wantClass: runs.NotAuthenticated,
-			check: func(t *testing.T, r *cliRun) {
-				r.wantRequests(t, 0)
-				if r.outcome.Error.Hint != hintAuth || !strings.Contains(r.outcome.Error.Message, "GEMINI_API_KEY") {
-					t.Errorf("error = %+v", r.outcome.Error)
 				}
 			},
 		},
