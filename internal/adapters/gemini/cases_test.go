@@ -43,10 +43,9 @@ type cliCase struct {
 	usageLost bool
 	// setup prepares the run's directory.
 	setup func(t *testing.T, dir string)
-	// before runs first, in the same home and directory (resume).
-	before *cliCase
-	// resumeBefore makes the run resume the session before began.
-	resumeBefore bool
+	// resumes names the case whose session the run resumes: one that
+	// ran before it in the same home and directory (oneHome).
+	resumes string
 
 	wantStatus runs.State
 	wantClass  runs.Class
@@ -70,6 +69,18 @@ const (
 
 // testModel is the model a run names in the cases that name one.
 const testModel = "gemini-2.5-flash"
+
+// textPrompt is the text case's prompt, which the resume case finds in
+// the history it resumed.
+const textPrompt = "-say hi (a prompt that starts with a dash)"
+
+// oneHome are the cases TestRealCLI runs one after another, in this
+// order, in one home PrepareHome prepared and one directory, within a
+// minute, as the supervisor runs them: PrepareHome at its start is all
+// they need, the CLI does not rewrite the settings, and one run's session
+// files do not disturb the next (see Command). read_only comes before
+// tool_turn, whose out.txt it must not find; resume resumes text.
+var oneHome = []string{"text", "read_only", "tool_turn", "resume", "resume_unknown"}
 
 func fixed(sc googleai.Scenario) func(string) googleai.Scenario {
 	return func(string) googleai.Scenario { return sc }
@@ -136,7 +147,7 @@ func cliCases() []cliCase {
 		{
 			name:     "text",
 			scenario: fixed(googleai.TextAnswer("Hello from the mock.")),
-			spec:     runs.Spec{Prompt: "-say hi (a prompt that starts with a dash)", Model: testModel, Permission: runs.WorkspaceWrite},
+			spec:     runs.Spec{Prompt: textPrompt, Model: testModel, Permission: runs.WorkspaceWrite},
 			// GEMINI_MODEL loses to the run's model.
 			env:        map[string]string{"GEMINI_MODEL": "gemini-env-model"},
 			wantStatus: runs.Succeeded, wantTypes: textTypes,
@@ -153,7 +164,7 @@ func cliCases() []cliCase {
 				if !strings.Contains(req.Header.Get("User-Agent"), "GeminiCLI") {
 					t.Errorf("user agent = %q", req.Header.Get("User-Agent"))
 				}
-				if !strings.HasSuffix(req.UserText(), "-say hi (a prompt that starts with a dash)") {
+				if !strings.HasSuffix(req.UserText(), textPrompt) {
 					t.Errorf("the prompt fed on stdin is not the request's: …%q", tail(req.UserText(), 200))
 				}
 				// The CLI's own session id, a random UUID (see Command).
@@ -260,12 +271,8 @@ func cliCases() []cliCase {
 		{
 			name:     "resume",
 			scenario: toolTurn,
-			before: &cliCase{
-				name: "resume_first", scenario: fixed(googleai.TextAnswer("First answer.")),
-				spec: runs.Spec{Prompt: "First prompt."},
-			},
-			resumeBefore: true,
-			spec:         runs.Spec{Prompt: "Second prompt."},
+			resumes:  "text",
+			spec:     runs.Spec{Prompt: "Second prompt."},
 			// A resumed run's usage is the result line's alone.
 			wantStatus: runs.Succeeded, wantTypes: []runs.EventType{tStart, tDelta, tMsg, tTool, tToolEnd, tDelta, tMsg, tReason, tUsage},
 			check: func(t *testing.T, r *cliRun) {
@@ -274,7 +281,7 @@ func cliCases() []cliCase {
 					t.Fatalf("model calls = %d", len(calls))
 				}
 				text := calls[0].Request.UserText()
-				if !strings.Contains(text, "First prompt.") || !strings.HasSuffix(text, "Second prompt.") {
+				if !strings.Contains(text, textPrompt) || !strings.HasSuffix(text, "Second prompt.") {
 					t.Errorf("resumed request lacks the history: …%q", tail(text, 300))
 				}
 				if id := r.inv.Spec.ResumeSessionID; id == "" || r.outcome.SessionID != id || r.first(tStart).SessionID != id {
@@ -288,11 +295,9 @@ func cliCases() []cliCase {
 			},
 		},
 		{
+			// In oneHome, after runs that recorded sessions there: the id
+			// is unknown, not the first of the directory.
 			name: "resume_unknown", scenario: fixed(googleai.TextAnswer("unused")),
-			before: &cliCase{
-				name: "resume_unknown_first", scenario: fixed(googleai.TextAnswer("First answer.")),
-				spec: runs.Spec{Prompt: "First prompt."},
-			},
 			spec:       runs.Spec{Prompt: "hi", ResumeSessionID: "0196f0c2-7e1a-7000-8000-00000000dead"},
 			wantStatus: runs.Failed, wantClass: runs.SessionNotFound,
 			check: func(t *testing.T, r *cliRun) {

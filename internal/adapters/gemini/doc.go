@@ -86,7 +86,7 @@
 // stays out of the CLI's environment; a .gemini/.env in the run's
 // directory is still read and no setting stops it). The CLI does not
 // rewrite the file; one PrepareHome serves every run after it (tested
-// with four runs in one directory).
+// with five runs in one directory, TestRealCLI/one_home).
 //
 // Every run gets GEMINI_CLI_TRUST_WORKSPACE=true (without it: exit 55),
 // GEMINI_CLI_NO_RELAUNCH=true, GEMINI_TELEMETRY_ENABLED=false and

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -33,74 +34,71 @@ const runDeadline = 3 * time.Minute
 // home PrepareHome prepared, against the mock Gemini API for every case,
 // decodes its stdout with the adapter's decoder, and checks the events,
 // the outcome, and that the normalized usage agrees with what the server
-// billed.
+// billed. The cases of oneHome share one home and directory, in one
+// subtest; every other case has its own.
 func TestRealCLI(t *testing.T) {
 	bin := agenttest.Bin(t, "gemini")
 	version := installedVersion(t, bin)
+	shared := map[string]cliCase{}
 	for _, c := range cliCases() {
+		if slices.Contains(oneHome, c.name) {
+			shared[c.name] = c
+			continue
+		}
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			home, dir := preparedHome(t), t.TempDir()
-			if c.before != nil {
-				first := runCLI(t, bin, version, *c.before, home, dir)
-				if first.outcome.Status != runs.Succeeded {
-					t.Fatalf("first run: %+v", first.outcome.Error)
-				}
-				if c.resumeBefore {
-					c.spec.ResumeSessionID = first.outcome.SessionID
-				}
-			}
-			r := runCLI(t, bin, version, c, home, dir)
-			checkRun(t, c, r)
-			if c.check != nil {
-				c.check(t, r)
-			}
-			if *record && !t.Failed() {
-				writeRecording(t, c.name, r.res)
-			}
+			liveCase(t, bin, version, c, preparedHome(t), t.TempDir())
 		})
 	}
+	t.Run("one_home", func(t *testing.T) {
+		t.Parallel()
+		runInOneHome(t, bin, version, shared)
+	})
 }
 
-// TestPreparedHomeServesManyRuns checks that PrepareHome, which the
-// supervisor calls once at start, is all the runs that follow need: the
-// CLI does not rewrite the settings, and one run's session files do not
-// disturb the next.
-func TestPreparedHomeServesManyRuns(t *testing.T) {
-	bin := agenttest.Bin(t, "gemini")
-	home := preparedHome(t)
+// runInOneHome runs the cases of oneHome in order, each in a subtest, in
+// one home and directory, and checks that the settings PrepareHome wrote
+// are as it wrote them after all.
+func runInOneHome(t *testing.T, bin, version string, cases map[string]cliCase) {
+	home, dir := preparedHome(t), t.TempDir()
 	before, err := os.ReadFile(settingsPath(home))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases := cliCases()
-	byName := map[string]cliCase{}
-	for _, c := range cases {
-		byName[c.name] = c
-	}
-	// All in one directory, within a minute: the CLI's session files
-	// must not collide (see Command).
-	dir := t.TempDir()
-	var firstSession string
-	for i, c := range []cliCase{byName["text"], byName["tool_turn"], byName["read_only"], byName["resume"]} {
-		if c.resumeBefore {
-			c.before, c.spec.ResumeSessionID = nil, firstSession
+	sessions := map[string]string{}
+	for _, name := range oneHome {
+		c, ok := cases[name]
+		if !ok {
+			t.Fatalf("oneHome names %s, which is no case", name)
 		}
-		r := runCLI(t, bin, VerifiedVersion, c, home, dir)
-		if i == 0 {
-			firstSession = r.outcome.SessionID
-		}
-		if r.outcome.Status != runs.Succeeded {
-			t.Fatalf("run %d (%s): %+v; stderr …%s", i, c.name, r.outcome.Error, tail(r.res.Stderr, 300))
-		}
-		if billed := normalized(r.ledger.Billed()); r.outcome.Usage != billed {
-			t.Errorf("run %d (%s): usage %+v, billed %+v", i, c.name, r.outcome.Usage, billed)
-		}
+		t.Run(name, func(t *testing.T) {
+			if c.resumes != "" {
+				if c.spec.ResumeSessionID = sessions[c.resumes]; c.spec.ResumeSessionID == "" {
+					t.Fatalf("%s recorded no session to resume", c.resumes)
+				}
+			}
+			sessions[name] = liveCase(t, bin, version, c, home, dir).outcome.SessionID
+		})
 	}
 	after, err := os.ReadFile(settingsPath(home))
 	if err != nil || !bytes.Equal(before, after) {
 		t.Errorf("the runs changed settings.json:\n%s\nto\n%s (%v)", before, after, err)
 	}
+}
+
+// liveCase runs c in home and dir, checks it, and records it with
+// -record.
+func liveCase(t *testing.T, bin, version string, c cliCase, home, dir string) *cliRun {
+	t.Helper()
+	r := runCLI(t, bin, version, c, home, dir)
+	checkRun(t, c, r)
+	if c.check != nil {
+		c.check(t, r)
+	}
+	if *record && !t.Failed() {
+		writeRecording(t, c.name, r.res)
+	}
+	return r
 }
 
 // preparedHome returns a fresh home that PrepareHome prepared.
