@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/testproc"
@@ -16,6 +17,10 @@ import (
 const (
 	ServeEnv = "AGENTGATE_MCPTEST_SERVE"
 	TokenEnv = "MCPTEST_TOKEN"
+	// StartDelayEnv, a duration, makes the server wait that long before
+	// it reads its first request: a server slow to start, as a loaded
+	// machine makes one.
+	StartDelayEnv = "MCPTEST_START_DELAY"
 )
 
 // Name is the server's name in the runs of the tests, and Reversed the
@@ -36,6 +41,9 @@ func Reversed(s string) string {
 func Main() {
 	if os.Getenv(ServeEnv) != "1" {
 		return
+	}
+	if d, err := time.ParseDuration(os.Getenv(StartDelayEnv)); err == nil {
+		time.Sleep(d)
 	}
 	if err := Serve(os.Stdin, os.Stdout, os.Getenv(TokenEnv)); err != nil {
 		fmt.Fprintln(os.Stderr, "mcptest:", err)

@@ -376,7 +376,8 @@ func TestRealCLIMCPResumed(t *testing.T) {
 // TestRealCLIOperatorMCPOff: the operator's config.toml has an MCP server
 // of its own; a run given its own servers sees only those (the
 // operator's is turned off for its thread), and config.toml is left as
-// it was. The mock model calls the run's reverse_text, as Codex offers
+// it was, and the run's server, slow to start, is waited for. The mock
+// model calls the run's reverse_text, as Codex offers
 // it (function reverse_text of namespace mcp__demo): with approvals never
 // the call runs unasked, and its result reaches the events and the model.
 func TestRealCLIOperatorMCPOff(t *testing.T) {
@@ -391,7 +392,11 @@ func TestRealCLIOperatorMCPOff(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(g.home, "config.toml"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := g.submit(t, runs.Spec{Prompt: "Reverse 'hello mcp' with the demo tool.", MCPServers: demoServers(t, "unused-"+rand.Text())})
+	// The run's server takes 12 s to start, past Codex's default
+	// startup_timeout_sec of 10, which dropped it: the gateway's 60 keep it.
+	servers := demoServers(t, "unused-"+rand.Text())
+	servers[mcptest.Name].Env[mcptest.StartDelayEnv] = "12s"
+	r := g.submit(t, runs.Spec{Prompt: "Reverse 'hello mcp' with the demo tool.", MCPServers: servers})
 	done, evs := g.wait(t, r.ID)
 	if done.Status != runs.Succeeded {
 		t.Fatalf("run %s: %+v; events: %s", done.Status, done.Error, eventTypes(evs))

@@ -42,6 +42,15 @@ func checkMCPServers(servers map[string]runs.MCPServer, operator []string) error
 	return nil
 }
 
+// mcpStartupSeconds is how long Codex waits for a run's MCP servers to
+// start, both as each server's startup_timeout_sec and as the first
+// turn's wait for servers still starting (mcp_optional_startup_grace_ms).
+// With Codex's defaults the first turn began without a server that took
+// seconds to start on a machine busy with other runs, and the model's
+// call to its tool failed as unknown. A server that fails at once (its
+// command missing) is still a warning at once, and the run goes on.
+const mcpStartupSeconds = 60
+
 // mcpConfig is the thread's mcp_servers for the run's servers, nil when
 // it has none. With approvals never, every server's tools are approved
 // in advance (default_tools_approval_mode "approve"): Codex's policy
@@ -55,7 +64,7 @@ func mcpConfig(servers map[string]runs.MCPServer, asks bool, operator []string) 
 	if len(servers) == 0 {
 		return nil
 	}
-	cfg := &threadConfig{MCPServers: make(map[string]mcpServerConfig, len(servers))}
+	cfg := &threadConfig{MCPServers: make(map[string]mcpServerConfig, len(servers)), StartupGraceMS: mcpStartupSeconds * 1000}
 	for name, s := range servers {
 		c := mcpServerConfig{}
 		if s.Remote() {
@@ -66,6 +75,7 @@ func mcpConfig(servers map[string]runs.MCPServer, asks bool, operator []string) 
 		if !asks {
 			c.ToolsApproval = "approve"
 		}
+		c.StartupTimeout = mcpStartupSeconds
 		cfg.MCPServers[name] = c
 	}
 	off := false

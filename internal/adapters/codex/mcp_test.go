@@ -34,6 +34,7 @@ func TestThreadConfigCarriesMCPServers(t *testing.T) {
 			var p struct {
 				Config struct {
 					MCPServers map[string]map[string]any `json:"mcp_servers"`
+					Grace      int                       `json:"mcp_optional_startup_grace_ms"`
 				} `json:"config"`
 			}
 			b, _ := json.Marshal(thread["params"])
@@ -49,10 +50,14 @@ func TestThreadConfigCarriesMCPServers(t *testing.T) {
 				"remote": {"url": "https://mcp.example.test/mcp",
 					"http_headers": map[string]any{"Authorization": "Bearer header-secret", "X-Region": "eu"}},
 			}
-			if approve != "" {
-				for _, v := range want {
+			for _, v := range want {
+				v["startup_timeout_sec"] = float64(mcpStartupSeconds)
+				if approve != "" {
 					v["default_tools_approval_mode"] = approve
 				}
+			}
+			if p.Config.Grace != mcpStartupSeconds*1000 {
+				t.Errorf("asks %v, resume %q: mcp_optional_startup_grace_ms = %d, want %d", asks, resume, p.Config.Grace, mcpStartupSeconds*1000)
 			}
 			if !reflect.DeepEqual(p.Config.MCPServers, want) {
 				t.Errorf("asks %v, resume %q: %s mcp_servers = %v, want %v", asks, resume, thread["method"], p.Config.MCPServers, want)

@@ -92,6 +92,9 @@ type threadParams struct {
 // threadConfig is the part of config.toml a thread overrides.
 type threadConfig struct {
 	MCPServers map[string]mcpServerConfig `json:"mcp_servers,omitempty"`
+	// StartupGraceMS is mcp_optional_startup_grace_ms: how long the
+	// first turn waits for servers still starting.
+	StartupGraceMS int `json:"mcp_optional_startup_grace_ms,omitempty"`
 }
 
 // mcpServerConfig is one [mcp_servers.<name>] table: a stdio server
@@ -110,6 +113,9 @@ type mcpServerConfig struct {
 	// Enabled false turns off a server of the operator's config.toml for
 	// the thread.
 	Enabled *bool `json:"enabled,omitempty"`
+	// StartupTimeout is startup_timeout_sec: how long Codex waits for
+	// the server to answer initialize before it drops the server.
+	StartupTimeout int `json:"startup_timeout_sec,omitempty"`
 }
 
 type turnStartParams struct {
