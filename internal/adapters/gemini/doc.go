@@ -156,7 +156,7 @@
 // usage.updated at each tool_use line, before the result: a response's
 // tokens are recorded once its stream ended, before its tool runs, so the
 // gateway's token budget sees a long run as it goes
-// (TestGivenUsageBeforeResult, TestGivenTokenBudget). Not for a resumed
+// (TestGivenUsageBeforeResult; the conformance suite's max_total_tokens). Not for a resumed
 // run, whose recording holds the runs before it too: its usage is the
 // result line's alone, and none when it has none. The CLI reports no
 // cost.
@@ -257,7 +257,8 @@
 //
 // Verified with 0.61.0 against the mock and the project's stdio MCP
 // server (internal/mcptest), TestGivenMCPTool, TestGivenMCPAsk,
-// TestGivenMCPSecretRedacted, TestGivenImage, TestGivenImageFollowUp:
+// TestGivenMCPSecretRedacted, and the conformance suite's image_prompt and
+// image_follow_up:
 //
 //   - A run given mcp_servers or attachments runs `gemini --acp`
 //     (runs.SessionPreferrer), even one-shot: -p takes an MCP server only
