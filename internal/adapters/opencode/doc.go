@@ -103,7 +103,7 @@
 //     asking: read_only adds edit, bash and external_directory deny,
 //     workspace_write external_directory deny, full external_directory
 //     allow. A read ran unasked and a bash call asked (real-CLI test
-//     TestSessionReadToolsUnasked). Without approvals the one-shot
+//     TestSessionAllowThenDeny). Without approvals the one-shot
 //     mapping is used and anything that still asks is refused
 //     (Profile.RefuseAll). tool_call (pending, titled with the tool's
 //     name) and tool_call_update come before session/request_permission

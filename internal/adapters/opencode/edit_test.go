@@ -13,72 +13,114 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
+// editTurn is one turn of TestSessionEditApproval: the tool the model
+// calls on its file, and the client's answer.
+type editTurn struct {
+	tool     string
+	decision runs.Decision
+}
+
+// editTurns are the four combinations, one turn each, in one session: a
+// deny ends only its turn, so the next turn is asked afresh.
+var editTurns = []editTurn{{"write", runs.Allow}, {"write", runs.Deny}, {"edit", runs.Allow}, {"edit", runs.Deny}}
+
+const editBefore, editAfter = "old line\n", "new line\n"
+
+// editPrompt is the prompt of turn i, which the mock answers with that
+// turn's calls.
+func editPrompt(i int) string { return "Edit file " + string(rune('a'+i)) + "." }
+
+// editScenario answers each turn's prompt with its turn's calls on
+// paths[i] (edit reads the file first: it refuses a file the session has
+// not read), then "Edited.".
+func editScenario(paths []string) chat.Scenario {
+	byPrompt := map[string]chat.Scenario{}
+	for i, c := range editTurns {
+		calls := []chat.Call{chat.FunctionCall("write", map[string]string{"filePath": paths[i], "content": editAfter})}
+		if c.tool == "edit" {
+			calls = []chat.Call{
+				chat.FunctionCall("read", map[string]string{"filePath": paths[i]}),
+				chat.FunctionCall("edit", map[string]string{"filePath": paths[i], "oldString": "old line", "newString": "new line"}),
+			}
+		}
+		byPrompt[editPrompt(i)] = chat.ToolChain(calls, "Edited.")
+	}
+	return chat.Func(func(req *chat.Request) chat.Response {
+		for prompt, sc := range byPrompt {
+			if strings.Contains(req.LastUserText(), prompt) {
+				return sc.Respond(req)
+			}
+		}
+		return chat.Response{Text: "No such turn."}
+	})
+}
+
 // TestSessionEditApproval proves with the real CLI that OpenCode's own
 // edit tools, write and edit, are asked under approvals: ask, that the
 // approval names the tool and shows the path, that allow writes the file,
 // and that deny leaves it as it was and ends the turn without a failure.
+// Each combination is a turn of one interactive session.
 func TestSessionEditApproval(t *testing.T) {
-	const before, after = "old line\n", "new line\n"
-	for _, c := range []struct {
-		name     string
-		tool     string
-		decision runs.Decision
-	}{
-		{"write/allow", "write", runs.Allow},
-		{"write/deny", "write", runs.Deny},
-		{"edit/allow", "edit", runs.Allow},
-		{"edit/deny", "edit", runs.Deny},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			path := filepath.Join(dir, "edited.txt")
-			calls := []chat.Call{chat.FunctionCall("write", map[string]string{"filePath": path, "content": after})}
-			if c.tool == "edit" {
-				if err := os.WriteFile(path, []byte(before), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				// edit refuses a file the session has not read.
-				calls = []chat.Call{
-					chat.FunctionCall("read", map[string]string{"filePath": path}),
-					chat.FunctionCall("edit", map[string]string{"filePath": path, "oldString": "old line", "newString": "new line"}),
-				}
+	t.Parallel()
+	dir := t.TempDir()
+	paths := make([]string, len(editTurns))
+	for i, c := range editTurns {
+		paths[i] = filepath.Join(dir, "edited-"+string(rune('a'+i))+".txt")
+		if c.tool == "edit" {
+			if err := os.WriteFile(paths[i], []byte(editBefore), 0o644); err != nil {
+				t.Fatal(err)
 			}
-			s := startSessionIn(t, dir, runs.Spec{Prompt: "Edit the file.", Approvals: runs.ApprovalsAsk},
-				chat.ToolChain(calls, "Edited."))
-			a, _ := s.answer(t, 0, c.decision)
-			// 1.18.33 sends the permission's own input: the path and a
-			// unified diff of the change.
-			var in struct {
-				FilePath string `json:"filepath"`
-				Diff     string `json:"diff"`
-			}
-			if err := json.Unmarshal(a.Input, &in); err != nil || a.Tool != c.tool || in.FilePath != path ||
-				!strings.Contains(in.Diff, "+new line") || (c.tool == "edit" && !strings.Contains(in.Diff, "-old line")) {
-				t.Errorf("approval %+v (input %s, %v), want %s of %s with its diff", a, a.Input, err, c.tool, path)
-			}
-			turn, _ := s.WaitTurn(1, sessionWithin)
-			if turn.Status != runs.Succeeded {
-				t.Errorf("turn %+v", turn)
-			}
-			if c.decision == runs.Allow && turn.Result != "Edited." {
-				t.Errorf("allowed: turn result %q", turn.Result)
-			}
-			o := s.close(t)
-			if o.Status != runs.Succeeded || o.NumTurns != 1 {
-				t.Errorf("outcome %+v", o)
-			}
-			evs := s.Events()
-			if n := len(acptest.Of(evs, runs.EventApprovalRequested)); n != 1 {
-				t.Errorf("%d approvals, want 1", n)
-			}
-			var was *string // write makes the file, edit changes it
-			if c.tool == "edit" {
-				was = ptr(before)
-			}
-			agenttest.WantEdited(t, path, c.decision == runs.Allow, was, after)
-		})
+		}
 	}
+	s := startSessionIn(t, dir, runs.Spec{Prompt: editPrompt(0), Interactive: true, Approvals: runs.ApprovalsAsk}, editScenario(paths))
+	next := 0
+	for i, c := range editTurns {
+		if i > 0 {
+			if err := s.Do(func(x runs.Session) error { return x.Send(editPrompt(i), nil, false) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		next = s.editTurn(t, next, i+1, c, paths[i])
+	}
+	o := s.close(t)
+	if o.Status != runs.Succeeded || o.NumTurns != len(editTurns) {
+		t.Errorf("outcome %+v", o)
+	}
+	if n := len(acptest.Of(s.Events(), runs.EventApprovalRequested)); n != len(editTurns) {
+		t.Errorf("%d approvals, want one a turn", n)
+	}
+	for i, c := range editTurns {
+		var was *string // write makes the file, edit changes it
+		if c.tool == "edit" {
+			was = ptr(editBefore)
+		}
+		agenttest.WantEdited(t, paths[i], c.decision == runs.Allow, was, editAfter)
+	}
+}
+
+// editTurn answers turn n's approval of c on path from event index from,
+// checks it and the turn, and returns the index after the turn.
+func (s *session) editTurn(t *testing.T, from, n int, c editTurn, path string) int {
+	t.Helper()
+	a, _ := s.answer(t, from, c.decision)
+	// 1.18.33 sends the permission's own input: the path and a unified
+	// diff of the change.
+	var in struct {
+		FilePath string `json:"filepath"`
+		Diff     string `json:"diff"`
+	}
+	if err := json.Unmarshal(a.Input, &in); err != nil || a.Tool != c.tool || in.FilePath != path ||
+		!strings.Contains(in.Diff, "+new line") || (c.tool == "edit" && !strings.Contains(in.Diff, "-old line")) {
+		t.Errorf("turn %d: approval %+v (input %s, %v), want %s of %s with its diff", n, a, a.Input, err, c.tool, path)
+	}
+	turn, i := s.WaitTurn(n, sessionWithin)
+	if turn.Status != runs.Succeeded {
+		t.Errorf("turn %d (%s, %s): %+v", n, c.tool, c.decision, turn)
+	}
+	if c.decision == runs.Allow && turn.Result != "Edited." {
+		t.Errorf("turn %d allowed: result %q", n, turn.Result)
+	}
+	return i + 1
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -96,21 +96,43 @@ func TestGivenMCPAsk(t *testing.T) {
 // TestGivenImageRefused: with a model whose entry does not declare image
 // input, a run with an image is refused before it starts, and an
 // interactive run's message with one is refused, naming attachments,
-// instead of OpenCode replacing the image with an error text.
+// instead of OpenCode replacing the image with an error text. The same
+// session's two turns of one model request each, model and effort set,
+// report exactly what was billed for them, without a title request beside
+// the first (the title agent is off in a Session run).
 func TestGivenImageRefused(t *testing.T) {
 	t.Parallel()
 	plain := func(url, key string) string { return mockConfigWith(url, key, `"attachment": true,`) }
-	s := startSessionWith(t, sessionSetup{spec: runs.Spec{Prompt: "Hello.", Interactive: true}, sc: chat.Turns("Seen."), config: plain})
-	s.WaitTurn(1, sessionWithin)
+	spec := runs.Spec{Prompt: "Remember 7.", Interactive: true, Model: "mock/mock-model", Effort: "high"}
+	s := startSessionWith(t, sessionSetup{spec: spec, sc: chat.Turns("noted"), config: plain})
+	one, _ := s.WaitTurn(1, sessionWithin)
+	first := s.srv.Ledger().Completions()
 	err := s.Do(func(x runs.Session) error { return x.Send("And this?", []runs.Image{pngImage(t)}, false) })
 	var fe *runs.FieldError
 	if !errors.Is(err, runs.ErrUnsupported) || !errors.As(err, &fe) || fe.Field != runs.FieldAttachments {
 		t.Errorf("Send with an image: %v, want unsupported attachments", err)
 	}
-	s.close(t)
-	if n := len(s.srv.Ledger().Completions()); n != 1 {
-		t.Errorf("%d model requests, want turn 1's only", n)
+	if err := s.Do(func(x runs.Session) error { return x.Send("What was it?", nil, false) }); err != nil {
+		t.Fatal(err)
 	}
+	two, _ := s.WaitTurn(2, sessionWithin)
+	o := s.close(t)
+	all := s.srv.Ledger().Completions()
+	if len(first) != 1 || len(all) != 2 || s.srv.Ledger().Seen("And this?") || len(s.srv.Ledger().Titles()) != 0 {
+		t.Fatalf("%d model requests after turn 1, %d in all, the refused message seen %v, %d title requests: want one a turn, none of the refused message",
+			len(first), len(all), s.srv.Ledger().Seen("And this?"), len(s.srv.Ledger().Titles()))
+	}
+	if all[0].Request.ReasoningEffort != "high" || all[0].Request.Model != "mock-model" {
+		t.Errorf("request: effort %q, model %q", all[0].Request.ReasoningEffort, all[0].Request.Model)
+	}
+	want1, want2 := normalized(chat.TurnUsage(1)), normalized(chat.TurnUsage(2))
+	if one.Usage != want1 || two.Usage != want2 || o.Usage != want1.Add(want2) || o.NumTurns != 2 {
+		t.Errorf("turns %+v, %+v, run %+v (%d turns); billed %+v, %+v", one.Usage, two.Usage, o.Usage, o.NumTurns, want1, want2)
+	}
+	wantCost(t, "turn 1", one.CostUSD, first)
+	wantCost(t, "turn 2", two.CostUSD, all[1:])
+	wantCost(t, "run", o.CostUSD, all)
+	s.noWarnings(t)
 
 	inv := runs.Invocation{Spec: runs.Spec{Prompt: "Describe it.", Attachments: []runs.Attachment{pngAttachment}}, Home: s.home, Dir: s.dir}
 	if _, err := New().Command(inv); !errors.Is(err, runs.ErrUnsupported) || !errors.As(err, &fe) || fe.Field != runs.FieldAttachments {
