@@ -1,6 +1,7 @@
 package opencode
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -45,9 +46,8 @@ type cliCase struct {
 	// scenario runs.
 	cancel bool
 	// before runs first, in the same home; this case then resumes its
-	// session, in another directory when elsewhere is set.
-	before    *cliCase
-	elsewhere bool
+	// session.
+	before *cliCase
 
 	wantStatus runs.State
 	wantClass  runs.Class
@@ -74,7 +74,8 @@ type cliRun struct {
 	events    []runs.Event
 	outcome   runs.Outcome
 	preflight *runs.RunError
-	started   bool // the CLI was started (the pre-run check passed)
+	cmdEnv    []string // the CLI's environment
+	started   bool     // the CLI was started (the pre-run check passed)
 	ledger    chat.Ledger
 	// failing is how long the CLI ran after its first request to the
 	// mock: the time a failing API took to end the run, without the
@@ -324,13 +325,18 @@ func cliCases() []cliCase {
 			},
 		},
 		{
+			// A command naming a path outside the directory is refused;
+			// workspace_write is no sandbox though: OpenCode judges a
+			// command by the paths it can see in it, and a path built at
+			// run time escapes it.
 			name: "outside_workspace_write",
 			scenario: func(x caseEnv) chat.Scenario {
-				return chat.ToolTurn(chat.Bash("touch "+filepath.Join(x.outside, "ww.txt")), "Refused.")
+				return chat.ToolChain([]chat.Call{chat.Bash("touch " + filepath.Join(x.outside, "ww.txt")),
+					chat.Bash("D=" + x.outside + "; touch \"$D/unseen.txt\"")}, "Refused, then done.")
 			},
-			spec:       prompt("Touch a file elsewhere."),
+			spec:       prompt("Touch a file elsewhere, then cleverly."),
 			wantStatus: runs.Succeeded,
-			wantTypes:  []runs.EventType{tStart, tReason, tTool, tWarn, tToolEnd, tMsg},
+			wantTypes:  []runs.EventType{tStart, tReason, tTool, tWarn, tToolEnd, tReason, tTool, tToolEnd, tMsg},
 			check: func(t *testing.T, r *cliRun) {
 				if _, err := os.Stat(filepath.Join(r.env.outside, "ww.txt")); err == nil {
 					t.Error("workspace_write touched a file outside the run's directory")
@@ -339,23 +345,10 @@ func cliCases() []cliCase {
 				if w.Code != "permission_denied" || !strings.HasPrefix(w.Message, "bash was refused") {
 					t.Errorf("warning = %+v", w)
 				}
-				if done := r.first(tToolEnd).Data.(runs.ToolCallCompletedData); !done.IsError {
-					t.Errorf("tool_call.completed = %+v", done)
+				if ends := ofType(r.events, tToolEnd); len(ends) != 2 || !ends[0].Data.(runs.ToolCallCompletedData).IsError ||
+					ends[1].Data.(runs.ToolCallCompletedData).IsError {
+					t.Errorf("tool results = %+v, want the first refused, the second run", ends)
 				}
-			},
-		},
-		{
-			// workspace_write is no sandbox: OpenCode judges a command by
-			// the paths it can see in it, and a path built at run time
-			// escapes it.
-			name: "outside_unseen",
-			scenario: func(x caseEnv) chat.Scenario {
-				return chat.ToolTurn(chat.Bash("D="+x.outside+"; touch \"$D/unseen.txt\""), "Done.")
-			},
-			spec:       prompt("Touch a file elsewhere, cleverly."),
-			wantStatus: runs.Succeeded,
-			wantTypes:  []runs.EventType{tStart, tReason, tTool, tToolEnd, tMsg},
-			check: func(t *testing.T, r *cliRun) {
 				if _, err := os.Stat(filepath.Join(r.env.outside, "unseen.txt")); err != nil {
 					t.Errorf("the command did not write outside (%v): update the permission docs, workspace_write confines more now", err)
 				}
@@ -418,16 +411,13 @@ func cliCases() []cliCase {
 				if r.outcome.Usage.InputTokens == 0 {
 					t.Errorf("usage = %+v", r.outcome.Usage)
 				}
-			},
-		},
-		{
-			name:      "resume_elsewhere",
-			before:    &cliCase{name: "resume_elsewhere_first", scenario: fixed(chat.TextAnswer("First.")), spec: prompt("hi")},
-			elsewhere: true, scenario: fixed(chat.TextAnswer("unreachable")), spec: prompt("again"),
-			wantStatus: runs.Failed, wantClass: runs.APIError,
-			check: func(t *testing.T, r *cliRun) {
-				if r.preflight == nil || !strings.Contains(r.preflight.Message, "began in") || r.started {
-					t.Errorf("preflight = %+v, started %v: a session resumed elsewhere would hang OpenCode", r.preflight, r.started)
+				// The same session resumed in another directory would
+				// hang OpenCode: the pre-run check fails it first.
+				elsewhere := r.inv
+				elsewhere.Dir = t.TempDir()
+				if perr := New().Preflight(context.Background(), elsewhere, r.cmdEnv); perr == nil || perr.Class != runs.APIError ||
+					!strings.Contains(perr.Message, "began in") {
+					t.Errorf("resumed elsewhere: preflight = %+v, want api_error naming where the session began", perr)
 				}
 			},
 		},

@@ -72,9 +72,6 @@ func TestRealCLI(t *testing.T) {
 				if first.outcome.Status != runs.Succeeded {
 					t.Fatalf("first run: %+v (stderr %q)", first.outcome.Error, tail(first.res.Stderr, 300))
 				}
-				if c.elsewhere {
-					dir = t.TempDir()
-				}
 				c.spec = withResume(c.spec, first.outcome.SessionID)
 			}
 			r := runCLI(t, bin, version, c, home, dir)
@@ -193,7 +190,7 @@ func runCLI(t *testing.T, bin, version string, c cliCase, home, dir string) *cli
 	}
 	env = append(env, cmd.Env...)
 
-	r := &cliRun{inv: inv, env: x, res: recorded{CLIVersion: inv.CLIVersion, Dir: dir, Spec: spec}}
+	r := &cliRun{inv: inv, env: x, cmdEnv: env, res: recorded{CLIVersion: inv.CLIVersion, Dir: dir, Spec: spec}}
 	if perr := a.Preflight(context.Background(), inv, env); perr != nil && !c.noPreflight {
 		r.preflight = perr
 		r.outcome = runs.Outcome{Status: runs.Failed, Error: perr}
