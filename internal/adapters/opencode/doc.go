@@ -243,7 +243,7 @@
 //     ("reversed:pcm olleh"); should the operator's configuration make an
 //     MCP tool ask, it is allowed (Profile.AllowMCP). With approvals ask,
 //     "*":"ask" covers MCP tools: the call was asked, tool
-//     "demo_reverse_text", and ran once allowed (TestGivenMCPAsk).
+//     "demo_reverse_text", and ran once allowed (TestSessionEditApproval).
 //   - A resumed run with MCP servers or attachments is refused
 //     (resume_session_id), as every Session run is.
 //

@@ -30,11 +30,16 @@ const editBefore, editAfter = "old line\n", "new line\n"
 // turn's calls.
 func editPrompt(i int) string { return "Edit file " + string(rune('a'+i)) + "." }
 
-// editScenario answers each turn's prompt with its turn's calls on
+// mcpPrompt is the prompt of the turn after the edit turns, which the mock
+// answers with a call of the demo MCP server's reverse_text, as OpenCode
+// offers it (demo_reverse_text).
+const mcpPrompt = "Reverse hello mcp."
+
+// editScenario answers each edit turn's prompt with its turn's calls on
 // paths[i] (edit reads the file first: it refuses a file the session has
-// not read), then "Edited.".
+// not read), then "Edited.", and mcpPrompt with the MCP call.
 func editScenario(paths []string) chat.Scenario {
-	byPrompt := map[string]chat.Scenario{}
+	byPrompt := map[string]chat.Scenario{mcpPrompt: chat.ToolTurn(mcpCall("reverse_text", `{"text":"hello mcp"}`), "Reversed.")}
 	for i, c := range editTurns {
 		calls := []chat.Call{chat.FunctionCall("write", map[string]string{"filePath": paths[i], "content": editAfter})}
 		if c.tool == "edit" {
@@ -59,7 +64,8 @@ func editScenario(paths []string) chat.Scenario {
 // edit tools, write and edit, are asked under approvals: ask, that the
 // approval names the tool and shows the path, that allow writes the file,
 // and that deny leaves it as it was and ends the turn without a failure.
-// Each combination is a turn of one interactive session.
+// Each combination is a turn of one interactive session. Its last turn
+// calls an MCP tool (see mcpApprovalTurn).
 func TestSessionEditApproval(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -72,7 +78,9 @@ func TestSessionEditApproval(t *testing.T) {
 			}
 		}
 	}
-	s := startSessionIn(t, dir, runs.Spec{Prompt: editPrompt(0), Interactive: true, Approvals: runs.ApprovalsAsk}, editScenario(paths))
+	spec := mcpSpec(t, editPrompt(0), "not-a-secret")
+	spec.Interactive, spec.Approvals = true, runs.ApprovalsAsk
+	s := startSessionIn(t, dir, spec, editScenario(paths))
 	next := 0
 	for i, c := range editTurns {
 		if i > 0 {
@@ -82,11 +90,12 @@ func TestSessionEditApproval(t *testing.T) {
 		}
 		next = s.editTurn(t, next, i+1, c, paths[i])
 	}
+	s.mcpApprovalTurn(t, next, len(editTurns)+1)
 	o := s.close(t)
-	if o.Status != runs.Succeeded || o.NumTurns != len(editTurns) {
+	if o.Status != runs.Succeeded || o.NumTurns != len(editTurns)+1 {
 		t.Errorf("outcome %+v", o)
 	}
-	if n := len(acptest.Of(s.Events(), runs.EventApprovalRequested)); n != len(editTurns) {
+	if n := len(acptest.Of(s.Events(), runs.EventApprovalRequested)); n != len(editTurns)+1 {
 		t.Errorf("%d approvals, want one a turn", n)
 	}
 	for i, c := range editTurns {
@@ -121,6 +130,30 @@ func (s *session) editTurn(t *testing.T, from, n int, c editTurn, path string) i
 		t.Errorf("turn %d allowed: result %q", n, turn.Result)
 	}
 	return i + 1
+}
+
+// mcpApprovalTurn sends mcpPrompt as turn n: with approvals ask, the MCP
+// call is asked for like any tool, the request names the server and the
+// tool as OpenCode offers it, and the call runs once allowed. The
+// conformance suite's mcp_tool, mcp_secret and mcp_approval run the rest
+// of MCP through the supervisor.
+func (s *session) mcpApprovalTurn(t *testing.T, from, n int) {
+	t.Helper()
+	if err := s.Do(func(x runs.Session) error { return x.Send(mcpPrompt, nil, false) }); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := s.answer(t, from, runs.Allow)
+	if req.MCPServer != "demo" || req.Tool != "demo_reverse_text" {
+		t.Errorf("approval %+v: want tool demo_reverse_text of server demo", req)
+	}
+	turn, _ := s.WaitTurn(n, sessionWithin)
+	_, done := toolEvents(t, s.Events(), "demo_reverse_text")
+	if turn.Status != runs.Succeeded || !strings.Contains(done.Output, "reversed:pcm olleh") {
+		t.Errorf("turn %+v, tool output %q", turn, done.Output)
+	}
+	if l := s.srv.Ledger().Completions(); len(l) == 0 || !l[0].Request.HasTool("demo_reverse_text") {
+		t.Errorf("the model was not offered demo_reverse_text")
+	}
 }
 
 func ptr[T any](v T) *T { return &v }

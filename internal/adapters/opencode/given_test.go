@@ -3,6 +3,7 @@ package opencode
 import (
 	"encoding/base64"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -67,44 +68,20 @@ func typesOf(evs []runs.Event) string {
 	return b.String()
 }
 
-// TestGivenMCPAsk: the model calls reverse_text as OpenCode offers it
-// (demo_reverse_text); with approvals ask, the call is asked for like any
-// tool, the request names the server, and the call runs once allowed.
-// The conformance suite's mcp_tool, mcp_secret and mcp_approval run the
-// rest of MCP through the supervisor, and its image cases the images.
-func TestGivenMCPAsk(t *testing.T) {
-	t.Parallel()
-	spec := mcpSpec(t, "Reverse hello mcp.", "not-a-secret")
-	spec.Approvals = runs.ApprovalsAsk
-	s := startSessionWith(t, sessionSetup{spec: spec,
-		sc: chat.ToolTurn(mcpCall("reverse_text", `{"text":"hello mcp"}`), "Reversed.")})
-	req, _ := s.answer(t, 0, runs.Allow)
-	if req.MCPServer != "demo" || req.Tool != "demo_reverse_text" {
-		t.Errorf("approval %+v: want tool demo_reverse_text of server demo", req)
-	}
-	turn, _ := s.WaitTurn(1, sessionWithin)
-	s.close(t)
-	_, done := toolEvents(t, s.Events(), "demo_reverse_text")
-	if turn.Status != runs.Succeeded || !strings.Contains(done.Output, "reversed:pcm olleh") {
-		t.Errorf("turn %+v, tool output %q", turn, done.Output)
-	}
-	if l := s.srv.Ledger().Completions(); len(l) == 0 || !l[0].Request.HasTool("demo_reverse_text") {
-		t.Errorf("the model was not offered demo_reverse_text")
-	}
-}
-
 // TestGivenImageRefused: with a model whose entry does not declare image
 // input, a run with an image is refused before it starts, and an
 // interactive run's message with one is refused, naming attachments,
 // instead of OpenCode replacing the image with an error text. The same
 // session's two turns of one model request each, model and effort set,
 // report exactly what was billed for them, without a title request beside
-// the first (the title agent is off in a Session run).
+// the first (the title agent is off in a Session run). Its third turn's
+// request gets a 401, which fails the turn as not_authenticated, read from
+// the API's message: OpenCode's ACP error drops the status.
 func TestGivenImageRefused(t *testing.T) {
 	t.Parallel()
 	plain := func(url, key string) string { return mockConfigWith(url, key, `"attachment": true,`) }
 	spec := runs.Spec{Prompt: "Remember 7.", Interactive: true, Model: "mock/mock-model", Effort: "high"}
-	s := startSessionWith(t, sessionSetup{spec: spec, sc: chat.Turns("noted"), config: plain})
+	s := startSessionWith(t, sessionSetup{spec: spec, sc: unauthorizedOn("Fail now.", chat.Turns("noted")), config: plain})
 	one, _ := s.WaitTurn(1, sessionWithin)
 	first := s.srv.Ledger().Completions()
 	err := s.Do(func(x runs.Session) error { return x.Send("And this?", []runs.Image{pngImage(t)}, false) })
@@ -116,8 +93,14 @@ func TestGivenImageRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	two, _ := s.WaitTurn(2, sessionWithin)
-	o := s.close(t)
 	all := s.srv.Ledger().Completions()
+	if err := s.Do(func(x runs.Session) error { return x.Send("Fail now.", nil, false) }); err != nil {
+		t.Fatal(err)
+	}
+	if three, _ := s.WaitTurn(3, sessionWithin); three.Status != runs.Failed || three.Error == nil || three.Error.Class != runs.NotAuthenticated {
+		t.Errorf("turn 3 on a 401: %+v, error %+v", three, three.Error)
+	}
+	o := s.close(t)
 	if len(first) != 1 || len(all) != 2 || s.srv.Ledger().Seen("And this?") || len(s.srv.Ledger().Titles()) != 0 {
 		t.Fatalf("%d model requests after turn 1, %d in all, the refused message seen %v, %d title requests: want one a turn, none of the refused message",
 			len(first), len(all), s.srv.Ledger().Seen("And this?"), len(s.srv.Ledger().Titles()))
@@ -126,7 +109,7 @@ func TestGivenImageRefused(t *testing.T) {
 		t.Errorf("request: effort %q, model %q", all[0].Request.ReasoningEffort, all[0].Request.Model)
 	}
 	want1, want2 := normalized(chat.TurnUsage(1)), normalized(chat.TurnUsage(2))
-	if one.Usage != want1 || two.Usage != want2 || o.Usage != want1.Add(want2) || o.NumTurns != 2 {
+	if one.Usage != want1 || two.Usage != want2 || o.Usage != want1.Add(want2) || o.NumTurns != 3 {
 		t.Errorf("turns %+v, %+v, run %+v (%d turns); billed %+v, %+v", one.Usage, two.Usage, o.Usage, o.NumTurns, want1, want2)
 	}
 	wantCost(t, "turn 1", one.CostUSD, first)
@@ -138,6 +121,18 @@ func TestGivenImageRefused(t *testing.T) {
 	if _, err := New().Command(inv); !errors.Is(err, runs.ErrUnsupported) || !errors.As(err, &fe) || fe.Field != runs.FieldAttachments {
 		t.Errorf("Command with an image: %v, want unsupported attachments", err)
 	}
+}
+
+// unauthorizedOn answers a request whose last user message holds prompt
+// with a 401, and every other one as sc does.
+func unauthorizedOn(prompt string, sc chat.Scenario) chat.Scenario {
+	failure := chat.Failure(http.StatusUnauthorized)
+	return chat.Func(func(req *chat.Request) chat.Response {
+		if strings.Contains(req.LastUserText(), prompt) {
+			return failure.Respond(req)
+		}
+		return sc.Respond(req)
+	})
 }
 
 // TestGivenUsageMidTurn: in a Session run whose model calls a tool on

@@ -252,18 +252,6 @@ func TestSessionModelRefused(t *testing.T) {
 	}
 }
 
-// TestSessionUnauthorized: a 401 fails the turn as not_authenticated,
-// read from the API's message: OpenCode's ACP error drops the status.
-func TestSessionUnauthorized(t *testing.T) {
-	t.Parallel()
-	s := startSession(t, runs.Spec{Prompt: "hi", Interactive: true}, chat.Failure(401))
-	turn, _ := s.WaitTurn(1, sessionWithin)
-	if turn.Status != runs.Failed || turn.Error == nil || turn.Error.Class != runs.NotAuthenticated {
-		t.Errorf("turn %+v, error %+v", turn, turn.Error)
-	}
-	s.close(t)
-}
-
 // close ends the session and waits for the CLI to exit.
 func (s *session) close(t *testing.T) runs.Outcome {
 	t.Helper()
