@@ -24,9 +24,9 @@ var recordACP = flag.Bool("record-acp", false, "the session tests write their st
 
 // sessionWithin bounds one wait for an event of a real-CLI session, against
 // a hang only: OpenCode answers initialize in about 3 s alone, but it costs
-// about 11 s of CPU to start, and with its MCP servers on a loaded 2-core
-// machine its first turn came after more than 90 s.
-const sessionWithin = 3 * time.Minute
+// 7 to 11 s of CPU to start, and on a 2-core machine at load 25 its first
+// turn came after more than 3 minutes.
+const sessionWithin = 8 * time.Minute
 
 // session is one real `opencode acp` run driven through the adapter's
 // Session.
