@@ -97,7 +97,7 @@ func TestOperatorMCPServersTurnedOff(t *testing.T) {
 	d := New().NewDecoder(inv).(*decoder)
 	thread, _ := handshake(t, d, "th1")
 	b, _ := json.Marshal(thread["params"].(map[string]any)["config"])
-	if want := `{"mcp_servers":{"demo":{"command":"/x","default_tools_approval_mode":"approve"},"docs":{"enabled":false},"ops":{"enabled":false}}}`; string(b) != want {
+	if want := `{"mcp_optional_startup_grace_ms":60000,"mcp_servers":{"demo":{"command":"/x","default_tools_approval_mode":"approve","startup_timeout_sec":60},"docs":{"enabled":false},"ops":{"enabled":false}}}`; string(b) != want {
 		t.Errorf("config %s, want %s", b, want)
 	}
 	inv.Spec.MCPServers = map[string]runs.MCPServer{"ops": {Command: "/x"}}
