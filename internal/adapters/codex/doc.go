@@ -131,7 +131,10 @@
 // TestRealCLIRemoteMCP, against a small HTTP server in the test, saw the
 // run's headers on every request and the tool run). The env and header
 // values are the Command's Secrets, so that the supervisor redacts a tool
-// that echoes them. Server names are letters, digits, '_' and '-': Codex
+// that echoes them. Each server gets startup_timeout_sec 60 and the thread
+// mcp_optional_startup_grace_ms 60000 (mcpStartupSeconds): with Codex's
+// defaults a server slow to start was left out of the first turn
+// (TestRealCLIOperatorMCPOff starts one in 12 s). Server names are letters, digits, '_' and '-': Codex
 // offers a server's tools to the model as the namespace tool
 // "mcp__<name>", whose functions are the tools' own names. Verified with
 // codex 0.171.0 and internal/mcptest:
