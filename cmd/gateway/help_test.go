@@ -111,7 +111,8 @@ func TestHelpUnknownArgument(t *testing.T) {
 	}
 }
 
-// TestReadmeSettings holds the README's table of settings to the
+// TestReadmeSettings holds docs/operations.md's table of settings (moved
+// there from the README) to the
 // configuration: every setting is in it, everything in it is a setting,
 // and a default the configuration gives (other than zero) is the one it
 // shows.
@@ -122,33 +123,33 @@ func TestReadmeSettings(t *testing.T) {
 		short := strings.TrimPrefix(name, "AGENTGATE_")
 		cell, ok := rows[short]
 		if !ok {
-			t.Errorf("README's Configuration table lacks %s", short)
+			t.Errorf("docs/operations.md's Configuration table lacks %s", short)
 			continue
 		}
 		if def != "" && def != "0" && def != "false" && !strings.Contains(cell, def) {
-			t.Errorf("README's Configuration table gives %s the default %q, the configuration %q", short, cell, def)
+			t.Errorf("docs/operations.md's Configuration table gives %s the default %q, the configuration %q", short, cell, def)
 		}
 	}
 	for short := range rows {
 		if _, ok := fields["AGENTGATE_"+short]; !ok && !strings.HasPrefix(short, "<AGENT>") {
-			t.Errorf("README's Configuration table lists %s, which the gateway does not read", short)
+			t.Errorf("docs/operations.md's Configuration table lists %s, which the gateway does not read", short)
 		}
 	}
 }
 
 var backticked = regexp.MustCompile("`([^`]+)`")
 
-// readmeSettings returns the rows of the README's Configuration table: each
+// readmeSettings returns the rows of docs/operations.md's Configuration table: each
 // variable of the first column, with its row's default column.
 func readmeSettings(t *testing.T) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(b), "\n## Configuration\n")
 	if !ok {
-		t.Fatal("README.md has no Configuration section")
+		t.Fatal("docs/operations.md has no Configuration section")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	rows := map[string]string{}
@@ -162,7 +163,7 @@ func readmeSettings(t *testing.T) map[string]string {
 		}
 	}
 	if len(rows) < 40 {
-		t.Fatalf("read only %d settings from README's Configuration table", len(rows))
+		t.Fatalf("read only %d settings from docs/operations.md's Configuration table", len(rows))
 	}
 	return rows
 }
