@@ -8,37 +8,6 @@ import (
 	"text/tabwriter"
 )
 
-const runHelp = `Creates a run of an agent and follows it: the agent's text as it streams,
-a line per tool call (its name and a short form of its input), approvals
-and turns; warnings and the final summary (status, tokens, cost) go to
-stderr. On a terminal a progress line shows what the agent does, the
-tokens and cost so far. The exit code is the run's final status (below).
-
-The prompt is the arguments joined by spaces, or stdin with "-".
-
-Ctrl-C stops watching and prints how to resume (agentgate watch ID): the
-run goes on. With --cancel-on-interrupt, Ctrl-C cancels the run instead
-and waits for its end. A second Ctrl-C exits at once.
-
-An interactive run (--interactive) keeps its session between turns: it
-ends on close, on cancel, at its timeout or after its idle timeout. Answer
-approvals (--approvals ask) from another shell with agentgate approve/deny.`
-
-const watchHelp = `Follows an existing run's events from the start (or after --after SEQ)
-until it ends, rendered as by run; with --json one envelope a line. A
-dropped connection is resumed with Last-Event-ID, so no event is shown
-twice or skipped. The exit code is the run's final status.`
-
-const sendHelp = `Sends a follow-up message to an interactive run. By default it is queued
-for the next turn (at once when the session is idle); --steer adds it to
-the running turn where the agent can (Claude, Codex, OpenCode).`
-
-const filesHelp = `Without PATH, lists the files the finished run changed. With PATH,
-downloads that file of the run's directory (as it is now). --diff prints
-the run's unified diff, --archive its directory as a tar.gz. -o FILE
-writes to FILE (replaced whole once the download is complete) instead of
-stdout; an archive is never written to a terminal.`
-
 // usage is the help of agentgate itself.
 func (a *app) usage(w io.Writer) {
 	fmt.Fprint(w, `agentgate is the command-line client of an agentgate gateway: it runs
@@ -121,4 +90,26 @@ func capitalize(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+func setupHelp(fs *flag.FlagSet) func(a *app, args []string) int {
+	return func(a *app, args []string) int {
+		switch len(args) {
+		case 0:
+			a.usage(a.stdout)
+			return exitOK
+		case 1:
+			cmd, ok := lookupCommand(args[0])
+			if !ok {
+				return a.usageFail("help", "unknown command %q", args[0])
+			}
+			cfs := flag.NewFlagSet("agentgate "+cmd.name, flag.ContinueOnError)
+			g := a.g
+			g.register(cfs)
+			cmd.setup(cfs)
+			commandHelp(a.stdout, cmd, cfs)
+			return exitOK
+		}
+		return a.usageFail("help", "want at most one command")
+	}
 }
