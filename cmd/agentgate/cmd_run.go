@@ -25,77 +25,90 @@ An interactive run (--interactive) keeps its session between turns: it
 ends on close, on cancel, at its timeout or after its idle timeout. Answer
 approvals (--approvals ask) from another shell with agentgate approve/deny.`
 
+// runFlags are run's flags: the request's fields and how to follow it.
+type runFlags struct {
+	req                                runRequest
+	schema, idemKey                    string
+	detach, cancelOnInterrupt, verbose bool
+}
+
 func setupRun(fs *flag.FlagSet) func(a *app, args []string) int {
-	var req runRequest
-	var schema, idemKey string
-	var detach, cancelOnInterrupt, verbose bool
-	fs.StringVar(&req.Agent, "agent", "claude", "the `agent` to run (see agentgate agents)")
-	fs.StringVar(&req.Agent, "a", "claude", "short for --agent")
-	fs.StringVar(&req.Model, "model", "", "the `model`, as the agent names it")
-	fs.StringVar(&req.Model, "m", "", "short for --model")
-	fs.StringVar(&req.Permission, "permission", "", "the permission `level`: read_only, workspace_write (the gateway's default) or full")
-	fs.StringVar(&req.Cwd, "cwd", "", "the working `directory`, relative to the gateway's workspace root (default: a fresh one)")
-	fs.StringVar(&req.SystemPrompt, "system-prompt", "", "`text` added to the agent's system prompt")
-	fs.StringVar(&req.Effort, "effort", "", "reasoning effort `level`: low, medium or high")
-	fs.IntVar(&req.MaxTurns, "max-turns", 0, "most model turns before the run stops")
-	fs.Var(secondsFlag{&req.TimeoutSeconds}, "timeout", "wall-clock limit, in seconds or as a `duration` (15m)")
-	fs.Float64Var(&req.MaxBudgetUSD, "max-budget-usd", 0, "spending limit in US `dollars` (agents that report cost)")
-	fs.Int64Var(&req.MaxTotalTokens, "max-total-tokens", 0, "stop once input plus output `tokens` reach this")
-	fs.StringVar(&schema, "output-schema", "", "a JSON Schema the answer must match: a `file`, or the JSON itself")
-	fs.StringVar(&req.ResumeSessionID, "resume", "", "continue this agent `session` (the session_id of an earlier run)")
-	fs.BoolVar(&req.KeepSession, "keep-session", false, "keep the agent's session for a later --resume")
-	fs.Var(mapFlag{&req.Metadata}, "metadata", "a `KEY=VALUE` label of the run (repeatable)")
-	fs.BoolVar(&req.Interactive, "interactive", false, "keep the session between turns, for agentgate send")
-	fs.BoolVar(&req.Interactive, "i", false, "short for --interactive")
-	fs.StringVar(&req.Approvals, "approvals", "", "approvals `mode`: never (the default) or ask, before every tool call that can change something")
-	fs.Var(secondsFlag{&req.ApprovalTimeoutSeconds}, "approval-timeout", "deny an approval unanswered after this `duration`")
-	fs.Var(secondsFlag{&req.IdleTimeoutSeconds}, "idle-timeout", "close an interactive run idle for this `duration`")
-	fs.StringVar(&idemKey, "idempotency-key", "", "a `key` that makes retrying this command create one run only")
-	fs.BoolVar(&detach, "detach", false, "print the run's id and exit, without following it")
-	fs.BoolVar(&detach, "d", false, "short for --detach")
-	fs.BoolVar(&cancelOnInterrupt, "cancel-on-interrupt", false, "Ctrl-C cancels the run, instead of only stopping watching it")
-	fs.BoolVar(&verbose, "verbose", false, "also show reasoning, tool results and unparsed agent output")
-	fs.BoolVar(&verbose, "v", false, "short for --verbose")
-	return func(a *app, args []string) int {
-		if len(args) == 0 {
-			return a.usageFail("run", "a prompt is needed (or - to read it from stdin)")
-		}
-		prompt, err := a.textArg(args)
-		if err != nil {
-			return errorExit(a.stderr, err)
-		}
-		req.Prompt = prompt
-		if schema != "" {
-			if req.OutputSchema, err = readSchema(schema); err != nil {
-				return errorExit(a.stderr, err)
-			}
-		}
-		c, err := a.client()
-		if err != nil {
-			return errorExit(a.stderr, err)
-		}
-		defer c.close()
-		var hdr http.Header
-		if idemKey != "" {
-			hdr = http.Header{"Idempotency-Key": {idemKey}}
-		}
-		var rec runRecord
-		raw, err := c.callWith(a.ctx, http.MethodPost, "/v1/runs", nil, hdr, req, &rec)
-		if err != nil {
-			return errorExit(a.stderr, err)
-		}
-		if detach {
-			if a.g.json {
-				return a.printJSON(raw)
-			}
-			fmt.Fprintln(a.stdout, rec.ID)
-			return exitOK
-		}
-		if !a.g.json {
-			fmt.Fprintf(a.stderr, "run %s (%s)\n", rec.ID, rec.Agent)
-		}
-		return a.follow(c, rec.ID, 0, followOptions{cancelOnInterrupt: cancelOnInterrupt, verbose: verbose, interactive: rec.Interactive})
+	f := &runFlags{}
+	f.register(fs)
+	return f.create
+}
+
+// register puts run's flags on fs.
+func (f *runFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.req.Agent, "agent", "claude", "the `agent` to run (see agentgate agents)")
+	fs.StringVar(&f.req.Agent, "a", "claude", "short for --agent")
+	fs.StringVar(&f.req.Model, "model", "", "the `model`, as the agent names it")
+	fs.StringVar(&f.req.Model, "m", "", "short for --model")
+	fs.StringVar(&f.req.Permission, "permission", "", "the permission `level`: read_only, workspace_write (the gateway's default) or full")
+	fs.StringVar(&f.req.Cwd, "cwd", "", "the working `directory`, relative to the gateway's workspace root (default: a fresh one)")
+	fs.StringVar(&f.req.SystemPrompt, "system-prompt", "", "`text` added to the agent's system prompt")
+	fs.StringVar(&f.req.Effort, "effort", "", "reasoning effort `level`: low, medium or high")
+	fs.IntVar(&f.req.MaxTurns, "max-turns", 0, "most model turns before the run stops")
+	fs.Var(secondsFlag{&f.req.TimeoutSeconds}, "timeout", "wall-clock limit, in seconds or as a `duration` (15m)")
+	fs.Float64Var(&f.req.MaxBudgetUSD, "max-budget-usd", 0, "spending limit in US `dollars` (agents that report cost)")
+	fs.Int64Var(&f.req.MaxTotalTokens, "max-total-tokens", 0, "stop once input plus output `tokens` reach this")
+	fs.StringVar(&f.schema, "output-schema", "", "a JSON Schema the answer must match: a `file`, or the JSON itself")
+	fs.StringVar(&f.req.ResumeSessionID, "resume", "", "continue this agent `session` (the session_id of an earlier run)")
+	fs.BoolVar(&f.req.KeepSession, "keep-session", false, "keep the agent's session for a later --resume")
+	fs.Var(mapFlag{&f.req.Metadata}, "metadata", "a `KEY=VALUE` label of the run (repeatable)")
+	fs.BoolVar(&f.req.Interactive, "interactive", false, "keep the session between turns, for agentgate send")
+	fs.BoolVar(&f.req.Interactive, "i", false, "short for --interactive")
+	fs.StringVar(&f.req.Approvals, "approvals", "", "approvals `mode`: never (the default) or ask, before every tool call that can change something")
+	fs.Var(secondsFlag{&f.req.ApprovalTimeoutSeconds}, "approval-timeout", "deny an approval unanswered after this `duration`")
+	fs.Var(secondsFlag{&f.req.IdleTimeoutSeconds}, "idle-timeout", "close an interactive run idle for this `duration`")
+	fs.StringVar(&f.idemKey, "idempotency-key", "", "a `key` that makes retrying this command create one run only")
+	fs.BoolVar(&f.detach, "detach", false, "print the run's id and exit, without following it")
+	fs.BoolVar(&f.detach, "d", false, "short for --detach")
+	fs.BoolVar(&f.cancelOnInterrupt, "cancel-on-interrupt", false, "Ctrl-C cancels the run, instead of only stopping watching it")
+	fs.BoolVar(&f.verbose, "verbose", false, "also show reasoning, tool results and unparsed agent output")
+	fs.BoolVar(&f.verbose, "v", false, "short for --verbose")
+}
+
+// create creates the run and follows it, unless --detach.
+func (f *runFlags) create(a *app, args []string) int {
+	if len(args) == 0 {
+		return a.usageFail("run", "a prompt is needed (or - to read it from stdin)")
 	}
+	prompt, err := a.textArg(args)
+	if err != nil {
+		return errorExit(a.stderr, err)
+	}
+	f.req.Prompt = prompt
+	if f.schema != "" {
+		if f.req.OutputSchema, err = readSchema(f.schema); err != nil {
+			return errorExit(a.stderr, err)
+		}
+	}
+	c, err := a.client()
+	if err != nil {
+		return errorExit(a.stderr, err)
+	}
+	defer c.close()
+	var hdr http.Header
+	if f.idemKey != "" {
+		hdr = http.Header{"Idempotency-Key": {f.idemKey}}
+	}
+	var rec runRecord
+	raw, err := c.callWith(a.ctx, http.MethodPost, "/v1/runs", nil, hdr, f.req, &rec)
+	if err != nil {
+		return errorExit(a.stderr, err)
+	}
+	if f.detach {
+		if a.g.json {
+			return a.printJSON(raw)
+		}
+		fmt.Fprintln(a.stdout, rec.ID)
+		return exitOK
+	}
+	if !a.g.json {
+		fmt.Fprintf(a.stderr, "run %s (%s)\n", rec.ID, rec.Agent)
+	}
+	return a.follow(c, rec.ID, 0, followOptions{cancelOnInterrupt: f.cancelOnInterrupt, verbose: f.verbose, interactive: rec.Interactive})
 }
 
 // readSchema reads --output-schema: inline JSON, or a file of it.
