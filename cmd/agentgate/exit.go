@@ -7,7 +7,7 @@ import (
 	"io"
 )
 
-// The exit codes; exitCodesHelp, the package doc and README.md list them.
+// The exit codes; exitCodesHelp, the package doc and docs/client.md list them.
 const (
 	exitOK          = 0   // done; for run and watch: the run succeeded
 	exitFailed      = 1   // the run failed (or ended in a status this client does not know)
