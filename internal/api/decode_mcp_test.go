@@ -113,3 +113,47 @@ func TestMCPPolicyErrorsAre400s(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeMCPServerErrors holds the exact answer to each way one server
+// can be wrong, and which fault wins when a server has several.
+func TestDecodeMCPServerErrors(t *testing.T) {
+	long := strings.Repeat("x", maxMCPCommandLen+1)
+	cases := []struct{ server, msg string }{
+		{`[]`, "must be an object with command (and args, env) or url (and headers)"},
+		{`{"cwd": "/", "command": 1}`, `unknown member "cwd"; a server has command, args, env, url, headers`},
+		{`{"url": 1, "url": 2}`, `member "url" appears more than once`},
+		{`{"command": 1, "url": 2}`, "command must be a string"},
+		{`{"command": "` + long + `"}`, "command must be at most 4096 bytes"},
+		{`{"command": "x\u0000"}`, "command must be UTF-8 without NUL or line breaks"},
+		{`{"command": "x", "url": ""}`, "url must not be empty"},
+		{`{"url": null, "command": null}`, "needs a command (a stdio server) or a url (a remote one)"},
+		{`{"command": "x", "url": "https://h/"}`, "has both command and url; give one"},
+		{`{"command": "-x", "headers": {"H": "v"}, "args": 1}`, "headers belong to a remote server (url), not a command"},
+		{`{"command": "-x", "args": 1}`, "command must not begin with '-'"},
+		{`{"command": "x", "args": [1], "env": 1}`, "args must be an array of strings"},
+		{`{"command": "x", "args": [` + strings.TrimSuffix(strings.Repeat(`"a",`, maxMCPArgs+1), ",") + `]}`, "has 65 args; the limit is 64"},
+		{`{"command": "x", "args": ["", "a\u0000"]}`, "args[1] must be UTF-8 without NUL or line breaks"},
+		{`{"command": "x", "env": []}`, "env must be an object of strings"},
+		{`{"command": "x", "env": {"1X": "v"}}`, `env has "1X", which is not a variable name`},
+		{`{"command": "x", "env": {"X": "v", "X": "w"}}`, `env has "X" more than once`},
+		{`{"command": "x", "env": {"X": 1}}`, `env "X" must be a string`},
+		{`{"command": "x", "env": {"X": "a\nb"}}`, `env "X" must be at most 8192 bytes of UTF-8 without NUL or line breaks`},
+		{`{"url": "ftp://h/", "args": [], "headers": 1}`, "args and env belong to a stdio server (command), not a url"},
+		{`{"url": "ftp://h/", "env": {}}`, "args and env belong to a stdio server (command), not a url"},
+		{`{"url": "https:///p"}`, "url must be an http or https URL"},
+		{`{"url": "https://u@h/", "headers": 1}`, "url must not carry a user or password; send credentials in headers"},
+		{`{"url": "https://h/", "headers": {"Bad Header": "v"}}`, `headers has "Bad Header", which is not a header name`},
+	}
+	for _, c := range cases {
+		_, err := decodeMCPServers(json.RawMessage(`{"a": ` + c.server + `}`))
+		var e *edgeError
+		if !errors.As(err, &e) {
+			t.Errorf("%.80s: error %v, want an edge error", c.server, err)
+			continue
+		}
+		want := `field "mcp_servers": server "a": ` + c.msg
+		if e.status != 400 || e.code != CodeInvalidField || e.field != runs.FieldMCPServers || e.msg != want {
+			t.Errorf("%.80s: %d %s %s %q, want 400 invalid_field mcp_servers %q", c.server, e.status, e.code, e.field, e.msg, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -118,4 +119,103 @@ func FuzzDecodeRunRequest(f *testing.F) {
 		}
 		validateOpenAPI(t, "RunRequest", body)
 	})
+}
+
+// TestDecodeRunRequestErrors holds the exact answer to each way a field
+// can be wrong, and which error wins when several are: a member that is
+// unknown or repeated first, in body order, then the values in the order
+// of the request's fields, whatever their order in the body.
+func TestDecodeRunRequestErrors(t *testing.T) {
+	ok := `"agent":"claude","prompt":"hi"`
+	const modelRule = `must start with a letter or digit and contain only letters, digits and "-._:/@[]" (at most 128 bytes)`
+	cases := []struct{ body, code, field, msg string }{
+		{`{"agent":7,"prompt":"hi"}`, CodeInvalidField, "agent", "must be a string"},
+		{`{"agent":"a\u0000","prompt":"hi"}`, CodeInvalidField, "agent", "must not contain NUL characters"},
+		{`{"prompt":"hi"}`, CodeInvalidField, "agent", "is required"},
+		{`{"agent":"` + strings.Repeat("a", 65) + `","prompt":"hi"}`, CodeInvalidField, "agent", "must be at most 64 bytes"},
+		{`{"agent":"claude","prompt":1}`, CodeInvalidField, "prompt", "must be a string"},
+		{`{"agent":"claude","prompt":" "}`, CodeInvalidField, "prompt", "is required and must not be blank"},
+		{`{"agent":"claude","prompt":"` + strings.Repeat("x", maxPromptBytes+1) + `"}`, CodeInvalidField, "prompt", "must be at most 524288 bytes"},
+		{`{` + ok + `,"system_prompt":1}`, CodeInvalidField, "system_prompt", "must be a string"},
+		{`{` + ok + `,"system_prompt":"` + strings.Repeat("x", maxSystemPromptBytes+1) + `"}`, CodeInvalidField, "system_prompt", "must be at most 131072 bytes"},
+		{`{` + ok + `,"model":"-x"}`, CodeInvalidField, "model", modelRule},
+		{`{` + ok + `,"model":"` + strings.Repeat("m", maxIdentBytes+1) + `"}`, CodeInvalidField, "model", modelRule},
+		{`{` + ok + `,"model":1}`, CodeInvalidField, "model", "must be a string"},
+		{`{` + ok + `,"effort":1}`, CodeInvalidField, "effort", "must be a string"},
+		{`{` + ok + `,"effort":""}`, CodeInvalidField, "effort", "must be one of low, medium, high"},
+		{`{` + ok + `,"max_turns":0}`, CodeInvalidField, "max_turns", "must be an integer from 1 to 1000"},
+		{`{` + ok + `,"timeout_seconds":604801}`, CodeInvalidField, "timeout_seconds", "must be an integer from 1 to 604800"},
+		{`{` + ok + `,"max_budget_usd":"1"}`, CodeInvalidField, "max_budget_usd", "must be a number greater than 0"},
+		{`{` + ok + `,"output_schema":[]}`, CodeInvalidField, "output_schema", "must be a JSON Schema object"},
+		{`{` + ok + `,"resume_session_id":"a/b"}`, CodeInvalidField, "resume_session_id",
+			`must start with a letter or digit and contain only letters, digits and "-._:" (at most 128 bytes)`},
+		{`{` + ok + `,"keep_session":1}`, CodeInvalidField, "keep_session", "must be true or false"},
+		{`{` + ok + `,"metadata":[]}`, CodeInvalidField, "metadata", "must be an object whose values are strings"},
+		{`{` + ok + `,"metadata":{"":"v"}}`, CodeInvalidField, "metadata", "keys must be 1 to 64 bytes"},
+		{`{` + ok + `,"metadata":{"a\u0000":"v"}}`, CodeInvalidField, "metadata", "keys must not contain NUL characters"},
+		{`{` + ok + `,"metadata":{"k":"a","k":"b"}}`, CodeInvalidField, "metadata", `key "k" appears more than once`},
+		{`{` + ok + `,"metadata":{"k":1}}`, CodeInvalidField, "metadata", `value of "k" must be a string`},
+		{`{` + ok + `,"cwd":1}`, CodeInvalidField, "cwd", "must be a string"},
+		{`{` + ok + `,"cwd":"` + strings.Repeat("d", maxCwdBytes+1) + `"}`, CodeInvalidField, "cwd", "must be a relative path that stays inside the workspace"},
+		{`{` + ok + `,"permission":""}`, CodeInvalidField, "permission", "must be one of read_only, workspace_write, full"},
+		{`{` + ok + `,"approvals":1}`, CodeInvalidField, "approvals", "must be a string"},
+		{`{` + ok + `,"approvals":"always"}`, CodeInvalidField, "approvals", "must be one of never, ask"},
+		{`{` + ok + `,"approval_timeout_seconds":86401}`, CodeInvalidField, "approval_timeout_seconds", "must be an integer from 1 to 86400"},
+		{`{` + ok + `,"interactive":"yes"}`, CodeInvalidField, "interactive", "must be true or false"},
+		{`{` + ok + `,"idle_timeout_seconds":0}`, CodeInvalidField, "idle_timeout_seconds", "must be an integer from 1 to 86400"},
+		{`{` + ok + `,"max_total_tokens":1099511627777}`, CodeInvalidField, "max_total_tokens", "must be an integer from 1 to 1099511627776"},
+		{`{` + ok + `,"mcp_servers":[]}`, CodeInvalidField, "mcp_servers", "must be an object from a server's name to its command or url"},
+		{`{` + ok + `,"attachments":{}}`, CodeInvalidField, "attachments", `must be an array of {"file_id": …} or {"media_type": …, "data": base64}`},
+		{`{` + ok + `,"webhook_url":1}`, CodeInvalidField, "webhook_url", "must be a string"},
+		{`{` + ok + `,"webhook_url":""}`, CodeInvalidField, "webhook_url", "must be an https URL of at most 2048 bytes"},
+		{`{` + ok + `,"webhook_url":"https://` + strings.Repeat("h", 2048) + `"}`, CodeInvalidField, "webhook_url", "must be an https URL of at most 2048 bytes"},
+		// Several faults: the first field in request order is reported.
+		{`{"webhook_url":"","max_turns":0,` + ok + `}`, CodeInvalidField, "max_turns", "must be an integer from 1 to 1000"},
+		{`{"max_turns":0,"model":"-x",` + ok + `}`, CodeInvalidField, "model", modelRule},
+		{`{"permission":"root","cwd":"/etc",` + ok + `}`, CodeInvalidField, "cwd", "must be a relative path that stays inside the workspace"},
+		{`{"prompt":"","agent":""}`, CodeInvalidField, "agent", "is required"},
+		{`{"idle_timeout_seconds":0,"interactive":1,"approvals":"x",` + ok + `}`, CodeInvalidField, "approvals", "must be one of never, ask"},
+		// A member's name is checked before any value.
+		{`{"agent":"","colour":"red"}`, CodeUnknownField, "colour", `unknown field "colour"`},
+		{`{"agent":"","agent":"x","colour":"red"}`, CodeInvalidField, "agent", "appears more than once"},
+	}
+	for _, c := range cases {
+		_, err := decodeRunRequest([]byte(c.body))
+		var e *edgeError
+		if !errors.As(err, &e) {
+			t.Errorf("%.80s: error %v, want an edge error", c.body, err)
+			continue
+		}
+		want := c.msg
+		if c.code == CodeInvalidField {
+			want = `field "` + c.field + `": ` + c.msg
+		}
+		if e.status != http.StatusBadRequest || e.code != c.code || e.field != c.field || e.msg != want {
+			t.Errorf("%.80s: %d %s %s %q, want 400 %s %s %q", c.body, e.status, e.code, e.field, e.msg, c.code, c.field, want)
+		}
+	}
+}
+
+// TestDecodeRunRequestAllFields checks that each field lands in its place
+// in the spec.
+func TestDecodeRunRequestAllFields(t *testing.T) {
+	body := `{"agent":"claude","prompt":"fix it","system_prompt":"be brief","model":"m-1","effort":"high",
+		"max_turns":3,"timeout_seconds":60,"max_budget_usd":0.5,"output_schema":{"type":"object"},
+		"resume_session_id":"s-1","keep_session":true,"metadata":{"k":"v"},"cwd":"a/b","permission":"read_only",
+		"approvals":"ask","approval_timeout_seconds":30,"interactive":true,"idle_timeout_seconds":40,
+		"max_total_tokens":1099511627776,"mcp_servers":{"m":{"url":"https://h/"}},
+		"attachments":[{"file_id":"file-0196a7c8-5a3e-7b1e-9d0a-2f4c6b8e1a3d"}],"webhook_url":"https://hook/x"}`
+	got, err := decodeRunRequest([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := runs.Spec{Agent: "claude", Prompt: "fix it", SystemPrompt: "be brief", Model: "m-1", Effort: "high",
+		MaxTurns: 3, TimeoutSeconds: 60, MaxBudgetUSD: 0.5, OutputSchema: json.RawMessage(`{"type":"object"}`),
+		ResumeSessionID: "s-1", KeepSession: true, Metadata: map[string]string{"k": "v"}, Cwd: "a/b",
+		Permission: runs.ReadOnly, Approvals: runs.ApprovalsAsk, ApprovalTimeoutSeconds: 30, Interactive: true,
+		IdleTimeoutSeconds: 40, MaxTotalTokens: 1 << 40, MCPServers: map[string]runs.MCPServer{"m": {URL: "https://h/"}},
+		Attachments: []runs.Attachment{{FileID: "file-0196a7c8-5a3e-7b1e-9d0a-2f4c6b8e1a3d"}}, WebhookURL: "https://hook/x"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("spec\n%+v, want\n%+v", got, want)
+	}
 }
