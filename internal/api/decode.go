@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,26 +41,6 @@ const (
 	fieldPrompt   = "prompt"
 	fieldMetadata = "metadata"
 )
-
-// requestFields are the fields of a run request, in the order their values
-// are checked.
-var requestFields = []string{
-	fieldAgent, fieldPrompt, runs.FieldSystemPrompt, runs.FieldModel, runs.FieldEffort,
-	runs.FieldMaxTurns, runs.FieldTimeoutSeconds, runs.FieldMaxBudgetUSD, runs.FieldOutputSchema,
-	runs.FieldResumeSessionID, runs.FieldKeepSession, fieldMetadata, runs.FieldCwd, runs.FieldPermission,
-	runs.FieldApprovals, runs.FieldApprovalTimeoutSeconds, runs.FieldInteractive, runs.FieldIdleTimeoutSeconds,
-	runs.FieldMaxTotalTokens, runs.FieldMCPServers, runs.FieldAttachments,
-	runs.FieldWebhookURL,
-}
-
-// approvalModes are the values of the approvals field.
-var approvalModes = []runs.Approvals{runs.ApprovalsNever, runs.ApprovalsAsk}
-
-// efforts are the values of the effort field.
-var efforts = []string{"low", "medium", "high"}
-
-// permissions are the values of the permission field.
-var permissions = []runs.Permission{runs.ReadOnly, runs.WorkspaceWrite, runs.Full}
 
 // checkJSONContentType rejects a body not declared as JSON, so that a form
 // or a text body is refused rather than guessed at.
@@ -117,128 +96,15 @@ func decodeRunRequest(body []byte) (runs.Spec, error) {
 	if err != nil {
 		return runs.Spec{}, err
 	}
-	f := make(fields, len(members))
-	for _, m := range members {
-		if !slices.Contains(requestFields, m.name) {
-			return runs.Spec{}, unknownField(m.name, requestFields)
-		}
-		if _, dup := f[m.name]; dup {
-			return runs.Spec{}, invalidField(m.name, "appears more than once")
-		}
-		f[m.name] = m.raw
-	}
-
-	var spec runs.Spec
-	var ok bool
-	if spec.Agent, ok, err = f.str(fieldAgent); err != nil {
-		return runs.Spec{}, err
-	}
-	if !ok || spec.Agent == "" {
-		return runs.Spec{}, invalidField(fieldAgent, "is required")
-	}
-	if len(spec.Agent) > maxAgentBytes {
-		return runs.Spec{}, invalidField(fieldAgent, fmt.Sprintf("must be at most %d bytes", maxAgentBytes))
-	}
-	if spec.Prompt, ok, err = f.str(fieldPrompt); err != nil {
-		return runs.Spec{}, err
-	}
-	if !ok || strings.TrimSpace(spec.Prompt) == "" {
-		return runs.Spec{}, invalidField(fieldPrompt, "is required and must not be blank")
-	}
-	if len(spec.Prompt) > maxPromptBytes {
-		return runs.Spec{}, invalidField(fieldPrompt, fmt.Sprintf("must be at most %d bytes", maxPromptBytes))
-	}
-	if spec.SystemPrompt, _, err = f.str(runs.FieldSystemPrompt); err != nil {
-		return runs.Spec{}, err
-	}
-	if len(spec.SystemPrompt) > maxSystemPromptBytes {
-		return runs.Spec{}, invalidField(runs.FieldSystemPrompt, fmt.Sprintf("must be at most %d bytes", maxSystemPromptBytes))
-	}
-	// A model and a session id end up as command-line arguments, so they
-	// must look like names: no leading "-", no spaces, no control bytes.
-	if spec.Model, err = f.ident(runs.FieldModel, "-._:/@[]"); err != nil {
-		return runs.Spec{}, err
-	}
-	if spec.Effort, ok, err = f.str(runs.FieldEffort); err != nil {
-		return runs.Spec{}, err
-	}
-	if ok && !slices.Contains(efforts, spec.Effort) {
-		return runs.Spec{}, invalidField(runs.FieldEffort, "must be one of "+strings.Join(efforts, ", "))
-	}
-	if spec.MaxTurns, err = f.integer(runs.FieldMaxTurns, minTurns, maxTurns); err != nil {
-		return runs.Spec{}, err
-	}
-	if spec.TimeoutSeconds, err = f.integer(runs.FieldTimeoutSeconds, minTimeout, maxTimeout); err != nil {
-		return runs.Spec{}, err
-	}
-	if spec.MaxBudgetUSD, err = f.positive(runs.FieldMaxBudgetUSD); err != nil {
-		return runs.Spec{}, err
-	}
-	if raw := f.get(runs.FieldOutputSchema); raw != nil {
-		if raw[0] != '{' {
-			return runs.Spec{}, invalidField(runs.FieldOutputSchema, "must be a JSON Schema object")
-		}
-		spec.OutputSchema = raw
-	}
-	if spec.ResumeSessionID, err = f.ident(runs.FieldResumeSessionID, "-._:"); err != nil {
-		return runs.Spec{}, err
-	}
-	if spec.KeepSession, err = f.boolean(runs.FieldKeepSession); err != nil {
-		return runs.Spec{}, err
-	}
-	if spec.Metadata, err = f.metadata(fieldMetadata); err != nil {
-		return runs.Spec{}, err
-	}
-	if spec.Cwd, _, err = f.str(runs.FieldCwd); err != nil {
-		return runs.Spec{}, err
-	}
-	if spec.Cwd != "" && (len(spec.Cwd) > maxCwdBytes || !filepath.IsLocal(spec.Cwd)) {
-		return runs.Spec{}, invalidField(runs.FieldCwd, "must be a relative path that stays inside the workspace")
-	}
-	var perm string
-	if perm, ok, err = f.str(runs.FieldPermission); err != nil {
-		return runs.Spec{}, err
-	}
-	spec.Permission = runs.Permission(perm)
-	if !ok {
-		spec.Permission = runs.WorkspaceWrite
-	} else if !slices.Contains(permissions, spec.Permission) {
-		return runs.Spec{}, invalidField(runs.FieldPermission, "must be one of read_only, workspace_write, full")
-	}
-	var approvals string
-	if approvals, ok, err = f.str(runs.FieldApprovals); err != nil {
-		return runs.Spec{}, err
-	}
-	if spec.Approvals = runs.Approvals(approvals); ok && !slices.Contains(approvalModes, spec.Approvals) {
-		return runs.Spec{}, invalidField(runs.FieldApprovals, "must be one of never, ask")
-	}
-	if spec.ApprovalTimeoutSeconds, err = f.integer(runs.FieldApprovalTimeoutSeconds, 1, int(runs.MaxApprovalTimeout.Seconds())); err != nil {
-		return runs.Spec{}, err
-	}
-	if spec.Interactive, err = f.boolean(runs.FieldInteractive); err != nil {
-		return runs.Spec{}, err
-	}
-	if spec.IdleTimeoutSeconds, err = f.integer(runs.FieldIdleTimeoutSeconds, 1, int(runs.MaxIdleTimeout.Seconds())); err != nil {
-		return runs.Spec{}, err
-	}
-	tokens, err := f.integer(runs.FieldMaxTotalTokens, 1, maxTotalTokens)
+	f, err := byName(members, requestFields)
 	if err != nil {
 		return runs.Spec{}, err
 	}
-	spec.MaxTotalTokens = int64(tokens)
-	if spec.MCPServers, err = decodeMCPServers(f.get(runs.FieldMCPServers)); err != nil {
-		return runs.Spec{}, err
-	}
-	if spec.Attachments, err = decodeAttachments(runs.FieldAttachments, f.get(runs.FieldAttachments)); err != nil {
-		return runs.Spec{}, err
-	}
-	// webhook_url: its syntax and the gateway's policy are the service's
-	// to check (runs.Webhooks).
-	if spec.WebhookURL, ok, err = f.str(runs.FieldWebhookURL); err != nil {
-		return runs.Spec{}, err
-	}
-	if ok && (spec.WebhookURL == "" || len(spec.WebhookURL) > runs.MaxWebhookURLBytes) {
-		return runs.Spec{}, invalidField(runs.FieldWebhookURL, fmt.Sprintf("must be an https URL of at most %d bytes", runs.MaxWebhookURLBytes))
+	var spec runs.Spec
+	for _, field := range runFields {
+		if err := field.decode(f, field.name, &spec); err != nil {
+			return runs.Spec{}, err
+		}
 	}
 	return spec, nil
 }
@@ -327,6 +193,12 @@ func readFields(body []byte, known []string) (fields, error) {
 	if err != nil {
 		return nil, err
 	}
+	return byName(members, known)
+}
+
+// byName indexes members by name, refusing the first that is not among
+// known or that repeats an earlier one.
+func byName(members []member, known []string) (fields, error) {
 	f := make(fields, len(members))
 	for _, m := range members {
 		if !slices.Contains(known, m.name) {
