@@ -77,90 +77,174 @@ func decodeMCPServers(raw json.RawMessage) (map[string]runs.MCPServer, error) {
 	return out, nil
 }
 
+// mcpFault is a 400 about one server of a run's mcp_servers, naming it.
+type mcpFault func(format string, args ...any) error
+
+// mcpMember checks a member of a server and sets it in srv.
+type mcpMember func(f fields, srv *runs.MCPServer, bad mcpFault) error
+
+// mcpKind is a kind of MCP server: a stdio one, run from a command, or a
+// remote one, reached at a url. Adding a member to a kind is adding a row.
+type mcpKind struct {
+	// foreign are the other kind's members, refused with misplaced.
+	foreign   []string
+	misplaced string
+	// members check the kind's members, in order: the first fault wins.
+	members []mcpMember
+}
+
+var (
+	stdioMCPServer = mcpKind{
+		foreign:   []string{fieldMCPHeaders},
+		misplaced: "headers belong to a remote server (url), not a command",
+		members:   []mcpMember{checkMCPCommand, decodeMCPArgs, decodeMCPEnv},
+	}
+	remoteMCPServer = mcpKind{
+		foreign:   []string{fieldMCPArgs, fieldMCPEnv},
+		misplaced: "args and env belong to a stdio server (command), not a url",
+		members:   []mcpMember{checkMCPURL, decodeMCPHeaders},
+	}
+)
+
 func decodeMCPServer(name string, raw json.RawMessage) (runs.MCPServer, error) {
 	bad := func(format string, args ...any) error {
 		return invalidField(runs.FieldMCPServers, fmt.Sprintf("server %q: ", name)+fmt.Sprintf(format, args...))
 	}
+	f, err := mcpServerMembers(raw, bad)
+	if err != nil {
+		return runs.MCPServer{}, err
+	}
+	var srv runs.MCPServer
+	if srv.Command, err = mcpString(f, fieldMCPCommand, maxMCPCommandLen, bad); err != nil {
+		return runs.MCPServer{}, err
+	}
+	if srv.URL, err = mcpString(f, fieldMCPURL, maxMCPURLBytes, bad); err != nil {
+		return runs.MCPServer{}, err
+	}
+	kind, err := mcpKindOf(srv, bad)
+	if err != nil {
+		return runs.MCPServer{}, err
+	}
+	if err := kind.decode(f, &srv, bad); err != nil {
+		return runs.MCPServer{}, err
+	}
+	return srv, nil
+}
+
+// mcpServerMembers indexes a server's members by name, refusing the first
+// unknown or repeated one.
+func mcpServerMembers(raw json.RawMessage, bad mcpFault) (fields, error) {
 	members, err := readMembers(raw)
 	if err != nil {
-		return runs.MCPServer{}, bad("must be an object with command (and args, env) or url (and headers)")
+		return nil, bad("must be an object with command (and args, env) or url (and headers)")
 	}
 	f := fields{}
 	for _, m := range members {
 		if !slices.Contains(mcpFields, m.name) {
-			return runs.MCPServer{}, bad("unknown member %s; a server has %s", quote(m.name), strings.Join(mcpFields, ", "))
+			return nil, bad("unknown member %s; a server has %s", quote(m.name), strings.Join(mcpFields, ", "))
 		}
 		if _, dup := f[m.name]; dup {
-			return runs.MCPServer{}, bad("member %q appears more than once", m.name)
+			return nil, bad("member %q appears more than once", m.name)
 		}
 		f[m.name] = m.raw
 	}
-	var srv runs.MCPServer
-	str := func(member string, limit int) (string, error) {
-		raw := f.get(member)
-		if raw == nil {
-			return "", nil
-		}
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return "", bad("%s must be a string", member)
-		}
-		if err := checkMCPString(s, limit); err != nil {
-			return "", bad("%s %s", member, err)
-		}
-		return s, nil
+	return f, nil
+}
+
+// mcpString returns the string member of a server, "" when absent.
+func mcpString(f fields, member string, limit int, bad mcpFault) (string, error) {
+	raw := f.get(member)
+	if raw == nil {
+		return "", nil
 	}
-	if srv.Command, err = str(fieldMCPCommand, maxMCPCommandLen); err != nil {
-		return runs.MCPServer{}, err
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", bad("%s must be a string", member)
 	}
-	if srv.URL, err = str(fieldMCPURL, maxMCPURLBytes); err != nil {
-		return runs.MCPServer{}, err
+	if err := checkMCPString(s, limit); err != nil {
+		return "", bad("%s %s", member, err)
 	}
+	return s, nil
+}
+
+// mcpKindOf tells a server's kind by which of command and url it has: one
+// of them, never both.
+func mcpKindOf(srv runs.MCPServer, bad mcpFault) (mcpKind, error) {
 	switch {
 	case srv.Command == "" && srv.URL == "":
-		return runs.MCPServer{}, bad("needs a command (a stdio server) or a url (a remote one)")
+		return mcpKind{}, bad("needs a command (a stdio server) or a url (a remote one)")
 	case srv.Command != "" && srv.URL != "":
-		return runs.MCPServer{}, bad("has both command and url; give one")
+		return mcpKind{}, bad("has both command and url; give one")
+	case srv.Command != "":
+		return stdioMCPServer, nil
 	}
-	if srv.Command != "" {
-		if f.get(fieldMCPHeaders) != nil {
-			return runs.MCPServer{}, bad("headers belong to a remote server (url), not a command")
+	return remoteMCPServer, nil
+}
+
+// decode refuses the other kind's members, then checks the kind's own.
+func (k mcpKind) decode(f fields, srv *runs.MCPServer, bad mcpFault) error {
+	for _, member := range k.foreign {
+		if f.get(member) != nil {
+			return bad("%s", k.misplaced)
 		}
-		if strings.HasPrefix(srv.Command, "-") {
-			return runs.MCPServer{}, bad("command must not begin with '-'")
-		}
-		if raw := f.get(fieldMCPArgs); raw != nil {
-			if json.Unmarshal(raw, &srv.Args) != nil {
-				return runs.MCPServer{}, bad("args must be an array of strings")
-			}
-			if len(srv.Args) > maxMCPArgs {
-				return runs.MCPServer{}, bad("has %d args; the limit is %d", len(srv.Args), maxMCPArgs)
-			}
-			for i, a := range srv.Args {
-				if err := checkMCPString(a, maxMCPArgBytes); err != nil && a != "" {
-					return runs.MCPServer{}, bad("args[%d] %s", i, err)
-				}
-			}
-		}
-		if srv.Env, err = decodePairs(f.get(fieldMCPEnv), envName, "variable"); err != nil {
-			return runs.MCPServer{}, bad("env %s", err)
-		}
-		return srv, nil
 	}
-	if f.get(fieldMCPArgs) != nil || f.get(fieldMCPEnv) != nil {
-		return runs.MCPServer{}, bad("args and env belong to a stdio server (command), not a url")
+	for _, decode := range k.members {
+		if err := decode(f, srv, bad); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+func checkMCPCommand(_ fields, srv *runs.MCPServer, bad mcpFault) error {
+	if strings.HasPrefix(srv.Command, "-") {
+		return bad("command must not begin with '-'")
+	}
+	return nil
+}
+
+func decodeMCPArgs(f fields, srv *runs.MCPServer, bad mcpFault) error {
+	raw := f.get(fieldMCPArgs)
+	if raw == nil {
+		return nil
+	}
+	if json.Unmarshal(raw, &srv.Args) != nil {
+		return bad("args must be an array of strings")
+	}
+	if len(srv.Args) > maxMCPArgs {
+		return bad("has %d args; the limit is %d", len(srv.Args), maxMCPArgs)
+	}
+	for i, a := range srv.Args {
+		if err := checkMCPString(a, maxMCPArgBytes); err != nil && a != "" {
+			return bad("args[%d] %s", i, err)
+		}
+	}
+	return nil
+}
+
+func decodeMCPEnv(f fields, srv *runs.MCPServer, bad mcpFault) (err error) {
+	if srv.Env, err = decodePairs(f.get(fieldMCPEnv), envName, "variable"); err != nil {
+		return bad("env %s", err)
+	}
+	return nil
+}
+
+func checkMCPURL(_ fields, srv *runs.MCPServer, bad mcpFault) error {
 	u, err := url.Parse(srv.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return runs.MCPServer{}, bad("url must be an http or https URL")
+		return bad("url must be an http or https URL")
 	}
 	if u.User != nil {
-		return runs.MCPServer{}, bad("url must not carry a user or password; send credentials in headers")
+		return bad("url must not carry a user or password; send credentials in headers")
 	}
+	return nil
+}
+
+func decodeMCPHeaders(f fields, srv *runs.MCPServer, bad mcpFault) (err error) {
 	if srv.Headers, err = decodePairs(f.get(fieldMCPHeaders), headerName, "header"); err != nil {
-		return runs.MCPServer{}, bad("headers %s", err)
+		return bad("headers %s", err)
 	}
-	return srv, nil
+	return nil
 }
 
 // readMembers reads raw as one JSON object, keeping repeated names.
