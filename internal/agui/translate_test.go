@@ -1,4 +1,4 @@
-package agui
+package agui_test
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/agui"
+	"github.com/agentgate/agentgate/internal/agui/aguitest"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -61,22 +63,22 @@ func (l *logBuilder) completed(d runs.RunCompletedData) *logBuilder {
 // out is the translation of an envelope sequence: the events, and which
 // envelope (by index) made each.
 type out struct {
-	events []Event
+	events []agui.Event
 	from   []int
 }
 
 // translate feeds evs to a new Translator, checking every event it makes.
-func translate(t testing.TB, opts Options, evs [][]byte) out {
+func translate(t testing.TB, opts agui.Options, evs [][]byte) out {
 	t.Helper()
-	tr := New(opts)
-	var c Checker
+	tr := agui.New(opts)
+	var c aguitest.Checker
 	var o out
 	for i, ev := range evs {
 		for _, e := range tr.Translate(ev) {
 			if err := c.Check(e.JSON); err != nil {
 				t.Fatalf("%v\nevent: %s\nafter: %s", err, e.JSON, dump(o.events))
 			}
-			var typ struct{ Type EventType }
+			var typ struct{ Type agui.EventType }
 			if err := json.Unmarshal(e.JSON, &typ); err != nil || typ.Type != e.Type {
 				t.Fatalf("event %s has Type %s", e.JSON, e.Type)
 			}
@@ -87,7 +89,7 @@ func translate(t testing.TB, opts Options, evs [][]byte) out {
 	return o
 }
 
-func dump(evs []Event) string {
+func dump(evs []agui.Event) string {
 	var b strings.Builder
 	for _, e := range evs {
 		b.Write(e.JSON)
@@ -96,8 +98,8 @@ func dump(evs []Event) string {
 	return b.String()
 }
 
-func (o out) types() []EventType {
-	ts := make([]EventType, len(o.events))
+func (o out) types() []agui.EventType {
+	ts := make([]agui.EventType, len(o.events))
 	for i, e := range o.events {
 		ts[i] = e.Type
 	}
@@ -115,7 +117,7 @@ func (o out) fields(t testing.TB, i int) map[string]any {
 }
 
 // find returns the index of the n-th (from 0) event of type typ, or fails.
-func (o out) find(t testing.TB, typ EventType, n int) int {
+func (o out) find(t testing.TB, typ agui.EventType, n int) int {
 	t.Helper()
 	for i, e := range o.events {
 		if e.Type == typ {
@@ -130,7 +132,7 @@ func (o out) find(t testing.TB, typ EventType, n int) int {
 }
 
 // texts reassembles the text messages, by id, from their contents.
-func (o out) texts(t testing.TB, start, content EventType) (ids []string, text map[string]string) {
+func (o out) texts(t testing.TB, start, content agui.EventType) (ids []string, text map[string]string) {
 	t.Helper()
 	text = map[string]string{}
 	for i, e := range o.events {
@@ -149,7 +151,7 @@ func (o out) texts(t testing.TB, start, content EventType) (ids []string, text m
 
 func cost(v float64) *float64 { return &v }
 
-func typesOf(ts ...EventType) []EventType { return ts }
+func typesOf(ts ...agui.EventType) []agui.EventType { return ts }
 
 func TestTranslateTextRun(t *testing.T) {
 	l := newLog(t).started("Say hi").
@@ -160,9 +162,9 @@ func TestTranslateTextRun(t *testing.T) {
 		add(runs.EventUsageUpdated, runs.UsageData{Usage: runs.Usage{InputTokens: 100, CacheReadTokens: 40, OutputTokens: 7}, CostUSD: cost(0.01)}).
 		completed(runs.RunCompletedData{Status: runs.Succeeded, Result: "Hello <b>&",
 			Usage: runs.Usage{InputTokens: 120, CacheReadTokens: 40, CacheWriteTokens: 10, OutputTokens: 9, ReasoningTokens: 2}, CostUSD: cost(0.02)})
-	o := translate(t, Options{}, l.evs)
-	want := typesOf(RunStarted, StateSnapshot, StateDelta, TextMessageStart, TextMessageContent, TextMessageContent,
-		TextMessageEnd, StateDelta, StateDelta, RunFinished)
+	o := translate(t, agui.Options{}, l.evs)
+	want := typesOf(agui.RunStarted, agui.StateSnapshot, agui.StateDelta, agui.TextMessageStart, agui.TextMessageContent, agui.TextMessageContent,
+		agui.TextMessageEnd, agui.StateDelta, agui.StateDelta, agui.RunFinished)
 	if got := o.types(); !slices.Equal(got, want) {
 		t.Fatalf("types =\n%v\nwant\n%v", got, want)
 	}
@@ -180,7 +182,7 @@ func TestTranslateTextRun(t *testing.T) {
 	if snap["status"] != "running" || snap["run_id"] != runA || snap["agent"] != "claude" || snap["pending_approval"] != nil {
 		t.Errorf("snapshot = %v", snap)
 	}
-	ids, text := o.texts(t, TextMessageStart, TextMessageContent)
+	ids, text := o.texts(t, agui.TextMessageStart, agui.TextMessageContent)
 	if len(ids) != 1 || ids[0] != runA+"/m1" || text[ids[0]] != "Hello <b>&" {
 		t.Errorf("messages %v %v", ids, text)
 	}
@@ -198,7 +200,7 @@ func TestTranslateTextRun(t *testing.T) {
 	if usage["model"] != "opus" {
 		t.Errorf("usage model = %v", usage["model"])
 	}
-	var c Checker
+	var c aguitest.Checker
 	for _, e := range o.events {
 		if err := c.Check(e.JSON); err != nil {
 			t.Fatal(err)
@@ -228,8 +230,8 @@ func TestTranslateMessageShapes(t *testing.T) {
 		add(runs.EventMessageCompleted, runs.MessageData{MessageID: "empty"}).
 		add(runs.EventMessageDelta, runs.MessageData{MessageID: "x", Text: ""}).
 		completed(runs.RunCompletedData{Status: runs.Succeeded})
-	o := translate(t, Options{}, l.evs)
-	ids, text := o.texts(t, TextMessageStart, TextMessageContent)
+	o := translate(t, agui.Options{}, l.evs)
+	ids, text := o.texts(t, agui.TextMessageStart, agui.TextMessageContent)
 	want := []string{"all at once", "abcdef", "no id at all", "first"}
 	if len(ids) != len(want) {
 		t.Fatalf("messages %v %v", ids, text)
@@ -255,19 +257,19 @@ func TestTranslateReasoning(t *testing.T) {
 		add(runs.EventReasoningDelta, runs.DeltaData{ID: "b3", Text: "two"}).
 		add(runs.EventReasoningCompleted, runs.ReasoningData{Text: "two", Visibility: runs.VisibilityFull}).
 		completed(runs.RunCompletedData{Status: runs.Succeeded})
-	o := translate(t, Options{}, l.evs)
-	want := typesOf(RunStarted, StateSnapshot,
-		ReasoningStart, ReasoningMessageStart, ReasoningMessageContent, ReasoningMessageContent,
-		ReasoningMessageContent, ReasoningMessageEnd, ReasoningEnd,
-		ReasoningStart, ReasoningMessageStart, ReasoningMessageContent, ReasoningMessageEnd, ReasoningEnd,
-		ReasoningStart, ReasoningEnd,
-		ReasoningStart, ReasoningMessageStart, ReasoningMessageContent, ReasoningMessageEnd, ReasoningEnd,
-		ReasoningStart, ReasoningMessageStart, ReasoningMessageContent, ReasoningMessageEnd, ReasoningEnd,
-		StateDelta, RunFinished)
+	o := translate(t, agui.Options{}, l.evs)
+	want := typesOf(agui.RunStarted, agui.StateSnapshot,
+		agui.ReasoningStart, agui.ReasoningMessageStart, agui.ReasoningMessageContent, agui.ReasoningMessageContent,
+		agui.ReasoningMessageContent, agui.ReasoningMessageEnd, agui.ReasoningEnd,
+		agui.ReasoningStart, agui.ReasoningMessageStart, agui.ReasoningMessageContent, agui.ReasoningMessageEnd, agui.ReasoningEnd,
+		agui.ReasoningStart, agui.ReasoningEnd,
+		agui.ReasoningStart, agui.ReasoningMessageStart, agui.ReasoningMessageContent, agui.ReasoningMessageEnd, agui.ReasoningEnd,
+		agui.ReasoningStart, agui.ReasoningMessageStart, agui.ReasoningMessageContent, agui.ReasoningMessageEnd, agui.ReasoningEnd,
+		agui.StateDelta, agui.RunFinished)
 	if got := o.types(); !slices.Equal(got, want) {
 		t.Fatalf("types =\n%v\nwant\n%v", got, want)
 	}
-	ids, text := o.texts(t, ReasoningMessageStart, ReasoningMessageContent)
+	ids, text := o.texts(t, agui.ReasoningMessageStart, agui.ReasoningMessageContent)
 	var got []string
 	for _, id := range ids {
 		got = append(got, text[id])
@@ -291,9 +293,9 @@ func TestTranslateToolCall(t *testing.T) {
 		add(runs.EventToolCallStarted, runs.ToolCallStartedData{ID: "toolu_1", Name: "Bash", Input: json.RawMessage(`{}`)}).
 		add(runs.EventToolCallCompleted, runs.ToolCallCompletedData{ID: "ghost", Output: "?"}).
 		completed(runs.RunCompletedData{Status: runs.Succeeded})
-	o := translate(t, Options{}, l.evs)
-	want := typesOf(RunStarted, StateSnapshot, ToolCallStart, ToolCallArgs, ToolCallEnd, ToolCallResult,
-		ToolCallStart, ToolCallEnd, ToolCallResult, ToolCallStart, ToolCallArgs, ToolCallEnd, ToolCallResult, StateDelta, RunFinished)
+	o := translate(t, agui.Options{}, l.evs)
+	want := typesOf(agui.RunStarted, agui.StateSnapshot, agui.ToolCallStart, agui.ToolCallArgs, agui.ToolCallEnd, agui.ToolCallResult,
+		agui.ToolCallStart, agui.ToolCallEnd, agui.ToolCallResult, agui.ToolCallStart, agui.ToolCallArgs, agui.ToolCallEnd, agui.ToolCallResult, agui.StateDelta, agui.RunFinished)
 	if got := o.types(); !slices.Equal(got, want) {
 		t.Fatalf("types =\n%v\nwant\n%v", got, want)
 	}
@@ -321,8 +323,8 @@ func TestTranslateToolProgress(t *testing.T) {
 		add(runs.EventToolCallProgress, runs.ToolCallProgressData{ID: "ghost", ElapsedMS: 60000}).
 		add(runs.EventToolCallCompleted, runs.ToolCallCompletedData{ID: "toolu_1", Output: "done"}).
 		completed(runs.RunCompletedData{Status: runs.Succeeded})
-	o := translate(t, Options{}, l.evs)
-	want := typesOf(RunStarted, StateSnapshot, ToolCallStart, ToolCallArgs, ToolCallEnd, Custom, Custom, ToolCallResult, StateDelta, RunFinished)
+	o := translate(t, agui.Options{}, l.evs)
+	want := typesOf(agui.RunStarted, agui.StateSnapshot, agui.ToolCallStart, agui.ToolCallArgs, agui.ToolCallEnd, agui.Custom, agui.Custom, agui.ToolCallResult, agui.StateDelta, agui.RunFinished)
 	if got := o.types(); !slices.Equal(got, want) {
 		t.Fatalf("types =\n%v\nwant\n%v", got, want)
 	}
@@ -355,17 +357,17 @@ func TestTranslateApproval(t *testing.T) {
 		add(runs.EventToolCallCompleted, runs.ToolCallCompletedData{ID: "toolu_1", Output: ""}).
 		add(runs.EventTurnCompleted, runs.TurnCompletedData{Turn: 1, Status: runs.Succeeded}).
 		completed(runs.RunCompletedData{Status: runs.Succeeded, Result: "Done."})
-	o := translate(t, Options{}, l.evs)
-	want := typesOf(RunStarted, StateSnapshot, StepStarted, TextMessageStart, TextMessageContent,
-		ToolCallStart, ToolCallArgs, ToolCallEnd,
-		TextMessageEnd, StepFinished, StateDelta, RunFinished, // the interrupt
-		RunStarted, StateSnapshot, StepStarted, Custom, Custom, // the answer; then the held warning
-		TextMessageStart, TextMessageContent, TextMessageContent, TextMessageEnd, ToolCallResult, StepFinished,
-		StateDelta, RunFinished)
+	o := translate(t, agui.Options{}, l.evs)
+	want := typesOf(agui.RunStarted, agui.StateSnapshot, agui.StepStarted, agui.TextMessageStart, agui.TextMessageContent,
+		agui.ToolCallStart, agui.ToolCallArgs, agui.ToolCallEnd,
+		agui.TextMessageEnd, agui.StepFinished, agui.StateDelta, agui.RunFinished, // the interrupt
+		agui.RunStarted, agui.StateSnapshot, agui.StepStarted, agui.Custom, agui.Custom, // the answer; then the held warning
+		agui.TextMessageStart, agui.TextMessageContent, agui.TextMessageContent, agui.TextMessageEnd, agui.ToolCallResult, agui.StepFinished,
+		agui.StateDelta, agui.RunFinished)
 	if got := o.types(); !slices.Equal(got, want) {
 		t.Fatalf("types =\n%v\nwant\n%v", got, want)
 	}
-	iFin := o.find(t, RunFinished, 0)
+	iFin := o.find(t, agui.RunFinished, 0)
 	fin := o.fields(t, iFin)
 	oc := fin["outcome"].(map[string]any)
 	in := oc["interrupts"].([]any)[0].(map[string]any)
@@ -382,12 +384,12 @@ func TestTranslateApproval(t *testing.T) {
 		t.Errorf("Interrupt = %q", e.Interrupt)
 	}
 	delta := o.fields(t, iFin-1)["delta"].([]any)
-	if len(delta) != 2 || delta[0].(map[string]any)["value"] != StatusAwaitingApproval ||
+	if len(delta) != 2 || delta[0].(map[string]any)["value"] != agui.StatusAwaitingApproval ||
 		delta[1].(map[string]any)["value"].(map[string]any)["interrupt_id"] != runA+"/approval_1" {
 		t.Errorf("delta before the interrupt = %v", delta)
 	}
 	// The interrupt happens at the approval, the next run at the answer.
-	iNext := o.find(t, RunStarted, 1)
+	iNext := o.find(t, agui.RunStarted, 1)
 	if o.from[iFin] != 5 || o.from[iNext] != 8 {
 		t.Errorf("interrupt from envelope %d, next run from %d", o.from[iFin], o.from[iNext])
 	}
@@ -406,7 +408,7 @@ func TestTranslateApproval(t *testing.T) {
 	if name := o.fields(t, iNext+4)["name"]; name != "agentgate.warning" {
 		t.Errorf("the held warning: %v", name)
 	}
-	ids, text := o.texts(t, TextMessageStart, TextMessageContent)
+	ids, text := o.texts(t, agui.TextMessageStart, agui.TextMessageContent)
 	if len(ids) != 2 || text[ids[0]] != "I will " || text[ids[1]] != "touch it. Done." {
 		t.Errorf("text across the interrupt = %v %v", ids, text)
 	}
@@ -422,12 +424,12 @@ func TestTranslateHeldApprovals(t *testing.T) {
 		add(runs.EventApprovalResolved, runs.ApprovalResolvedData{ID: "a1", Decision: runs.Allow, Reason: runs.ResolvedByClient}).
 		add(runs.EventApprovalRequested, runs.ApprovalRequestedData{ID: "a3", Tool: "Bash"}).
 		completed(runs.RunCompletedData{Status: runs.Failed, Error: &runs.RunError{Class: runs.Interrupted, Message: "gone"}})
-	o := translate(t, Options{}, l.evs)
-	want := typesOf(RunStarted, StateSnapshot, StateDelta, RunFinished, // a1
-		RunStarted, StateSnapshot, Custom, StateDelta, RunFinished, // a1's answer, then a2
-		RunStarted, StateSnapshot, Custom, // a2's answer
-		StateDelta, RunFinished, // a3
-		RunStarted, StateSnapshot, StateDelta, RunError) // the end, unanswered
+	o := translate(t, agui.Options{}, l.evs)
+	want := typesOf(agui.RunStarted, agui.StateSnapshot, agui.StateDelta, agui.RunFinished, // a1
+		agui.RunStarted, agui.StateSnapshot, agui.Custom, agui.StateDelta, agui.RunFinished, // a1's answer, then a2
+		agui.RunStarted, agui.StateSnapshot, agui.Custom, // a2's answer
+		agui.StateDelta, agui.RunFinished, // a3
+		agui.RunStarted, agui.StateSnapshot, agui.StateDelta, agui.RunError) // the end, unanswered
 	if got := o.types(); !slices.Equal(got, want) {
 		t.Fatalf("types =\n%v\nwant\n%v", got, want)
 	}
@@ -465,13 +467,13 @@ func TestTranslateFailures(t *testing.T) {
 			Error: runs.NewRunError(runs.Timeout, "too slow", "")}), "timeout", "too slow"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			o := translate(t, Options{}, c.log.evs)
+			o := translate(t, agui.Options{}, c.log.evs)
 			last := o.events[len(o.events)-1]
 			f := o.fields(t, len(o.events)-1)
-			if last.Type != RunError || f["code"] != c.code || f["message"] != c.message {
+			if last.Type != agui.RunError || f["code"] != c.code || f["message"] != c.message {
 				t.Fatalf("last event %s", last.JSON)
 			}
-			if o.events[0].Type != RunStarted {
+			if o.events[0].Type != agui.RunStarted {
 				t.Errorf("first event %s", o.events[0].JSON)
 			}
 		})
@@ -491,10 +493,10 @@ func TestTranslateTurnsAndExtras(t *testing.T) {
 		add(runs.EventFileChanged, runs.FileChangedData{Path: "b.go", Kind: runs.ChangeUpdate}).
 		add("some.future_type", map[string]int{"n": 1}).
 		completed(runs.RunCompletedData{Status: runs.Succeeded, StructuredOutput: json.RawMessage(`{"name":"Bob"}`), Result: `{"name":"Bob"}`})
-	o := translate(t, Options{}, l.evs)
-	want := typesOf(RunStarted, StateSnapshot, StepStarted, StepFinished, Custom,
-		StepStarted, TextMessageStart, TextMessageContent, TextMessageEnd, Custom, Raw,
-		StateDelta, StateDelta, StateDelta, Custom, StepFinished, StateDelta, RunFinished)
+	o := translate(t, agui.Options{}, l.evs)
+	want := typesOf(agui.RunStarted, agui.StateSnapshot, agui.StepStarted, agui.StepFinished, agui.Custom,
+		agui.StepStarted, agui.TextMessageStart, agui.TextMessageContent, agui.TextMessageEnd, agui.Custom, agui.Raw,
+		agui.StateDelta, agui.StateDelta, agui.StateDelta, agui.Custom, agui.StepFinished, agui.StateDelta, agui.RunFinished)
 	if got := o.types(); !slices.Equal(got, want) {
 		t.Fatalf("types =\n%v\nwant\n%v", got, want)
 	}
@@ -527,10 +529,10 @@ func TestTranslateRunFilesJoinFilesChanged(t *testing.T) {
 		add(runs.EventFileChanged, runs.FileChangedData{Path: "a.go", Kind: runs.ChangeUpdate}).
 		completed(runs.RunCompletedData{Status: runs.Succeeded, Files: []runs.ChangedFile{
 			{Path: "a.go", Kind: runs.ChangeUpdate}, {Path: "out.txt", Kind: runs.ChangeAdd, Size: 6}}})
-	o := translate(t, Options{}, l.evs)
+	o := translate(t, agui.Options{}, l.evs)
 	var added []any
 	for i, typ := range o.types() {
-		if typ != StateDelta {
+		if typ != agui.StateDelta {
 			continue
 		}
 		for _, op := range o.fields(t, i)["delta"].([]any) {
@@ -549,9 +551,9 @@ func TestTranslateOptions(t *testing.T) {
 		add(runs.EventApprovalRequested, runs.ApprovalRequestedData{ID: "a1", Tool: "Bash"}).
 		add(runs.EventApprovalResolved, runs.ApprovalResolvedData{ID: "a1", Decision: runs.Allow}).
 		completed(runs.RunCompletedData{Status: runs.Succeeded})
-	o := translate(t, Options{ThreadID: "thread-9", RunID: "client-run", PromptMessageID: "user-msg-3"}, l.evs)
+	o := translate(t, agui.Options{ThreadID: "thread-9", RunID: "client-run", PromptMessageID: "user-msg-3"}, l.evs)
 	for i, e := range o.events {
-		if e.Type != RunStarted && e.Type != RunFinished {
+		if e.Type != agui.RunStarted && e.Type != agui.RunFinished {
 			continue
 		}
 		f := o.fields(t, i)
@@ -630,8 +632,8 @@ func TestTranslateRecordedRuns(t *testing.T) {
 		name := strings.TrimSuffix(strings.TrimPrefix(path, "../adapters/"), ".golden.json")
 		t.Run(name, func(t *testing.T) {
 			evs := goldenLog(t, path)
-			o := translate(t, Options{}, evs)
-			again := translate(t, Options{}, evs)
+			o := translate(t, agui.Options{}, evs)
+			again := translate(t, agui.Options{}, evs)
 			if dump(o.events) != dump(again.events) {
 				t.Fatal("a second translation differs")
 			}
@@ -660,7 +662,7 @@ func TestTranslateRecordedRuns(t *testing.T) {
 					json.Unmarshal(env.Data, &outcome)
 				}
 			}
-			ids, text := o.texts(t, TextMessageStart, TextMessageContent)
+			ids, text := o.texts(t, agui.TextMessageStart, agui.TextMessageContent)
 			var got []string
 			for _, id := range ids {
 				if !strings.HasPrefix(id, runA+"/m") {
@@ -676,28 +678,28 @@ func TestTranslateRecordedRuns(t *testing.T) {
 				if e.Interrupt != "" {
 					interrupts++
 				}
-				if e.Type == ToolCallStart {
+				if e.Type == agui.ToolCallStart {
 					starts++
 				}
 			}
 			if interrupts != approvals || starts != tools {
 				t.Errorf("%d interrupts for %d approvals, %d tool calls for %d", interrupts, approvals, starts, tools)
 			}
-			var c Checker
+			var c aguitest.Checker
 			for _, e := range o.events {
 				if err := c.Check(e.JSON); err != nil {
 					t.Fatal(err)
 				}
 			}
 			st, _ := c.State()
-			var final State
+			var final agui.State
 			b, _ := json.Marshal(st)
 			json.Unmarshal(b, &final)
 			if final.Usage != outcome.Usage || final.Status != string(outcome.Status) {
 				t.Errorf("final state %+v, outcome %+v", final, outcome)
 			}
 			last := o.events[len(o.events)-1]
-			if (outcome.Status == runs.Succeeded) != (last.Type == RunFinished) || !last.Type.Ends() {
+			if (outcome.Status == runs.Succeeded) != (last.Type == agui.RunFinished) || !last.Type.Ends() {
 				t.Errorf("status %s ends with %s", outcome.Status, last.JSON)
 			}
 		})
@@ -707,7 +709,7 @@ func TestTranslateRecordedRuns(t *testing.T) {
 // TestTranslateIgnoresWhatCannotBe: undecodable envelopes, and anything
 // after run.completed, make no events.
 func TestTranslateIgnoresWhatCannotBe(t *testing.T) {
-	tr := New(Options{})
+	tr := agui.New(agui.Options{})
 	for _, b := range []string{``, `{`, `[]`, `{"type":""}`, `"x"`} {
 		if evs := tr.Translate([]byte(b)); len(evs) != 0 {
 			t.Errorf("%q made %d events", b, len(evs))
@@ -725,59 +727,6 @@ func TestTranslateIgnoresWhatCannotBe(t *testing.T) {
 	}
 	if !tr.Done() || n == 0 {
 		t.Errorf("done %v after %d events", tr.Done(), n)
-	}
-}
-
-// TestCheckerRefuses shows the Checker is not vacuous.
-func TestCheckerRefuses(t *testing.T) {
-	start := `{"type":"RUN_STARTED","threadId":"t","runId":"r"}`
-	for _, c := range []struct {
-		name   string
-		stream []string
-		want   string
-	}{
-		{"first not a start", []string{`{"type":"TEXT_MESSAGE_START","messageId":"m"}`}, "first event"},
-		{"content before start", []string{start, `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}`}, "no open text message"},
-		{"empty delta", []string{start, `{"type":"TEXT_MESSAGE_START","messageId":"m"}`, `{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":""}`}, "empty"},
-		{"open at the end", []string{start, `{"type":"TOOL_CALL_START","toolCallId":"c","toolCallName":"x"}`,
-			`{"type":"RUN_FINISHED","threadId":"t","runId":"r"}`}, "still open"},
-		{"after the end", []string{start, `{"type":"RUN_FINISHED","threadId":"t","runId":"r"}`, `{"type":"CUSTOM","name":"x","value":1}`}, "follows RUN_FINISHED"},
-		{"id reused", []string{start, `{"type":"TEXT_MESSAGE_START","messageId":"m"}`, `{"type":"TEXT_MESSAGE_END","messageId":"m"}`,
-			`{"type":"TEXT_MESSAGE_START","messageId":"m"}`}, "used again"},
-		{"other run ends", []string{start, `{"type":"RUN_FINISHED","threadId":"t","runId":"q"}`}, "is open"},
-		{"missing field", []string{start, `{"type":"STEP_STARTED"}`}, "stepName is missing"},
-		{"bad patch", []string{start, `{"type":"STATE_SNAPSHOT","snapshot":{"a":1}}`,
-			`{"type":"STATE_DELTA","delta":[{"op":"replace","path":"/b","value":2}]}`}, "no member"},
-		{"delta without snapshot", []string{start, `{"type":"STATE_DELTA","delta":[]}`}, "no STATE_SNAPSHOT"},
-		{"empty interrupts", []string{start, `{"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"interrupt","interrupts":[]}}`}, "no interrupts"},
-		{"null result", []string{start, `{"type":"RUN_FINISHED","threadId":"t","runId":"r","result":null}`}, "null"},
-		{"two starts", []string{start, start}, "already open"},
-		{"float timestamp", []string{`{"type":"RUN_STARTED","threadId":"t","runId":"r","timestamp":1.5}`}, "timestamp"},
-		{"unknown type", []string{start, `{"type":"THINKING_START"}`}, "unknown event type"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			var ch Checker
-			var err error
-			for _, ev := range c.stream {
-				if err = ch.Check([]byte(ev)); err != nil {
-					break
-				}
-			}
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %v, want one saying %q", err, c.want)
-			}
-		})
-	}
-	var ch Checker
-	for _, ev := range []string{start, `{"type":"STATE_SNAPSHOT","snapshot":{"files":[],"a":{"b":1}}}`,
-		`{"type":"STATE_DELTA","delta":[{"op":"add","path":"/files/-","value":"x"},{"op":"replace","path":"/a/b","value":null},{"op":"add","path":"/c~1d","value":3}]}`} {
-		if err := ch.Check([]byte(ev)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st, _ := ch.State()
-	if b, _ := json.Marshal(st); !bytes.Equal(b, []byte(`{"a":{"b":null},"c/d":3,"files":["x"]}`)) {
-		t.Errorf("patched state %s", b)
 	}
 }
 
@@ -855,7 +804,7 @@ func FuzzTranslate(f *testing.F) {
 		if len(program) > 400 {
 			return
 		}
-		o := translate(t, Options{}, fuzzEnvelopes(t, program))
+		o := translate(t, agui.Options{}, fuzzEnvelopes(t, program))
 		ends := 0
 		for _, e := range o.events {
 			if e.Type.Ends() && e.Interrupt == "" {
@@ -881,6 +830,6 @@ func FuzzTranslateBytes(f *testing.F) {
 	f.Add([]byte(`{"type":"run.completed","data":{"status":"succeeded","result":1}}`))
 	f.Add([]byte(`{"type":"approval.requested","time":7,"data":{"id":"a"}}` + "\n" + `{"type":"run.started","data":null}`))
 	f.Fuzz(func(t *testing.T, log []byte) {
-		translate(t, Options{}, bytes.Split(log, []byte("\n")))
+		translate(t, agui.Options{}, bytes.Split(log, []byte("\n")))
 	})
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/internal/agui"
+	"github.com/agentgate/agentgate/internal/agui/aguitest"
 	"github.com/agentgate/agentgate/internal/auth"
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -91,7 +92,7 @@ func aguiFrames(t *testing.T, b []byte) []aguiFrame {
 	t.Helper()
 	p := newEventSource()
 	p.feed(b)
-	var c agui.Checker
+	var c aguitest.Checker
 	var out []aguiFrame
 	for _, e := range p.events {
 		if e.typ != "message" || e.lastEventID == "" {
@@ -998,7 +999,7 @@ func FuzzAGUIRequest(f *testing.F) {
 		h.ServeHTTP(w, req)
 		switch {
 		case w.Code == http.StatusOK:
-			var c agui.Checker
+			var c aguitest.Checker
 			for _, f := range aguiFrames2(w.Body.Bytes()) {
 				if err := c.Check([]byte(f.data)); err != nil {
 					t.Fatalf("%v\nbody %s", err, body)

@@ -1,4 +1,8 @@
-package agui
+// Package aguitest checks AG-UI event streams, for tests: a Checker reads
+// a stream as a strict client would and says where it breaks AG-UI's
+// rules or package agui's promises. It is to agui what httptest is to
+// net/http, and is linked only into test binaries.
+package aguitest
 
 import (
 	"bytes"
@@ -9,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agentgate/agentgate/internal/agui"
 )
 
 // Checker checks a stream of AG-UI events as a strict client reads it: each
@@ -54,7 +60,7 @@ func (c *Checker) Check(event []byte) error {
 	return nil
 }
 
-func (c *Checker) check(event []byte) (EventType, error) {
+func (c *Checker) check(event []byte) (agui.EventType, error) {
 	if c.texts == nil {
 		c.texts, c.tools, c.spans = map[string]bool{}, map[string]bool{}, map[string]bool{}
 		c.thoughts, c.steps, c.used = map[string]bool{}, map[string]bool{}, map[string]bool{}
@@ -70,7 +76,7 @@ func (c *Checker) check(event []byte) (EventType, error) {
 	if err != nil {
 		return "", err
 	}
-	typ := EventType(ts)
+	typ := agui.EventType(ts)
 	if raw, ok := f["timestamp"]; ok {
 		var n float64
 		if json.Unmarshal(raw, &n) != nil || n != math.Trunc(n) || math.Abs(n) > 1<<53-1 {
@@ -87,23 +93,23 @@ func (c *Checker) check(event []byte) (EventType, error) {
 }
 
 // order applies the rules of where an event may come.
-func (c *Checker) order(typ EventType) error {
+func (c *Checker) order(typ agui.EventType) error {
 	switch {
-	case c.n == 1 && typ != RunStarted && typ != RunError:
+	case c.n == 1 && typ != agui.RunStarted && typ != agui.RunError:
 		return errors.New("the first event must be RUN_STARTED")
-	case c.ended == string(RunError) && typ != RunStarted:
+	case c.ended == string(agui.RunError) && typ != agui.RunStarted:
 		return errors.New("follows RUN_ERROR; only RUN_STARTED may")
-	case c.ended == string(RunFinished) && typ != RunStarted && typ != RunError:
+	case c.ended == string(agui.RunFinished) && typ != agui.RunStarted && typ != agui.RunError:
 		return errors.New("follows RUN_FINISHED; only RUN_STARTED may")
-	case typ == RunStarted && c.started:
+	case typ == agui.RunStarted && c.started:
 		return errors.New("a run is already open")
 	}
 	return nil
 }
 
-func (c *Checker) fields(typ EventType, f fieldSet) error {
+func (c *Checker) fields(typ agui.EventType, f fieldSet) error {
 	switch typ {
-	case RunStarted:
+	case agui.RunStarted:
 		thread, run, err := f.runIDs()
 		if err != nil {
 			return err
@@ -119,7 +125,7 @@ func (c *Checker) fields(typ EventType, f fieldSet) error {
 		clear(c.spans)
 		clear(c.thoughts)
 		clear(c.steps)
-	case RunFinished:
+	case agui.RunFinished:
 		thread, run, err := f.runIDs()
 		if err != nil {
 			return err
@@ -142,8 +148,8 @@ func (c *Checker) fields(typ EventType, f fieldSet) error {
 				return fmt.Errorf("%s are still open: %v", what, keysOf(open))
 			}
 		}
-		c.started, c.ended = false, string(RunFinished)
-	case RunError:
+		c.started, c.ended = false, string(agui.RunFinished)
+	case agui.RunError:
 		if _, err := f.str("message", true); err != nil {
 			return err
 		}
@@ -153,10 +159,10 @@ func (c *Checker) fields(typ EventType, f fieldSet) error {
 		if err := checkUsage(f["usage"]); err != nil {
 			return err
 		}
-		c.started, c.ended = false, string(RunError)
-	case StepStarted, StepFinished:
-		return f.toggleID("stepName", c.steps, nil, typ == StepStarted, "step")
-	case TextMessageStart:
+		c.started, c.ended = false, string(agui.RunError)
+	case agui.StepStarted, agui.StepFinished:
+		return f.toggleID("stepName", c.steps, nil, typ == agui.StepStarted, "step")
+	case agui.TextMessageStart:
 		id, err := f.str("messageId", true)
 		if err != nil {
 			return err
@@ -171,15 +177,15 @@ func (c *Checker) fields(typ EventType, f fieldSet) error {
 			return fmt.Errorf("role %q is not a text message's", role)
 		}
 		return toggle(c.texts, c.used, id, true, "text message")
-	case TextMessageContent, ReasoningMessageContent:
+	case agui.TextMessageContent, agui.ReasoningMessageContent:
 		open, what := c.texts, "text message"
-		if typ == ReasoningMessageContent {
+		if typ == agui.ReasoningMessageContent {
 			open, what = c.thoughts, "reasoning message"
 		}
 		return f.delta("messageId", open, what)
-	case TextMessageEnd:
+	case agui.TextMessageEnd:
 		return f.toggleID("messageId", c.texts, nil, false, "text message")
-	case ToolCallStart:
+	case agui.ToolCallStart:
 		id, err := f.str("toolCallId", true)
 		if err != nil {
 			return err
@@ -188,11 +194,11 @@ func (c *Checker) fields(typ EventType, f fieldSet) error {
 			return err
 		}
 		return toggle(c.tools, c.used, id, true, "tool call")
-	case ToolCallArgs:
+	case agui.ToolCallArgs:
 		return f.delta("toolCallId", c.tools, "tool call")
-	case ToolCallEnd:
+	case agui.ToolCallEnd:
 		return f.toggleID("toolCallId", c.tools, nil, false, "tool call")
-	case ToolCallResult:
+	case agui.ToolCallResult:
 		id, err := f.str("messageId", true)
 		if err != nil {
 			return err
@@ -210,13 +216,13 @@ func (c *Checker) fields(typ EventType, f fieldSet) error {
 			return fmt.Errorf("message id %q is used again", id)
 		}
 		c.used[id] = true
-	case ReasoningStart, ReasoningEnd:
+	case agui.ReasoningStart, agui.ReasoningEnd:
 		used := c.used
-		if typ == ReasoningEnd {
+		if typ == agui.ReasoningEnd {
 			used = nil
 		}
-		return f.toggleID("messageId", c.spans, used, typ == ReasoningStart, "reasoning span")
-	case ReasoningMessageStart:
+		return f.toggleID("messageId", c.spans, used, typ == agui.ReasoningStart, "reasoning span")
+	case agui.ReasoningMessageStart:
 		id, err := f.str("messageId", true)
 		if err != nil {
 			return err
@@ -225,9 +231,9 @@ func (c *Checker) fields(typ EventType, f fieldSet) error {
 			return fmt.Errorf("role must be reasoning (%v)", err)
 		}
 		return toggle(c.thoughts, c.used, id, true, "reasoning message")
-	case ReasoningMessageEnd:
+	case agui.ReasoningMessageEnd:
 		return f.toggleID("messageId", c.thoughts, nil, false, "reasoning message")
-	case StateSnapshot:
+	case agui.StateSnapshot:
 		raw, ok := f["snapshot"]
 		if !ok {
 			return errors.New("snapshot is missing")
@@ -237,7 +243,7 @@ func (c *Checker) fields(typ EventType, f fieldSet) error {
 			return err
 		}
 		c.state, c.hasState = v, true
-	case StateDelta:
+	case agui.StateDelta:
 		var ops []map[string]json.RawMessage
 		if err := json.Unmarshal(f["delta"], &ops); err != nil || f["delta"] == nil {
 			return errors.New("delta is not an array of operations")
@@ -252,14 +258,14 @@ func (c *Checker) fields(typ EventType, f fieldSet) error {
 			}
 			c.state = next
 		}
-	case Custom:
+	case agui.Custom:
 		if _, err := f.str("name", true); err != nil {
 			return err
 		}
 		if _, ok := f["value"]; !ok {
 			return errors.New("value is missing")
 		}
-	case Raw:
+	case agui.Raw:
 		if _, ok := f["event"]; !ok {
 			return errors.New("event is missing")
 		}
