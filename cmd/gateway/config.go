@@ -1,10 +1,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,8 +14,6 @@ import (
 
 	"github.com/agentgate/agentgate/internal/api"
 	"github.com/agentgate/agentgate/internal/levenshtein"
-	"github.com/agentgate/agentgate/internal/proctree"
-	"go.uber.org/zap/zapcore"
 )
 
 // config is the gateway's whole configuration, read once from AGENTGATE_*
@@ -198,143 +193,6 @@ func loadConfig(getenv func(string) string, agentNames []string) (config, map[st
 		agents[name] = s
 	}
 	return c, agents, nil
-}
-
-func (c *config) validate() error {
-	var errs []error
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("AGENTGATE_%s: "+format, append([]any{name}, args...)...))
-	}
-	if c.Addr == "" {
-		c.Addr = "127.0.0.1:8080"
-		if c.APIKeysFile != "" || c.InsecureNoAuth {
-			c.Addr = ":8080"
-		}
-	}
-	if host, _, err := net.SplitHostPort(c.Addr); err != nil {
-		bad("ADDR", "%q is not host:port (%v)", c.Addr, err)
-	} else if c.APIKeysFile == "" && !c.InsecureNoAuth && !loopbackHost(host) {
-		bad("ADDR", "%q is not a loopback address, and no AGENTGATE_API_KEYS_FILE is set: anyone who reaches it could run commands on this machine; set a keys file (gateway keys new), or AGENTGATE_INSECURE_NO_AUTH=true to expose it without authentication", c.Addr)
-	}
-	if !slices.Contains([]string{"auto", "bubblewrap", "cli-only"}, c.Sandbox) {
-		bad("SANDBOX", "%q is not one of auto, bubblewrap, cli-only", c.Sandbox)
-	}
-	if c.TenantMaxRunning < 0 || c.TenantMaxQueued < 0 || c.TenantDailyBudgetUSD < 0 {
-		bad("TENANT_MAX_RUNNING", "tenant quotas must not be negative")
-	}
-	if s := c.StreamTokenSecret; s != "" && len(s) < 32 {
-		bad("STREAM_TOKEN_SECRET", "must be at least 32 characters")
-	}
-	if s := c.SecretsKey; s != "" && len(s) < 32 {
-		bad("SECRETS_KEY", "must be at least 32 characters")
-	}
-	for _, cmd := range c.MCPCommands {
-		if !filepath.IsAbs(cmd) {
-			bad("MCP_COMMANDS", "%q is not an absolute path: name each command, or a directory ending in /, by its full path", cmd)
-		}
-	}
-	for _, u := range c.MCPURLs {
-		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			bad("MCP_URLS", "%q is not an http or https URL", u)
-		}
-	}
-	if c.HTTP.TenantRate < 0 || c.HTTP.TenantStreams < 0 {
-		bad("TENANT_RATE", "tenant limits must not be negative")
-	}
-	if c.DataDir == "" {
-		bad("DATA_DIR", "must not be empty")
-	} else if abs, err := filepath.Abs(c.DataDir); err == nil {
-		c.DataDir = abs
-	}
-	if c.WorkspaceRoot == "" {
-		c.WorkspaceRoot = filepath.Join(c.DataDir, "workspaces")
-	} else if abs, err := filepath.Abs(c.WorkspaceRoot); err == nil {
-		c.WorkspaceRoot = abs
-	}
-	if c.NATSURL != "" && !strings.Contains(c.NATSURL, "://") {
-		bad("NATS_URL", "%q is not a URL such as nats://host:4222", redactURL(c.NATSURL))
-	}
-	if c.NATSReplicas < 1 || c.NATSReplicas > 5 {
-		bad("NATS_REPLICAS", "must be 1 to 5, got %d", c.NATSReplicas)
-	}
-	if c.EventsPerMessage < 1 || c.EventsPerMessage > 4096 {
-		bad("EVENTS_PER_MESSAGE", "must be 1 to 4096, got %d", c.EventsPerMessage)
-	}
-	if c.MaxConcurrentRuns < 1 || c.MaxConcurrentRuns > 1024 {
-		bad("MAX_CONCURRENT_RUNS", "must be 1 to 1024, got %d", c.MaxConcurrentRuns)
-	}
-	if c.AgentNice < 0 || c.AgentNice > proctree.MaxNice {
-		bad("AGENT_NICE", "must be 0 to %d, got %d", proctree.MaxNice, c.AgentNice)
-	}
-	if c.QueueSize < 1 || c.QueueSize > 100000 {
-		bad("QUEUE_SIZE", "must be 1 to 100000, got %d", c.QueueSize)
-	}
-	if c.RunTimeout <= 0 {
-		bad("RUN_TIMEOUT", "must be positive, got %s", c.RunTimeout)
-	}
-	if c.MaxRunTimeout < c.RunTimeout {
-		bad("MAX_RUN_TIMEOUT", "%s is less than RUN_TIMEOUT %s", c.MaxRunTimeout, c.RunTimeout)
-	}
-	if c.KillGrace <= 0 || c.KillGrace > time.Minute {
-		bad("KILL_GRACE", "must be between 0 and 1m, got %s", c.KillGrace)
-	}
-	if !slices.Contains([]string{"auto", "cgroup", "reaper"}, c.ProcessIsolation) {
-		bad("PROCESS_ISOLATION", "%q is not one of auto, cgroup, reaper", c.ProcessIsolation)
-	}
-	if c.StoreRetry < time.Second {
-		bad("STORE_RETRY", "must be at least 1s, got %s", c.StoreRetry)
-	}
-	if c.StoreOpenTimeout < time.Second {
-		bad("STORE_OPEN_TIMEOUT", "must be at least 1s, got %s", c.StoreOpenTimeout)
-	}
-	if c.DiskLowWater < 0 {
-		bad("DISK_LOW_WATER", "must not be negative, got %d", c.DiskLowWater)
-	}
-	if c.ShutdownGrace < 0 {
-		bad("SHUTDOWN_GRACE", "must not be negative, got %s", c.ShutdownGrace)
-	}
-	if c.MaxEventText < 1024 || c.MaxEventText > 512<<10 {
-		bad("MAX_EVENT_TEXT", "must be 1024 to 524288 bytes (an event must fit one NATS message), got %d", c.MaxEventText)
-	}
-	if c.HTTP.PingInterval < 100*time.Millisecond {
-		bad("SSE_PING_INTERVAL", "must be at least 100ms, got %s", c.HTTP.PingInterval)
-	}
-	if c.ReplicaTTL < time.Second {
-		bad("REPLICA_TTL", "must be at least 1s, got %s", c.ReplicaTTL)
-	}
-	if c.Retention < 0 {
-		bad("RETENTION", "must not be negative, got %s", c.Retention)
-	} else if c.Retention > 0 && c.Retention <= c.MaxRunTimeout {
-		// Otherwise a long run's record and first events expire while it
-		// is still going.
-		bad("RETENTION", "%s must be longer than MAX_RUN_TIMEOUT %s, or 0 to keep everything", c.Retention, c.MaxRunTimeout)
-	}
-	errs = append(errs, c.validateWebhooks()...)
-	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
-		bad("LOG_LEVEL", "%q is not one of debug, info, warn, error", c.LogLevel)
-	}
-	if c.ReplicaID == "" && c.NATSURL != "" {
-		// Replicas sharing a NATS server must differ; the hostname is
-		// stable in a StatefulSet and under docker-compose.
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "local"
-		}
-		c.ReplicaID = host
-	}
-	if c.AgentPath == "" {
-		c.AgentPath = os.Getenv("PATH")
-	}
-	return errors.Join(errs...)
-}
-
-// loopbackHost reports whether a listen host reaches only this machine.
-func loopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // embeddedReplicaID returns the replica id kept in the data directory,
