@@ -15,13 +15,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -30,10 +28,6 @@ import (
 	"github.com/agentgate/agentgate/internal/adapters/copilot"
 	"github.com/agentgate/agentgate/internal/adapters/gemini"
 	"github.com/agentgate/agentgate/internal/adapters/opencode"
-	"github.com/agentgate/agentgate/internal/api"
-	"github.com/agentgate/agentgate/internal/diskguard"
-	"github.com/agentgate/agentgate/internal/fanout"
-	"github.com/agentgate/agentgate/internal/metrics"
 	"github.com/agentgate/agentgate/internal/proctree"
 	_ "github.com/agentgate/agentgate/internal/proctree/lightreaper"
 	"github.com/agentgate/agentgate/internal/redact"
@@ -91,7 +85,6 @@ type seams struct {
 
 // runWith is run with the seams sm.
 func runWith(ctx context.Context, sm seams, args []string, getenv func(string) string, stdout io.Writer) error {
-	roster := adapters(getenv)
 	if len(args) > 0 {
 		if len(args) == 1 && isHelp(args[0]) {
 			writeHelp(stdout, agentNames())
@@ -99,242 +92,15 @@ func runWith(ctx context.Context, sm seams, args []string, getenv func(string) s
 		}
 		return usageError{fmt.Sprintf("unexpected arguments %q: the gateway is configured by AGENTGATE_* environment variables", args)}
 	}
-	names := make([]string, len(roster))
-	for i, a := range roster {
-		names[i] = a.Name()
-	}
-	allNames := slices.Clone(names)
-	cfg, agentCfg, err := loadConfig(getenv, names)
-	if err != nil {
+	g := &instance{sm: sm, getenv: getenv, stdout: stdout}
+	defer g.close()
+	if err := g.start(ctx); err != nil {
 		return err
 	}
-	// Only the agents the configuration enables.
-	roster = slices.DeleteFunc(roster, func(a runs.Adapter) bool { _, ok := agentCfg[a.Name()]; return !ok })
-	names = names[:0]
-	for _, a := range roster {
-		names = append(names, a.Name())
-	}
-	// Secrets are redacted from every log line, event and record: the
-	// operator's patterns, the credentials the agents are given, and the
-	// gateway's own.
-	redactor, err := newRedactor(cfg, roster, getenv)
-	if err != nil {
+	if err := g.serve(ctx); err != nil {
 		return err
 	}
-	log, err := newLogger(cfg.LogLevel, stdout, redactor)
-	if err != nil {
-		return err
-	}
-	defer log.Sync() //nolint:errcheck // stdout may not support sync
-	log = log.With(zap.String("replica", cfg.ReplicaID))
-	for _, w := range unknownSettings(os.Environ(), allNames) {
-		log.Warn(w)
-	}
-
-	for _, dir := range []string{cfg.DataDir, cfg.WorkspaceRoot} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", dir, err)
-		}
-	}
-
-	// Listen first: a port in use fails the start before anything runs.
-	// Serve at once too, answering 503 until the gateway is ready: a
-	// connection to a port that is listening but not served would wait
-	// (a load balancer's request hangs there), while a 503 sends it to
-	// another replica at once.
-	ln, err := listenGuarded(cfg.Addr, cfg.MaxConnsPerClient, cfg.MaxConns, cfg.MaxConcurrentRuns, log)
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
-	var handler swapHandler
-	handler.set(startingHandler())
-	// Requests hang off their own base context, not ctx: runs belong to
-	// the supervisor, and open streams are ended only after the runs
-	// they follow have had their grace period.
-	baseCtx, endStreams := context.WithCancel(context.Background())
-	defer endStreams()
-	srv := newHTTPServer(&handler, baseCtx, serverOptions{BodyTimeout: cfg.HTTP.BodyReadTimeout, Log: log.Named("http")})
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	defer srv.Close() // on a failed start; a clean stop shuts it down first
-
-	nc, emb, closeNATS, err := connectNATS(cfg, log)
-	if err != nil {
-		return err
-	}
-	defer closeNATS()
-	// Replicas that start at once on an empty cluster all wait for it;
-	// one that cannot reach it in StoreOpenTimeout says so and exits.
-	openCtx, cancelOpen := context.WithTimeout(ctx, cfg.StoreOpenTimeout)
-	st, err := store.Open(openCtx, nc, store.Options{
-		Replicas: cfg.NATSReplicas, MaxAge: cfg.Retention, ReplicaTTL: cfg.ReplicaTTL,
-		QueueSize: cfg.QueueSize, Log: log.Named("store"), FileTTL: cfg.FileTTL,
-		EventsPerMessage: cfg.EventsPerMessage,
-	})
-	cancelOpen()
-	if err != nil {
-		return fmt.Errorf("open store: %w", err)
-	}
-	defer st.Close()
-	// The clients of a run on this replica share one store cursor on it,
-	// or none while this replica runs the run: the supervisor writes
-	// through hub.Offering, which hands the hub what it stored.
-	hub := fanout.New(st, fanout.Options{}, log.Named("fanout"))
-	defer hub.Close()
-
-	// The disks: a full one must not break the store. See diskguard.
-	guardOpts := diskguard.Options{
-		Dirs: []string{cfg.WorkspaceRoot}, Reserve: cfg.StoreReserve, LowWater: cfg.DiskLowWater,
-		Log: log.Named("disk"),
-	}
-	if emb != nil {
-		guardOpts.StoreDir, guardOpts.Store = filepath.Join(cfg.DataDir, "nats"), emb
-	}
-	guard, err := diskguard.New(guardOpts)
-	if err != nil {
-		return err
-	}
-
-	reg := metrics.NewRegistry()
-	rec, err := metrics.New(reg, metrics.Options{Agents: names})
-	if err != nil {
-		return err
-	}
-	rec.ObserveFanout(hub)
-	rec.ObservePacks(st)
-	// Runs' webhooks, sent by whichever replica is up (webhooks.go).
-	hooks, closeHooks, err := openWebhooks(ctx, cfg, st, reg, log.Named("webhooks"))
-	if err != nil {
-		return err
-	}
-	defer closeHooks()
-
-	// Each agent runs under a subreaper, so that processes escaping the
-	// run's cookie scan still die with the run: agentgate-reaper beside
-	// this binary when installed (proctree.ReaperBeside), or else this
-	// same binary.
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find own executable for the agent reaper: %w", err)
-	}
-	cgroups, err := openCgroups(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	if cgroups != nil {
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := cgroups.Close(cctx); err != nil {
-				log.Warn("remove the runs' cgroups", zap.Error(err))
-			}
-		}()
-	}
-	var agents []*runs.Agent
-	for _, a := range roster {
-		s := agentCfg[a.Name()]
-		if err := os.MkdirAll(s.Home, 0o700); err != nil {
-			return fmt.Errorf("create home of agent %s: %w", a.Name(), err)
-		}
-		agents = append(agents, &runs.Agent{Adapter: a, Bin: s.Bin, Home: s.Home})
-	}
-	keys, tokens, seal, err := openIdentity(ctx, cfg, st, log)
-	if err != nil {
-		return err
-	}
-	// Every agent runs confined (unless the operator chose cli-only): the
-	// gateway's own files, other runs and the gateway's processes out of
-	// sight. Runs' temporary directories live under the data directory,
-	// so that they too are hidden from every other run.
-	tempRoot := filepath.Join(cfg.DataDir, "tmp")
-	if err := os.MkdirAll(tempRoot, 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", tempRoot, err)
-	}
-	hide := []string{cfg.DataDir, cfg.WorkspaceRoot}
-	for _, p := range append([]string{cfg.APIKeysFile, cfg.RedactPatternsFile, cfg.WebhooksFile}, cfg.SandboxHide...) {
-		if p == "" {
-			continue
-		}
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return fmt.Errorf("AGENTGATE_SANDBOX_HIDE: %w", err)
-		}
-		hide = append(hide, abs)
-	}
-	sandbox, err := newSandbox(ctx, cfg.Sandbox, hide, log.Named("sandbox"))
-	if err != nil {
-		return err
-	}
-	sup := runs.NewSupervisor(runs.Config{
-		Replica: cfg.ReplicaID, ReplicaTTL: cfg.ReplicaTTL, MaxConcurrent: cfg.MaxConcurrentRuns,
-		DefaultTimeout: cfg.RunTimeout, MaxTimeout: cfg.MaxRunTimeout, KillGrace: cfg.KillGrace, StoreRetry: cfg.StoreRetry,
-		Reaper: proctree.ReaperBeside(self), AgentNice: cfg.AgentNice, Cgroups: cgroups,
-		WorkspaceRoot: cfg.WorkspaceRoot, WorkspaceRetention: cfg.Retention, Path: cfg.AgentPath, Getenv: getenv,
-		Limits: runs.Limits{MaxText: cfg.MaxEventText, MaxToolInput: runs.DefaultLimits.MaxToolInput},
-		// Snapshots of run directories are hidden with the data directory.
-		Redact: redactor, Sandbox: sandbox, TempRoot: tempRoot, ArtifactsDir: filepath.Join(cfg.DataDir, "artifacts"),
-		Quotas:      runs.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
-		Files:       runs.FileLimits{TTL: cfg.FileTTL, MaxBytes: cfg.HTTP.MaxFileBytes, MaxPerTenant: cfg.MaxFilesPerTenant},
-		MCPCommands: cfg.MCPCommands, MCPURLs: cfg.MCPURLs, SealKey: seal,
-		Cursors: hub, Webhooks: hooks,
-		VersionOutput: sm.versionOutput, RunDeadline: sm.runDeadline,
-	}, hub.Offering(st), agents, rec, log)
-	loopCtx, stopLoops := context.WithCancel(context.Background())
-	defer stopLoops()
-	if err := sup.Start(loopCtx); err != nil {
-		return err
-	}
-	rec.SetAgents(sup.Agents())
-	// A low disk stops this replica's runs and keeps it from taking more
-	// until there is room again.
-	guard.OnChange(sup.Degrade)
-	guard.HoldReserveWhile(sup.StoppingForDisk)
-	sup.Degrade(guard.Healthy())
-	go func() { _ = guard.Run(loopCtx) }()
-
-	// draining is closed at SIGTERM: streams end at once with a hint to
-	// reconnect elsewhere, and new ones are refused.
-	draining := make(chan struct{})
-	httpCfg := cfg.HTTP
-	httpCfg.Draining = draining
-	httpCfg.Tokens = tokens
-	if keys != nil {
-		httpCfg.Keys = keys
-	} else {
-		httpCfg.LoopbackHostsOnly = !cfg.InsecureNoAuth
-	}
-	handler.set(api.New(httpCfg, service{sup, hooks}, rec, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), log))
-	fmt.Fprintf(stdout, "agentgate listening on http://%s\n", ln.Addr())
-	log.Info("gateway started", zap.String("addr", ln.Addr().String()), zap.String("data_dir", cfg.DataDir),
-		zap.Bool("embedded_nats", cfg.NATSURL == ""))
-
-	select {
-	case <-ctx.Done():
-	case err := <-serveErr:
-		return fmt.Errorf("serve: %w", err)
-	}
-	log.Info("shutting down", zap.Duration("grace", cfg.ShutdownGrace))
-	// Stop taking runs at once (/readyz and POST answer 503, and a load
-	// balancer sends new runs elsewhere), end the streams with a hint to
-	// resume on another replica, which reads the same log, and let
-	// running runs finish within the grace period; then stop them.
-	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
-	defer cancel()
-	shutdown := make(chan error, 1)
-	go func() { shutdown <- sup.Shutdown(graceCtx) }()
-	close(draining)
-	if err := <-shutdown; err != nil {
-		log.Warn("runs stopped at the end of the grace period", zap.Error(err))
-	}
-	endStreams()
-	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancelHTTP()
-	if err := srv.Shutdown(httpCtx); err != nil {
-		srv.Close()
-	}
-	stopLoops()
-	log.Info("gateway stopped")
+	g.shutdown()
 	return nil
 }
 
