@@ -1,7 +1,7 @@
 // Command gateway is agentgate: an HTTP service that runs coding-agent CLIs
 // headless, streams their normalized events over SSE and exports metrics.
 //
-// It is configured by AGENTGATE_* environment variables (see README.md).
+// It is configured by AGENTGATE_* environment variables (see docs/operations.md).
 // With no AGENTGATE_NATS_URL it stores runs and events in an embedded NATS
 // JetStream server under AGENTGATE_DATA_DIR.
 package main
