@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -123,43 +125,34 @@ func (*Adapter) Name() string { return Name }
 
 // Describe implements runs.Adapter.
 func (*Adapter) Describe() runs.Description {
-	perms := make(map[runs.Permission]string, len(permissionDocs))
-	for k, v := range permissionDocs {
-		perms[k] = v
-	}
-	return runs.Description{
+	return adapterkit.Describe(runs.Description{
 		Name:            Name,
 		DisplayName:     "Claude Code",
 		DefaultBin:      "claude",
 		InstallCommand:  InstallCommand,
 		VerifiedVersion: VerifiedVersion,
 		VersionArgs:     []string{"--version"},
-		CredentialEnv:   append([]string(nil), credentialEnv...),
 		Fields: []string{
 			runs.FieldSystemPrompt, runs.FieldModel, runs.FieldEffort, runs.FieldMaxTurns,
 			runs.FieldTimeoutSeconds, runs.FieldMaxBudgetUSD, runs.FieldOutputSchema,
 			runs.FieldResumeSessionID, runs.FieldCwd, runs.FieldPermission,
 			runs.FieldInteractive, runs.FieldApprovals, runs.FieldMCPServers, runs.FieldAttachments,
 		},
-		Permissions: perms,
 		// A deny lets the model go on; a line sent mid-turn is folded
 		// into the turn; the interrupt kills the running tool itself.
 		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: false},
 		ReportsCost: true,
-	}
+	}, permissionDocs, credentialEnv)
 }
 
-// versionRE matches `claude --version`: "2.1.332 (Claude Code)".
-var versionRE = regexp.MustCompile(`^(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?) \(Claude Code\)$`)
+// version reads `claude --version`: "2.1.332 (Claude Code)".
+var version = adapterkit.VersionParser{
+	Command: "claude --version",
+	Pattern: regexp.MustCompile(`^(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?) \(Claude Code\)$`),
+}
 
 // ParseVersion implements runs.Adapter.
-func (*Adapter) ParseVersion(output []byte) (string, error) {
-	m := versionRE.FindSubmatch(bytes.TrimSpace(output))
-	if m == nil {
-		return "", fmt.Errorf("claude --version: unrecognised output %q", truncate(string(output), 80))
-	}
-	return string(m[1]), nil
-}
+func (*Adapter) ParseVersion(output []byte) (string, error) { return version.Parse(output) }
 
 // NewDecoder implements runs.Adapter. A run whose Spec wants a Session
 // gets one (a runs.Session).
@@ -207,7 +200,7 @@ func (*Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 		args = append(args, "--append-system-prompt="+s.SystemPrompt)
 	}
 	if s.Effort != "" {
-		if !contains(efforts, s.Effort) {
+		if !slices.Contains(efforts, s.Effort) {
 			return runs.Command{}, runs.Unsupported(Name, runs.FieldEffort, "claude accepts low, medium, high, xhigh or max")
 		}
 		args = append(args, "--effort="+s.Effort)
@@ -236,10 +229,7 @@ func (*Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 		args = append(args, "--json-schema="+schema)
 	}
 
-	perm := s.Permission
-	if perm == "" {
-		perm = runs.WorkspaceWrite
-	}
+	perm := adapterkit.Permission(s.Permission)
 	pargs, ok := permissionArgs[perm]
 	if !ok {
 		return runs.Command{}, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
@@ -338,21 +328,4 @@ func compactObject(raw json.RawMessage) (string, error) {
 		return "", fmt.Errorf("must be a JSON Schema object: %v", err)
 	}
 	return buf.String(), nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-// truncate cuts s to at most n bytes for an error message.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -144,34 +145,30 @@ func (d *decoder) classifyResult(r *wireLine, stderr string) *runs.RunError {
 // CLI reports one, and otherwise from the assistant line's error kind.
 func classifyAPI(status int, kind, msg string) *runs.RunError {
 	msg = orText(msg, fmt.Sprintf("API error (%s)", orUnknown(kind)))
-	var class runs.Class
-	switch {
-	case status == 401 || status == 403:
-		class = runs.NotAuthenticated
-	case status == 429:
-		class = runs.RateLimited
-	case status == 408 || status >= 500:
-		class = runs.TransientAPIError
-	case status >= 400:
-		class = runs.APIError
-	default:
-		switch kind {
-		case "authentication_failed", "oauth_org_not_allowed", "cloud_credential_error", "verification_required":
-			class = runs.NotAuthenticated
-		case "rate_limit":
-			class = runs.RateLimited
-		case "overloaded", "server_error":
-			// Also what a refused connection and an attempt that
-			// outlived API_TIMEOUT_MS are reported as.
-			class = runs.TransientAPIError
-		default:
-			class = runs.APIError
-			if strings.Contains(strings.ToLower(msg), "timed out") {
-				class = runs.TransientAPIError
-			}
-		}
+	class, ok := adapterkit.StatusClass(status)
+	if !ok {
+		class = kindClass(kind, msg)
 	}
 	return runs.NewRunError(class, msg, hintFor(class))
+}
+
+// kindClass classifies a failed API call the CLI gave no HTTP status
+// for, from the assistant line's error kind and the message.
+func kindClass(kind, msg string) runs.Class {
+	switch kind {
+	case "authentication_failed", "oauth_org_not_allowed", "cloud_credential_error", "verification_required":
+		return runs.NotAuthenticated
+	case "rate_limit":
+		return runs.RateLimited
+	case "overloaded", "server_error":
+		// Also what a refused connection and an attempt that outlived
+		// API_TIMEOUT_MS are reported as.
+		return runs.TransientAPIError
+	}
+	if strings.Contains(strings.ToLower(msg), "timed out") {
+		return runs.TransientAPIError
+	}
+	return runs.APIError
 }
 
 // classifyNoResult classifies a run that printed no result line: it was

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -87,7 +88,7 @@ func userLine(text string, images []runs.Image) ([]byte, error) {
 		blocks := make([]any, 0, 1+len(images))
 		blocks = append(blocks, map[string]any{"type": "text", "text": text})
 		for i, img := range images {
-			if !contains(imageTypes, img.MediaType) {
+			if !slices.Contains(imageTypes, img.MediaType) {
 				return nil, runs.Invalid(runs.FieldAttachments, fmt.Sprintf(
 					"attachment %d is %q; claude takes %s", i+1, img.MediaType, strings.Join(imageTypes, ", ")))
 			}
