@@ -1,7 +1,6 @@
 package codex
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -96,11 +96,7 @@ func (*Adapter) Name() string { return Name }
 
 // Describe implements runs.Adapter.
 func (*Adapter) Describe() runs.Description {
-	perms := make(map[runs.Permission]string, len(permissionDocs))
-	for k, v := range permissionDocs {
-		perms[k] = v
-	}
-	return runs.Description{
+	return adapterkit.Describe(runs.Description{
 		Name:            Name,
 		DisplayName:     "Codex",
 		Aliases:         []string{Alias},
@@ -108,31 +104,26 @@ func (*Adapter) Describe() runs.Description {
 		InstallCommand:  InstallCommand,
 		VerifiedVersion: VerifiedVersion,
 		VersionArgs:     []string{"--version"},
-		CredentialEnv:   append(append([]string(nil), credentialEnv...), "env_key of the model provider in config.toml"),
 		Fields: []string{
 			runs.FieldSystemPrompt, runs.FieldModel, runs.FieldEffort, runs.FieldTimeoutSeconds,
 			runs.FieldOutputSchema, runs.FieldResumeSessionID, runs.FieldKeepSession, runs.FieldCwd,
 			runs.FieldPermission, runs.FieldInteractive, runs.FieldApprovals,
 			runs.FieldMCPServers, runs.FieldAttachments,
 		},
-		Permissions: perms,
 		// Codex's decline lets the model go on; its turn/interrupt leaves
 		// the running command alive, for the supervisor to kill.
 		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: false, KillToolsOnInterrupt: true},
-	}
+	}, permissionDocs, credentialEnv, "env_key of the model provider in config.toml")
 }
 
-// versionRE matches `codex --version`: "codex-cli 0.171.0".
-var versionRE = regexp.MustCompile(`^codex-cli (\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)$`)
+// version reads `codex --version`: "codex-cli 0.171.0".
+var version = adapterkit.VersionParser{
+	Command: "codex --version",
+	Pattern: regexp.MustCompile(`^codex-cli (\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)$`),
+}
 
 // ParseVersion implements runs.Adapter.
-func (*Adapter) ParseVersion(output []byte) (string, error) {
-	m := versionRE.FindSubmatch(bytes.TrimSpace(output))
-	if m == nil {
-		return "", fmt.Errorf("codex --version: unrecognised output %q", clip(string(output), 80))
-	}
-	return string(m[1]), nil
-}
+func (*Adapter) ParseVersion(output []byte) (string, error) { return version.Parse(output) }
 
 // Command implements runs.Adapter. Everything about the run travels over
 // the protocol on stdin (see the decoder), its MCP servers and images
@@ -152,10 +143,7 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if s.MaxBudgetUSD != 0 {
 		return runs.Command{}, runs.Unsupported(Name, runs.FieldMaxBudgetUSD, "codex takes no spending limit; use timeout_seconds")
 	}
-	perm := s.Permission
-	if perm == "" {
-		perm = runs.WorkspaceWrite
-	}
+	perm := adapterkit.Permission(s.Permission)
 	if _, ok := sandboxModes[perm]; !ok {
 		return runs.Command{}, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
 	}
@@ -227,7 +215,7 @@ func (*Adapter) ResolveBinary(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if isELF(real) || filepath.Base(real) != "codex.js" {
+	if adapterkit.IsELF(real) || filepath.Base(real) != "codex.js" {
 		return real, nil
 	}
 	pkg := filepath.Dir(filepath.Dir(real)) // …/@openai/codex
@@ -242,7 +230,7 @@ func (*Adapter) ResolveBinary(path string) (string, error) {
 		filepath.Join(pkg, native),                                  // older packages vendored it
 	}
 	for _, c := range candidates {
-		if isELF(c) {
+		if adapterkit.IsELF(c) {
 			return c, nil
 		}
 	}
@@ -260,17 +248,6 @@ func platform() (pkg, triple string, err error) {
 		return "codex-linux-arm64", "aarch64-unknown-linux-musl", nil
 	}
 	return "", "", fmt.Errorf("no native codex for %s", runtime.GOARCH)
-}
-
-func isELF(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	var magic [4]byte
-	_, err = f.Read(magic[:])
-	return err == nil && string(magic[:]) == "\x7fELF"
 }
 
 // loginTimeout bounds `codex login status`.
@@ -324,7 +301,7 @@ func (*Adapter) Preflight(ctx context.Context, inv runs.Invocation, env []string
 		return runs.NewRunError(runs.AgentCrashed, "`codex login status` failed: "+err.Error(), "")
 	}
 	return runs.NewRunError(runs.NotAuthenticated,
-		fmt.Sprintf("Codex is not logged in (`codex login status`: %s)", clip(lastLine(out), 200)),
+		fmt.Sprintf("Codex is not logged in (`codex login status`: %s)", adapterkit.Clip(lastLine(out), 200)),
 		fmt.Sprintf("log in once with `CODEX_HOME=%s codex login` (or `codex login --with-api-key`), set OPENAI_API_KEY or CODEX_API_KEY for the gateway, "+
 			"or configure a model provider in %s", inv.Home, config))
 }
@@ -337,17 +314,6 @@ func lookupEnv(env []string, name string) string {
 		}
 	}
 	return ""
-}
-
-// clip shortens s to n bytes for a message.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // lastLine returns the last non-empty line of b: the verdict of `codex

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -275,10 +276,7 @@ func (d *decoder) startTurn(input []inputItem, schema json.RawMessage) {
 // threadRequest starts the run's thread, or resumes the session asked for.
 func (d *decoder) threadRequest() (string, threadParams) {
 	s := d.inv.Spec
-	perm := s.Permission
-	if perm == "" {
-		perm = runs.WorkspaceWrite
-	}
+	perm := adapterkit.Permission(s.Permission)
 	p := threadParams{
 		Cwd: d.inv.Dir, Model: s.Model, Sandbox: sandboxModes[perm],
 		ApprovalPolicy: d.approvalPolicy(), DeveloperInstructions: s.SystemPrompt,
@@ -463,7 +461,7 @@ func (d *decoder) notification(line []byte, m message) []runs.Event {
 		"thread/goal/updated", "thread/goal/cleared", "thread/readState/changed":
 		return nil
 	}
-	return []runs.Event{unparsed(line, "notification the adapter does not map: "+clip(m.Method, 80))}
+	return []runs.Event{unparsed(line, "notification the adapter does not map: "+adapterkit.Clip(m.Method, 80))}
 }
 
 // isRoot reports whether thread is the run's own thread.
@@ -605,7 +603,7 @@ func (d *decoder) item(it item, completed bool, thread string) []runs.Event {
 		return d.toolCompleted(it.ID, it.Type, map[string]string{}, it.Status, it.Status == "failed")
 	}
 	raw, _ := json.Marshal(it)
-	return []runs.Event{unparsed(raw, "item type the adapter does not map: "+clip(it.Type, 80))}
+	return []runs.Event{unparsed(raw, "item type the adapter does not map: "+adapterkit.Clip(it.Type, 80))}
 }
 
 // mcpToolName is an MCP tool's name in events, as Claude's model sees

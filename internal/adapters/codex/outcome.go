@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -191,16 +192,15 @@ func classify(e turnError) class {
 	case "badRequest", "modelNotFound":
 		return class{class: runs.APIError, status: 400}
 	case "responseStreamDisconnected", "responseStreamConnectionFailed", "httpConnectionFailed", "responseTooManyFailedAttempts":
-		switch {
-		case status == 401 || status == 403:
-			return class{class: runs.NotAuthenticated, status: status, hint: authHint}
-		case status == 429:
-			return class{class: runs.RateLimited, status: status}
-		case status >= 400 && status < 500 && status != 408:
-			return class{class: runs.APIError, status: status}
+		c, ok := adapterkit.StatusClass(status)
+		if !ok {
+			// A timeout, a dropped or idle stream: worth another try.
+			c = runs.TransientAPIError
 		}
-		// A 5xx, a timeout, a dropped or idle stream: worth another try.
-		return class{class: runs.TransientAPIError, status: status}
+		if c == runs.NotAuthenticated {
+			return class{class: c, status: status, hint: authHint}
+		}
+		return class{class: c, status: status}
 	}
 	msg := strings.TrimSpace(e.Message)
 	switch {
@@ -272,5 +272,5 @@ func lastLines(b []byte, n int) string {
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
-	return clip(strings.Join(lines, " | "), 1000)
+	return adapterkit.Clip(strings.Join(lines, " | "), 1000)
 }
