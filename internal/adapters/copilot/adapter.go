@@ -1,15 +1,14 @@
 package copilot
 
 import (
-	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
 	"strings"
 
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -110,44 +109,35 @@ func (*Adapter) Name() string { return Name }
 
 // Describe implements runs.Adapter.
 func (*Adapter) Describe() runs.Description {
-	perms := make(map[runs.Permission]string, len(permissionDocs))
-	for k, v := range permissionDocs {
-		perms[k] = v
-	}
-	return runs.Description{
+	return adapterkit.Describe(runs.Description{
 		Name:            Name,
 		DisplayName:     "GitHub Copilot CLI",
 		DefaultBin:      "copilot",
 		InstallCommand:  InstallCommand,
 		VerifiedVersion: VerifiedVersion,
 		VersionArgs:     []string{"--version"},
-		CredentialEnv:   append([]string(nil), credentialEnv...),
 		Fields: []string{
 			runs.FieldModel, runs.FieldEffort, runs.FieldResumeSessionID, runs.FieldTimeoutSeconds, runs.FieldCwd,
 			runs.FieldPermission, runs.FieldInteractive, runs.FieldApprovals, runs.FieldMCPServers, runs.FieldAttachments,
 		},
-		Permissions: perms,
 		// A second session/prompt cancels the running one: no steer. A
 		// reject_once ends the turn. session/cancel stops the running
 		// command.
 		Interaction: runs.Interaction{Steer: false, DenyEndsTurn: true},
-	}
+	}, permissionDocs, credentialEnv)
 }
 
-// versionRE matches the first line of `copilot --version`: "GitHub
-// Copilot CLI 1.0.102." (the CLI ends it with a full stop, and adds a line
-// about `copilot update`).
-var versionRE = regexp.MustCompile(`^GitHub Copilot CLI (\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)\.?$`)
+// version reads the first line of `copilot --version`: "GitHub Copilot
+// CLI 1.0.102." (the CLI ends it with a full stop, and adds a line about
+// `copilot update`).
+var version = adapterkit.VersionParser{
+	Command:       "copilot --version",
+	Pattern:       regexp.MustCompile(`^GitHub Copilot CLI (\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)\.?$`),
+	FirstLineOnly: true,
+}
 
 // ParseVersion implements runs.Adapter.
-func (*Adapter) ParseVersion(output []byte) (string, error) {
-	first, _, _ := bytes.Cut(bytes.TrimSpace(output), []byte("\n"))
-	m := versionRE.FindSubmatch(bytes.TrimSpace(first))
-	if m == nil {
-		return "", fmt.Errorf("copilot --version: unrecognised output %q", clip(string(output), 80))
-	}
-	return string(m[1]), nil
-}
+func (*Adapter) ParseVersion(output []byte) (string, error) { return version.Parse(output) }
 
 // Command implements runs.Adapter. The prompt goes on stdin, which the CLI
 // reads as the prompt when it is not a terminal and -p is absent: its size
@@ -174,10 +164,7 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if inv.Home == "" || !filepath.IsAbs(inv.Home) {
 		return runs.Command{}, fmt.Errorf("copilot: the agent's home %q is not an absolute path", inv.Home)
 	}
-	perm := s.Permission
-	if perm == "" {
-		perm = runs.WorkspaceWrite
-	}
+	perm := adapterkit.Permission(s.Permission)
 	pargs, ok := permissionArgs[perm]
 	if !ok {
 		return runs.Command{}, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
@@ -256,7 +243,7 @@ func (*Adapter) ResolveBinary(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if isELF(real) || filepath.Base(real) != "npm-loader.js" {
+	if adapterkit.IsELF(real) || filepath.Base(real) != "npm-loader.js" {
 		return real, nil
 	}
 	scope := filepath.Dir(filepath.Dir(real)) // …/node_modules/@github
@@ -269,7 +256,7 @@ func (*Adapter) ResolveBinary(path string) (string, error) {
 		)
 	}
 	for _, c := range candidates {
-		if isELF(c) {
+		if adapterkit.IsELF(c) {
 			return c, nil
 		}
 	}
@@ -286,26 +273,4 @@ func platforms() []string {
 		return nil
 	}
 	return []string{"linux-" + arch, "linuxmusl-" + arch}
-}
-
-func isELF(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	var magic [4]byte
-	_, err = f.Read(magic[:])
-	return err == nil && string(magic[:]) == "\x7fELF"
-}
-
-// clip shortens s to n bytes for a message.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }

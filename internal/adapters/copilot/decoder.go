@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -403,5 +404,5 @@ func (d *decoder) mcpStatus(data *wireData) []runs.Event {
 		return nil
 	}
 	return []runs.Event{warning("mcp_server_failed", fmt.Sprintf("MCP server %q is %s: its tools are not offered to the model",
-		clip(data.ServerName, 100), clip(data.Status, 40)))}
+		adapterkit.Clip(data.ServerName, 100), adapterkit.Clip(data.Status, 40)))}
 }

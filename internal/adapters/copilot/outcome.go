@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -137,14 +138,15 @@ func (d *decoder) classifySessionError() *runs.RunError {
 		status = f.StatusCode
 	}
 	msg := orText(se.Message, fmt.Sprintf("the model request failed (%s)", orText(se.ErrorType, "unknown")))
+	byStatus, _ := adapterkit.StatusClass(status)
 	switch {
-	case se.ErrorType == "authentication" || status == 401 || status == 403:
+	case se.ErrorType == "authentication" || byStatus == runs.NotAuthenticated:
 		return runs.NewRunError(runs.NotAuthenticated, msg, hintProvider)
-	case se.ErrorType == "rate_limit" || status == 429:
+	case se.ErrorType == "rate_limit" || byStatus == runs.RateLimited:
 		return runs.NewRunError(runs.RateLimited, msg, hintRate)
 	case d.compaction || f.ErrorCode == "context_length_exceeded":
 		return runs.NewRunError(runs.ContextExceeded, msg, hintContext)
-	case status == 408 || status >= 500 || (status == 0 && f.FailureKind == "transport"):
+	case byStatus == runs.TransientAPIError || (status == 0 && f.FailureKind == "transport"):
 		return runs.NewRunError(runs.TransientAPIError, msg, hintTransient)
 	}
 	return runs.NewRunError(runs.APIError, msg, hintAPI)

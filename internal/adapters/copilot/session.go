@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentgate/agentgate/internal/acp"
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -68,10 +69,7 @@ func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (run
 // Copilot's profile (verified with 1.0.102, doc.go) and what the profile
 // cannot say: the CLI's notices, and edits reported twice.
 func newSessionDecoder(inv runs.Invocation) *sessionDecoder {
-	perm := inv.Spec.Permission
-	if perm == "" {
-		perm = runs.WorkspaceWrite
-	}
+	perm := adapterkit.Permission(inv.Spec.Permission)
 	d := &sessionDecoder{inv: inv, oneShot: newDecoder(inv, osFiles{}), created: map[string]bool{}, diffs: map[string]string{},
 		mcpCalls: map[string]mcpCall{}}
 	// Without approvals nobody answers: whatever the CLI still asks for
@@ -380,14 +378,15 @@ func classifyNotice(msg string) *runs.RunError {
 		status, _ = strconv.Atoi(m[1])
 	}
 	lower := strings.ToLower(msg)
+	byStatus, _ := adapterkit.StatusClass(status)
 	switch {
-	case strings.Contains(lower, "authentication failed") || status == 401 || status == 403:
+	case strings.Contains(lower, "authentication failed") || byStatus == runs.NotAuthenticated:
 		return runs.NewRunError(runs.NotAuthenticated, msg, hintProvider)
-	case status == 429 || strings.Contains(lower, "rate limit"):
+	case byStatus == runs.RateLimited || strings.Contains(lower, "rate limit"):
 		return runs.NewRunError(runs.RateLimited, msg, hintRate)
 	case strings.Contains(lower, "too long"), strings.Contains(lower, "context") && (strings.Contains(lower, "length") || strings.Contains(lower, "window")):
 		return runs.NewRunError(runs.ContextExceeded, msg, hintContext)
-	case status == 408 || status >= 500:
+	case byStatus == runs.TransientAPIError:
 		return runs.NewRunError(runs.TransientAPIError, msg, hintTransient)
 	}
 	return runs.NewRunError(runs.APIError, msg, hintAPI)
