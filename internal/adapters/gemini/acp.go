@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/agentgate/agentgate/internal/acp"
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -57,10 +58,7 @@ func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (run
 // sessionProfile is Gemini's ACP, as verified with 0.61.0 (doc.go). fs
 // reads the CLI's chat recording, where each turn's whole usage is.
 func sessionProfile(inv runs.Invocation, fs files) acp.Profile {
-	perm := inv.Spec.Permission
-	if perm == "" {
-		perm = runs.WorkspaceWrite
-	}
+	perm := adapterkit.Permission(inv.Spec.Permission)
 	mode := sessionModes[perm]
 	refuse := true
 	if inv.Spec.Asks() {

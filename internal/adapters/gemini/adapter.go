@@ -1,13 +1,13 @@
 package gemini
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
 
 	"github.com/agentgate/agentgate/internal/acp"
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -108,41 +108,32 @@ func (*Adapter) Name() string { return Name }
 
 // Describe implements runs.Adapter.
 func (*Adapter) Describe() runs.Description {
-	perms := make(map[runs.Permission]string, len(permissionDocs))
-	for k, v := range permissionDocs {
-		perms[k] = v
-	}
-	return runs.Description{
+	return adapterkit.Describe(runs.Description{
 		Name:            Name,
 		DisplayName:     "Gemini CLI",
 		DefaultBin:      "gemini",
 		InstallCommand:  InstallCommand,
 		VerifiedVersion: VerifiedVersion,
 		VersionArgs:     []string{"--version"},
-		CredentialEnv:   append([]string(nil), credentialEnv...),
 		Fields: []string{
 			runs.FieldModel, runs.FieldTimeoutSeconds, runs.FieldResumeSessionID, runs.FieldKeepSession,
 			runs.FieldCwd, runs.FieldPermission, runs.FieldInteractive, runs.FieldApprovals,
 			runs.FieldMCPServers, runs.FieldAttachments,
 		},
-		Permissions: perms,
 		// A second session/prompt cancels the running turn (no steer);
 		// a deny lets the model go on; session/cancel stops the tool.
 		Interaction: runs.Interaction{Steer: false, DenyEndsTurn: false},
-	}
+	}, permissionDocs, credentialEnv)
 }
 
-// versionRE matches `gemini --version`: "0.61.0".
-var versionRE = regexp.MustCompile(`^(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)$`)
+// version reads `gemini --version`: "0.61.0".
+var version = adapterkit.VersionParser{
+	Command: "gemini --version",
+	Pattern: regexp.MustCompile(`^(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)$`),
+}
 
 // ParseVersion implements runs.Adapter.
-func (*Adapter) ParseVersion(output []byte) (string, error) {
-	m := versionRE.FindSubmatch(bytes.TrimSpace(output))
-	if m == nil {
-		return "", fmt.Errorf("gemini --version: unrecognised output %q", clip(string(output), 80))
-	}
-	return string(m[1]), nil
-}
+func (*Adapter) ParseVersion(output []byte) (string, error) { return version.Parse(output) }
 
 // uuidRE matches a UUID in its canonical text form, any case.
 var uuidRE = regexp.MustCompile(`^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$`)
@@ -171,10 +162,7 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	case len(s.OutputSchema) > 0:
 		return runs.Command{}, runs.Unsupported(Name, runs.FieldOutputSchema, "gemini has no structured output in headless mode")
 	}
-	perm := s.Permission
-	if perm == "" {
-		perm = runs.WorkspaceWrite
-	}
+	perm := adapterkit.Permission(s.Permission)
 	mode, ok := approvalModes[perm]
 	if !ok {
 		return runs.Command{}, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
@@ -255,15 +243,4 @@ func overACP(s runs.Spec) bool {
 // policyPath is the policy file PrepareHome writes for workspace_write.
 func policyPath(home string) string {
 	return filepath.Join(home, ".gemini", "agentgate-workspace-write.toml")
-}
-
-// clip shortens s to n bytes for a message, on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }

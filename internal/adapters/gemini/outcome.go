@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -190,21 +191,18 @@ func classifyAPI(f apiFailure, msg string) *runs.RunError {
 		}
 	}
 	low := strings.ToLower(msg)
-	var class runs.Class
+	class, byStatus := adapterkit.StatusClass(f.status)
 	switch {
 	case f.reason == "API_KEY_INVALID" || strings.Contains(low, "api key not valid") || strings.Contains(low, "api key expired"):
 		// The Gemini API answers an unknown key with 400, not 401.
 		class = runs.NotAuthenticated
-	case f.status == 401 || f.status == 403:
-		class = runs.NotAuthenticated
-	case f.status == 429:
-		class = runs.RateLimited
-	case f.status == 408 || f.status >= 500:
-		class = runs.TransientAPIError
+	case byStatus && class != runs.APIError:
+		// 401, 403, 429, 408 and 5xx say what happened whatever the text.
 	case strings.Contains(low, "exceeds the maximum number of tokens") || strings.Contains(low, "input token count"):
+		// A 4xx, or no status, whose message says the context is full.
 		class = runs.ContextExceeded
-	case f.status >= 400:
-		class = runs.APIError
+	case byStatus:
+		// Any other 4xx is the status's APIError.
 	case strings.Contains(low, "quota") || strings.Contains(low, "resource has been exhausted"):
 		class = runs.RateLimited
 	case strings.Contains(low, "fetch failed") || strings.Contains(low, "econnrefused") || strings.Contains(low, "econnreset") ||
@@ -323,5 +321,5 @@ func lastLines(s string, n int) string {
 		}
 		out = append([]string{l}, out...)
 	}
-	return clip(strings.Join(out, " | "), 1000)
+	return adapterkit.Clip(strings.Join(out, " | "), 1000)
 }
