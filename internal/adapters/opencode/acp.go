@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,7 +34,7 @@ func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (run
 	args = append(args, a.extraArgs...)
 	pass := append([]string(nil), credentialEnv...)
 	for _, name := range homeEnvRefs(inv.Home) {
-		if !contains(pass, name) {
+		if !slices.Contains(pass, name) {
 			pass = append(pass, name)
 		}
 	}

@@ -1,14 +1,14 @@
 package opencode
 
 import (
-	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -148,44 +148,34 @@ func (*Adapter) Name() string { return Name }
 
 // Describe implements runs.Adapter.
 func (*Adapter) Describe() runs.Description {
-	perms := make(map[runs.Permission]string, len(permissionDocs))
-	for k, v := range permissionDocs {
-		perms[k] = v
-	}
-	return runs.Description{
+	return adapterkit.Describe(runs.Description{
 		Name:            Name,
 		DisplayName:     "OpenCode",
 		DefaultBin:      "opencode",
 		InstallCommand:  InstallCommand,
 		VerifiedVersion: VerifiedVersion,
 		VersionArgs:     []string{"--version"},
-		CredentialEnv: append(append([]string(nil), credentialEnv...),
-			"variables the configuration in the agent's home names as {env:NAME}"),
 		Fields: []string{
 			runs.FieldModel, runs.FieldEffort, runs.FieldTimeoutSeconds, runs.FieldResumeSessionID,
 			runs.FieldKeepSession, runs.FieldCwd, runs.FieldPermission, runs.FieldInteractive, runs.FieldApprovals,
 			runs.FieldMCPServers, runs.FieldAttachments,
 		},
-		Permissions: perms,
 		// A second session/prompt joins the running turn; a rejected
 		// permission ends the turn with no further model request; a
 		// session/cancel stops the running tool.
 		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: true},
 		ReportsCost: true,
-	}
+	}, permissionDocs, credentialEnv, "variables the configuration in the agent's home names as {env:NAME}")
 }
 
-// versionRE matches `opencode --version`: "1.18.33".
-var versionRE = regexp.MustCompile(`^v?(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)$`)
+// version reads `opencode --version`: "1.18.33".
+var version = adapterkit.VersionParser{
+	Command: "opencode --version",
+	Pattern: regexp.MustCompile(`^v?(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)$`),
+}
 
 // ParseVersion implements runs.Adapter.
-func (*Adapter) ParseVersion(output []byte) (string, error) {
-	m := versionRE.FindSubmatch(bytes.TrimSpace(output))
-	if m == nil {
-		return "", fmt.Errorf("opencode --version: unrecognised output %q", clip(string(output), 80))
-	}
-	return string(m[1]), nil
-}
+func (*Adapter) ParseVersion(output []byte) (string, error) { return version.Parse(output) }
 
 // NewDecoder implements runs.Adapter.
 func (a *Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
@@ -221,10 +211,7 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	case len(s.OutputSchema) > 0:
 		return runs.Command{}, runs.Unsupported(Name, runs.FieldOutputSchema, "opencode run has no structured output")
 	}
-	perm := s.Permission
-	if perm == "" {
-		perm = runs.WorkspaceWrite
-	}
+	perm := adapterkit.Permission(s.Permission)
 	permission, ok := permissionEnv[perm]
 	if !ok {
 		return runs.Command{}, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
@@ -265,7 +252,7 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	// A configuration that cannot be read is OpenCode's to report, in
 	// its own words, when it starts.
 	for _, name := range homeEnvRefs(inv.Home) {
-		if !contains(pass, name) {
+		if !slices.Contains(pass, name) {
 			pass = append(pass, name)
 		}
 	}
@@ -294,7 +281,7 @@ func (*Adapter) ResolveBinary(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if isELF(real) {
+	if adapterkit.IsELF(real) {
 		return real, nil
 	}
 	pkg := filepath.Dir(filepath.Dir(real)) // …/node_modules/opencode-ai
@@ -308,7 +295,7 @@ func (*Adapter) ResolveBinary(path string) (string, error) {
 			filepath.Join(pkg, "node_modules", p, "bin", "opencode")) // nested under it
 	}
 	for _, c := range candidates {
-		if isELF(c) {
+		if adapterkit.IsELF(c) {
 			return c, nil
 		}
 	}
@@ -327,35 +314,4 @@ func platformPackages() []string {
 		return []string{"opencode-linux-arm64", "opencode-linux-arm64-musl"}
 	}
 	return nil
-}
-
-func isELF(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	var magic [4]byte
-	_, err = f.Read(magic[:])
-	return err == nil && string(magic[:]) == "\x7fELF"
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-// clip shortens s to n bytes for a message, at a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -144,7 +145,7 @@ func (d *decoder) tool(l *wireLine, line []byte) []runs.Event {
 		done.Output, done.IsError = st.Error, true
 		for _, r := range refusals {
 			if strings.HasPrefix(st.Error, r) {
-				evs = append(evs, warning("permission_denied", fmt.Sprintf("%s was refused: %s", p.Tool, clip(st.Error, 300))))
+				evs = append(evs, warning("permission_denied", fmt.Sprintf("%s was refused: %s", p.Tool, adapterkit.Clip(st.Error, 300))))
 				break
 			}
 		}

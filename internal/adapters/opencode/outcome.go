@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -107,21 +108,25 @@ func classifyAPI(data wireErrorData, msg string) *runs.RunError {
 	if status != 0 {
 		msg = fmt.Sprintf("%s (HTTP %d)", msg, status)
 	}
+	class, byStatus := adapterkit.StatusClass(status)
 	switch {
-	case status == 401 || status == 403:
-		return runs.NewRunError(runs.NotAuthenticated, msg, hintAuth)
-	case status == 429:
-		return runs.NewRunError(runs.RateLimited, msg, hintRate)
-	case status == 408 || status >= 500:
-		return runs.NewRunError(runs.TransientAPIError, msg, hintTransient)
-	case status >= 400 && contextExceeded(data.ResponseBody):
-		return runs.NewRunError(runs.ContextExceeded, msg, hintContext)
-	case status >= 400:
-		return runs.NewRunError(runs.APIError, msg, hintAPI)
-	case data.IsRetryable != nil && *data.IsRetryable:
-		return runs.NewRunError(runs.TransientAPIError, msg, hintTransient)
+	case byStatus && class == runs.APIError && contextExceeded(data.ResponseBody):
+		class = runs.ContextExceeded
+	case !byStatus && data.IsRetryable != nil && *data.IsRetryable:
+		class = runs.TransientAPIError
+	case !byStatus:
+		class = runs.APIError
 	}
-	return runs.NewRunError(runs.APIError, msg, hintAPI)
+	return runs.NewRunError(class, msg, apiHints[class])
+}
+
+// apiHints are the hints of a failed model request, per class.
+var apiHints = map[runs.Class]string{
+	runs.NotAuthenticated:  hintAuth,
+	runs.RateLimited:       hintRate,
+	runs.TransientAPIError: hintTransient,
+	runs.ContextExceeded:   hintContext,
+	runs.APIError:          hintAPI,
 }
 
 // classifyBody classifies the error object an OpenAI-compatible server
@@ -202,7 +207,7 @@ func lastLines(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	for i := len(lines) - 1; i >= 0 && len(out) < n; i-- {
 		if l := strings.TrimSpace(lines[i]); l != "" {
-			out = append([]string{clip(l, 300)}, out...)
+			out = append([]string{adapterkit.Clip(l, 300)}, out...)
 		}
 	}
 	return strings.Join(out, " | ")

@@ -15,6 +15,7 @@ import (
 	_ "github.com/ncruces/go-sqlite3/driver"
 
 	"github.com/agentgate/agentgate/internal/acp"
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -111,10 +112,10 @@ func (s sqliteStore) Messages(session string) ([]storedMessage, error) {
 			return nil, err
 		}
 		if size > maxMessageBytes {
-			return nil, fmt.Errorf("message %s is %d bytes, more than %d", clip(id, 64), size, maxMessageBytes)
+			return nil, fmt.Errorf("message %s is %d bytes, more than %d", adapterkit.Clip(id, 64), size, maxMessageBytes)
 		}
 		if len(out) == maxMessages {
-			return nil, fmt.Errorf("session %s has more than %d messages", clip(session, 64), maxMessages)
+			return nil, fmt.Errorf("session %s has more than %d messages", adapterkit.Clip(session, 64), maxMessages)
 		}
 		out = append(out, storedMessage{ID: id, Data: append([]byte(nil), data...)})
 	}
@@ -246,18 +247,18 @@ func (c *storeLog) read(session string) (map[string]billed, error) {
 		return nil, err
 	}
 	if len(msgs) > maxMessages {
-		return nil, fmt.Errorf("session %s has more than %d messages", clip(session, 64), maxMessages)
+		return nil, fmt.Errorf("session %s has more than %d messages", adapterkit.Clip(session, 64), maxMessages)
 	}
 	out := make(map[string]billed, len(msgs))
 	for _, m := range msgs {
 		if len(m.Data) > maxMessageBytes {
-			return nil, fmt.Errorf("message %s is %d bytes, more than %d", clip(m.ID, 64), len(m.Data), maxMessageBytes)
+			return nil, fmt.Errorf("message %s is %d bytes, more than %d", adapterkit.Clip(m.ID, 64), len(m.Data), maxMessageBytes)
 		}
 		var d storedData
 		if err := json.Unmarshal(m.Data, &d); err != nil {
 			// It may be an assistant message: its tokens cannot be
 			// left out.
-			return nil, fmt.Errorf("message %s: %v", clip(m.ID, 64), err)
+			return nil, fmt.Errorf("message %s: %v", adapterkit.Clip(m.ID, 64), err)
 		}
 		if d.Role != "assistant" {
 			delete(out, m.ID)
