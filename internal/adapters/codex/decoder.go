@@ -501,109 +501,156 @@ func (d *decoder) item(it item, completed bool, thread string) []runs.Event {
 	case "userMessage", "hookPrompt", "contextCompaction", "enteredReviewMode", "exitedReviewMode", "sleep":
 		return nil
 	case "agentMessage":
-		if !completed {
-			return nil
-		}
-		if d.isRoot(thread) {
-			d.result = it.Text
-		}
-		return []runs.Event{runs.NewEvent(runs.EventMessageCompleted, runs.MessageData{MessageID: it.ID, Text: it.Text})}
+		return d.agentMessageItem(it, completed, thread)
 	case "reasoning":
-		if !completed {
-			return nil
-		}
-		var content []string
-		_ = json.Unmarshal(it.Content, &content)
-		text, vis := strings.Join(content, "\n"), runs.VisibilityFull
-		if text == "" {
-			text, vis = strings.Join(it.Summary, "\n"), runs.VisibilitySummary
-		}
-		if text == "" {
-			vis = runs.VisibilityRedacted
-		}
-		return []runs.Event{runs.NewEvent(runs.EventReasoningCompleted, runs.ReasoningData{Text: text, Visibility: vis})}
+		return reasoningItem(it, completed)
 	case "plan":
-		if !completed {
-			return nil
-		}
-		return []runs.Event{runs.NewEvent(runs.EventMessageCompleted, runs.MessageData{MessageID: it.ID, Text: it.Text})}
+		return planItem(it, completed)
 	case "commandExecution":
-		if !completed {
-			return d.toolStarted(it.ID, "shell", map[string]string{"command": it.Command, "cwd": it.Cwd})
-		}
-		failed := it.Status == "failed" || it.Status == "declined" || (it.ExitCode != nil && *it.ExitCode != 0)
-		out := it.AggregatedOutput
-		if it.Status == "declined" && out == "" {
-			out = "declined by the sandbox policy"
-		}
-		return d.toolCompleted(it.ID, "shell", map[string]string{"command": it.Command, "cwd": it.Cwd}, out, failed)
+		return d.commandItem(it, completed)
 	case "fileChange":
-		paths := make([]string, 0, len(it.Changes))
-		for _, c := range it.Changes {
-			paths = append(paths, d.relative(c.Path))
-		}
-		input := map[string]any{"paths": paths}
-		if len(it.Changes) > 0 {
-			d.changes[it.ID] = it.Changes // the diff its approval request lacks
-		}
-		if !completed {
-			return d.toolStarted(it.ID, "apply_patch", input)
-		}
-		var evs []runs.Event
-		for _, c := range it.Changes {
-			evs = append(evs, runs.NewEvent(runs.EventFileChanged, runs.FileChangedData{
-				Path: d.relative(c.Path), Kind: changeKind(c.Kind.Type), MovePath: d.relative(c.Kind.MovePath),
-				Diff: c.Diff, Status: it.Status, ToolCallID: it.ID,
-			}))
-		}
-		return append(evs, d.toolCompleted(it.ID, "apply_patch", input, it.Status, it.Status != "completed")...)
+		return d.fileChangeItem(it, completed)
 	case "mcpToolCall":
-		if !completed {
-			return d.mcpStarted(it)
-		}
-		out, failed := mcpOutput(it.Result), len(it.Error) > 0 && string(it.Error) != "null"
-		if failed {
-			out = mcpError(it.Error)
-		}
-		evs := d.mcpStarted(it) // a call whose start was never seen
-		return append(evs, d.toolCompleted(it.ID, mcpToolName(it.Server, it.Tool), it.Arguments, out, failed || it.Status == "failed")...)
+		return d.mcpItem(it, completed)
 	case "dynamicToolCall":
-		if !completed {
-			return d.toolStarted(it.ID, it.Tool, it.Arguments)
-		}
-		return d.toolCompleted(it.ID, it.Tool, it.Arguments, it.Status, it.Status == "failed")
+		return d.toolItem(it, completed, it.Tool, it.Arguments)
 	case "collabAgentToolCall":
-		// The first call that names a helper thread spawned it; later
-		// ones (wait, send_input) only address it.
-		for _, t := range it.ReceiverThreadIDs {
-			if _, ok := d.helpers[t]; !ok {
-				d.helpers[t] = it.ID
-			}
-		}
-		if it.Tool == "spawnAgent" {
-			d.spawning = slices.DeleteFunc(d.spawning, func(id string) bool { return id == it.ID })
-			if !completed {
-				d.spawning = append(d.spawning, it.ID)
-			}
-		}
-		input := map[string]any{"prompt": it.Prompt, "threads": it.ReceiverThreadIDs}
-		if !completed {
-			return d.toolStarted(it.ID, "agent_"+it.Tool, input)
-		}
-		return d.toolCompleted(it.ID, "agent_"+it.Tool, input, it.Status, it.Status == "failed")
+		return d.collabItem(it, completed)
 	case "webSearch":
-		if !completed {
-			return d.toolStarted(it.ID, "web_search", map[string]string{"query": it.Query})
-		}
-		return d.toolCompleted(it.ID, "web_search", map[string]string{"query": it.Query}, "", false)
+		return d.webSearchItem(it, completed)
 	case "imageView", "imageGeneration", "subAgentActivity", "functionCallOutput":
-		if !completed {
-			return d.toolStarted(it.ID, it.Type, map[string]string{})
-		}
-		return d.toolCompleted(it.ID, it.Type, map[string]string{}, it.Status, it.Status == "failed")
+		return d.toolItem(it, completed, it.Type, map[string]string{})
 	}
 	raw, _ := json.Marshal(it)
 	return []runs.Event{unparsed(raw, "item type the adapter does not map: "+adapterkit.Clip(it.Type, 80))}
+}
+
+// agentMessageItem is a message once completed; the root thread's last
+// one is the run's result.
+func (d *decoder) agentMessageItem(it item, completed bool, thread string) []runs.Event {
+	if !completed {
+		return nil
+	}
+	if d.isRoot(thread) {
+		d.result = it.Text
+	}
+	return []runs.Event{runs.NewEvent(runs.EventMessageCompleted, runs.MessageData{MessageID: it.ID, Text: it.Text})}
+}
+
+// reasoningItem is the reasoning's full text once completed, or its
+// summary where Codex gives no text, or a redacted reasoning.
+func reasoningItem(it item, completed bool) []runs.Event {
+	if !completed {
+		return nil
+	}
+	var content []string
+	_ = json.Unmarshal(it.Content, &content)
+	text, vis := strings.Join(content, "\n"), runs.VisibilityFull
+	if text == "" {
+		text, vis = strings.Join(it.Summary, "\n"), runs.VisibilitySummary
+	}
+	if text == "" {
+		vis = runs.VisibilityRedacted
+	}
+	return []runs.Event{runs.NewEvent(runs.EventReasoningCompleted, runs.ReasoningData{Text: text, Visibility: vis})}
+}
+
+// planItem is the plan's text as a message once completed.
+func planItem(it item, completed bool) []runs.Event {
+	if !completed {
+		return nil
+	}
+	return []runs.Event{runs.NewEvent(runs.EventMessageCompleted, runs.MessageData{MessageID: it.ID, Text: it.Text})}
+}
+
+// commandItem is a shell call; a command the sandbox policy declined
+// fails with a word on why when it printed nothing.
+func (d *decoder) commandItem(it item, completed bool) []runs.Event {
+	input := map[string]string{"command": it.Command, "cwd": it.Cwd}
+	if !completed {
+		return d.toolStarted(it.ID, "shell", input)
+	}
+	failed := it.Status == "failed" || it.Status == "declined" || (it.ExitCode != nil && *it.ExitCode != 0)
+	out := it.AggregatedOutput
+	if it.Status == "declined" && out == "" {
+		out = "declined by the sandbox policy"
+	}
+	return d.toolCompleted(it.ID, "shell", input, out, failed)
+}
+
+// fileChangeItem is an apply_patch call; once completed, each change is
+// a file.changed event before the call's completion.
+func (d *decoder) fileChangeItem(it item, completed bool) []runs.Event {
+	paths := make([]string, 0, len(it.Changes))
+	for _, c := range it.Changes {
+		paths = append(paths, d.relative(c.Path))
+	}
+	input := map[string]any{"paths": paths}
+	if len(it.Changes) > 0 {
+		d.changes[it.ID] = it.Changes // the diff its approval request lacks
+	}
+	if !completed {
+		return d.toolStarted(it.ID, "apply_patch", input)
+	}
+	var evs []runs.Event
+	for _, c := range it.Changes {
+		evs = append(evs, runs.NewEvent(runs.EventFileChanged, runs.FileChangedData{
+			Path: d.relative(c.Path), Kind: changeKind(c.Kind.Type), MovePath: d.relative(c.Kind.MovePath),
+			Diff: c.Diff, Status: it.Status, ToolCallID: it.ID,
+		}))
+	}
+	return append(evs, d.toolCompleted(it.ID, "apply_patch", input, it.Status, it.Status != "completed")...)
+}
+
+// mcpItem is a call of an MCP server's tool.
+func (d *decoder) mcpItem(it item, completed bool) []runs.Event {
+	if !completed {
+		return d.mcpStarted(it)
+	}
+	out, failed := mcpOutput(it.Result), len(it.Error) > 0 && string(it.Error) != "null"
+	if failed {
+		out = mcpError(it.Error)
+	}
+	evs := d.mcpStarted(it) // a call whose start was never seen
+	return append(evs, d.toolCompleted(it.ID, mcpToolName(it.Server, it.Tool), it.Arguments, out, failed || it.Status == "failed")...)
+}
+
+// collabItem is a call of the multi-agent tools: spawning a helper
+// thread, or addressing one.
+func (d *decoder) collabItem(it item, completed bool) []runs.Event {
+	// The first call that names a helper thread spawned it; later
+	// ones (wait, send_input) only address it.
+	for _, t := range it.ReceiverThreadIDs {
+		if _, ok := d.helpers[t]; !ok {
+			d.helpers[t] = it.ID
+		}
+	}
+	if it.Tool == "spawnAgent" {
+		d.spawning = slices.DeleteFunc(d.spawning, func(id string) bool { return id == it.ID })
+		if !completed {
+			d.spawning = append(d.spawning, it.ID)
+		}
+	}
+	input := map[string]any{"prompt": it.Prompt, "threads": it.ReceiverThreadIDs}
+	return d.toolItem(it, completed, "agent_"+it.Tool, input)
+}
+
+// webSearchItem is a web search, which reports no output and no failure.
+func (d *decoder) webSearchItem(it item, completed bool) []runs.Event {
+	input := map[string]string{"query": it.Query}
+	if !completed {
+		return d.toolStarted(it.ID, "web_search", input)
+	}
+	return d.toolCompleted(it.ID, "web_search", input, "", false)
+}
+
+// toolItem is a tool call whose status is its output: started, or
+// completed and failed when its status says so.
+func (d *decoder) toolItem(it item, completed bool, name string, input any) []runs.Event {
+	if !completed {
+		return d.toolStarted(it.ID, name, input)
+	}
+	return d.toolCompleted(it.ID, name, input, it.Status, it.Status == "failed")
 }
 
 // mcpToolName is an MCP tool's name in events, as Claude's model sees
