@@ -176,69 +176,22 @@ func (*Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if s.Session() {
 		args = append(args, sessionArgs...)
 	}
-
-	if s.ResumeSessionID != "" {
-		if !isUUID(s.ResumeSessionID) {
-			return runs.Command{}, runs.Invalid(runs.FieldResumeSessionID, "must be a UUID such as 0196f0c2-7e1a-7000-8000-000000000001")
-		}
-		// --resume keeps the session id, so the run reuses it.
-		args = append(args, "--resume="+s.ResumeSessionID)
-	} else {
-		if !isUUID(inv.RunID) {
-			return runs.Command{}, fmt.Errorf("claude: run id %q is not a UUID, which --session-id requires", inv.RunID)
-		}
-		args = append(args, "--session-id="+inv.RunID)
+	session, err := sessionFlag(inv)
+	if err != nil {
+		return runs.Command{}, err
 	}
-	if s.Model != "" {
-		args = append(args, "--model="+s.Model)
+	args = append(args, session)
+	oargs, err := optionArgs(s)
+	if err != nil {
+		return runs.Command{}, err
 	}
-	if s.SystemPrompt != "" {
-		if len(s.SystemPrompt) > maxArg {
-			return runs.Command{}, runs.Unsupported(Name, runs.FieldSystemPrompt,
-				fmt.Sprintf("is %d bytes; claude takes it on the command line, which holds at most %d", len(s.SystemPrompt), maxArg))
-		}
-		args = append(args, "--append-system-prompt="+s.SystemPrompt)
-	}
-	if s.Effort != "" {
-		if !slices.Contains(efforts, s.Effort) {
-			return runs.Command{}, runs.Unsupported(Name, runs.FieldEffort, "claude accepts low, medium, high, xhigh or max")
-		}
-		args = append(args, "--effort="+s.Effort)
-	}
-	if s.MaxTurns < 0 {
-		return runs.Command{}, runs.Invalid(runs.FieldMaxTurns, "must not be negative")
-	}
-	if s.MaxTurns > 0 {
-		args = append(args, "--max-turns="+strconv.Itoa(s.MaxTurns))
-	}
-	if s.MaxBudgetUSD < 0 || math.IsNaN(s.MaxBudgetUSD) || math.IsInf(s.MaxBudgetUSD, 0) {
-		return runs.Command{}, runs.Invalid(runs.FieldMaxBudgetUSD, "must be a positive number of dollars")
-	}
-	if s.MaxBudgetUSD > 0 {
-		args = append(args, "--max-budget-usd="+strconv.FormatFloat(s.MaxBudgetUSD, 'f', -1, 64))
-	}
-	if len(s.OutputSchema) > 0 {
-		schema, err := compactObject(s.OutputSchema)
-		if err != nil {
-			return runs.Command{}, runs.Invalid(runs.FieldOutputSchema, err.Error())
-		}
-		if len(schema) > maxArg {
-			return runs.Command{}, runs.Unsupported(Name, runs.FieldOutputSchema,
-				fmt.Sprintf("is %d bytes; claude takes it on the command line, which holds at most %d", len(schema), maxArg))
-		}
-		args = append(args, "--json-schema="+schema)
-	}
-
+	args = append(args, oargs...)
 	perm := adapterkit.Permission(s.Permission)
-	pargs, ok := permissionArgs[perm]
-	if !ok {
-		return runs.Command{}, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
-	}
-	if s.Asks() {
-		pargs = append(append([]string(nil), askPermissionArgs[perm]...), "--permission-prompt-tool=stdio")
+	pargs, err := permissionFlags(s, perm)
+	if err != nil {
+		return runs.Command{}, err
 	}
 	args = append(args, pargs...)
-
 	margs, allow, secrets, err := mcpArgs(s.MCPServers)
 	if err != nil {
 		return runs.Command{}, err
@@ -254,20 +207,9 @@ func (*Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if err != nil {
 		return runs.Command{}, err
 	}
-
-	env := append([]string(nil), phoneHome...)
-	env = append(env,
-		"CLAUDE_CODE_MAX_RETRIES="+strconv.Itoa(MaxRetries),
-		"API_TIMEOUT_MS="+strconv.FormatInt(APITimeout(inv.Timeout).Milliseconds(), 10),
-	)
-	if perm == runs.Full && !s.Asks() {
-		// The CLI refuses --dangerously-skip-permissions as root unless
-		// told it runs in a sandbox; the gateway may well run as root.
-		env = append(env, "IS_SANDBOX=1")
-	}
 	cmd := runs.Command{
 		Args:            args,
-		Env:             env,
+		Env:             runEnv(inv, perm),
 		PassEnv:         append([]string(nil), credentialEnv...),
 		Stdin:           first,
 		InterruptSignal: int(syscall.SIGINT),
@@ -279,6 +221,117 @@ func (*Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 		cmd.Stdin = nil
 	}
 	return cmd, nil
+}
+
+// sessionFlag names the run's session: the one it resumes, whose id
+// --resume keeps, or a new one with the run's id.
+func sessionFlag(inv runs.Invocation) (string, error) {
+	if id := inv.Spec.ResumeSessionID; id != "" {
+		if !isUUID(id) {
+			return "", runs.Invalid(runs.FieldResumeSessionID, "must be a UUID such as 0196f0c2-7e1a-7000-8000-000000000001")
+		}
+		return "--resume=" + id, nil
+	}
+	if !isUUID(inv.RunID) {
+		return "", fmt.Errorf("claude: run id %q is not a UUID, which --session-id requires", inv.RunID)
+	}
+	return "--session-id=" + inv.RunID, nil
+}
+
+// optionArgs are the flags of the spec's optional fields: model, system
+// prompt, effort, limits and output schema.
+func optionArgs(s runs.Spec) ([]string, error) {
+	var args []string
+	if s.Model != "" {
+		args = append(args, "--model="+s.Model)
+	}
+	if s.SystemPrompt != "" {
+		if len(s.SystemPrompt) > maxArg {
+			return nil, runs.Unsupported(Name, runs.FieldSystemPrompt,
+				fmt.Sprintf("is %d bytes; claude takes it on the command line, which holds at most %d", len(s.SystemPrompt), maxArg))
+		}
+		args = append(args, "--append-system-prompt="+s.SystemPrompt)
+	}
+	if s.Effort != "" {
+		if !slices.Contains(efforts, s.Effort) {
+			return nil, runs.Unsupported(Name, runs.FieldEffort, "claude accepts low, medium, high, xhigh or max")
+		}
+		args = append(args, "--effort="+s.Effort)
+	}
+	largs, err := limitArgs(s)
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, largs...)
+	if len(s.OutputSchema) > 0 {
+		schema, err := schemaArg(s.OutputSchema)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, schema)
+	}
+	return args, nil
+}
+
+// limitArgs are the flags of the run's turn and spending limits.
+func limitArgs(s runs.Spec) ([]string, error) {
+	var args []string
+	if s.MaxTurns < 0 {
+		return nil, runs.Invalid(runs.FieldMaxTurns, "must not be negative")
+	}
+	if s.MaxTurns > 0 {
+		args = append(args, "--max-turns="+strconv.Itoa(s.MaxTurns))
+	}
+	if s.MaxBudgetUSD < 0 || math.IsNaN(s.MaxBudgetUSD) || math.IsInf(s.MaxBudgetUSD, 0) {
+		return nil, runs.Invalid(runs.FieldMaxBudgetUSD, "must be a positive number of dollars")
+	}
+	if s.MaxBudgetUSD > 0 {
+		args = append(args, "--max-budget-usd="+strconv.FormatFloat(s.MaxBudgetUSD, 'f', -1, 64))
+	}
+	return args, nil
+}
+
+// schemaArg is the --json-schema flag of an output schema, compacted to
+// fit the command line.
+func schemaArg(raw json.RawMessage) (string, error) {
+	schema, err := compactObject(raw)
+	if err != nil {
+		return "", runs.Invalid(runs.FieldOutputSchema, err.Error())
+	}
+	if len(schema) > maxArg {
+		return "", runs.Unsupported(Name, runs.FieldOutputSchema,
+			fmt.Sprintf("is %d bytes; claude takes it on the command line, which holds at most %d", len(schema), maxArg))
+	}
+	return "--json-schema=" + schema, nil
+}
+
+// permissionFlags are the flags of permission level perm, or of the
+// level with approvals asked through --permission-prompt-tool=stdio.
+func permissionFlags(s runs.Spec, perm runs.Permission) ([]string, error) {
+	pargs, ok := permissionArgs[perm]
+	if !ok {
+		return nil, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
+	}
+	if s.Asks() {
+		return append(append([]string(nil), askPermissionArgs[perm]...), "--permission-prompt-tool=stdio"), nil
+	}
+	return pargs, nil
+}
+
+// runEnv is the environment the gateway sets for the run: no phoning
+// home, bounded retries and a per-attempt timeout that fits the run's.
+func runEnv(inv runs.Invocation, perm runs.Permission) []string {
+	env := append([]string(nil), phoneHome...)
+	env = append(env,
+		"CLAUDE_CODE_MAX_RETRIES="+strconv.Itoa(MaxRetries),
+		"API_TIMEOUT_MS="+strconv.FormatInt(APITimeout(inv.Timeout).Milliseconds(), 10),
+	)
+	if perm == runs.Full && !inv.Spec.Asks() {
+		// The CLI refuses --dangerously-skip-permissions as root unless
+		// told it runs in a sandbox; the gateway may well run as root.
+		env = append(env, "IS_SANDBOX=1")
+	}
+	return env
 }
 
 // allowTools adds rules to the --allowedTools flag of args, or adds the

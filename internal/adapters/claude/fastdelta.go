@@ -456,46 +456,75 @@ func (s *jsonScanner) int(dst *int64) bool {
 	return true
 }
 
-// number reads a number as JSON's grammar has it.
+// number reads a number as JSON's grammar has it: an integer part, then
+// an optional fraction and an optional exponent.
 func (s *jsonScanner) number() bool {
-	b, i := s.b, s.i
+	i, ok := integerPart(s.b, s.i)
+	if ok {
+		i, ok = fractionPart(s.b, i)
+	}
+	if ok {
+		i, ok = exponentPart(s.b, i)
+	}
+	if ok {
+		s.i = i
+	}
+	return ok
+}
+
+// integerPart reads an optional minus, then 0 or digits not starting
+// with 0, from b[i:]; it returns where they end.
+func integerPart(b []byte, i int) (int, bool) {
 	if i < len(b) && b[i] == '-' {
 		i++
 	}
 	switch {
 	case i < len(b) && b[i] == '0':
-		i++
+		return i + 1, true
 	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	default:
-		return false
+		return digits(b, i), true
 	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			return false
-		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			return false
-		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	}
-	s.i = i
-	return true
+	return i, false
 }
+
+// fractionPart reads a '.' and at least one digit, if b[i:] starts with
+// a '.'; it returns where they end.
+func fractionPart(b []byte, i int) (int, bool) {
+	if i >= len(b) || b[i] != '.' {
+		return i, true
+	}
+	i++
+	if i >= len(b) || !isDigit(b[i]) {
+		return i, false
+	}
+	return digits(b, i), true
+}
+
+// exponentPart reads an 'e' or 'E', an optional sign and at least one
+// digit, if b[i:] starts with the letter; it returns where they end.
+func exponentPart(b []byte, i int) (int, bool) {
+	if i >= len(b) || (b[i] != 'e' && b[i] != 'E') {
+		return i, true
+	}
+	i++
+	if i < len(b) && (b[i] == '+' || b[i] == '-') {
+		i++
+	}
+	if i >= len(b) || !isDigit(b[i]) {
+		return i, false
+	}
+	return digits(b, i), true
+}
+
+// digits returns where the run of decimal digits at b[i:] ends.
+func digits(b []byte, i int) int {
+	for i < len(b) && isDigit(b[i]) {
+		i++
+	}
+	return i
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // skip reads and checks any value.
 func (s *jsonScanner) skip() bool {
