@@ -172,3 +172,15 @@ func TestStatusClass(t *testing.T) {
 		}
 	}
 }
+
+func TestVersionHint(t *testing.T) {
+	for _, c := range []struct{ installed, want string }{
+		{"1.2.3", "tool 1.2.3 rejected the arguments the adapter built for it; check the request's values"},
+		{"1.3.0", "the installed tool is 1.3.0 but the adapter was verified with 1.2.3; install it with `npm i tool@1.2.3`"},
+		{"", "the installed tool is of unknown version but the adapter was verified with 1.2.3; install it with `npm i tool@1.2.3`"},
+	} {
+		if got := VersionHint("tool", c.installed, "1.2.3", "npm i tool@1.2.3"); got != c.want {
+			t.Errorf("VersionHint(%q) = %q, want %q", c.installed, got, c.want)
+		}
+	}
+}

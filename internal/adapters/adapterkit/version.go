@@ -33,3 +33,18 @@ func (p VersionParser) Parse(output []byte) (string, error) {
 	}
 	return string(m[1]), nil
 }
+
+// VersionHint is the hint of a run whose CLI rejected the arguments the
+// adapter built. It names the installed version (installed, empty when
+// unknown) and the one the adapter was verified with: a rejected flag
+// usually means the CLI changed, and install is how to get the verified
+// one.
+func VersionHint(cli, installed, verified, install string) string {
+	if installed == "" {
+		installed = "of unknown version"
+	}
+	if installed == verified {
+		return fmt.Sprintf("%s %s rejected the arguments the adapter built for it; check the request's values", cli, installed)
+	}
+	return fmt.Sprintf("the installed %s is %s but the adapter was verified with %s; install it with `%s`", cli, installed, verified, install)
+}

@@ -272,14 +272,7 @@ func (d *decoder) classifyNoResult(exit runs.Exit, stderr string) *runs.RunError
 // flagHint names the installed and the verified version: a rejected flag
 // usually means the CLI changed.
 func (d *decoder) flagHint() string {
-	v := d.inv.CLIVersion
-	if v == "" {
-		v = "of unknown version"
-	}
-	if v == VerifiedVersion {
-		return fmt.Sprintf("gemini %s rejected the arguments the adapter built for it; check the request's values", v)
-	}
-	return fmt.Sprintf("the installed gemini is %s but the adapter was verified with %s; install it with `%s`", v, VerifiedVersion, InstallCommand)
+	return adapterkit.VersionHint(Name, d.inv.CLIVersion, VerifiedVersion, InstallCommand)
 }
 
 // firstModel returns the alphabetically first model of stats.models.

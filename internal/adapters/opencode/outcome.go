@@ -191,14 +191,7 @@ func (d *decoder) classifyExit(exit runs.Exit, stderr string) *runs.RunError {
 // versionHint names the installed and the verified version: a rejected
 // flag usually means the CLI changed.
 func versionHint(installed string) string {
-	if installed == "" {
-		installed = "of unknown version"
-	}
-	if installed == VerifiedVersion {
-		return fmt.Sprintf("opencode %s rejected the arguments the adapter built for it; check the request's values", installed)
-	}
-	return fmt.Sprintf("the installed opencode is %s but the adapter was verified with %s; install it with `%s`",
-		installed, VerifiedVersion, InstallCommand)
+	return adapterkit.VersionHint(Name, installed, VerifiedVersion, InstallCommand)
 }
 
 // lastLines returns the last n non-empty lines of s, joined by " | ".
