@@ -184,3 +184,12 @@ func TestVersionHint(t *testing.T) {
 		}
 	}
 }
+
+func TestFirstModel(t *testing.T) {
+	if got := FirstModel(map[string]int{"zeta": 1, "alpha": 2, "mid": 3}); got != "alpha" {
+		t.Errorf("FirstModel = %q, want alpha", got)
+	}
+	if got := FirstModel(map[string]struct{}{}); got != "" {
+		t.Errorf("FirstModel(empty) = %q, want none", got)
+	}
+}

@@ -3,7 +3,6 @@ package claude
 import (
 	"fmt"
 	"regexp"
-	"sort"
 	"strings"
 
 	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
@@ -77,7 +76,7 @@ func (d *decoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
 		out.StopReason = r.TerminalReason
 	}
 	if out.Model == "" {
-		out.Model = firstModel(r.ModelUsage)
+		out.Model = adapterkit.FirstModel(r.ModelUsage)
 	}
 	if e := d.classifyResult(r, stderr); e != nil {
 		out.Status, out.Error = runs.Failed, e
@@ -230,19 +229,6 @@ func hintFor(c runs.Class) string {
 		return hintTransient
 	}
 	return hintAPI
-}
-
-// firstModel returns the alphabetically first model of modelUsage.
-func firstModel(mu map[string]wireMU) string {
-	names := make([]string, 0, len(mu))
-	for k := range mu {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	if len(names) == 0 {
-		return ""
-	}
-	return names[0]
 }
 
 // lastLines returns the last n non-empty lines of s, joined by " | ".

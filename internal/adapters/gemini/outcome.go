@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -71,7 +70,7 @@ func (d *decoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
 	}
 	out.Usage = normalize(r.Stats)
 	if out.Model == "" && r.Stats != nil {
-		out.Model = firstModel(r.Stats.Models)
+		out.Model = adapterkit.FirstModel(r.Stats.Models)
 	}
 	switch r.Status {
 	case "success":
@@ -273,19 +272,6 @@ func (d *decoder) classifyNoResult(exit runs.Exit, stderr string) *runs.RunError
 // usually means the CLI changed.
 func (d *decoder) flagHint() string {
 	return adapterkit.VersionHint(Name, d.inv.CLIVersion, VerifiedVersion, InstallCommand)
-}
-
-// firstModel returns the alphabetically first model of stats.models.
-func firstModel(m map[string]wireModelStat) string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	if len(names) == 0 {
-		return ""
-	}
-	return names[0]
 }
 
 // firstMatch returns the line of s where re first matches, or "".
