@@ -457,14 +457,16 @@ func (s *jsonScanner) int(dst *int64) bool {
 }
 
 // number reads a number as JSON's grammar has it: an integer part, then
-// an optional fraction and an optional exponent.
+// an optional fraction and an optional exponent. Each part is a function
+// small enough to be inlined: this runs for every number of every delta.
 func (s *jsonScanner) number() bool {
-	i, ok := integerPart(s.b, s.i)
-	if ok {
-		i, ok = fractionPart(s.b, i)
+	b := s.b
+	i, ok := integerPart(b, s.i)
+	if ok && i < len(b) && b[i] == '.' {
+		i, ok = someDigits(b, i+1)
 	}
-	if ok {
-		i, ok = exponentPart(s.b, i)
+	if ok && i < len(b) && b[i]|0x20 == 'e' { // 'e' or 'E'
+		i, ok = someDigits(b, optionalSign(b, i+1))
 	}
 	if ok {
 		s.i = i
@@ -478,42 +480,30 @@ func integerPart(b []byte, i int) (int, bool) {
 	if i < len(b) && b[i] == '-' {
 		i++
 	}
-	switch {
-	case i < len(b) && b[i] == '0':
+	if i >= len(b) || !isDigit(b[i]) {
+		return i, false
+	}
+	if b[i] == '0' {
 		return i + 1, true
-	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		return digits(b, i), true
 	}
-	return i, false
+	return digits(b, i), true
 }
 
-// fractionPart reads a '.' and at least one digit, if b[i:] starts with
-// a '.'; it returns where they end.
-func fractionPart(b []byte, i int) (int, bool) {
-	if i >= len(b) || b[i] != '.' {
-		return i, true
-	}
-	i++
+// someDigits reads one or more digits from b[i:]; it returns where they
+// end.
+func someDigits(b []byte, i int) (int, bool) {
 	if i >= len(b) || !isDigit(b[i]) {
 		return i, false
 	}
 	return digits(b, i), true
 }
 
-// exponentPart reads an 'e' or 'E', an optional sign and at least one
-// digit, if b[i:] starts with the letter; it returns where they end.
-func exponentPart(b []byte, i int) (int, bool) {
-	if i >= len(b) || (b[i] != 'e' && b[i] != 'E') {
-		return i, true
-	}
-	i++
+// optionalSign skips a '+' or '-' at b[i].
+func optionalSign(b []byte, i int) int {
 	if i < len(b) && (b[i] == '+' || b[i] == '-') {
-		i++
+		return i + 1
 	}
-	if i >= len(b) || !isDigit(b[i]) {
-		return i, false
-	}
-	return digits(b, i), true
+	return i
 }
 
 // digits returns where the run of decimal digits at b[i:] ends.

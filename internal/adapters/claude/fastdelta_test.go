@@ -2,6 +2,7 @@ package claude
 
 import (
 	"bytes"
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -137,4 +138,19 @@ func BenchmarkDecodeDelta(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestScannerNumber holds jsonScanner.number to JSON's grammar: it reads
+// exactly the numbers encoding/json accepts, and no more of the input.
+func TestScannerNumber(t *testing.T) {
+	for _, in := range []string{
+		"0", "-0", "7", "-12", "10", "01", "-", "", "1.", "1.5", "-0.25", ".5", "1e5", "1E+5", "1e-05", "1e", "1e+",
+		"2.5e3", "1.e3", "--1", "+1", "0x1", "1.5.5", "00",
+	} {
+		s := &jsonScanner{b: []byte(in + ",")}
+		got := s.number() && s.i == len(in)
+		if want := json.Valid([]byte(in)); got != want {
+			t.Errorf("number(%q) read %d bytes, ok %v; encoding/json says valid: %v", in, s.i, got, want)
+		}
+	}
 }
