@@ -128,8 +128,44 @@ var _ runs.Store = (*Store)(nil)
 // create racing another) until ctx ends, and fails at once on a
 // configuration the server rejects.
 func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc,
+		jetstream.WithDefaultTimeout(opts.Timeout),
+		jetstream.WithPublishAsyncTimeout(opts.Timeout))
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s := &Store{nc: nc, js: js, timeout: opts.Timeout, retryFor: opts.RetryFor, replicas: opts.Replicas, log: opts.Log, last: map[string]lastEvent{}, revs: map[string]uint64{}}
+	// A server that takes smaller messages than the default (1 MiB) gets
+	// smaller groups; one event alone is bounded by runs.Limits, as ever.
+	s.eventsPerMessage = opts.EventsPerMessage
+	s.groupBytes = min(maxGroupBytes, max(1, int(nc.MaxPayload())/4))
+	s.readers = newReaders(nc, opts.Timeout, opts.Log)
+	s.packs = newPackWriter(opts.Log, &s.packStats)
+	if err := s.create(ctx, opts); err != nil {
+		s.readers.close()
+		return nil, err
+	}
+	// The connections the store dialed for its cursors end with the one
+	// it was opened on, which its owner closes.
+	prev := nc.Opts.ClosedCB
+	nc.SetClosedHandler(func(c *nats.Conn) {
+		s.readers.close()
+		if prev != nil {
+			prev(c)
+		}
+	})
+	return s, nil
+}
+
+// withDefaults returns opts with the defaults its zero values stand for,
+// or an error for a negative one.
+func (opts Options) withDefaults() (Options, error) {
 	if opts.Replicas < 0 || opts.MaxAge < 0 || opts.Timeout < 0 || opts.ReplicaTTL < 0 || opts.RetryFor < 0 || opts.EventsPerMessage < 0 {
-		return nil, fmt.Errorf("open store: negative option: %+v", opts)
+		return opts, fmt.Errorf("open store: negative option: %+v", opts)
 	}
 	if opts.Replicas == 0 {
 		opts.Replicas = 1
@@ -146,29 +182,57 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 	if opts.EventsPerMessage == 0 {
 		opts.EventsPerMessage = defaultEventsPerMessage
 	}
-	js, err := jetstream.New(nc,
-		jetstream.WithDefaultTimeout(opts.Timeout),
-		jetstream.WithPublishAsyncTimeout(opts.Timeout))
-	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	s := &Store{nc: nc, js: js, timeout: opts.Timeout, retryFor: opts.RetryFor, replicas: opts.Replicas, log: opts.Log, last: map[string]lastEvent{}, revs: map[string]uint64{}}
-	// A server that takes smaller messages than the default (1 MiB) gets
-	// smaller groups; one event alone is bounded by runs.Limits, as ever.
-	s.eventsPerMessage = opts.EventsPerMessage
-	s.groupBytes = min(maxGroupBytes, max(1, int(nc.MaxPayload())/4))
-	s.readers = newReaders(nc, opts.Timeout, opts.Log)
-	s.packs = newPackWriter(opts.Log, &s.packStats)
+	return opts, nil
+}
 
+// create makes the store's streams and buckets where they are missing,
+// and brings their settings up to opts. Replicas started at once on an
+// empty cluster all get here before it has a meta leader, and race each
+// other's creates: every step is retried until ctx ends (see transient
+// for what is not).
+func (s *Store) create(ctx context.Context, opts Options) error {
+	var err error
+	if s.events, err = s.createStream(ctx, eventsStreamConfig(opts)); err != nil {
+		return fmt.Errorf("open store: stream %s: %w", eventsStream, err)
+	}
+	if s.packStream, err = s.createStream(ctx, packsStreamConfig(opts)); err != nil {
+		return fmt.Errorf("open store: stream %s: %w", packsStream, err)
+	}
+	if err := s.createBuckets(ctx, opts); err != nil {
+		return err
+	}
+	for _, open := range []func(context.Context, Options) error{
+		s.openQueue, s.openTenants, s.openIdempotency, s.openFiles, s.openWebhooks,
+	} {
+		if err := open(ctx, opts); err != nil {
+			return fmt.Errorf("open store: %w", err)
+		}
+	}
+	return nil
+}
+
+// createStream creates the stream of cfg, or updates it to cfg.
+func (s *Store) createStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	var stream jetstream.Stream
+	err := s.ensure(ctx, "create stream", func(ctx context.Context) error {
+		var err error
+		stream, err = s.js.CreateOrUpdateStream(ctx, cfg)
+		return err
+	})
+	return stream, err
+}
+
+// eventsStreamConfig is the stream of runs' events, many a message.
+// CreateOrUpdateStream adds the subject of the packs it held before they
+// had a stream of their own (packsStreamConfig) to a stream made before
+// them.
+func eventsStreamConfig(opts Options) jetstream.StreamConfig {
 	dedupe := dedupeWindow
 	if opts.MaxAge > 0 && opts.MaxAge < dedupe {
 		// The server rejects a dedupe window longer than MaxAge.
 		dedupe = opts.MaxAge
 	}
-	// The stream holds a run's events, many a message, and its packs of
-	// them (packs.go); CreateOrUpdateStream adds the packs' subject to a
-	// stream made before them.
-	streamCfg := jetstream.StreamConfig{
+	return jetstream.StreamConfig{
 		Name:        eventsStream,
 		Description: "agentgate run events",
 		Subjects:    []string{eventsPrefix + "*", legacyPacksPrefix + "*.*"},
@@ -185,25 +249,17 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		// AllowDirect stays off: a direct get may be answered by a lagging
 		// follower, and LastSeq must see the newest event.
 	}
-	// Replicas started at once on an empty cluster all get here before
-	// it has a meta leader, and race each other's creates: every step is
-	// retried until ctx ends (see transient for what is not).
-	err = s.ensure(ctx, "create stream", func(ctx context.Context) error {
-		s.events, err = js.CreateOrUpdateStream(ctx, streamCfg)
-		return err
-	})
-	if err != nil {
-		s.readers.close()
-		return nil, fmt.Errorf("open store: stream %s: %w", eventsStream, err)
-	}
-	// The packs have a stream of their own so that they can be read by
-	// direct gets: any copy answers one, with the message as it is stored
-	// rather than in JSON with it base64-encoded. The events stream keeps
-	// them off, since a copy behind its leader would miss the newest
-	// event. A pack is written once and never changed, so a copy can only
-	// be behind by whole packs, and a pack it does not have yet is read
-	// from the log, as any missing pack is.
-	packsCfg := jetstream.StreamConfig{
+}
+
+// packsStreamConfig is the stream of runs' packs. The packs have a stream
+// of their own so that they can be read by direct gets: any copy answers
+// one, with the message as it is stored rather than in JSON with it
+// base64-encoded. The events stream keeps them off, since a copy behind
+// its leader would miss the newest event. A pack is written once and never
+// changed, so a copy can only be behind by whole packs, and a pack it does
+// not have yet is read from the log, as any missing pack is.
+func packsStreamConfig(opts Options) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
 		Name:        packsStream,
 		Description: "agentgate run event packs: an index of the events stream, for replays",
 		Subjects:    []string{packsPrefix + "*.*"},
@@ -214,15 +270,11 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		Discard:     jetstream.DiscardOld,
 		AllowDirect: true,
 	}
-	err = s.ensure(ctx, "create stream", func(ctx context.Context) error {
-		s.packStream, err = js.CreateOrUpdateStream(ctx, packsCfg)
-		return err
-	})
-	if err != nil {
-		s.readers.close()
-		return nil, fmt.Errorf("open store: stream %s: %w", packsStream, err)
-	}
+}
 
+// createBuckets creates the runs, sessions and replicas buckets, or
+// updates them to opts.
+func (s *Store) createBuckets(ctx context.Context, opts Options) error {
 	kvCfg := jetstream.KeyValueConfig{
 		Bucket:      runsBucket,
 		Description: "agentgate runs",
@@ -242,45 +294,16 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		cfg jetstream.KeyValueConfig
 		kv  *jetstream.KeyValue
 	}{{kvCfg, &s.kv}, {costCfg, &s.costs}, {aliveCfg, &s.alive}} {
-		err = s.ensure(ctx, "create bucket", func(ctx context.Context) error {
-			*b.kv, err = js.CreateOrUpdateKeyValue(ctx, b.cfg)
+		err := s.ensure(ctx, "create bucket", func(ctx context.Context) error {
+			var err error
+			*b.kv, err = s.js.CreateOrUpdateKeyValue(ctx, b.cfg)
 			return err
 		})
 		if err != nil {
-			s.readers.close()
-			return nil, fmt.Errorf("open store: bucket %s: %w", b.cfg.Bucket, err)
+			return fmt.Errorf("open store: bucket %s: %w", b.cfg.Bucket, err)
 		}
 	}
-	if err := s.openQueue(ctx, opts); err != nil {
-		s.readers.close()
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	if err := s.openTenants(ctx, opts); err != nil {
-		s.readers.close()
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	if err := s.openIdempotency(ctx, opts); err != nil {
-		s.readers.close()
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	if err := s.openFiles(ctx, opts); err != nil {
-		s.readers.close()
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	if err := s.openWebhooks(ctx, opts); err != nil {
-		s.readers.close()
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	// The connections the store dialed for its cursors end with the one
-	// it was opened on, which its owner closes.
-	prev := nc.Opts.ClosedCB
-	nc.SetClosedHandler(func(c *nats.Conn) {
-		s.readers.close()
-		if prev != nil {
-			prev(c)
-		}
-	})
-	return s, nil
+	return nil
 }
 
 // Close closes the connections the store dialed for its cursors, which
