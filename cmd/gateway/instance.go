@@ -181,8 +181,8 @@ func (g *instance) listen(context.Context) error {
 
 // openStore connects to NATS and opens the store, and the hub through
 // which the clients of a run on this replica share one store cursor on
-// it, or none while this replica runs the run: the supervisor writes
-// through hub.Offering, which hands the hub what it stored.
+// it, or none while this replica runs the run: the store hands the hub
+// what it stored.
 func (g *instance) openStore(ctx context.Context) error {
 	nc, emb, closeNATS, err := connectNATS(g.cfg, g.log)
 	if err != nil {
@@ -205,6 +205,7 @@ func (g *instance) openStore(ctx context.Context) error {
 	g.st = st
 	g.onClose(func() { st.Close() })
 	g.hub = fanout.New(st, fanout.Options{}, g.log.Named("fanout"))
+	st.OnAppend(g.hub.Offer)
 	g.onClose(func() { g.hub.Close() })
 	return nil
 }
@@ -323,7 +324,7 @@ func (g *instance) openSandbox(ctx context.Context) error {
 // this replica's runs and keep it from taking more until there is room
 // again.
 func (g *instance) startSupervisor(context.Context) error {
-	g.sup = runs.NewSupervisor(g.supervisorConfig(), g.hub.Offering(g.st), g.agents, g.rec, g.log)
+	g.sup = runs.NewSupervisor(g.supervisorConfig(), g.st, g.agents, g.rec, g.log)
 	// The loops outlive ctx: they stop after the shutdown's grace.
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	g.stopLoops = stopLoops

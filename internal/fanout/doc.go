@@ -16,11 +16,11 @@
 // every event of a run wherever it runs.
 //
 // The replica that runs a run also hands its Hub the events it has just
-// stored (Offer, through the store Offering returns, which the supervisor
-// writes through). A feed whose ring ends right before an offer takes it
-// at once and closes its store cursor: while offers keep coming in order,
-// the run's local readers cost the store nothing and get each event as
-// soon as it is acknowledged. Offers only ever extend the ring with what
+// stored (Offer, which the store calls after each append it makes). A
+// feed whose ring ends right before an offer takes it at once and closes
+// its store cursor: while offers keep coming in order, the run's local
+// readers cost the store nothing and get each event as soon as it is
+// acknowledged. Offers only ever extend the ring with what
 // follows it, so they cannot reorder or repeat an event. A feed kept by
 // offers goes back to a store cursor from its ring's end when an offer
 // leaves a gap, or when none came for a while and the store holds events

@@ -1,14 +1,14 @@
 package fanout
 
 import (
-	"context"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
 // Offer hands the Hub events of the run that this replica has just stored:
-// AppendEvents returned nil for them, so they are the log's, in order. A
+// AppendEvents returned nil for them, so they are the log's, in order. The
+// replica's store calls it after each append (store.Store.OnAppend). A
 // feed of the run whose ring ends right before them takes them at once,
 // without waiting for its store cursor to deliver them, and then closes
 // that cursor: while the run's events keep coming through Offer, in
@@ -31,24 +31,6 @@ func (h *Hub) Offer(runID string, evs []runs.StoredEvent) {
 		return
 	}
 	f.offer(evs)
-}
-
-// Offering returns st with AppendEvents offering what it stored to the
-// Hub: the store a replica's supervisor writes through, so that the
-// replica's own readers of its runs get their events from memory.
-func (h *Hub) Offering(st runs.Store) runs.Store { return offeringStore{st, h} }
-
-type offeringStore struct {
-	runs.Store
-	h *Hub
-}
-
-func (s offeringStore) AppendEvents(ctx context.Context, runID string, evs []runs.StoredEvent) error {
-	err := s.Store.AppendEvents(ctx, runID, evs)
-	if err == nil {
-		s.h.Offer(runID, evs)
-	}
-	return err
 }
 
 // waitLocal waits while the feed is kept by offers alone, and reports

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
+	"github.com/agentgate/agentgate/internal/store"
 )
 
 // store appends n events to the run's log, as this replica's store would,
@@ -234,17 +235,18 @@ func TestOffersRaceTheStoreCursor(t *testing.T) {
 	}
 }
 
-// The Hub's Offering store offers what its AppendEvents stored, and
-// nothing when the append fails; on the gateway's store, readers of a run
-// written through it read it from memory once caught up, and get every
-// event once, in order.
-func TestOfferingStore(t *testing.T) {
+// The gateway's store, with the Hub registered for its appends, offers
+// the Hub what its AppendEvents stored, and nothing when the append fails;
+// readers of a run written through it read it from memory once caught up,
+// and get every event once, in order.
+func TestStoreOffersItsAppends(t *testing.T) {
 	st := runstest.Store(t)
 	ctx := context.Background()
 	const id, total = "run-1", 600
 	h := New(st, Options{RingEvents: 64}, zap.NewNop())
 	defer h.Close()
-	offering := h.Offering(st)
+	offering := st.(*store.Store)
+	offering.OnAppend(h.Offer)
 	if err := offering.AppendEvents(ctx, id, events(id, 1, 10, false)); err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,26 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, events []runs.St
 	if err != nil {
 		return fmt.Errorf("append events %d..%d to %s: %w", events[0].Seq, events[len(events)-1].Seq, runID, err)
 	}
+	if fn := s.onAppend.Load(); fn != nil {
+		(*fn)(runID, events)
+	}
 	return nil
+}
+
+// OnAppend has fn told of each batch AppendEvents stores, once it has
+// stored it and before it returns: the events as they were given, now
+// the run's log's, in order (a batch appended again may hold some that
+// were stored before). It is how a replica's fan-out hub
+// (fanout.Hub.Offer) hands its readers of the runs it writes their
+// events from memory. fn must neither change the events nor block; a
+// failed append tells it nothing. A later call replaces fn; nil removes
+// it.
+func (s *Store) OnAppend(fn func(runID string, events []runs.StoredEvent)) {
+	if fn == nil {
+		s.onAppend.Store(nil)
+		return
+	}
+	s.onAppend.Store(&fn)
 }
 
 // appendOnce makes one attempt at storing what of events is not stored.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -230,6 +231,38 @@ func TestAppendRejectsBadBatches(t *testing.T) {
 	if last, err := e.s.LastEvent(ctx(t), id); err != nil || last.Seq != 0 {
 		t.Errorf("LastEvent = %d, %v; want nothing stored", last.Seq, err)
 	}
+}
+
+// OnAppend's fn is told of each batch AppendEvents stored, as it was
+// given, and of nothing when an append fails or stores nothing; nil stops
+// it.
+func TestOnAppendToldOfStoredBatches(t *testing.T) {
+	e := newEnv(t)
+	id := newID(t)
+	type batch struct {
+		runID       string
+		first, last uint64
+		n           int
+	}
+	var told []batch
+	e.s.OnAppend(func(runID string, evs []runs.StoredEvent) {
+		told = append(told, batch{runID, evs[0].Seq, evs[len(evs)-1].Seq, len(evs)})
+	})
+	appendEvents(t, e.s, id, 1, 3)
+	appendEvents(t, e.s, id, 2, 5) // overlaps what is stored
+	if err := e.s.AppendEvents(ctx(t), id, mkEvents(id, 9, 9)); !errors.Is(err, runs.ErrInvalid) {
+		t.Fatalf("append after a gap: %v, want ErrInvalid", err)
+	}
+	if err := e.s.AppendEvents(ctx(t), id, nil); err != nil {
+		t.Fatalf("empty batch: %v", err)
+	}
+	e.s.OnAppend(nil)
+	appendEvents(t, e.s, id, 6, 6)
+	want := []batch{{id, 1, 3, 3}, {id, 2, 5, 4}}
+	if !slices.Equal(told, want) {
+		t.Errorf("told of %+v, want %+v", told, want)
+	}
+	checkStored(t, e.s, id, 6)
 }
 
 func TestCursorClose(t *testing.T) {

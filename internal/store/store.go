@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
@@ -110,6 +111,9 @@ type Store struct {
 
 	packs     *packWriter // the packs of the runs this store appends to
 	packStats packStats
+	// onAppend is told of what AppendEvents stored (OnAppend); nil
+	// while no one listens.
+	onAppend atomic.Pointer[func(runID string, events []runs.StoredEvent)]
 
 	mu   sync.Mutex
 	last map[string]lastEvent // run → its last stored event, as this store last appended or read it
