@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentgate/agentgate/internal/agui"
+	"github.com/agentgate/agentgate/internal/api/stream"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -23,7 +24,8 @@ import (
 // the interrupt it resumes) and answers with that AG-UI run's events. Both
 // write server-sent events whose data is one AG-UI event each, translated
 // from the run's stored log by internal/agui; they share the native
-// stream's cursor, batching, pings and drain (stream.go).
+// stream's cursor, batching, pings and drain: both are written by
+// internal/api/stream, AG-UI events by its AGUI encoder.
 
 const (
 	// formatAGUI is the value of ?format= that selects AG-UI events.
@@ -64,85 +66,48 @@ func aguiRequested(r *http.Request) (bool, error) {
 	return false, nil
 }
 
-// aguiPosition is where an AG-UI stream resumes. One stored event may
-// become several AG-UI events: the last of them has the event's seq as
-// its SSE id ("7"), the others the seq and how many of its events the
-// client then has ("7.1", "7.2"). So "7" means everything made of the
-// events up to seq 7, "7.2" everything of those before 7 and the first two
-// of 7's, and a resume never repeats or skips one.
-type aguiPosition struct {
-	seq     uint64
-	count   int
-	partial bool // count applies; otherwise all of seq's events are had
-}
-
-// shows reports whether the k-th (from 0) AG-UI event of the stored event
-// seq comes after p.
-func (p aguiPosition) shows(seq uint64, k int) bool {
-	return seq > p.seq || seq == p.seq && p.partial && k >= p.count
-}
-
-// after reports whether p is later than q.
-func (p aguiPosition) after(q aguiPosition) bool {
-	if p.seq != q.seq {
-		return p.seq > q.seq
-	}
-	return q.partial && (!p.partial || p.count > q.count)
-}
-
 // maxAGUIEventsPerEvent bounds the count of an AG-UI event id: no stored
 // event makes nearly this many.
 const maxAGUIEventsPerEvent = 1 << 20
 
 // parseAGUIID parses an AG-UI event id, "N" or "N.K".
-func parseAGUIID(s string) (aguiPosition, bool) {
+func parseAGUIID(s string) (stream.AGUIPosition, bool) {
 	seqPart, countPart, dotted := strings.Cut(s, ".")
 	seq, ok := parseSeq(seqPart)
 	if !ok {
-		return aguiPosition{}, false
+		return stream.AGUIPosition{}, false
 	}
 	if !dotted {
-		return aguiPosition{seq: seq}, true
+		return stream.AGUIPosition{Seq: seq}, true
 	}
 	n, ok := parseSeq(countPart)
 	if !ok || n > maxAGUIEventsPerEvent {
-		return aguiPosition{}, false
+		return stream.AGUIPosition{}, false
 	}
-	return aguiPosition{seq: seq, count: int(n), partial: true}, true
-}
-
-// aguiID is the SSE id of the k-th of n AG-UI events made of the stored
-// event seq.
-func aguiID(buf []byte, seq uint64, k, n int) []byte {
-	buf = strconv.AppendUint(buf, seq, 10)
-	if k < n-1 {
-		buf = append(buf, '.')
-		buf = strconv.AppendInt(buf, int64(k+1), 10)
-	}
-	return buf
+	return stream.AGUIPosition{Seq: seq, Count: int(n), Partial: true}, true
 }
 
 // aguiResumePoint is the later of Last-Event-ID and ?after=, as for the
 // native stream, in AG-UI event ids.
-func aguiResumePoint(r *http.Request) (aguiPosition, error) {
-	var pos aguiPosition
+func aguiResumePoint(r *http.Request) (stream.AGUIPosition, error) {
+	var pos stream.AGUIPosition
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		p, ok := parseAGUIID(v)
 		if !ok {
-			return aguiPosition{}, invalidField("Last-Event-ID", `must be an AG-UI event id: "N" or "N.K", decimal integers`)
+			return stream.AGUIPosition{}, invalidField("Last-Event-ID", `must be an AG-UI event id: "N" or "N.K", decimal integers`)
 		}
 		pos = p
 	}
 	q := r.URL.Query()["after"]
 	if len(q) > 1 {
-		return aguiPosition{}, invalidField("after", "appears more than once")
+		return stream.AGUIPosition{}, invalidField("after", "appears more than once")
 	}
 	if len(q) == 1 && q[0] != "" {
 		p, ok := parseAGUIID(q[0])
 		if !ok {
-			return aguiPosition{}, invalidField("after", `must be an AG-UI event id: "N" or "N.K", decimal integers`)
+			return stream.AGUIPosition{}, invalidField("after", `must be an AG-UI event id: "N" or "N.K", decimal integers`)
 		}
-		if p.after(pos) {
+		if p.After(pos) {
 			pos = p
 		}
 	}
@@ -153,7 +118,7 @@ func aguiResumePoint(r *http.Request) (aguiPosition, error) {
 // The translation of a run depends on all of its log, so the cursor always
 // starts at the first event; the resume point only decides what is
 // written.
-func (s *server) openAGUIEvents(ctx context.Context, w http.ResponseWriter, r *http.Request) (string, *stream, runs.Cursor, bool) {
+func (s *server) openAGUIEvents(ctx context.Context, w http.ResponseWriter, r *http.Request) (string, *stream.Writer, runs.Cursor, bool) {
 	id, err := runID(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -175,13 +140,13 @@ func (s *server) openAGUIEvents(ctx context.Context, w http.ResponseWriter, r *h
 			return "", nil, nil, false
 		}
 	}
-	if run.Status.Terminal() && (pos.seq > 0 || pos.partial) {
+	if run.Status.Terminal() && (pos.Seq > 0 || pos.Partial) {
 		last, err := s.svc.LastEventSeq(ctx, id)
 		if err != nil {
 			s.fail(w, r, fmt.Errorf("last event of run %s: %w", id, err))
 			return "", nil, nil, false
 		}
-		if last < pos.seq || last == pos.seq && !pos.partial {
+		if last < pos.Seq || last == pos.Seq && !pos.Partial {
 			w.Header().Set("Cache-Control", "no-cache")
 			w.WriteHeader(http.StatusNoContent)
 			return "", nil, nil, false
@@ -193,70 +158,8 @@ func (s *server) openAGUIEvents(ctx context.Context, w http.ResponseWriter, r *h
 		return "", nil, nil, false
 	}
 	releaseOwnedRun(r.Context())
-	st := &stream{w: w, rc: http.NewResponseController(w), last: pos.seq, timeout: s.cfg.WriteTimeout,
-		agui: &aguiStream{tr: agui.New(agui.Options{}), from: pos}}
-	return id, st, cur, true
-}
-
-// aguiStream is the AG-UI encoding of one stream.
-type aguiStream struct {
-	tr *agui.Translator
-	// from is the resume point: nothing at or before it is written.
-	from aguiPosition
-	// one, for POST /v1/ag-ui, writes one AG-UI run and ends after it: the
-	// first, or the one that the answer to the interrupt resumes opened.
-	one     bool
-	resumes string
-	inside  bool // in the AG-UI run that one writes
-	// translated is the seq of the last stored event translated.
-	translated uint64
-}
-
-// encode translates the stored events of evs into st.buf, up to
-// maxBatchBytes, and returns those it did not reach. done reports that
-// the stream is complete: run.completed was translated, or the one AG-UI
-// run it writes ended.
-func (a *aguiStream) encode(st *stream, evs []runs.StoredEvent) (rest []runs.StoredEvent, done bool) {
-	st.buf = st.takeBuf()
-	for i, ev := range evs {
-		if len(st.buf) >= maxBatchBytes {
-			return slices.Clone(evs[i:]), false
-		}
-		if ev.Seq <= a.translated {
-			continue
-		}
-		a.translated, st.last = ev.Seq, ev.Seq
-		out := a.tr.Translate(ev.JSON)
-		for k, e := range out {
-			if a.one && !a.inside {
-				if e.Type != agui.RunStarted || e.Resumes != a.resumes {
-					continue
-				}
-				a.inside = true
-			}
-			if a.from.shows(ev.Seq, k) {
-				st.buf = appendAGUIEvent(st.buf, ev.Seq, k, len(out), e.JSON)
-			}
-			if a.one && e.Type.Ends() {
-				return nil, true
-			}
-		}
-		if a.tr.Done() || ev.Type == runs.EventRunCompleted {
-			return nil, true
-		}
-	}
-	return nil, false
-}
-
-// appendAGUIEvent appends one AG-UI event as an SSE event: its id, and its
-// JSON, one line, as the data. No event field: AG-UI clients read data
-// alone, and an EventSource hands events without one to onmessage.
-func appendAGUIEvent(buf []byte, seq uint64, k, n int, data []byte) []byte {
-	buf = append(buf, "id: "...)
-	buf = aguiID(buf, seq, k, n)
-	buf = append(buf, "\ndata: "...)
-	buf = append(buf, data...)
-	return append(buf, '\n', '\n')
+	enc := stream.NewAGUI(agui.New(agui.Options{}), pos)
+	return id, stream.New(w, enc, pos.Seq, &s.streamCfg), cur, true
 }
 
 // runAGUI answers POST /v1/ag-ui: an AG-UI client's RunAgentInput runs the
@@ -288,11 +191,11 @@ func (s *server) runAGUI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var id string
-	var a *aguiStream
+	var enc *stream.AGUI
 	if len(in.Resume) > 0 {
-		id, a, err = s.aguiResume(r, in)
+		id, enc, err = s.aguiResume(r, in)
 	} else {
-		id, a, err = s.aguiSubmit(r, in, len(body))
+		id, enc, err = s.aguiSubmit(r, in, len(body))
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -314,10 +217,10 @@ func (s *server) runAGUI(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("open events of run %s: %w", id, err))
 		return
 	}
-	st := &stream{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout, agui: a}
+	st := stream.New(w, enc, 0, &s.streamCfg)
 	s.obs.SSEClientsAdd(1)
 	defer s.obs.SSEClientsAdd(-1)
-	s.streamEnded(w, id, st, st.serve(ctx, cancel, cur, &s.cfg))
+	s.streamEnded(w, id, st, st.Serve(ctx, cancel, cur))
 }
 
 // aguiInputError is the 400 of a RunAgentInput that is not valid.
@@ -344,7 +247,7 @@ var aguiRunFields = slices.DeleteFunc(slices.Clone(requestFields), func(f string
 })
 
 // aguiSubmit creates the run a RunAgentInput without resume asks for.
-func (s *server) aguiSubmit(r *http.Request, in agui.Input, bodyLen int) (string, *aguiStream, error) {
+func (s *server) aguiSubmit(r *http.Request, in agui.Input, bodyLen int) (string, *stream.AGUI, error) {
 	var last *agui.Message
 	for j := len(in.Messages) - 1; j >= 0; j-- {
 		if in.Messages[j].Role == "user" {
@@ -417,7 +320,7 @@ func (s *server) aguiSubmit(r *http.Request, in agui.Input, bodyLen int) (string
 		return "", nil, names.rename(fmt.Errorf("submit run: %w", err))
 	}
 	tr := agui.New(agui.Options{ThreadID: in.ThreadID, RunID: in.RunID, PromptMessageID: last.ID})
-	return run.ID, &aguiStream{tr: tr, one: true}, nil
+	return run.ID, stream.NewAGUIRun(tr, ""), nil
 }
 
 // forwardedProps reads a RunAgentInput's forwardedProps: run options by
@@ -570,7 +473,7 @@ func (e *renamedError) Unwrap() error { return e.err }
 // on the run the interrupt names. An approval answered already (a resume
 // sent again, or one the timeout answered) is not an error: the stream
 // shows what happened.
-func (s *server) aguiResume(r *http.Request, in agui.Input) (string, *aguiStream, error) {
+func (s *server) aguiResume(r *http.Request, in agui.Input) (string, *stream.AGUI, error) {
 	if len(in.Resume) != 1 {
 		return "", nil, invalidField("resume", "must answer one interrupt: an AG-UI run of this gateway ends with one at most")
 	}
@@ -594,7 +497,7 @@ func (s *server) aguiResume(r *http.Request, in agui.Input) (string, *aguiStream
 		return "", nil, fmt.Errorf("answer approval %s of run %s: %w", approval, runID, err)
 	}
 	tr := agui.New(agui.Options{ThreadID: in.ThreadID, RunID: in.RunID})
-	return runID, &aguiStream{tr: tr, one: true, resumes: e.InterruptID}, nil
+	return runID, stream.NewAGUIRun(tr, e.InterruptID), nil
 }
 
 // The members of a resume payload.

@@ -1027,12 +1027,12 @@ func FuzzAGUIEventID(f *testing.F) {
 		}
 		seq, count, dotted := strings.Cut(s, ".")
 		n, err := strconv.ParseUint(seq, 10, 64)
-		if err != nil || n != p.seq || dotted != p.partial || !isDigits(seq) {
+		if err != nil || n != p.Seq || dotted != p.Partial || !isDigits(seq) {
 			t.Fatalf("%q parsed as %+v", s, p)
 		}
 		if dotted {
 			k, err := strconv.Atoi(count)
-			if err != nil || k != p.count || !isDigits(count) || k > maxAGUIEventsPerEvent {
+			if err != nil || k != p.Count || !isDigits(count) || k > maxAGUIEventsPerEvent {
 				t.Fatalf("%q parsed as %+v", s, p)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"go.uber.org/zap"
 
+	"github.com/agentgate/agentgate/internal/api/stream"
 	"github.com/agentgate/agentgate/internal/auth"
 	"github.com/agentgate/agentgate/internal/console"
 	"github.com/agentgate/agentgate/internal/runs"
@@ -162,10 +163,6 @@ type Config struct {
 	Draining <-chan struct{} `ignored:"true"`
 }
 
-// drainReconnectDelay is the SSE "retry:" of a stream ended by a drain:
-// the client should come back at once, to another replica.
-const drainReconnectDelay = 250 * time.Millisecond
-
 // withDefaults returns c with every unset field at its default.
 func (c Config) withDefaults() Config {
 	if c.PingInterval <= 0 {
@@ -200,12 +197,14 @@ func (c Config) withDefaults() Config {
 
 // server holds the handlers' dependencies.
 type server struct {
-	cfg     Config
-	svc     Service
-	obs     Observer
-	log     *zap.Logger
-	router  *chi.Mux
-	metrics http.Handler
+	cfg Config
+	// streamCfg is what an event stream needs of cfg.
+	streamCfg stream.Config
+	svc       Service
+	obs       Observer
+	log       *zap.Logger
+	router    *chi.Mux
+	metrics   http.Handler
 	// audit logs each use of a key.
 	audit  *zap.Logger
 	limits *tenantLimits
@@ -225,6 +224,8 @@ func New(cfg Config, svc Service, obs Observer, metrics http.Handler, log *zap.L
 		log = zap.NewNop()
 	}
 	s := &server{cfg: cfg.withDefaults(), svc: svc, obs: obs, log: log, metrics: metrics, audit: log.Named("audit")}
+	s.streamCfg = stream.Config{BatchSize: s.cfg.BatchSize, PingInterval: s.cfg.PingInterval,
+		ReconnectDelay: s.cfg.ReconnectDelay, WriteTimeout: s.cfg.WriteTimeout, Draining: s.cfg.Draining}
 	s.limits = newTenantLimits(s.cfg.TenantRate, s.cfg.TenantBurst, s.cfg.TenantStreams)
 	r := chi.NewRouter()
 	r.Use(s.instrument, s.checkHost, s.cors, s.checkQuery, s.bounded, middleware.GetHead, s.authenticate)

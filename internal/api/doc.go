@@ -1,7 +1,7 @@
 // Package api is agentgate's HTTP edge: the chi router, the handlers of the
-// /v1 REST API, the event stream writer (SSE and NDJSON), request metrics and
-// logging, and the one function that maps errors to an HTTP status and a
-// stable error code.
+// /v1 REST API and of the event stream (written by internal/api/stream, as
+// SSE, NDJSON or AG-UI events), request metrics and logging, and the one
+// function that maps errors to an HTTP status and a stable error code.
 //
 // The package declares what it consumes: Service, implemented by the
 // supervisor, and Observer, implemented by internal/metrics. It imports runs

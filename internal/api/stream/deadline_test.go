@@ -1,4 +1,4 @@
-package api
+package stream
 
 import (
 	"net/http"
@@ -25,7 +25,7 @@ func (d *deadlineRecorder) SetWriteDeadline(t time.Time) error {
 func TestStreamMovesItsDeadlineOnlyWhenItMust(t *testing.T) {
 	rec := &deadlineRecorder{ResponseRecorder: httptest.NewRecorder()}
 	const timeout = time.Hour
-	st := &stream{w: rec, rc: http.NewResponseController(rec), timeout: timeout}
+	st := &Writer{w: rec, rc: http.NewResponseController(rec), timeout: timeout}
 	start := time.Now()
 	for range 100 {
 		if err := st.write([]byte(": ping\n\n")); err != nil {

@@ -1,5 +1,5 @@
 //go:build !race
 
-package api
+package stream
 
 const raceEnabled = false

@@ -1,6 +1,6 @@
 //go:build race
 
-package api
+package stream
 
 // raceEnabled: the race detector makes sync.Pool drop what it holds at
 // random, so pooled buffers are allocated again, and allocation counts

@@ -1,4 +1,4 @@
-package api
+package stream
 
 import (
 	"context"
@@ -40,14 +40,15 @@ func BenchmarkStreamReplay(b *testing.B) {
 			`{"v":1,"seq":%d,"run_id":"run_01JABCDEFGHJKMNPQRSTVWXYZ0","type":%q,"time":"2026-12-03T18:00:00.000000001Z","data":{"message_id":"msg_0123456789","text":"some streamed text, a token or two <%d>"}}`,
 			seq, typ, seq)}
 	}
-	cfg := Config{BatchSize: DefaultBatchSize, PingInterval: time.Hour, ReconnectDelay: time.Second, WriteTimeout: time.Minute}
+	// The gateway's default batch size (api.DefaultBatchSize).
+	cfg := Config{BatchSize: 256, PingInterval: time.Hour, ReconnectDelay: time.Second, WriteTimeout: time.Minute}
 	wrote := 0
 	for b.Loop() {
 		cur := sliceCursor(evs, true)
 		w := &discardStream{h: http.Header{}}
-		st := &stream{w: w, rc: http.NewResponseController(w), timeout: cfg.WriteTimeout}
+		st := New(w, SSE{}, 0, &cfg)
 		ctx, cancel := context.WithCancel(context.Background())
-		if err := st.serve(ctx, cancel, cur, &cfg); err != nil {
+		if err := st.Serve(ctx, cancel, cur); err != nil {
 			b.Fatal(err)
 		}
 		if st.last != events {
