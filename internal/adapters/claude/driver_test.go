@@ -18,8 +18,9 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-// sessionDeadline bounds one session test's wait for a line.
-const sessionDeadline = 60 * time.Second
+// sessionDeadline bounds one session test's wait for a line, against a
+// hang only: at load 25 a CLI's start alone took minutes.
+const sessionDeadline = 3 * time.Minute
 
 // driver plays the supervisor's part for a Session over the real CLI: it
 // starts the process like agenttest.Start does but keeps stdin open,

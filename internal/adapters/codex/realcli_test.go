@@ -26,8 +26,12 @@ import (
 
 var record = flag.Bool("record", false, "TestRealCLI rewrites testdata/<case>.jsonl and .meta.json from the real CLI (then run TestGolden -update)")
 
-// runDeadline bounds one real-CLI run; every case takes about a second.
-const runDeadline = 45 * time.Second
+// runDeadline bounds one real-CLI run against a hang, so that a CLI that
+// hangs fails its test rather than the package's timeout; it is not a
+// target. Every case takes about a second, but at load 25 (several suites at
+// once on two cores) a CLI's start alone took minutes, so the bound is
+// far above that.
+const runDeadline = 5 * time.Minute
 
 // testKeyEnv is the variable the mock provider reads its key from.
 const testKeyEnv = "AGENTGATE_TEST_CODEX_KEY"
