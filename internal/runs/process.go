@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -101,206 +100,21 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 	// that it means the gateway's death.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var cg *proctree.Cgroup
-	if p.Cgroups != nil {
-		cctx, cancel := context.WithTimeout(context.Background(), killTimeout)
-		var cerr error
-		cg, cerr = p.Cgroups.New(cctx, p.RunID)
-		cancel()
-		if cerr != nil {
-			// The probe at startup passed, so this is the machine's limit
-			// (cgroup.max.descendants, no file descriptors): the run goes
-			// on with what the reaper and the cookie guarantee.
-			log.Warn("run without a cgroup of its own", zap.Error(cerr))
-		}
-	}
-	// removeCgroup kills what is left in the run's cgroup and removes it,
-	// and reports whether it did: the run had a cgroup, and every process
-	// in it is gone.
-	removeCgroup := func() bool {
-		if cg == nil {
-			return false
-		}
-		rctx, cancel := context.WithTimeout(context.Background(), killTimeout)
-		defer cancel()
-		err := cg.Remove(rctx)
-		if err != nil {
-			log.Error("kill the run's cgroup", zap.Error(err))
-		}
-		cg = nil
-		return err == nil
-	}
-	defer removeCgroup()
-	outR, outW, err := os.Pipe()
-	if err != nil {
+	c := &child{p: p, tree: tree, log: log, cg: newRunCgroup(p, log)}
+	defer c.removeCgroup()
+	if err := c.start(); err != nil {
 		return Exit{Code: -1}, nil, err
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return Exit{Code: -1}, nil, err
+	if c.talk != nil {
+		defer c.talk.close()
+		c.open()
 	}
-	cmd := exec.Command(p.Path, p.Args...)
-	cmd.Dir = p.Dir
-	cmd.Env = append(p.Env, proctree.Cookie(p.RunID))
-	cmd.Stdout, cmd.Stderr = outW, errW
-	var talk *stdinWriter
-	var inR *os.File
-	switch {
-	case p.Conversation != nil:
-		var inW *os.File
-		inR, inW, err = os.Pipe()
-		if err != nil {
-			outR.Close()
-			outW.Close()
-			errR.Close()
-			errW.Close()
-			return Exit{Code: -1}, nil, err
-		}
-		cmd.Stdin = inR
-		talk = newStdinWriter(inW)
-	case p.Stdin != nil:
-		cmd.Stdin = bytes.NewReader(p.Stdin)
-	}
-	// Setpgid lets one signal reach the CLI and the children that stay in
-	// its group; Pdeathsig takes the CLI down with a gateway that dies, or
-	// tells its reaper to take the run down.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if p.Reaped {
-		cmd.SysProcAttr.Pdeathsig = proctree.DeathSignal
-	}
-	if cg != nil {
-		// clone3 puts the child in the cgroup as it is created: nothing
-		// it starts runs outside, even for an instant.
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cg.FD()
-	}
-	// The stdin copier is exec's goroutine; WaitDelay keeps a child that
-	// never reads stdin from holding Wait.
-	cmd.WaitDelay = p.Grace
-	err = cmd.Start()
-	outW.Close()
-	errW.Close()
-	if inR != nil {
-		// The child has its end; ours must not keep the pipe open.
-		inR.Close()
-	}
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		if talk != nil {
-			talk.close()
-		}
-		return Exit{Code: -1}, nil, err
-	}
-	if talk != nil {
-		defer talk.close()
-		if p.OnStart != nil {
-			p.OnStart(talk, cmd.Process.Pid, cg)
-		} else {
-			talk.write(p.Conversation.Open())
-		}
-	}
-	lineHandler := onLine
-	if talk != nil && p.OnStart == nil {
-		lineHandler = func(l line) {
-			onLine(l)
-			out, done := p.Conversation.Pending()
-			talk.write(out)
-			if done {
-				talk.finish()
-			}
-		}
-	}
-
-	out := &drainReader{f: outR}
-	tail := newTailBuffer(p.StderrTail)
-	var readers sync.WaitGroup
-	readers.Add(2)
-	go func() {
-		defer readers.Done()
-		_, _ = io.Copy(tail, errR)
-	}()
-	go func() {
-		defer readers.Done()
-		readLines(out, p.MaxLine, lineHandler)
-	}()
-
-	waited := make(chan struct{})
-	var state *os.ProcessState
-	go func() {
-		_ = cmd.Wait() // how it ended is read from ProcessState
-		state = cmd.ProcessState
-		close(waited)
-	}()
-
-	reason := ""
-	// eof is closed once a conversation's stdin is: the CLI was told
-	// there is no more input and should exit by itself. One that does
-	// not (Gemini CLI over ACP with an MCP server) is stopped, as a
-	// cancel would stop it, after twice the grace or minLingerAfterEOF,
-	// whichever is longer: long enough for any CLI that does exit, even
-	// on a loaded machine.
-	var eof <-chan struct{}
-	if talk != nil {
-		eof = talk.done
-	}
-	var linger <-chan time.Time
-	for ended := false; !ended; {
-		select {
-		case <-waited:
-			ended = true
-		case <-ctx.Done():
-			cause := stopCause(ctx)
-			reason = stopReason(cause)
-			if errors.Is(cause, errDiskFull) {
-				// No grace for a run stopped for a low disk: while any
-				// of its processes lives it can take the space the store
-				// needs to record the run, and a graceful exit would
-				// only write more.
-				killAll(cmd.Process.Pid, p, tree, cg, waited)
-				<-waited
-			} else {
-				stop(cmd.Process.Pid, p, tree, cg, talk, waited)
-			}
-			ended = true
-		case <-eof:
-			eof, linger = nil, time.After(max(2*p.Grace, minLingerAfterEOF))
-		case <-linger:
-			stop(cmd.Process.Pid, p, tree, cg, talk, waited)
-			ended = true
-		}
-	}
-	// The CLI is gone. Take everything it started with it, in any session:
-	// the cgroup whole, and whatever carries the cookie (a privileged
-	// process can leave a cgroup, but keeps its environment unless it
-	// clears it).
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	// The cgroup is the truth about a run's processes: once it is removed,
-	// with the reaper having taken what left it (a privileged process can
-	// move itself out; the reaper still has it as a descendant), nothing
-	// of the run is left, and reading all of /proc for the run's cookie
-	// would only cost time that grows with the host. Without a cgroup, or
-	// one that could not be removed, or without a reaper, the cookie scan
-	// is the fallback.
-	if contained := removeCgroup(); !contained || !p.Reaped {
-		killCtx, cancel := context.WithTimeout(context.Background(), killTimeout)
-		if err := tree.Kill(killCtx, p.RunID); err != nil {
-			log.Error("kill the run's processes", zap.Error(err))
-		}
-		cancel()
-	}
-	// A process outside the run may still hold the pipes (it inherited
-	// them and cleared its cookie); read what is there, then stop.
-	out.drain()
-	_ = errR.SetReadDeadline(time.Now().Add(drainTimeout))
-	readers.Wait()
-	outR.Close()
-	errR.Close()
-
-	exit := exitOf(state)
+	c.read(onLine)
+	reason := c.supervise(ctx)
+	c.reap()
+	exit := exitOf(c.state)
 	exit.Reason = reason
-	return exit, tail.Bytes(), nil
+	return exit, c.tail.Bytes(), nil
 }
 
 // stop ends the CLI gracefully first and forcibly after: the protocol's
