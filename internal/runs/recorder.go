@@ -25,6 +25,49 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	t.mu.Lock()
 	override = t.budget.settle(&out, override)
 	t.mu.Unlock()
+	status, runErr := s.verdict(t, &out, override)
+	if session := cmp.Or(out.SessionID, t.run.SessionID); session != "" {
+		out.CostUSD, out.Usage = s.recordSession(ctx, t, session, out)
+	} else {
+		if out.SessionCostUSD != nil {
+			out.CostUSD = out.SessionCostUSD
+		}
+		if out.SessionUsage != nil {
+			out.Usage = *out.SessionUsage
+		}
+	}
+	now := s.cfg.Now().UTC()
+	r := s.recordFinished(t, out, status, runErr, exit, now)
+	var dur time.Duration
+	if r.StartedAt != nil {
+		dur = now.Sub(*r.StartedAt)
+	}
+	// The record first, then the event: whoever reads run.completed and
+	// then the run finds it finished, and a run is never left running
+	// once its run.completed is stored. LastEventSeq covers the moment in
+	// between, so that a stream does not end before run.completed.
+	completed := NewEvent(EventRunCompleted, RunCompletedData{
+		Status: status, StopReason: out.StopReason, Result: out.Result,
+		StructuredOutput: json.RawMessage(out.StructuredOutput), Usage: out.Usage, CostUSD: out.CostUSD,
+		NumTurns: out.NumTurns, Diff: out.Diff, DiffTruncated: r.DiffTruncated, Files: r.Files, FilesTruncated: r.FilesTruncated, DurationMS: dur.Milliseconds(), Exit: exit, Error: runErr,
+	})
+	// Metrics count the run before anyone can read it finished, so that
+	// a client that sees it end and then scrapes finds it counted.
+	class := Class("")
+	if runErr != nil {
+		class = runErr.Class
+	}
+	s.obs.RunFinished(r.Agent, r.Model, status, class, dur.Seconds(), r.Usage, r.CostUSD)
+	s.log.Info("run finished", zap.String("run_id", r.ID), zap.String("agent", r.Agent),
+		zap.String("status", string(status)), zap.String("class", string(class)), zap.Duration("duration", dur))
+	s.publishFinished(ctx, t, r, completed)
+}
+
+// verdict is how the run ended: the outcome's status and error unless
+// override replaces them, made to fail when the run's log is not whole
+// or its answer does not match the run's output schema. It sets
+// out.StructuredOutput from the answer checked against the schema.
+func (s *Supervisor) verdict(t *task, out *Outcome, override *RunError) (State, *RunError) {
 	status, runErr := out.Status, out.Error
 	if override != nil {
 		runErr = override
@@ -62,24 +105,19 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 		// Every agent's answer is checked, the CLI's own structured
 		// output too; a run that failed has no answer to check.
 		var mismatch *RunError
-		if out.StructuredOutput, mismatch = s.structuredOutput(t.run.Spec.OutputSchema, out); mismatch != nil {
+		if out.StructuredOutput, mismatch = s.structuredOutput(t.run.Spec.OutputSchema, *out); mismatch != nil {
 			status, runErr = Failed, mismatch
 		}
 	}
 	if status == Succeeded {
 		runErr = nil
 	}
-	if session := cmp.Or(out.SessionID, t.run.SessionID); session != "" {
-		out.CostUSD, out.Usage = s.recordSession(ctx, t, session, out)
-	} else {
-		if out.SessionCostUSD != nil {
-			out.CostUSD = out.SessionCostUSD
-		}
-		if out.SessionUsage != nil {
-			out.Usage = *out.SessionUsage
-		}
-	}
-	now := s.cfg.Now().UTC()
+	return status, runErr
+}
+
+// recordFinished writes the run's end into t's record, marks t done and
+// returns the record, redacted: what is stored, returned and retried.
+func (s *Supervisor) recordFinished(t *task, out Outcome, status State, runErr *RunError, exit *Exit, now time.Time) *Run {
 	r := &t.run
 	r.Status, r.FinishedAt, r.Error, r.Exit = status, &now, runErr, exit
 	t.mu.Lock()
@@ -99,28 +137,13 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out Outcome, override 
 	if out.Model != "" {
 		r.Model = out.Model
 	}
-	var dur time.Duration
-	if r.StartedAt != nil {
-		dur = now.Sub(*r.StartedAt)
-	}
-	// The record first, then the event: whoever reads run.completed and
-	// then the run finds it finished, and a run is never left running
-	// once its run.completed is stored. LastEventSeq covers the moment in
-	// between, so that a stream does not end before run.completed.
-	completed := NewEvent(EventRunCompleted, RunCompletedData{
-		Status: status, StopReason: out.StopReason, Result: out.Result,
-		StructuredOutput: json.RawMessage(out.StructuredOutput), Usage: out.Usage, CostUSD: out.CostUSD,
-		NumTurns: out.NumTurns, Diff: out.Diff, DiffTruncated: r.DiffTruncated, Files: r.Files, FilesTruncated: r.FilesTruncated, DurationMS: dur.Milliseconds(), Exit: exit, Error: runErr,
-	})
-	// Metrics count the run before anyone can read it finished, so that
-	// a client that sees it end and then scrapes finds it counted.
-	class := Class("")
-	if runErr != nil {
-		class = runErr.Class
-	}
-	s.obs.RunFinished(r.Agent, r.Model, status, class, dur.Seconds(), r.Usage, r.CostUSD)
-	s.log.Info("run finished", zap.String("run_id", r.ID), zap.String("agent", r.Agent),
-		zap.String("status", string(status)), zap.String("class", string(class)), zap.Duration("duration", dur))
+	return r
+}
+
+// publishFinished stores the finished record r, then emits completed; a
+// store that keeps failing gets both from finishLater. Either way the
+// run's place in its tenant's quota is given back first.
+func (s *Supervisor) publishFinished(ctx context.Context, t *task, r *Run, completed Event) {
 	if err := s.storeRun(*r); err != nil {
 		// The store has been unreachable for the whole retry time.
 		// Keep trying in the background; run.completed waits for the
