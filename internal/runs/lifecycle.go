@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/agentgate/agentgate/internal/artifacts"
 	"github.com/agentgate/agentgate/internal/proctree"
 )
 
@@ -30,41 +31,99 @@ func (s *Supervisor) withRunDeadline(ctx context.Context, t *task) (context.Cont
 	return ctx, func() { cancel(context.Canceled) }
 }
 
+// execution is one run being executed, from its process's start to its
+// recorded outcome. execute reads as its phases, in order: prepare,
+// preflight, openDecoder, command, supervise, conclude.
+//
+// It belongs to the goroutine running execute, and to the reader's
+// goroutine while it hands over lines (then the first is waiting in
+// runProcess). Each field is set once by the phase that names it and
+// fixed after, but for log, redacting from prepare on, and first, the
+// reader's alone. What other goroutines read or change while the run
+// runs (the cancel, the appender, the session, lost events, the budget,
+// the record) is in the task, under its mutex.
+type execution struct {
+	s   *Supervisor
+	t   *task
+	log *zap.Logger
+	// ctx ends when the run is cancelled, times out or the supervisor
+	// stops; its cause says which. Set by execute.
+	ctx context.Context
+
+	// Set by prepare: output is appended behind the reader while the
+	// agent runs; drain closes it before the outcome is recorded, so
+	// run.completed stays last.
+	app *appender
+	// Set by openDecoder; sess is nil unless the run is driven as a
+	// Session.
+	dec  Decoder
+	sess *session
+	// Set by command: confined says the process runs in the sandbox;
+	// began is when FirstEvent is measured from.
+	confined bool
+	began    time.Time
+	first    bool
+	// Set by supervise: where the lines' events go, and the run's
+	// directory as the agent found it.
+	emitLine func(...Event)
+	snapped  *artifacts.Snapshot
+}
+
 // execute runs t's process to the end and records the outcome.
 func (s *Supervisor) execute(t *task) {
-	log := s.log.With(zap.String("run_id", t.run.ID), zap.String("agent", t.run.Agent))
+	x := &execution{s: s, t: t, log: s.log.With(zap.String("run_id", t.run.ID), zap.String("agent", t.run.Agent))}
 	// prepare made the run's temporary directory; it goes with the run,
 	// whichever way the run ends.
-	defer func() {
-		if t.tmp == "" {
-			return
-		}
-		if err := os.RemoveAll(t.tmp); err != nil {
-			log.Warn("remove the run's temporary directory", zap.String("dir", t.tmp), zap.Error(err))
-		}
-	}()
+	defer x.removeTmp()
 	ctx, cancel := context.WithCancelCause(s.runCtx)
 	defer cancel(nil)
 	ctx, cancelTimeout := s.withRunDeadline(ctx, t)
 	defer cancelTimeout()
+	x.ctx = ctx
+	x.prepare(cancel)
+	if !x.preflight() || !x.openDecoder() {
+		return
+	}
+	p, ok := x.command()
+	if !ok {
+		return
+	}
+	exit, stderrTail, err := x.supervise(p)
+	x.conclude(exit, stderrTail, err)
+}
+
+// removeTmp removes the run's temporary directory, if it has one.
+func (x *execution) removeTmp() {
+	t := x.t
+	if t.tmp == "" {
+		return
+	}
+	if err := os.RemoveAll(t.tmp); err != nil {
+		x.log.Warn("remove the run's temporary directory", zap.String("dir", t.tmp), zap.Error(err))
+	}
+}
+
+// prepare makes the run cancellable and its secrets known, records it
+// Running, emits run.started and opens the run's appender.
+func (x *execution) prepare(cancel context.CancelCauseFunc) {
+	s, t := x.s, x.t
 	t.mu.Lock()
 	t.cancel = cancel
 	stopped := t.stopErr
 	t.scrub = s.newScrubber(t.cmd)
 	t.mu.Unlock()
-	log = redactLog(log, t.scrub.red) // it knows the run's credentials
+	x.log = redactLog(x.log, t.scrub.red) // it knows the run's credentials
 	if stopped != nil {
 		cancel(stopped)
 	}
 
-	bg := context.Background() // store writes outlive the run's context
 	now := s.cfg.Now().UTC()
 	t.run.Status, t.run.StartedAt = Running, &now
 	if err := s.storeRun(t.run); err != nil {
-		log.Error("store run", zap.Error(err))
+		x.log.Error("store run", zap.Error(err))
 	}
 	s.obs.RunStarted(t.run.Agent, now.Sub(t.run.CreatedAt).Seconds())
-	log.Info("run started", zap.Duration("queue_wait", now.Sub(t.run.CreatedAt)))
+	x.log.Info("run started", zap.Duration("queue_wait", now.Sub(t.run.CreatedAt)))
 	info := t.agent.info
 	s.emit(t, NewEvent(EventRunStarted, RunStartedData{
 		Prompt: t.inv.Spec.Prompt, SystemPrompt: t.inv.Spec.SystemPrompt, Model: t.inv.Spec.Model,
@@ -73,57 +132,88 @@ func (s *Supervisor) execute(t *task) {
 		CLIVersion: info.Version, VersionStatus: info.Compatibility,
 	}))
 
-	// Output is appended behind the reader while the agent runs; close
-	// drains it before the outcome is recorded, so run.completed stays
-	// last.
-	app := newAppender(s.store, t.run.ID, s.cfg.AppendQueue, s.cfg.StoreRetry, log)
+	x.app = newAppender(s.store, t.run.ID, s.cfg.AppendQueue, s.cfg.StoreRetry, x.log)
 	t.mu.Lock()
-	t.app = app
+	t.app = x.app
 	t.mu.Unlock()
-	drain := func() {
-		t.mu.Lock()
-		t.app = nil
-		t.mu.Unlock()
-		lost := app.close()
-		t.mu.Lock()
-		t.lost += lost
-		t.mu.Unlock()
+}
+
+// drain closes the run's appender: what it holds is stored, or counted
+// lost, and events are appended at once from here.
+func (x *execution) drain() {
+	t := x.t
+	t.mu.Lock()
+	t.app = nil
+	t.mu.Unlock()
+	lost := x.app.close()
+	t.mu.Lock()
+	t.lost += lost
+	t.mu.Unlock()
+}
+
+// finish records the run's outcome; store writes outlive the run's
+// context.
+func (x *execution) finish(out Outcome, override *RunError, exit *Exit) {
+	x.s.finish(context.Background(), x.t, out, override, exit)
+}
+
+// preflight runs the adapter's Preflight, if it has one, and reports
+// whether the run goes on; if not, the run is finished.
+func (x *execution) preflight() bool {
+	t := x.t
+	pf, ok := t.agent.Adapter.(Preflighter)
+	if !ok {
+		return true
 	}
-	if pf, ok := t.agent.Adapter.(Preflighter); ok {
-		if runErr := pf.Preflight(ctx, t.inv, s.childEnv(t.agent, t.cmd)); runErr != nil {
-			drain()
-			// Its message may quote the CLI's output: the run's record
-			// has it, redacted.
-			log.Info("preflight failed", zap.String("class", string(runErr.Class)))
-			var override *RunError
-			if ctx.Err() != nil {
-				override = stopError(context.Cause(ctx), t.run.Agent)
-			}
-			s.finish(bg, t, Outcome{Status: Failed, Error: runErr}, override, nil)
-			return
-		}
+	runErr := pf.Preflight(x.ctx, t.inv, x.s.childEnv(t.agent, t.cmd))
+	if runErr == nil {
+		return true
 	}
-	dec := t.agent.Adapter.NewDecoder(t.inv)
-	var sess *session
-	if drivesSession(t.agent.Adapter, t.inv.Spec) {
-		sd, ok := dec.(Session)
-		if !ok {
-			drain()
-			s.finish(bg, t, Outcome{}, NewRunError(Internal,
-				"the agent's adapter has no interactive session for this run", ""), nil)
-			return
-		}
-		sess = newSession(s, t, sd, log)
-		t.mu.Lock()
-		t.sess = sess
-		t.mu.Unlock()
-		sess.begin()
+	x.drain()
+	// Its message may quote the CLI's output: the run's record
+	// has it, redacted.
+	x.log.Info("preflight failed", zap.String("class", string(runErr.Class)))
+	var override *RunError
+	if x.ctx.Err() != nil {
+		override = stopError(context.Cause(x.ctx), t.run.Agent)
 	}
-	start := time.Now()
-	first := true
+	x.finish(Outcome{Status: Failed, Error: runErr}, override, nil)
+	return false
+}
+
+// openDecoder makes the run's decoder, and its session when the run is
+// driven as one, and reports whether the run goes on; if not, the run is
+// finished.
+func (x *execution) openDecoder() bool {
+	s, t := x.s, x.t
+	x.dec = t.agent.Adapter.NewDecoder(t.inv)
+	if !drivesSession(t.agent.Adapter, t.inv.Spec) {
+		return true
+	}
+	sd, ok := x.dec.(Session)
+	if !ok {
+		x.drain()
+		x.finish(Outcome{}, NewRunError(Internal,
+			"the agent's adapter has no interactive session for this run", ""), nil)
+		return false
+	}
+	x.sess = newSession(s, t, sd, x.log)
+	t.mu.Lock()
+	t.sess = x.sess
+	t.mu.Unlock()
+	x.sess.begin()
+	return true
+}
+
+// command describes the agent's process: its arguments, under the
+// sandbox and the reaper when the gateway has them, its environment,
+// and the conversation on its stdin. It reports whether the run goes on;
+// if not, the run is finished.
+func (x *execution) command() (process, bool) {
+	s, t, log, sess := x.s, x.t, x.log, x.sess
+	x.began, x.first = time.Now(), true
 	argv := append([]string{t.inv.Bin}, t.cmd.Args...)
 	env := s.childEnv(t.agent, t.cmd)
-	confined := false
 	tmp, err := t.tmp, error(nil)
 	if tmp == "" {
 		err = fmt.Errorf("the run has no temporary directory")
@@ -131,14 +221,14 @@ func (s *Supervisor) execute(t *task) {
 	if err == nil {
 		env = append(env, "TMPDIR="+tmp, "TMP="+tmp, "TEMP="+tmp)
 		if s.cfg.Sandbox != nil {
-			argv, confined, err = s.confine(t, argv, tmp)
+			argv, x.confined, err = s.confine(t, argv, tmp)
 		}
 	}
 	if err != nil {
-		drain()
+		x.drain()
 		log.Error("confine agent process", zap.Error(err))
-		s.finish(bg, t, Outcome{}, NewRunError(Internal, "could not prepare the agent's process: "+err.Error(), ""), nil)
-		return
+		x.finish(Outcome{}, NewRunError(Internal, "could not prepare the agent's process: "+err.Error(), ""), nil)
+		return process{}, false
 	}
 	path, args := argv[0], argv[1:]
 	if s.cfg.Reaper != "" {
@@ -151,48 +241,38 @@ func (s *Supervisor) execute(t *task) {
 		MaxLine: s.cfg.MaxLine, StderrTail: s.cfg.StderrTail,
 		Reaped: s.cfg.Reaper != "", Cgroups: s.cfg.Cgroups, Log: log,
 	}
-	if conv, ok := dec.(Conversation); ok {
+	if conv, ok := x.dec.(Conversation); ok {
 		p.Conversation = conv
 	}
 	if sess != nil {
 		p.Conversation = stoppingSession{Session: sess.dec, ss: sess}
 		p.OnStart = func(w *stdinWriter, pid int, cg *proctree.Cgroup) {
 			sess.started(w, pid, s.cfg.Reaper != "", cg)
-			if confined {
-				go sess.confined(ctx, pid, log)
+			if x.confined {
+				go sess.confined(x.ctx, pid, log)
 			}
 		}
 	}
-	snapped := s.snapshotStart(t, log)
+	return p, true
+}
+
+// supervise runs the agent's process to its end, turning each line of
+// its output into events, then drains what is still queued. It returns
+// what runProcess does.
+func (x *execution) supervise(p process) (Exit, []byte, error) {
+	s, t := x.s, x.t
+	x.snapped = s.snapshotStart(t, x.log)
 	// A one-shot run's events are emitted behind its reader, so that a
 	// line is decoded while the one before is stored; a session's are
 	// emitted in line with what it answers the CLI.
-	emit := func(evs ...Event) { s.emit(t, evs...) }
+	x.emitLine = func(evs ...Event) { s.emit(t, evs...) }
 	var behind *emitter
-	if sess == nil {
+	if x.sess == nil {
 		behind = s.startEmitter(t)
-		emit = behind.send
+		x.emitLine = behind.send
 	}
 	t.setProcess(true)
-	exit, stderrTail, err := runProcess(ctx, s.tree, p, func(l line) {
-		if first {
-			first = false
-			s.obs.FirstEvent(t.run.Agent, time.Since(start).Seconds())
-		}
-		if l.Dropped > 0 {
-			keep := l.Bytes[:min(len(l.Bytes), s.cfg.Limits.MaxText)] // Bound would cut it anyway
-			emit(NewEvent(EventAgentUnparsed, UnparsedData{
-				Line: string(keep), Truncated: true, Bytes: len(l.Bytes) + l.Dropped,
-				Reason: fmt.Sprintf("line longer than the %d-byte limit", s.cfg.MaxLine),
-			}))
-			return
-		}
-		if sess != nil {
-			sess.line(l.Bytes)
-			return
-		}
-		emit(dec.Decode(l.Bytes)...)
-	})
+	exit, stderrTail, err := runProcess(x.ctx, s.tree, p, x.line)
 	// The processes are gone: say so before waiting on the store, which
 	// on a full disk needs the reserve that StoppingForDisk holds back.
 	t.setProcess(false)
@@ -201,17 +281,47 @@ func (s *Supervisor) execute(t *task) {
 		// outcome's events.
 		behind.close()
 	}
-	if sess != nil {
-		sess.end()
+	if x.sess != nil {
+		x.sess.end()
 	}
-	drain()
+	x.drain()
+	return exit, stderrTail, err
+}
+
+// line turns one line of the agent's output into events, on the reader's
+// goroutine.
+func (x *execution) line(l line) {
+	s := x.s
+	if x.first {
+		x.first = false
+		s.obs.FirstEvent(x.t.run.Agent, time.Since(x.began).Seconds())
+	}
+	if l.Dropped > 0 {
+		keep := l.Bytes[:min(len(l.Bytes), s.cfg.Limits.MaxText)] // Bound would cut it anyway
+		x.emitLine(NewEvent(EventAgentUnparsed, UnparsedData{
+			Line: string(keep), Truncated: true, Bytes: len(l.Bytes) + l.Dropped,
+			Reason: fmt.Sprintf("line longer than the %d-byte limit", s.cfg.MaxLine),
+		}))
+		return
+	}
+	if x.sess != nil {
+		x.sess.line(l.Bytes)
+		return
+	}
+	x.emitLine(x.dec.Decode(l.Bytes)...)
+}
+
+// conclude turns how the process ended into the run's outcome, and
+// records it.
+func (x *execution) conclude(exit Exit, stderrTail []byte, err error) {
+	t, log := x.t, x.log
 	if err != nil {
 		log.Error("start agent process", zap.Error(err))
-		s.finish(bg, t, Outcome{}, NewRunError(NotInstalled, "could not start the agent CLI: "+err.Error(),
+		x.finish(Outcome{}, NewRunError(NotInstalled, "could not start the agent CLI: "+err.Error(),
 			t.agent.info.Advisory), &Exit{Code: -1})
 		return
 	}
-	if confined {
+	if x.confined {
 		exit = sandboxExit(exit)
 	}
 	log.Info("process exited", zap.Int("code", exit.Code), zap.String("signal", exit.Signal), zap.String("reason", exit.Reason))
@@ -219,27 +329,34 @@ func (s *Supervisor) execute(t *task) {
 	// The agent's own words stay out of info lines: they can quote a
 	// prompt or a tool's output.
 	log.Debug("process stderr", zap.ByteString("stderr_tail", stderrTail))
-	out := dec.Finish(exit, stderrTail)
-	if sess != nil {
-		out.Events = sess.outcomeEvents(out.Events)
-		if st, turnErr, ok := sess.lastTurn(); ok && exit.Reason == "" {
-			out.Status, out.Error = st, turnErr
-			switch {
-			case st == Cancelled:
-				out.Error = NewRunError(ClassCancelled, "the run's last turn was interrupted", "")
-			case st == Failed && out.Error == nil:
-				out.Error = NewRunError(AgentCrashed, "the run's last turn failed without a reason", "")
-			}
-		}
+	out := x.dec.Finish(exit, stderrTail)
+	if x.sess != nil {
+		x.sessionOutcome(&out, exit)
 	}
 	// The supervisor's verdict wins only when it did stop the process: one
 	// that finished on its own as the deadline passed keeps its outcome.
 	var override *RunError
 	if exit.Reason != "" {
-		override = stopError(context.Cause(ctx), t.run.Agent)
+		override = stopError(context.Cause(x.ctx), t.run.Agent)
 	}
-	s.snapshotEnd(t, snapped, &out, log)
-	s.finish(bg, t, out, override, &exit)
+	x.s.snapshotEnd(t, x.snapped, &out, log)
+	x.finish(out, override, &exit)
+}
+
+// sessionOutcome gives out the session's events, and its last turn's
+// verdict when the process was not stopped.
+func (x *execution) sessionOutcome(out *Outcome, exit Exit) {
+	sess := x.sess
+	out.Events = sess.outcomeEvents(out.Events)
+	if st, turnErr, ok := sess.lastTurn(); ok && exit.Reason == "" {
+		out.Status, out.Error = st, turnErr
+		switch {
+		case st == Cancelled:
+			out.Error = NewRunError(ClassCancelled, "the run's last turn was interrupted", "")
+		case st == Failed && out.Error == nil:
+			out.Error = NewRunError(AgentCrashed, "the run's last turn failed without a reason", "")
+		}
+	}
 }
 
 // drivesSession reports whether a run with spec s is driven as a Session:
