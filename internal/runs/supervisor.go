@@ -259,11 +259,25 @@ type Supervisor struct {
 
 // task is a run queued or running on this supervisor.
 type task struct {
-	run   Run
+	// Fixed once the run starts, read without mu: who runs it, how, and
+	// where (set by Supervisor.prepare, scrub by execution.prepare).
 	agent *Agent
 	inv   Invocation
 	cmd   Command
+	// tmp is the run's temporary directory, made by prepare (with the
+	// run's attachments in it) and removed by execute.
+	tmp string
+	// scrub removes the run's secrets from what it stores; set before
+	// the run's process starts, never changed (read without mu).
+	scrub *scrubber
 
+	// run is the run's record. The goroutine executing the run writes
+	// its phases' fields (Status, StartedAt, the outcome); what changes
+	// while the run runs (its session, usage, turns, approvals, files)
+	// is written under mu.
+	run Run
+
+	// Everything below changes while the run runs, and is guarded by mu.
 	mu      sync.Mutex
 	seq     uint64
 	started bool // claimed by this replica: run and seq are the stored ones
@@ -273,21 +287,15 @@ type task struct {
 	app     *appender               // set while the agent's output is read
 	lost    int                     // events the store never took
 	sess    *session                // set while a run with a Session runs
-	// scrub removes the run's secrets from what it stores; set before
-	// the run's process starts, never changed (read without mu).
-	scrub *scrubber
 	// cancelledBy is who asked for the cancel that stopped the run.
 	cancelledBy *Actor
-	// tmp is the run's temporary directory, made by prepare (with the
-	// run's attachments in it) and removed by execute.
-	tmp string
-	// budget follows the run's budgets (nil: none); guarded by mu.
+	// budget follows the run's budgets (nil: none).
 	budget *budget
 	// process is true while the agent's processes may live: from just
-	// before they start until every one of them is gone; guarded by mu.
+	// before they start until every one of them is gone.
 	process bool
 	// usageDirty: the record's usage changed since it was last stored;
-	// usageStoredAt is when a usage change was last stored. Guarded by mu.
+	// usageStoredAt is when a usage change was last stored.
 	usageDirty    bool
 	usageStoredAt time.Time
 }
