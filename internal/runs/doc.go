@@ -57,8 +57,10 @@
 //
 //	supervisor.go  Config, the Supervisor, Start, reads, Shutdown
 //	admission.go   Submit, the queue and its workers, cancel
-//	lifecycle.go   one run's execution, from start to the recorded outcome
+//	lifecycle.go   one run's execution, from start to the recorded outcome,
+//	               phase by phase (execution)
 //	process.go     the process itself: pipes, signals, stdin, the reaper
+//	child.go       runProcess's phases: start, read, supervise, reap
 //	recorder.go    emit and finish: stamping, bounding, storing; sessions' costs
 //	recovery.go    runs left unfinished by a gateway that stopped
 //	turns.go       the turns, approvals and messages of a run with a Session
