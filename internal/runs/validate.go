@@ -28,6 +28,33 @@ const (
 // specific checks are the adapter's (Adapter.Command). Errors are
 // *FieldError wrapping ErrInvalid.
 func (s Spec) Validate() error {
+	for _, check := range specChecks {
+		if err := check(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// specChecks are Validate's checks, one concern each, in the order their
+// errors take precedence: the first that fails is the error reported.
+var specChecks = []func(Spec) error{
+	checkPrompt,
+	checkSystemPrompt,
+	checkModel,
+	checkLimits,
+	checkResumeSessionID,
+	checkApprovals,
+	checkTimeouts,
+	checkEffort,
+	checkPermission,
+	checkOutputSchema,
+	checkMetadata,
+	checkCwd,
+	func(s Spec) error { return checkWebhookSyntax(s.WebhookURL) },
+}
+
+func checkPrompt(s Spec) error {
 	switch {
 	case strings.TrimSpace(s.Prompt) == "":
 		return Invalid("prompt", "is required and must not be blank")
@@ -35,24 +62,56 @@ func (s Spec) Validate() error {
 		return Invalid("prompt", fmt.Sprintf("is %d bytes; the limit is %d", len(s.Prompt), MaxPromptBytes))
 	case !utf8.ValidString(s.Prompt):
 		return Invalid("prompt", "is not valid UTF-8")
-	case len(s.SystemPrompt) > MaxSystemPromptBytes:
+	}
+	return nil
+}
+
+func checkSystemPrompt(s Spec) error {
+	if len(s.SystemPrompt) > MaxSystemPromptBytes {
 		return Invalid(FieldSystemPrompt, fmt.Sprintf("is %d bytes; the limit is %d", len(s.SystemPrompt), MaxSystemPromptBytes))
-	case len(s.Model) > MaxModelBytes || strings.ContainsAny(s.Model, " \t\r\n\x00"):
+	}
+	return nil
+}
+
+func checkModel(s Spec) error {
+	if len(s.Model) > MaxModelBytes || strings.ContainsAny(s.Model, " \t\r\n\x00") {
 		return Invalid(FieldModel, "must be a model name without spaces, at most 128 bytes")
+	}
+	return nil
+}
+
+// checkLimits checks the bounds on the run's turns, time and spending.
+func checkLimits(s Spec) error {
+	switch {
 	case s.MaxTurns < 0 || s.MaxTurns > MaxTurnsLimit:
 		return Invalid(FieldMaxTurns, fmt.Sprintf("must be between 1 and %d", MaxTurnsLimit))
 	case s.TimeoutSeconds < 0:
 		return Invalid(FieldTimeoutSeconds, "must be positive")
 	case s.MaxBudgetUSD < 0:
 		return Invalid(FieldMaxBudgetUSD, "must be positive")
-	case len(s.ResumeSessionID) > 256 || strings.ContainsAny(s.ResumeSessionID, " \t\r\n\x00/"):
+	}
+	return nil
+}
+
+func checkResumeSessionID(s Spec) error {
+	if len(s.ResumeSessionID) > 256 || strings.ContainsAny(s.ResumeSessionID, " \t\r\n\x00/") {
 		return Invalid(FieldResumeSessionID, "is not a session id")
 	}
+	return nil
+}
+
+func checkApprovals(s Spec) error {
 	switch s.Approvals {
 	case "", ApprovalsNever, ApprovalsAsk:
+		return nil
 	default:
 		return Invalid(FieldApprovals, "must be one of never, ask")
 	}
+}
+
+// checkTimeouts checks the approval and idle timeouts: their bounds
+// first, then that the run has approvals or is interactive for them.
+func checkTimeouts(s Spec) error {
 	if s.ApprovalTimeoutSeconds < 0 || time.Duration(s.ApprovalTimeoutSeconds)*time.Second > MaxApprovalTimeout {
 		return Invalid(FieldApprovalTimeoutSeconds, fmt.Sprintf("must be between 1 and %d", int(MaxApprovalTimeout/time.Second)))
 	}
@@ -65,25 +124,42 @@ func (s Spec) Validate() error {
 	if s.ApprovalTimeoutSeconds > 0 && !s.Asks() {
 		return Invalid(FieldApprovalTimeoutSeconds, "applies only to a run with approvals: ask")
 	}
+	return nil
+}
+
+func checkEffort(s Spec) error {
 	switch s.Effort {
 	case "", "low", "medium", "high":
+		return nil
 	default:
 		return Invalid(FieldEffort, "must be one of low, medium, high")
 	}
+}
+
+func checkPermission(s Spec) error {
 	switch s.Permission {
 	case "", ReadOnly, WorkspaceWrite, Full:
+		return nil
 	default:
 		return Invalid(FieldPermission, "must be one of read_only, workspace_write, full")
 	}
-	if len(s.OutputSchema) > 0 {
-		if len(s.OutputSchema) > MaxOutputSchemaBytes {
-			return Invalid(FieldOutputSchema, fmt.Sprintf("is larger than %d bytes", MaxOutputSchemaBytes))
-		}
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(s.OutputSchema, &obj); err != nil {
-			return Invalid(FieldOutputSchema, "must be a JSON Schema object")
-		}
+}
+
+func checkOutputSchema(s Spec) error {
+	if len(s.OutputSchema) == 0 {
+		return nil
 	}
+	if len(s.OutputSchema) > MaxOutputSchemaBytes {
+		return Invalid(FieldOutputSchema, fmt.Sprintf("is larger than %d bytes", MaxOutputSchemaBytes))
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(s.OutputSchema, &obj); err != nil {
+		return Invalid(FieldOutputSchema, "must be a JSON Schema object")
+	}
+	return nil
+}
+
+func checkMetadata(s Spec) error {
 	if len(s.Metadata) > MaxMetadataKeys {
 		return Invalid("metadata", fmt.Sprintf("has %d keys; the limit is %d", len(s.Metadata), MaxMetadataKeys))
 	}
@@ -92,12 +168,15 @@ func (s Spec) Validate() error {
 			return Invalid("metadata", fmt.Sprintf("keys must be 1 to %d bytes and values at most %d bytes", MaxMetadataKeyBytes, MaxMetadataValBytes))
 		}
 	}
-	if s.Cwd != "" {
-		if _, err := cleanRelative(s.Cwd); err != nil {
-			return err
-		}
+	return nil
+}
+
+func checkCwd(s Spec) error {
+	if s.Cwd == "" {
+		return nil
 	}
-	return checkWebhookSyntax(s.WebhookURL)
+	_, err := cleanRelative(s.Cwd)
+	return err
 }
 
 // cleanRelative returns cwd cleaned, or an error when it is absolute or
