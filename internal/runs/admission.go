@@ -27,46 +27,97 @@ import (
 // submitted: a later submission with the same key and the same spec
 // returns that run, as it is now.
 func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
+	sub, err := s.newSubmission(ctx, spec)
+	if err != nil {
+		return Run{}, err
+	}
+	if err := s.checkSubmittedSpec(ctx, sub); err != nil {
+		return Run{}, err
+	}
+	if err := s.checkSubmissionRunnable(ctx, sub); err != nil {
+		return Run{}, err
+	}
+	if r, replayed, err := s.claimSubmissionKey(ctx, sub); err != nil || replayed {
+		return r, err
+	}
+	if err := s.readySubmissionToRecord(ctx, sub); err != nil {
+		return Run{}, err
+	}
+	// Once the record is being written, the run no longer depends on the
+	// client: a write cut off half way could record a run that nobody
+	// queues.
+	storeCtx, cancelStore := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancelStore()
+	r, replayed, err := s.recordSubmission(storeCtx, sub)
+	if err != nil || replayed {
+		return r, err
+	}
+	return s.queueSubmission(storeCtx, sub, r)
+}
+
+// submission is a run being admitted by Submit: what each of its steps
+// has found out for the next.
+type submission struct {
+	actor       Actor
+	spec        Spec
+	requestHash string // of the spec as the client sent it
+	agent       *Agent
+	timeout     time.Duration
+	root        string // the tenant's workspace root
+	runID       string
+	key         string // the idempotency key, the tenant's own
+}
+
+// newSubmission takes spec for the caller's tenant and resolves its agent,
+// which must be installed.
+func (s *Supervisor) newSubmission(ctx context.Context, spec Spec) (*submission, error) {
 	actor := ActorFrom(ctx)
 	spec.Tenant = actor.Tenant
-	requestHash := hashSpec(spec)
+	sub := &submission{actor: actor, requestHash: hashSpec(spec)}
 	if name, ok := s.aliases[spec.Agent]; ok {
 		spec.Agent = name
 	}
 	a, ok := s.agents[spec.Agent]
 	if !ok {
-		return Run{}, fmt.Errorf("%w %q", ErrUnknownAgent, spec.Agent)
+		return nil, fmt.Errorf("%w %q", ErrUnknownAgent, spec.Agent)
 	}
 	if !a.info.Installed {
-		return Run{}, fmt.Errorf("%w: %s; %s", ErrAgentUnavailable, spec.Agent, a.info.Advisory)
+		return nil, fmt.Errorf("%w: %s; %s", ErrAgentUnavailable, spec.Agent, a.info.Advisory)
 	}
+	sub.spec, sub.agent = spec, a
+	return sub, nil
+}
+
+// checkSubmittedSpec validates the spec, alone and for the agent, fills
+// in its defaults and finds the run's timeout and the tenant's root.
+func (s *Supervisor) checkSubmittedSpec(ctx context.Context, sub *submission) error {
+	spec, d := &sub.spec, sub.agent.Adapter.Describe()
 	if err := spec.Validate(); err != nil {
-		return Run{}, err
+		return err
 	}
-	if err := checkSessionFields(a.Adapter.Describe(), spec); err != nil {
-		return Run{}, err
+	if err := checkSessionFields(d, *spec); err != nil {
+		return err
 	}
-	if err := s.checkWebhook(spec); err != nil {
-		return Run{}, err
+	if err := s.checkWebhook(*spec); err != nil {
+		return err
 	}
-	if err := s.checkGiven(a.Adapter.Describe(), spec); err != nil {
-		return Run{}, err
+	if err := s.checkGiven(d, *spec); err != nil {
+		return err
 	}
 	if spec.Permission == "" {
 		spec.Permission = WorkspaceWrite
 	}
-	timeout, err := s.runTimeout(spec)
-	if err != nil {
-		return Run{}, err
+	var err error
+	if sub.timeout, err = s.runTimeout(*spec); err != nil {
+		return err
 	}
-	root, err := s.tenantRoot(spec.Tenant)
-	if err != nil {
-		return Run{}, err
+	if sub.root, err = s.tenantRoot(spec.Tenant); err != nil {
+		return err
 	}
 	if spec.ResumeSessionID != "" {
-		cwd, err := s.resumable(ctx, spec)
+		cwd, err := s.resumable(ctx, *spec)
 		if err != nil {
-			return Run{}, err
+			return err
 		}
 		if spec.Cwd == "" {
 			// A resumed conversation continues where it began by
@@ -75,101 +126,130 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 			spec.Cwd = cwd
 		}
 	}
+	return nil
+}
+
+// checkSubmissionRunnable gives the run its id and checks, without
+// storing anything, that it could run: the agent's command builds, this
+// replica takes runs, and the attachments are usable.
+func (s *Supervisor) checkSubmissionRunnable(ctx context.Context, sub *submission) error {
 	id, err := uuid.NewV7()
 	if err != nil {
-		return Run{}, fmt.Errorf("new run id: %w", err)
+		return fmt.Errorf("new run id: %w", err)
 	}
-	runID := id.String()
+	sub.runID = id.String()
+	spec, a := sub.spec, sub.agent
 	// Check the agent's own constraints, and a named directory, on this
 	// replica; the replica that takes the run resolves them again.
-	inv := Invocation{RunID: runID, Spec: AdapterSpec(a.Adapter.Describe(), spec), Bin: a.info.Path, Home: a.Home, Timeout: timeout, CLIVersion: a.info.Version, Dir: root}
+	inv := Invocation{RunID: sub.runID, Spec: AdapterSpec(a.Adapter.Describe(), spec), Bin: a.info.Path, Home: a.Home, Timeout: sub.timeout, CLIVersion: a.info.Version, Dir: sub.root}
 	if spec.Cwd != "" {
-		if inv.Dir, _, err = ResolveCwd(root, spec.Cwd, ""); err != nil {
-			return Run{}, err
+		if inv.Dir, _, err = ResolveCwd(sub.root, spec.Cwd, ""); err != nil {
+			return err
 		}
 	}
 	if _, err := a.Adapter.Command(inv); err != nil {
-		return Run{}, err
+		return err
 	}
 	if s.isClosing() {
-		return Run{}, ErrShuttingDown
+		return ErrShuttingDown
 	}
 	if err := s.degradedErr(); err != nil {
-		return Run{}, err
+		return err
 	}
-
 	// The attachments are checked before the idempotency key is taken:
 	// a request refused for them may be sent again, changed.
-	if _, err := s.attach(ctx, a.Adapter.Describe(), spec.Tenant, FieldAttachments, spec.Attachments, false); err != nil {
-		return Run{}, err
-	}
+	_, err = s.attach(ctx, a.Adapter.Describe(), spec.Tenant, FieldAttachments, spec.Attachments, false)
+	return err
+}
 
-	key := spec.IdempotencyKey
-	if key != "" && spec.Tenant != "" {
+// claimSubmissionKey takes the spec's idempotency key for the run. When
+// an earlier request with the key made its run, replayed is true and the
+// run is that one, as it is now.
+func (s *Supervisor) claimSubmissionKey(ctx context.Context, sub *submission) (r Run, replayed bool, err error) {
+	key := sub.spec.IdempotencyKey
+	if key != "" && sub.spec.Tenant != "" {
 		// Keys are the tenant's own: another tenant's key of the same
 		// name is another key.
-		key = "tenant:" + spec.Tenant + ":" + key
+		key = "tenant:" + sub.spec.Tenant + ":" + key
 	}
-	if key != "" {
-		rec, fresh, err := s.store.ClaimIdempotencyKey(ctx, key, IdempotencyRecord{
-			RunID: runID, RequestHash: requestHash, CreatedAt: s.cfg.Now().UTC(),
-		})
-		if err != nil {
-			return Run{}, fmt.Errorf("idempotency key: %w", err)
-		}
-		if !fresh {
-			if rec.RequestHash != requestHash {
-				return Run{}, ErrIdempotencyMismatch
-			}
-			runID = rec.RunID
-			if r, err := s.replay(ctx, runID); !errors.Is(err, ErrNotFound) {
-				return r, err
-			}
-			// The first request with the key is still recording its
-			// run, or left before it did: make the run under the id
-			// the key names; of the two, one records it.
-		}
+	sub.key = key
+	if key == "" {
+		return Run{}, false, nil
 	}
+	rec, fresh, err := s.store.ClaimIdempotencyKey(ctx, key, IdempotencyRecord{
+		RunID: sub.runID, RequestHash: sub.requestHash, CreatedAt: s.cfg.Now().UTC(),
+	})
+	if err != nil {
+		return Run{}, false, fmt.Errorf("idempotency key: %w", err)
+	}
+	if fresh {
+		return Run{}, false, nil
+	}
+	if rec.RequestHash != sub.requestHash {
+		return Run{}, false, ErrIdempotencyMismatch
+	}
+	sub.runID = rec.RunID
+	if r, err := s.replay(ctx, sub.runID); !errors.Is(err, ErrNotFound) {
+		return r, true, err
+	}
+	// The first request with the key is still recording its
+	// run, or left before it did: make the run under the id
+	// the key names; of the two, one records it.
+	return Run{}, false, nil
+}
+
+// readySubmissionToRecord stores what the run's record refers to and
+// counts the run in its tenant's quota, while the client still waits.
+func (s *Supervisor) readySubmissionToRecord(ctx context.Context, sub *submission) error {
 	// A client that has gone before the run is recorded gets nothing
 	// made: it saw no answer and may not retry.
 	if err := ctx.Err(); err != nil {
-		return Run{}, fmt.Errorf("submission abandoned: %w", err)
+		return fmt.Errorf("submission abandoned: %w", err)
 	}
+	spec := &sub.spec
+	var err error
 	// Inline images become files of the tenant, and files named by id
 	// must be its own: the stored spec and the queue hold only ids. A
 	// replay by idempotency key has returned already, storing nothing.
-	if spec.Attachments, err = s.attach(ctx, a.Adapter.Describe(), spec.Tenant, FieldAttachments, spec.Attachments, true); err != nil {
-		return Run{}, err
+	if spec.Attachments, err = s.attach(ctx, sub.agent.Adapter.Describe(), spec.Tenant, FieldAttachments, spec.Attachments, true); err != nil {
+		return err
 	}
 	// The MCP servers' env and header values are stored and queued
 	// sealed, under the run's final id.
-	if spec.MCPServers, err = sealMCPServers(s.cfg.SealKey, runID, spec.MCPServers); err != nil {
-		return Run{}, fmt.Errorf("seal the MCP servers' values: %w", err)
+	if spec.MCPServers, err = sealMCPServers(s.cfg.SealKey, sub.runID, spec.MCPServers); err != nil {
+		return fmt.Errorf("seal the MCP servers' values: %w", err)
 	}
-	if err := s.admit(ctx, spec.Tenant, runID); err != nil {
-		return Run{}, err
-	}
-	r := Run{
-		ID: runID, Agent: spec.Agent, Model: spec.Model, Status: Queued,
+	return s.admit(ctx, spec.Tenant, sub.runID)
+}
+
+// recordSubmission stores the queued run. When another request with the
+// same idempotency key recorded it first, replayed is true and the run is
+// that one.
+func (s *Supervisor) recordSubmission(storeCtx context.Context, sub *submission) (r Run, replayed bool, err error) {
+	spec, a := sub.spec, sub.agent
+	r = Run{
+		ID: sub.runID, Agent: spec.Agent, Model: spec.Model, Status: Queued,
 		CreatedAt: s.cfg.Now().UTC(), AgentVersion: a.info.Version, Metadata: spec.Metadata,
 		Spec: spec, Interactive: spec.Interactive, Approvals: spec.Approvals,
-		Tenant: spec.Tenant, CreatedBy: actorPtr(actor),
+		Tenant: spec.Tenant, CreatedBy: actorPtr(sub.actor),
 	}
-	// Once the record is being written, the run no longer depends on the
-	// client: a write cut off half way could record a run that nobody
-	// queues.
-	storeCtx, cancelStore := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancelStore()
 	if err := s.store.CreateRun(storeCtx, s.cfg.Limits.record(r)); err != nil {
-		s.countOut(storeCtx, spec.Tenant, runID, nil)
-		if key != "" {
+		s.countOut(storeCtx, spec.Tenant, sub.runID, nil)
+		if sub.key != "" {
 			// The other request with this key recorded it first.
-			if got, err2 := s.replay(storeCtx, runID); err2 == nil {
-				return got, nil
+			if got, err2 := s.replay(storeCtx, sub.runID); err2 == nil {
+				return got, true, nil
 			}
 		}
-		return Run{}, fmt.Errorf("create run: %w", err)
+		return Run{}, false, fmt.Errorf("create run: %w", err)
 	}
+	return r, false, nil
+}
+
+// queueSubmission logs the recorded run r as queued and puts it in the
+// shared queue; a run that cannot be queued is removed again.
+func (s *Supervisor) queueSubmission(storeCtx context.Context, sub *submission, r Run) (Run, error) {
+	runID, spec := sub.runID, sub.spec
 	// run.queued is stored before the run is in the queue, so that the
 	// replica that takes it continues the log after it.
 	position := 1
@@ -195,7 +275,7 @@ func (s *Supervisor) Submit(ctx context.Context, spec Spec) (Run, error) {
 	s.obs.QueueDepth(position, s.active)
 	s.mu.Unlock()
 	s.log.Info("run queued", zap.String("run_id", r.ID), zap.String("agent", r.Agent), zap.Int("position", position))
-	s.audit("run.create", actor, r.ID, zap.String("agent", r.Agent), zap.String("permission", string(spec.Permission)))
+	s.audit("run.create", sub.actor, r.ID, zap.String("agent", r.Agent), zap.String("permission", string(spec.Permission)))
 	t.run.QueuePosition = position
 	return t.run, nil
 }
