@@ -595,40 +595,64 @@ func (s *Supervisor) worker() {
 // visible to Cancel and to cancel requests before the claim, so that a
 // cancel that comes while the run is being claimed is not lost.
 func (s *Supervisor) take(q QueuedRun) {
-	bg := context.Background()
-	log := s.log.With(zap.String("run_id", q.RunID))
 	t := &task{run: Run{ID: q.RunID}}
+	if !s.trackTaken(t, q) {
+		return
+	}
+	defer s.untrackTaken(t)
+	if s.leaveTaken(t, q) {
+		return
+	}
+	r, ok := s.claimTaken(q)
+	if !ok {
+		return
+	}
+	s.startTaken(t, q, r)
+}
+
+// trackTaken makes t, the run q, this replica's and counts it active. It
+// is false, and q given back to the queue or acknowledged, when this
+// replica does not take the run.
+func (s *Supervisor) trackTaken(t *task, q QueuedRun) bool {
 	s.mu.Lock()
 	if s.closing || s.degraded != nil {
 		// A pull that was waiting when the replica began to close or
 		// degrade: leave the run to another replica, unclaimed.
 		s.mu.Unlock()
 		_ = q.Nak()
-		return
+		return false
 	}
 	if _, dup := s.tasks[q.RunID]; dup {
 		// Delivered again while this replica has it.
 		s.mu.Unlock()
 		_ = q.Ack()
-		return
+		return false
 	}
 	s.tasks[q.RunID] = t
 	s.active++
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.active--
-		s.mu.Unlock()
-		s.untrack(t)
-		s.observeQueue()
-	}()
+	return true
+}
 
+// untrackTaken undoes trackTaken once the run taken has ended here.
+func (s *Supervisor) untrackTaken(t *task) {
+	s.mu.Lock()
+	s.active--
+	s.mu.Unlock()
+	s.untrack(t)
+	s.observeQueue()
+}
+
+// leaveTaken is true when the run q must wait in the queue for another
+// replica or a later take, and gives it back.
+func (s *Supervisor) leaveTaken(t *task, q QueuedRun) bool {
+	bg := context.Background()
 	// A replica without the run's agent leaves it to one that has it:
 	// the replica that took the submission had it.
 	cur, err := s.store.GetRun(bg, q.RunID)
 	if err == nil && cur.Status == Queued && !s.canRun(cur.Agent) {
 		_ = q.Nak()
-		return
+		return true
 	}
 	if err == nil && cur.Status == Queued && cur.Owner == "" && !s.startAllowed(bg, cur.Tenant, cur.ID) {
 		// The tenant is at its running limit: the run waits in the
@@ -641,24 +665,39 @@ func (s *Supervisor) take(q QueuedRun) {
 		case <-s.takeCtx.Done():
 		case <-time.After(tenantWait):
 		}
-		return
+		return true
 	}
-	r, err := s.store.ClaimRun(bg, q.RunID, s.cfg.Replica)
+	return false
+}
+
+// claimTaken claims the run q for this replica and acknowledges it. It is
+// false when another replica has the run, it ended, or the claim failed.
+func (s *Supervisor) claimTaken(q QueuedRun) (Run, bool) {
+	r, err := s.store.ClaimRun(context.Background(), q.RunID, s.cfg.Replica)
 	switch {
 	case errors.Is(err, ErrClaimed), errors.Is(err, ErrNotFound):
 		// Another replica has it, or it ended (cancelled while queued).
 		_ = q.Ack()
-		return
+		return Run{}, false
 	case err != nil:
-		log.Warn("claim a queued run", zap.Error(err))
+		s.log.Warn("claim a queued run", zap.String("run_id", q.RunID), zap.Error(err))
 		_ = q.Nak()
-		return
+		return Run{}, false
 	}
 	if err := q.Ack(); err != nil {
 		// The claim holds: if the queue gives the run again, the
 		// claim of whoever gets it fails.
-		log.Warn("acknowledge a queued run", zap.Error(err))
+		s.log.Warn("acknowledge a queued run", zap.String("run_id", q.RunID), zap.Error(err))
 	}
+	return r, true
+}
+
+// startTaken starts the claimed run r as t: it gives it back when the
+// replica is stopping, finishes it when it was stopped meanwhile, and
+// otherwise prepares and executes it.
+func (s *Supervisor) startTaken(t *task, q QueuedRun, r Run) {
+	bg := context.Background()
+	log := s.log.With(zap.String("run_id", q.RunID))
 	last, err := s.store.LastEvent(bg, r.ID)
 	if err != nil {
 		log.Warn("read the last event of a queued run", zap.Error(err))
