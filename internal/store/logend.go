@@ -20,17 +20,12 @@ func (s *Store) LastEvent(ctx context.Context, runID string) (runs.StoredEvent, 
 	if err := checkID(runID); err != nil {
 		return runs.StoredEvent{}, fmt.Errorf("last event: %w", err)
 	}
-	var m *jetstream.RawStreamMsg
-	err := s.retry(ctx, "last event", func(ctx context.Context) error {
-		var err error
-		m, err = s.events.GetLastMsgForSubject(ctx, eventsSubject(runID))
-		return err
-	})
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return runs.StoredEvent{}, nil
-	}
+	m, err := s.lastRaw(ctx, runID)
 	if err != nil {
 		return runs.StoredEvent{}, fmt.Errorf("last event of %s: %w", runID, err)
+	}
+	if m == nil {
+		return runs.StoredEvent{}, nil
 	}
 	_, seq, err := msgSeqs(m.Header)
 	if err != nil {
@@ -53,16 +48,8 @@ type lastMsg struct{ first, seq, pos uint64 }
 // lastMessage returns the run's last message, zeros when the run has no
 // events.
 func (s *Store) lastMessage(ctx context.Context, runID string) (lastMsg, error) {
-	var m *jetstream.RawStreamMsg
-	err := s.retry(ctx, "last event", func(ctx context.Context) error {
-		var err error
-		m, err = s.events.GetLastMsgForSubject(ctx, eventsSubject(runID))
-		return err
-	})
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return lastMsg{}, nil
-	}
-	if err != nil {
+	m, err := s.lastRaw(ctx, runID)
+	if err != nil || m == nil {
 		return lastMsg{}, err
 	}
 	first, seq, err := msgSeqs(m.Header)
@@ -70,6 +57,21 @@ func (s *Store) lastMessage(ctx context.Context, runID string) (lastMsg, error) 
 		return lastMsg{}, err
 	}
 	return lastMsg{first, seq, m.Sequence}, nil
+}
+
+// lastRaw returns the last message of the run's log, nil when the run
+// has no events.
+func (s *Store) lastRaw(ctx context.Context, runID string) (*jetstream.RawStreamMsg, error) {
+	var m *jetstream.RawStreamMsg
+	err := s.retry(ctx, "last event", func(ctx context.Context) error {
+		var err error
+		m, err = s.events.GetLastMsgForSubject(ctx, eventsSubject(runID))
+		return err
+	})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	return m, err
 }
 
 func parseSeq(h nats.Header) (uint64, error) {
