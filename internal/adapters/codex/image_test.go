@@ -116,7 +116,7 @@ func imageRun(t *testing.T, ims []runs.Image) *openai.Images {
 	env := append(agenttest.MinimalEnv(home), cmd.Env...)
 	env = append(env, testKeyEnv+"="+testKey)
 	dec := a.NewDecoder(inv).(*decoder)
-	conv := converse(t, bin, cmd.Args, env, dir, dec, cliCase{}, "agentgate-test-"+uuid.NewString())
+	conv := converse(t, bin, cmd.Args, env, dir, dec, cliCase{}, "agentgate-test-"+uuid.NewString(), func() bool { return false })
 	out := dec.Finish(conv.exit, []byte(conv.stderr))
 	if out.Status != runs.Succeeded {
 		t.Fatalf("outcome %s: %+v; stderr %q", out.Status, out.Error, tail(conv.stderr, 500))

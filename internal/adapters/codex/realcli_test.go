@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentgate/agentgate/internal/agenttest"
+	"github.com/agentgate/agentgate/internal/mock/mockhttp"
 	"github.com/agentgate/agentgate/internal/mock/openai"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
@@ -118,7 +120,8 @@ env_key = %q
 func runCLI(t *testing.T, bin, version string, c cliCase, home, dir string) *cliRun {
 	t.Helper()
 	marker := "agentgate-test-" + uuid.NewString()
-	srv, err := openai.Start("127.0.0.1:0", c.scenario(marker))
+	first := mockhttp.NewFirstRequest(c.scenario(marker))
+	srv, err := openai.Start("127.0.0.1:0", first)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,8 +164,19 @@ func runCLI(t *testing.T, bin, version string, c cliCase, home, dir string) *cli
 	}
 	dec := a.NewDecoder(inv).(*decoder)
 	start := time.Now()
-	conv := converse(t, bin, cmd.Args, env, dir, dec, c, marker)
-	r.elapsed = time.Since(start)
+	held := func() bool {
+		for _, e := range srv.Ledger() {
+			if e.Hung {
+				return true
+			}
+		}
+		return false
+	}
+	conv := converse(t, bin, cmd.Args, env, dir, dec, c, marker, held)
+	r.elapsed, r.stopping = time.Since(start), conv.stopping
+	if at := first.At(); !at.IsZero() {
+		r.failing = time.Since(at)
+	}
 	r.events, r.res.Exit, r.res.Stderr, r.res.stdout = conv.events, conv.exit, conv.stderr, conv.stdout
 	r.outcome = dec.Finish(conv.exit, []byte(conv.stderr))
 	r.events = append(r.events, r.outcome.Events...)
@@ -176,6 +190,11 @@ type conversation struct {
 	stdout [][]byte
 	stderr string
 	exit   runs.Exit
+	// stoppedAt is when the deadline's interrupt was sent (unix
+	// nanoseconds, 0 if never), and stopping how long the CLI took from
+	// there to exit.
+	stoppedAt atomic.Int64
+	stopping  time.Duration
 }
 
 // converse runs the CLI and holds the decoder's conversation on its
@@ -184,8 +203,9 @@ type conversation struct {
 // decoder says so. A case that interrupts sends the decoder's Interrupt
 // once a command runs; one with a deadline sends it then, and kills the
 // process group a grace period later.
-func converse(t *testing.T, bin string, args, env []string, dir string, dec *decoder, c cliCase, marker string) conversation {
+func converse(t *testing.T, bin string, args, env []string, dir string, dec *decoder, c cliCase, marker string, held func() bool) *conversation {
 	t.Helper()
+	conv := &conversation{}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir, cmd.Env = dir, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -219,21 +239,36 @@ func converse(t *testing.T, bin string, args, env []string, dir string, dec *dec
 			stdin.Close()
 		}
 	}
-	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	stopAt := runDeadline
-	if c.deadline > 0 {
-		stopAt = c.deadline
+	var exited atomic.Bool // the process was reaped: no signal may reach its reused pid
+	kill := func() {
+		if !exited.Load() {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
 	}
-	stopper := time.AfterFunc(stopAt, func() {
+	stopper := time.AfterFunc(runDeadline, func() {
+		conv.stoppedAt.CompareAndSwap(0, time.Now().UnixNano())
 		write(dec.Interrupt())
 		time.AfterFunc(3*time.Second, kill)
 	})
 	defer stopper.Stop()
 	hardStop := time.AfterFunc(runDeadline+5*time.Second, kill)
 	defer hardStop.Stop()
+	if c.deadline > 0 {
+		// A case's deadline counts from the state it is about, the
+		// mock holding the CLI's request, not from the start, which
+		// takes seconds more on a loaded machine.
+		go func() {
+			for !held() {
+				if exited.Load() {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			stopper.Reset(c.deadline)
+		}()
+	}
 
 	write(dec.Open())
-	var conv conversation
 	interrupted := false
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(nil, 64<<20)
@@ -259,6 +294,10 @@ func converse(t *testing.T, bin string, args, env []string, dir string, dec *dec
 	}
 	_, _ = io.Copy(io.Discard, stdout)
 	err = cmd.Wait()
+	exited.Store(true)
+	if at := conv.stoppedAt.Load(); at != 0 {
+		conv.stopping = time.Since(time.Unix(0, at))
+	}
 	closeIn()
 	conv.stderr = stderr.String()
 	conv.exit = exitOf(cmd.ProcessState, err)

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentgate/agentgate/internal/agenttest"
+	"github.com/agentgate/agentgate/internal/mock/mockhttp"
 	"github.com/agentgate/agentgate/internal/mock/openai"
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -124,7 +124,7 @@ func runCLI(t *testing.T, bin, version, cache string, c cliCase) *cliRun {
 		home, dir = t.TempDir(), t.TempDir()
 	}
 	marker := "agentgate-test-" + uuid.NewString()
-	first := &firstRequest{sc: c.scenario(marker)}
+	first := mockhttp.NewFirstRequest(c.scenario(marker))
 	srv, err := openai.Start("127.0.0.1:0", first, openai.RequireKey(testKey))
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ func runCLI(t *testing.T, bin, version, cache string, c cliCase) *cliRun {
 		}()
 	}
 	res := p.Wait()
-	if at := first.at(); !at.IsZero() {
+	if at := first.At(); !at.IsZero() {
 		r.failing = time.Since(at)
 	}
 	if at := signalled.Load(); at != 0 {
@@ -286,27 +286,4 @@ func inputText(r openai.Request) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
-}
-
-// firstRequest plays sc and notes when the first request came.
-type firstRequest struct {
-	sc    openai.Scenario
-	mu    sync.Mutex
-	first time.Time
-}
-
-func (f *firstRequest) Respond(req *openai.Request) openai.Response {
-	f.mu.Lock()
-	if f.first.IsZero() {
-		f.first = time.Now()
-	}
-	f.mu.Unlock()
-	return f.sc.Respond(req)
-}
-
-// at returns when the first request came, or zero.
-func (f *firstRequest) at() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.first
 }
