@@ -214,7 +214,11 @@ const reaperGiveUp = time.Minute
 // below the reaper is in it from its first instruction. Only a privileged
 // process can leave it; a round that finds the cgroup empty but for the
 // reaper while children remain, twice in a row (once could be a child
-// that exited after the reaping), scans /proc for what is below.
+// that exited after the reaping), scans /proc for what is below. With a
+// cgroup, no child left is not the end: a process of the cgroup that is
+// not below the reaper is stopped in one round and killed in a later one,
+// and the reaper's own children dying in between must not leave it
+// stopped, so the rounds go on until the cgroup lists no live process.
 func killTree(cgroup string) {
 	self := os.Getpid()
 	f := newFreezer()
@@ -222,20 +226,23 @@ func killTree(cgroup string) {
 	deadline := time.Now().Add(reaperGiveUp)
 	emptyRounds := 0
 	for {
-		if reapChildren() {
-			return
-		}
+		childless := reapChildren()
 		var victims []proc
 		scan := cgroup == ""
 		if !scan {
 			var err error
 			victims, err = cgroupProcs(cgroup, self)
-			if err != nil || len(victims) == 0 {
+			if err != nil || !anyAlive(victims) {
+				if childless {
+					return
+				}
 				emptyRounds++
 				scan = emptyRounds > 1
 			} else {
 				emptyRounds = 0
 			}
+		} else if childless {
+			return
 		}
 		if scan {
 			procs, err := New().list()
@@ -252,6 +259,16 @@ func killTree(cgroup string) {
 		time.Sleep(delay)
 		delay = min(2*delay, 20*time.Millisecond)
 	}
+}
+
+// anyAlive says whether victims holds a process that is not a zombie.
+func anyAlive(victims []proc) bool {
+	for _, v := range victims {
+		if !v.zombie {
+			return true
+		}
+	}
+	return false
 }
 
 // cgroupProcs returns the processes of the cgroup at dir but self, with

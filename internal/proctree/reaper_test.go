@@ -367,6 +367,40 @@ func TestReaperInRunCgroup(t *testing.T) {
 	}
 }
 
+// TestReaperEmptiesItsCgroupWithNoChildLeft: an agent that exits leaving
+// no process below the reaper still leaves the reaper a cgroup to empty:
+// a process of it that the reaper did not start is killed, not left to
+// run (or stopped, were its children to end between the rounds that stop
+// and then kill it).
+func TestReaperEmptiesItsCgroupWithNoChildLeft(t *testing.T) {
+	cgs := openCgroups(t, replicaName(t), false)
+	for name, reaper := range reapers(t) {
+		id := uuid.NewString()
+		g, err := cgs.New(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stranger := startIn(t, g, []string{"sleep", "60"})
+		cmd := startReaper(t, reaper, id, g, "/bin/sh", "-c", "exit 0")
+		if code := exitCode(t, cmd); code != 0 {
+			t.Fatalf("%s: exit code %d", name, code)
+		}
+		died := make(chan struct{})
+		go func() { _ = stranger.Wait(); close(died) }()
+		select {
+		case <-died:
+		case <-time.After(30 * time.Second):
+			t.Errorf("%s: a process of the run's cgroup lived on 30 s after the reaper, which had no child left", name)
+			_ = stranger.Process.Kill()
+			<-died
+		}
+		if sig := stranger.ProcessState.Sys().(syscall.WaitStatus).Signal(); sig != syscall.SIGKILL {
+			t.Errorf("%s: the stranger died of %v, want the reaper's SIGKILL", name, sig)
+		}
+		g.Remove(context.Background())
+	}
+}
+
 // TestReaperKillsByItsCgroup: in its run's cgroup, a reaper kills what the
 // cgroup lists, whether or not it is below the reaper, without reading all
 // of /proc; started with another run's cookie, the cgroup is not its run's,

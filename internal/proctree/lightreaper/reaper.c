@@ -385,27 +385,45 @@ static double now(void) {
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+// any_alive says whether victims holds a process that is not a zombie.
+static int any_alive(const struct procs *victims) {
+	for (size_t i = 0; i < victims->n; i++)
+		if (victims->p[i].state != 'Z' && victims->p[i].state != 'X')
+			return 1;
+	return 0;
+}
+
 // kill_tree kills every descendant of this process, in rounds, and reaps
-// its children, until it has no child left, as proctree's killTree does:
-// by the run's cgroup's list of processes when it has one, and by a scan
-// of /proc when it has none, or when that list is empty twice in a row
-// while children remain (a privileged process that left the cgroup).
+// its children, as proctree's killTree does: by the run's cgroup's list
+// of processes when it has one, and by a scan of /proc when it has none,
+// or when that list is empty twice in a row while children remain (a
+// privileged process that left the cgroup). It ends when it has no child
+// left and, with a cgroup, the cgroup lists no live process: a process of
+// the cgroup that is not below it is stopped in one round and killed in a
+// later one, which its own children's end must not cut short.
 static void kill_tree(const char *cgroup) {
 	pid_t self = getpid();
 	struct tries t = {0};
 	long delay_ns = 1000000;
 	double deadline = now() + GIVE_UP_SECONDS;
 	int empty_rounds = 0;
-	while (!reap_children()) {
+	for (;;) {
+		int childless = reap_children();
 		struct procs victims = {0};
 		int scan = cgroup == NULL;
 		if (!scan) {
-			if (cgroup_victims(cgroup, self, &victims) != 0 || victims.n == 0) {
+			if (cgroup_victims(cgroup, self, &victims) != 0 || !any_alive(&victims)) {
+				if (childless) {
+					free(victims.p);
+					break;
+				}
 				empty_rounds++;
 				scan = empty_rounds > 1;
 			} else {
 				empty_rounds = 0;
 			}
+		} else if (childless) {
+			break;
 		}
 		if (scan && descendants(self, &victims) != 0) {
 			free(victims.p);
