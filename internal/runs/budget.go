@@ -3,14 +3,6 @@ package runs
 import (
 	"errors"
 	"fmt"
-	"slices"
-)
-
-// The budgets a run may set, as RunError.Budget names them.
-const (
-	BudgetMaxTurns       = FieldMaxTurns
-	BudgetMaxTotalTokens = FieldMaxTotalTokens
-	BudgetMaxBudgetUSD   = FieldMaxBudgetUSD
 )
 
 // stopBudget is the Exit.Reason of a run the gateway stopped at one of its
@@ -32,61 +24,6 @@ func budgetError(cause error) *RunError {
 		return &c
 	}
 	return nil
-}
-
-// EnforcedByGateway reports whether the gateway enforces field for an
-// agent described by d that does not honour it itself: the budgets it
-// sees in every run's events, and structured output, which it asks for
-// and checks. max_budget_usd needs a CLI that reports cost: the gateway
-// never prices tokens itself.
-func EnforcedByGateway(d Description, field string) bool {
-	switch field {
-	case FieldMaxTurns, FieldMaxTotalTokens, FieldOutputSchema:
-		return true
-	case FieldMaxBudgetUSD:
-		return d.ReportsCost
-	}
-	return false
-}
-
-// Capabilities lists the optional fields a run of the agent described by d
-// may set: those its CLI honours, and those the gateway enforces for it.
-func Capabilities(d Description) []string {
-	out := slices.Clone(d.Fields)
-	// An agent that always keeps its sessions honours keep_session by
-	// doing nothing, and takes it: it is listed so that a client can ask
-	// for it without knowing which agents need it.
-	if slices.Contains(out, FieldResumeSessionID) && !slices.Contains(out, FieldKeepSession) {
-		out = append(out, FieldKeepSession)
-	}
-	for _, f := range []string{FieldMaxTurns, FieldMaxBudgetUSD, FieldOutputSchema, FieldMaxTotalTokens} {
-		if !slices.Contains(out, f) && EnforcedByGateway(d, f) {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-// AdapterSpec is the spec an adapter is given: s without the fields the
-// gateway enforces and the adapter does not list. A schema the CLI cannot
-// take becomes an instruction at the end of the prompt. The run's own spec
-// keeps them all: the supervisor checks them against what the run does.
-func AdapterSpec(d Description, s Spec) Spec {
-	has := func(f string) bool { return slices.Contains(d.Fields, f) }
-	if !has(FieldMaxTurns) {
-		s.MaxTurns = 0
-	}
-	if !has(FieldMaxTotalTokens) {
-		s.MaxTotalTokens = 0
-	}
-	if d.ReportsCost && !has(FieldMaxBudgetUSD) {
-		s.MaxBudgetUSD = 0
-	}
-	if len(s.OutputSchema) > 0 && !has(FieldOutputSchema) {
-		s.Prompt += schemaInstruction(s.OutputSchema)
-		s.OutputSchema = nil
-	}
-	return s
 }
 
 // budget follows one run's spending against its spec's limits, from the

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,21 +16,6 @@ import (
 
 	"github.com/agentgate/agentgate/internal/files"
 )
-
-// File is an uploaded image, kept in the store for every replica until it
-// expires or is deleted. It belongs to the tenant that uploaded it.
-type File struct {
-	ID        string    `json:"id"`
-	Tenant    string    `json:"tenant,omitempty"`
-	MediaType string    `json:"media_type"`
-	Size      int64     `json:"size"`
-	SHA256    string    `json:"sha256"`
-	Name      string    `json:"name,omitempty"`
-	Width     int       `json:"width"`
-	Height    int       `json:"height"`
-	CreatedAt time.Time `json:"created_at"`
-	ExpiresAt time.Time `json:"expires_at"`
-}
 
 // FileLimits bound uploaded files and inline attachments. A zero field
 // takes its default.
@@ -47,17 +31,6 @@ type FileLimits struct {
 	MaxPerTenant int
 }
 
-// Defaults of FileLimits.
-const (
-	DefaultFileTTL           = 24 * time.Hour
-	DefaultMaxFileBytes      = 5 << 20
-	DefaultMaxFilesPerTenant = 1000
-	// MaxAttachments bounds the attachments of one prompt or message.
-	MaxAttachments = 8
-	// MaxFileNameBytes bounds a file's name.
-	MaxFileNameBytes = 255
-)
-
 func (l FileLimits) withDefaults() FileLimits {
 	if l.TTL <= 0 {
 		l.TTL = DefaultFileTTL
@@ -69,51 +42,6 @@ func (l FileLimits) withDefaults() FileLimits {
 		l.MaxPerTenant = DefaultMaxFilesPerTenant
 	}
 	return l
-}
-
-// The codes of a FileError.
-const (
-	// FileNotFound: an attachment names a file the tenant does not have
-	// (none, another tenant's, expired or deleted).
-	FileNotFound = "file_not_found"
-	// FileTooLarge: a file is larger than FileLimits.MaxBytes.
-	FileTooLarge = "file_too_large"
-	// InvalidAttachment: the bytes are not an accepted image, or not the
-	// image they are declared as.
-	InvalidAttachment = "invalid_attachment"
-	// TooManyFiles: the tenant keeps FileLimits.MaxPerTenant files.
-	TooManyFiles = "too_many_files"
-)
-
-// FileError is an uploaded or attached file refused: a code (FileNotFound,
-// FileTooLarge, InvalidAttachment, TooManyFiles), the request field at
-// fault, and why.
-type FileError struct {
-	Code   string
-	Field  string
-	Reason string
-}
-
-func (e *FileError) Error() string {
-	if e.Field != "" {
-		return fmt.Sprintf("field %q: %s", e.Field, e.Reason)
-	}
-	return e.Reason
-}
-
-// fileIDPrefix begins every file id, so that one is never taken for a
-// run's.
-const fileIDPrefix = "file-"
-
-// ValidFileID reports whether id has the shape of a file id: the prefix
-// and a UUID in canonical form.
-func ValidFileID(id string) bool {
-	rest, ok := strings.CutPrefix(id, fileIDPrefix)
-	if !ok {
-		return false
-	}
-	u, err := uuid.Parse(rest)
-	return err == nil && u.String() == rest
 }
 
 func (s *Supervisor) fileLimits() FileLimits { return s.cfg.Files.withDefaults() }
@@ -167,7 +95,7 @@ func (s *Supervisor) newFile(ctx context.Context, tenant, field, name, mediaType
 	sum := sha256.Sum256(data)
 	now := s.cfg.Now().UTC().Truncate(time.Millisecond)
 	f := File{
-		ID: fileIDPrefix + id.String(), Tenant: tenant, MediaType: info.MediaType, Size: int64(len(data)),
+		ID: FileID(id.String()), Tenant: tenant, MediaType: info.MediaType, Size: int64(len(data)),
 		SHA256: hex.EncodeToString(sum[:]), Name: name, Width: info.Width, Height: info.Height,
 		CreatedAt: now, ExpiresAt: now.Add(lim.TTL),
 	}

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 )
@@ -117,37 +115,6 @@ func (s *Supervisor) answerInput(req InputRequest) (InputResult, error) {
 		return InputResult{}, Conflict(ConflictRunEnded, "the run has ended")
 	}
 	return s.localInput(t, in)
-}
-
-// Validate checks what an input says on its own, before it is delivered.
-func (in Input) Validate() error {
-	switch in.Kind {
-	case InputDecision:
-		switch {
-		case in.ApprovalID == "" || len(in.ApprovalID) > 256:
-			return Invalid("approval_id", "is not an approval id")
-		case !in.Decision.Valid():
-			return Invalid("decision", "must be one of allow, allow_session, deny, deny_and_stop")
-		case len(in.Message) > MaxDecisionMessageBytes || !utf8.ValidString(in.Message):
-			return Invalid("message", fmt.Sprintf("must be valid UTF-8 of at most %d bytes", MaxDecisionMessageBytes))
-		}
-	case InputMessage:
-		switch {
-		case strings.TrimSpace(in.Text) == "":
-			return Invalid("text", "is required and must not be blank")
-		case len(in.Text) > MaxMessageBytes || !utf8.ValidString(in.Text):
-			return Invalid("text", fmt.Sprintf("must be valid UTF-8 of at most %d bytes", MaxMessageBytes))
-		}
-		switch in.Mode {
-		case "", MessageQueue, MessageSteer:
-		default:
-			return Invalid("mode", "must be one of queue, steer")
-		}
-	case InputInterrupt, InputClose:
-	default:
-		return Invalid("kind", "must be one of decision, message, interrupt, close")
-	}
-	return nil
 }
 
 // inputReply is an input's answer between replicas: the result, or the

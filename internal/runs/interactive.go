@@ -3,8 +3,10 @@ package runs
 import (
 	"encoding/json"
 	"errors"
-	"slices"
+	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Approvals is whether a run's tool calls wait for a person's decision.
@@ -334,15 +336,33 @@ type MessageQueuedData struct {
 	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
-// checkSessionFields refuses, naming the field, an interactive run or one
-// that asks for approvals on an agent that does not list the field, so
-// that no adapter has to know of fields it does not take.
-func checkSessionFields(d Description, s Spec) error {
-	if s.Interactive && !slices.Contains(d.Fields, FieldInteractive) {
-		return Unsupported(d.Name, FieldInteractive, "this agent does not take interactive runs")
-	}
-	if s.Asks() && !slices.Contains(d.Fields, FieldApprovals) {
-		return Unsupported(d.Name, FieldApprovals, "this agent does not ask for approvals")
+// Validate checks what an input says on its own, before it is delivered.
+func (in Input) Validate() error {
+	switch in.Kind {
+	case InputDecision:
+		switch {
+		case in.ApprovalID == "" || len(in.ApprovalID) > 256:
+			return Invalid("approval_id", "is not an approval id")
+		case !in.Decision.Valid():
+			return Invalid("decision", "must be one of allow, allow_session, deny, deny_and_stop")
+		case len(in.Message) > MaxDecisionMessageBytes || !utf8.ValidString(in.Message):
+			return Invalid("message", fmt.Sprintf("must be valid UTF-8 of at most %d bytes", MaxDecisionMessageBytes))
+		}
+	case InputMessage:
+		switch {
+		case strings.TrimSpace(in.Text) == "":
+			return Invalid("text", "is required and must not be blank")
+		case len(in.Text) > MaxMessageBytes || !utf8.ValidString(in.Text):
+			return Invalid("text", fmt.Sprintf("must be valid UTF-8 of at most %d bytes", MaxMessageBytes))
+		}
+		switch in.Mode {
+		case "", MessageQueue, MessageSteer:
+		default:
+			return Invalid("mode", "must be one of queue, steer")
+		}
+	case InputInterrupt, InputClose:
+	default:
+		return Invalid("kind", "must be one of decision, message, interrupt, close")
 	}
 	return nil
 }

@@ -42,19 +42,6 @@ func CompileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 	return s, nil
 }
 
-// schemaInstruction is appended to the prompt of an agent whose CLI has
-// no structured output of its own: the gateway asks for the JSON, then
-// checks it.
-func schemaInstruction(schema json.RawMessage) string {
-	var compact bytes.Buffer
-	if json.Compact(&compact, schema) != nil {
-		compact.Reset()
-		compact.Write(schema)
-	}
-	return "\n\nAnswer with only a JSON value that matches this JSON Schema, with no other text " +
-		"before or after it (a ```json fence around it is accepted):\n" + compact.String()
-}
-
 // ExtractJSON finds the JSON value of a final answer: the whole answer
 // when it is one JSON value, or the content of its one ```json (or plain
 // ```) fence that holds one. It returns the value compacted, or an error

@@ -1,22 +1,5 @@
 package runs
 
-import (
-	"fmt"
-	"strings"
-)
-
-// MaxWebhookURLBytes bounds Spec.WebhookURL.
-const MaxWebhookURLBytes = 2048
-
-// The codes of a refused webhook_url.
-const (
-	// CodeWebhooksDisabled: nothing would sign the run's webhooks.
-	CodeWebhooksDisabled = "webhooks_disabled"
-	// CodeWebhookURLRefused: the URL reaches an address the gateway's
-	// allow-list refuses.
-	CodeWebhookURLRefused = "webhook_url_refused"
-)
-
 // Webhooks is who sends runs' webhooks (internal/webhooks): Config.Webhooks.
 type Webhooks interface {
 	// CheckWebhookURL checks a spec's WebhookURL for the run's tenant at
@@ -28,20 +11,6 @@ type Webhooks interface {
 	// finished record) and the event as it is stored (redacted). It must
 	// not block, and decides itself whether the run has a webhook.
 	NotifyWebhooks(r Run, ev StoredEvent)
-}
-
-// checkWebhookSyntax is Validate's check of WebhookURL: what needs no
-// configuration. The rest is Webhooks.CheckWebhookURL's.
-func checkWebhookSyntax(u string) error {
-	switch {
-	case u == "":
-		return nil
-	case len(u) > MaxWebhookURLBytes:
-		return Invalid(FieldWebhookURL, fmt.Sprintf("is longer than %d bytes", MaxWebhookURLBytes))
-	case !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://"):
-		return Invalid(FieldWebhookURL, "must be an https URL")
-	}
-	return nil
 }
 
 // checkWebhook checks a submitted spec's WebhookURL against the
