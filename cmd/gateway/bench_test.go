@@ -6,7 +6,7 @@ package main
 // in the same iterations, so that the reported ratios share the machine's
 // noise; the absolute figures are reported too, for context only.
 //
-// The agent is fakeclaude (internal/runs/testdata/fakeclaude), a stand-in
+// The agent is fakeclaude (internal/supervisor/testdata/fakeclaude), a stand-in
 // for the claude CLI that writes recorded stream-json lines at a
 // controlled rate, except in BenchmarkClaudeRun and BenchmarkCodexRun,
 // which run the real CLIs against the mock model servers.
@@ -43,6 +43,7 @@ import (
 	"github.com/agentgate/agentgate/internal/natstest"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/store"
+	"github.com/agentgate/agentgate/internal/supervisor"
 )
 
 // Sizes of the benchmarks' runs: each iteration takes well under a second
@@ -91,7 +92,7 @@ func buildFakeClaude(tb testing.TB) string {
 		tb.Fatalf("the go command is needed to build the fake agent: %v", err)
 	}
 	out := filepath.Join(tb.TempDir(), "fakeclaude")
-	cmd := exec.Command(goBin, "build", "-o", out, "./internal/runs/testdata/fakeclaude")
+	cmd := exec.Command(goBin, "build", "-o", out, "./internal/supervisor/testdata/fakeclaude")
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("build fakeclaude: %v\n%s", err, b)
@@ -910,16 +911,16 @@ func openJetStream(b *testing.B) *store.Store {
 
 // startSupervisor starts a supervisor over st with fakeclaude as claude,
 // as run() builds it but without HTTP.
-func startSupervisor(b *testing.B, st runs.Store, bin string) *runs.Supervisor {
+func startSupervisor(b *testing.B, st runs.Store, bin string) *supervisor.Supervisor {
 	reg := metrics.NewRegistry()
 	rec, err := metrics.New(reg, metrics.Options{Agents: []string{claude.Name}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	agent := &runs.Agent{Adapter: claude.New(), Bin: bin, Home: b.TempDir()}
-	sup := runs.NewSupervisor(runs.Config{
+	agent := &supervisor.Agent{Adapter: claude.New(), Bin: bin, Home: b.TempDir()}
+	sup := supervisor.New(supervisor.Config{
 		Replica: "bench", WorkspaceRoot: b.TempDir(), Path: os.Getenv("PATH"), KillGrace: time.Second,
-	}, st, []*runs.Agent{agent}, rec, zap.NewNop())
+	}, st, []*supervisor.Agent{agent}, rec, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sup.Start(ctx); err != nil {
 		cancel()
@@ -960,7 +961,7 @@ func BenchmarkSupervisorStore(b *testing.B) {
 
 	type variant struct {
 		st       *countingStore
-		sup      *runs.Supervisor
+		sup      *supervisor.Supervisor
 		stored   func(id string) uint64 // the events the store holds, 0 when it keeps none
 		wall     time.Duration
 		appends  int

@@ -23,6 +23,7 @@ import (
 	"github.com/agentgate/agentgate/internal/redact"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/store"
+	"github.com/agentgate/agentgate/internal/supervisor"
 	"github.com/agentgate/agentgate/internal/webhooks"
 )
 
@@ -57,13 +58,13 @@ type instance struct {
 
 	self      string // this executable, the agents' reaper unless one is installed beside it
 	cgroups   *proctree.Cgroups
-	agents    []*runs.Agent
+	agents    []*supervisor.Agent
 	keys      api.Keys
 	tokens    api.Tokens
 	seal      []byte
 	tempRoot  string
-	sandbox   runs.Sandbox
-	sup       *runs.Supervisor
+	sandbox   supervisor.Sandbox
+	sup       *supervisor.Supervisor
 	stopLoops context.CancelFunc
 	draining  chan struct{}
 
@@ -282,7 +283,7 @@ func (g *instance) makeAgentHomes(context.Context) error {
 		if err := os.MkdirAll(s.Home, 0o700); err != nil {
 			return fmt.Errorf("create home of agent %s: %w", a.Name(), err)
 		}
-		g.agents = append(g.agents, &runs.Agent{Adapter: a, Bin: s.Bin, Home: s.Home})
+		g.agents = append(g.agents, &supervisor.Agent{Adapter: a, Bin: s.Bin, Home: s.Home})
 	}
 	return nil
 }
@@ -324,7 +325,7 @@ func (g *instance) openSandbox(ctx context.Context) error {
 // this replica's runs and keep it from taking more until there is room
 // again.
 func (g *instance) startSupervisor(context.Context) error {
-	g.sup = runs.NewSupervisor(g.supervisorConfig(), g.st, g.agents, g.rec, g.log)
+	g.sup = supervisor.New(g.supervisorConfig(), g.st, g.agents, g.rec, g.log)
 	// The loops outlive ctx: they stop after the shutdown's grace.
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	g.stopLoops = stopLoops
@@ -340,18 +341,18 @@ func (g *instance) startSupervisor(context.Context) error {
 	return nil
 }
 
-func (g *instance) supervisorConfig() runs.Config {
+func (g *instance) supervisorConfig() supervisor.Config {
 	cfg := g.cfg
-	return runs.Config{
+	return supervisor.Config{
 		Replica: cfg.ReplicaID, ReplicaTTL: cfg.ReplicaTTL, MaxConcurrent: cfg.MaxConcurrentRuns,
 		DefaultTimeout: cfg.RunTimeout, MaxTimeout: cfg.MaxRunTimeout, KillGrace: cfg.KillGrace, StoreRetry: cfg.StoreRetry,
 		Reaper: proctree.ReaperBeside(g.self), AgentNice: cfg.AgentNice, Cgroups: g.cgroups,
 		WorkspaceRoot: cfg.WorkspaceRoot, WorkspaceRetention: cfg.Retention, Path: cfg.AgentPath, Getenv: g.getenv,
-		Limits: runs.Limits{MaxText: cfg.MaxEventText, MaxToolInput: runs.DefaultLimits.MaxToolInput},
+		Limits: supervisor.Limits{MaxText: cfg.MaxEventText, MaxToolInput: supervisor.DefaultLimits.MaxToolInput},
 		// Snapshots of run directories are hidden with the data directory.
 		Redact: g.redactor, Sandbox: g.sandbox, TempRoot: g.tempRoot, ArtifactsDir: filepath.Join(cfg.DataDir, "artifacts"),
-		Quotas:      runs.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
-		Files:       runs.FileLimits{TTL: cfg.FileTTL, MaxBytes: cfg.HTTP.MaxFileBytes, MaxPerTenant: cfg.MaxFilesPerTenant},
+		Quotas:      supervisor.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
+		Files:       supervisor.FileLimits{TTL: cfg.FileTTL, MaxBytes: cfg.HTTP.MaxFileBytes, MaxPerTenant: cfg.MaxFilesPerTenant},
 		MCPCommands: cfg.MCPCommands, MCPURLs: cfg.MCPURLs, SealKey: g.seal,
 		Cursors: g.hub, Webhooks: g.hooks,
 		VersionOutput: g.sm.versionOutput, RunDeadline: g.sm.runDeadline,

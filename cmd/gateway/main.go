@@ -28,6 +28,7 @@ import (
 	"github.com/agentgate/agentgate/internal/adapters/copilot"
 	"github.com/agentgate/agentgate/internal/adapters/gemini"
 	"github.com/agentgate/agentgate/internal/adapters/opencode"
+	"github.com/agentgate/agentgate/internal/probe"
 	"github.com/agentgate/agentgate/internal/proctree"
 	_ "github.com/agentgate/agentgate/internal/proctree/lightreaper"
 	"github.com/agentgate/agentgate/internal/redact"
@@ -77,9 +78,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 // keeps the gateway's.
 type seams struct {
 	// versionOutput runs an agent's version command at startup
-	// (runs.Config.VersionOutput): the tests' gateways share one cache.
-	versionOutput runs.VersionOutput
-	// runDeadline arms runs' timeouts (runs.Config.RunDeadline).
+	// (supervisor.Config.VersionOutput): the tests' gateways share one cache.
+	versionOutput probe.VersionOutput
+	// runDeadline arms runs' timeouts (supervisor.Config.RunDeadline).
 	runDeadline func(runID string, timeout time.Duration) <-chan time.Time
 }
 

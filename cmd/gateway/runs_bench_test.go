@@ -17,6 +17,7 @@ import (
 	"github.com/agentgate/agentgate/internal/proctree"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/sandbox"
+	"github.com/agentgate/agentgate/internal/supervisor"
 )
 
 // treeMemory is the resident memory of a gateway's process tree by role,
@@ -264,7 +265,7 @@ func wrappedArgv(b *testing.B, sandboxName string, argv []string) []string {
 			b.Fatal(err)
 		}
 		root := b.TempDir()
-		c := runs.Confinement{RunID: "burst", Permission: runs.WorkspaceWrite,
+		c := supervisor.Confinement{RunID: "burst", Permission: runs.WorkspaceWrite,
 			Dir: filepath.Join(root, "dir"), Home: filepath.Join(root, "home"), TempDir: filepath.Join(root, "tmp")}
 		for _, d := range []string{c.Dir, c.Home, c.TempDir} {
 			if err := os.Mkdir(d, 0o700); err != nil {

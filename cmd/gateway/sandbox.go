@@ -6,8 +6,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/sandbox"
+	"github.com/agentgate/agentgate/internal/supervisor"
 )
 
 // Sandbox modes, the values of AGENTGATE_SANDBOX.
@@ -26,7 +26,7 @@ const (
 // workspace root, the API keys file and the operator's extras. A gateway
 // that cannot sandbox thus refuses to start unless the operator accepts
 // the CLI-only enforcement explicitly.
-func newSandbox(ctx context.Context, mode string, hide []string, log *zap.Logger) (runs.Sandbox, error) {
+func newSandbox(ctx context.Context, mode string, hide []string, log *zap.Logger) (supervisor.Sandbox, error) {
 	switch mode {
 	case sandboxCLIOnly:
 		log.Warn("no sandbox: only each agent CLI's own flags enforce a run's permission, and an agent can read what the gateway's user can",

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/supervisor"
 	"github.com/agentgate/agentgate/internal/webhooks"
 )
 
@@ -114,7 +115,7 @@ func openWebhooks(ctx context.Context, cfg config, st webhooks.Store, reg promet
 // service is the API's service: the supervisor, and the webhook
 // deliveries of its runs (api.Webhooks).
 type service struct {
-	*runs.Supervisor
+	*supervisor.Supervisor
 	hooks *webhooks.Deliverer
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/sandbox"
+	"github.com/agentgate/agentgate/internal/supervisor"
 )
 
 // bwrapPath is where Debian's bubblewrap package puts bwrap; the suite
@@ -30,7 +31,7 @@ const hiddenFile = "store.dat"
 // workspace root (each run's own directory is bound back) and data, a
 // directory standing for the gateway's own, which holds hiddenFile with a
 // secret of its own.
-func confine(t *testing.T, workspaceRoot, data string) runs.Sandbox {
+func confine(t *testing.T, workspaceRoot, data string) supervisor.Sandbox {
 	t.Helper()
 	if _, err := os.Stat(bwrapPath); err != nil {
 		t.Fatalf("bubblewrap is not installed (apt-get install bubblewrap): %v", err)

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"github.com/agentgate/agentgate/internal/mock/mocktest"
+	"github.com/agentgate/agentgate/internal/probe"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
+	"github.com/agentgate/agentgate/internal/supervisor"
 	"os"
 	"path/filepath"
 	"slices"
@@ -87,7 +89,7 @@ type suite struct {
 // on one store share its queue: a case's runs must run against the case's
 // backend.
 type gateway struct {
-	sup   *runs.Supervisor
+	sup   *supervisor.Supervisor
 	store runs.Store
 	// deadlines strikes a run's deadline when a case says.
 	deadlines *runstest.Deadlines
@@ -103,7 +105,7 @@ func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]st
 	home, data := t.TempDir(), t.TempDir()
 	b := s.kit.Serve(t, sc, home)
 	gwEnv := env(b)
-	cfg := runs.Config{
+	cfg := supervisor.Config{
 		Replica: "conformance-" + uuid.NewString()[:8], WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"),
 		KillGrace: 2 * time.Second, MaxTimeout: time.Hour, DefaultTimeout: struckTimeout, // the suite's waits are the bounds: a run's own timeout never comes first
 		Getenv: func(k string) string { return gwEnv[k] },
@@ -118,7 +120,7 @@ func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]st
 	deadlines := &runstest.Deadlines{}
 	cfg.RunDeadline = deadlines.Arm
 	st := runstest.Store(t)
-	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: s.adapter, Bin: s.bin, Home: home}},
+	sup := supervisor.New(cfg, st, []*supervisor.Agent{{Adapter: s.adapter, Bin: s.bin, Home: home}},
 		runstest.NopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sup.Start(ctx); err != nil {
@@ -299,7 +301,7 @@ func wantNoProcesses(t *testing.T, id, marker string) {
 func (s *suite) version(t *testing.T) {
 	d := s.adapter.Describe()
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C.UTF-8"}
-	info := runs.ProbeWith(context.Background(), s.adapter, s.bin, env, runstest.Versions.Output)
+	info := probe.With(context.Background(), s.adapter, s.bin, env, runstest.Versions.Output)
 	if !info.Installed || info.Version == "" {
 		t.Fatalf("probe = %+v", info)
 	}

@@ -266,6 +266,9 @@ const (
 	ConflictQueueFull        = "message_queue_full"
 	ConflictClosing          = "session_closing"
 	ConflictNotStarted       = "run_not_started"
+	// ConflictRunNotFinished: what is asked of the run (delete it, its
+	// diff, its changes) needs it to have ended.
+	ConflictRunNotFinished = "run_not_finished"
 )
 
 // ConflictError is an ErrConflict with a stable code and a sentence.

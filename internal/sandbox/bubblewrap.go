@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/supervisor"
 )
 
 // Name is what Enforcement reports, and what /v1/agents shows.
@@ -99,7 +100,7 @@ func (b *Bubblewrap) Enforcement() string { return Name }
 // its group) is thereby lost: the supervisor's SIGTERM follows it.
 //
 // The dirs of c must exist; a hidden path that does not exist is skipped.
-func (b *Bubblewrap) Wrap(c runs.Confinement, argv []string) ([]string, error) {
+func (b *Bubblewrap) Wrap(c supervisor.Confinement, argv []string) ([]string, error) {
 	if c.Permission == runs.Full {
 		return argv, nil
 	}
@@ -190,7 +191,7 @@ func (b *Bubblewrap) Probe(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	defer os.RemoveAll(root)
-	c := runs.Confinement{RunID: "probe", Permission: runs.WorkspaceWrite,
+	c := supervisor.Confinement{RunID: "probe", Permission: runs.WorkspaceWrite,
 		Dir: filepath.Join(root, "dir"), Home: filepath.Join(root, "home"), TempDir: filepath.Join(root, "tmp")}
 	for _, d := range []string{c.Dir, c.Home, c.TempDir} {
 		if err := os.Mkdir(d, 0o700); err != nil {

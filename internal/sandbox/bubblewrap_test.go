@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/supervisor"
 )
 
 // bwrapPath is where the Debian package installs bwrap; a machine without
@@ -33,10 +34,10 @@ func newBwrap(t *testing.T, hide ...string) *Bubblewrap {
 }
 
 // confinement returns a run's directories, each made under a fresh root.
-func confinement(t *testing.T, perm runs.Permission) runs.Confinement {
+func confinement(t *testing.T, perm runs.Permission) supervisor.Confinement {
 	t.Helper()
 	root := t.TempDir()
-	c := runs.Confinement{RunID: "run-1", Permission: perm,
+	c := supervisor.Confinement{RunID: "run-1", Permission: perm,
 		Dir: filepath.Join(root, "ws", "run-1"), Home: filepath.Join(root, "home"), TempDir: filepath.Join(root, "tmp")}
 	for _, d := range []string{c.Dir, c.Home, c.TempDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -48,7 +49,7 @@ func confinement(t *testing.T, perm runs.Permission) runs.Confinement {
 
 // shell runs script under sh in c, and returns its combined output and
 // exit code.
-func shell(t *testing.T, b *Bubblewrap, c runs.Confinement, script string, env ...string) (string, int) {
+func shell(t *testing.T, b *Bubblewrap, c supervisor.Confinement, script string, env ...string) (string, int) {
 	t.Helper()
 	argv, err := b.Wrap(c, []string{"/bin/sh", "-c", script})
 	if err != nil {
@@ -127,7 +128,7 @@ func TestWrapArgv(t *testing.T) {
 			t.Errorf("%s: the network must stay reachable: %s", perm, line)
 		}
 	}
-	if _, err := b.Wrap(runs.Confinement{Permission: runs.WorkspaceWrite, Dir: "rel", Home: "/", TempDir: "/"}, argv); err == nil {
+	if _, err := b.Wrap(supervisor.Confinement{Permission: runs.WorkspaceWrite, Dir: "rel", Home: "/", TempDir: "/"}, argv); err == nil {
 		t.Error("a relative run dir was accepted")
 	}
 	if _, err := b.Wrap(confinement(t, "sideways"), argv); err == nil {

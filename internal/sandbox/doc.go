@@ -9,7 +9,7 @@
 //
 // Under read_only and workspace_write the whole file system is read-only,
 // except the agent's home, the run's own temporary directory (its TMPDIR,
-// TMP and TEMP, made under runs.Config.TempRoot and removed with the run)
+// TMP and TEMP, made under supervisor.Config.TempRoot and removed with the run)
 // and, under workspace_write only, the run's directory. full is unconfined:
 // Wrap returns the argv unchanged. The mounts, in order (order matters:
 // a later mount covers an earlier one):

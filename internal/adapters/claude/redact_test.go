@@ -19,6 +19,7 @@ import (
 	"github.com/agentgate/agentgate/internal/redact"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
+	"github.com/agentgate/agentgate/internal/supervisor"
 )
 
 // TestRealCLISecretsNeverStored runs the real claude through the
@@ -125,7 +126,7 @@ func wantStoredRedacted(t *testing.T, events []runs.StoredEvent, key, secret str
 // startRedactingGateway starts a supervisor of the real claude whose
 // environment is gw, which redacts what the run's secrets are and takes
 // the test binary as an MCP server, logging to the observer it returns.
-func startRedactingGateway(t *testing.T, gw map[string]string) (*runs.Supervisor, runs.Store, *observer.ObservedLogs) {
+func startRedactingGateway(t *testing.T, gw map[string]string) (*supervisor.Supervisor, runs.Store, *observer.ObservedLogs) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -135,7 +136,7 @@ func startRedactingGateway(t *testing.T, gw map[string]string) (*runs.Supervisor
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := runs.Config{
+	cfg := supervisor.Config{
 		Replica: "redact", WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), KillGrace: 2 * time.Second,
 		DefaultTimeout: 3 * time.Minute, Getenv: func(k string) string { return gw[k] }, Redact: red,
 		MCPCommands: []string{exe},
@@ -143,8 +144,8 @@ func startRedactingGateway(t *testing.T, gw map[string]string) (*runs.Supervisor
 	cfg.VersionOutput = runstest.Versions.Output // one probe of the CLI per test binary
 	st := runstest.Store(t)
 	core, logs := observer.New(zapcore.DebugLevel)
-	agent := &runs.Agent{Adapter: New(), Bin: agenttest.ClaudeBin(t), Home: t.TempDir()}
-	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{agent}, runstest.NopObserver{}, zap.New(core))
+	agent := &supervisor.Agent{Adapter: New(), Bin: agenttest.ClaudeBin(t), Home: t.TempDir()}
+	sup := supervisor.New(cfg, st, []*supervisor.Agent{agent}, runstest.NopObserver{}, zap.New(core))
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sup.Start(ctx); err != nil {
 		cancel()

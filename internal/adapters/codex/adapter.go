@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
+	"github.com/agentgate/agentgate/internal/probe"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -182,7 +183,7 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 // in a configWarning at the start of every session; the decoder drops that
 // warning, and the agent's advisory says it once instead.
 func (a *Adapter) HostAdvisory(env []string) string {
-	if _, err := runs.LookPathIn("bwrap", env); err == nil {
+	if _, err := probe.LookPathIn("bwrap", env); err == nil {
 		return ""
 	}
 	return "bubblewrap (bwrap) is not on the agent's PATH, so Codex sandboxes commands with the copy it bundles; install bubblewrap (scripts/install-sandbox.sh), which the gateway's own sandbox needs too"

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
+	"github.com/agentgate/agentgate/internal/supervisor"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,7 +31,7 @@ const givenWait = 90 * time.Second
 
 // gateway is a supervisor running the real codex against one mock.
 type gateway struct {
-	sup    *runs.Supervisor
+	sup    *supervisor.Supervisor
 	st     runs.Store
 	srv    *openai.Server
 	images *openai.Images
@@ -61,14 +62,14 @@ func startGateway(t *testing.T, sc openai.Scenario, mcpURLs ...string) *gateway 
 		t.Fatal(err)
 	}
 	env := map[string]string{testKeyEnv: testKey}
-	cfg := runs.Config{
+	cfg := supervisor.Config{
 		Replica: "codex-given", WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), KillGrace: 2 * time.Second,
 		DefaultTimeout: 3 * time.Minute, Getenv: func(k string) string { return env[k] }, Redact: red,
 		MCPCommands: []string{exe, missingMCP}, MCPURLs: mcpURLs,
 	}
 	cfg.VersionOutput = runstest.Versions.Output // one probe of the CLI per test binary
 	st := runstest.Store(t)
-	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: home}}, runstest.NopObserver{},
+	sup := supervisor.New(cfg, st, []*supervisor.Agent{{Adapter: New(), Bin: bin, Home: home}}, runstest.NopObserver{},
 		zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sup.Start(ctx); err != nil {

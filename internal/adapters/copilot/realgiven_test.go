@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
+	"github.com/agentgate/agentgate/internal/supervisor"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,7 +33,7 @@ const givenWait = 2 * time.Minute
 
 // gateway is a supervisor running the real copilot against one mock.
 type gateway struct {
-	sup    *runs.Supervisor
+	sup    *supervisor.Supervisor
 	st     runs.Store
 	srv    *openai.Server
 	images *openai.Images
@@ -57,14 +58,14 @@ func startGateway(t *testing.T, sc openai.Scenario) *gateway {
 		t.Fatal(err)
 	}
 	env := providerEnv(srv.URL)
-	cfg := runs.Config{
+	cfg := supervisor.Config{
 		Replica: "copilot-given", WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), KillGrace: 2 * time.Second,
 		DefaultTimeout: 3 * time.Minute, Getenv: func(k string) string { return env[k] }, Redact: red,
 		MCPCommands: []string{exe},
 	}
 	cfg.VersionOutput = runstest.Versions.Output // one probe of the CLI per test binary
 	st := runstest.Store(t)
-	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}}, runstest.NopObserver{},
+	sup := supervisor.New(cfg, st, []*supervisor.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}}, runstest.NopObserver{},
 		zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sup.Start(ctx); err != nil {

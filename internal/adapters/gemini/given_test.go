@@ -20,6 +20,7 @@ import (
 	"github.com/agentgate/agentgate/internal/mock/googleai"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
+	"github.com/agentgate/agentgate/internal/supervisor"
 )
 
 // The real-CLI tests of what a run is given, driven through the supervisor
@@ -30,7 +31,7 @@ import (
 
 // gateway is a supervisor running gemini against one mock.
 type gateway struct {
-	sup *runs.Supervisor
+	sup *supervisor.Supervisor
 	st  runs.Store
 	srv *googleai.Server
 }
@@ -49,14 +50,14 @@ func startGateway(t *testing.T, sc googleai.Scenario) *gateway {
 		t.Fatal(err)
 	}
 	env := map[string]string{"GOOGLE_GEMINI_BASE_URL": srv.URL, "GEMINI_API_KEY": testKey}
-	cfg := runs.Config{
+	cfg := supervisor.Config{
 		Replica: "gemini-" + uuid.NewString()[:8], WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"),
 		KillGrace: 2 * time.Second, DefaultTimeout: runDeadline, MaxTimeout: time.Hour,
 		Getenv:      func(k string) string { return env[k] },
 		MCPCommands: []string{exe}, // mcptest.Server: this test binary
 	}
 	cfg.VersionOutput = runstest.Versions.Output // one probe of the CLI per test binary
-	sup := runs.NewSupervisor(cfg, st, []*runs.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}},
+	sup := supervisor.New(cfg, st, []*supervisor.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}},
 		runstest.NopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sup.Start(ctx); err != nil {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/probe"
 )
 
 // VersionCache is a runs.VersionOutput that asks each CLI for its version
@@ -51,7 +51,7 @@ var Versions = &VersionCache{}
 func (c *VersionCache) Output(ctx context.Context, path string, args, env []string) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return runs.RunVersion(ctx, path, args, env)
+		return probe.RunVersion(ctx, path, args, env)
 	}
 	// The real file: a tool's .bin link and its target are one binary.
 	real := path
@@ -77,7 +77,7 @@ func (c *VersionCache) Output(ctx context.Context, path string, args, env []stri
 	c.mu.Lock()
 	c.starts++
 	c.mu.Unlock()
-	out, err := runs.RunVersion(ctx, path, args, env)
+	out, err := probe.RunVersion(ctx, path, args, env)
 	if err != nil {
 		return out, err
 	}
