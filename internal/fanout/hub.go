@@ -12,7 +12,7 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-// Source is where a Hub reads runs' logs: the store. runs.Store implements
+// Source is where a Hub reads runs' logs: the store. Any runs.EventLog implements
 // it.
 type Source interface {
 	// OpenCursor reads the run's log from the event after seq after.

@@ -6,8 +6,23 @@ import (
 )
 
 // Store keeps runs and their event logs durably, shared by every replica.
-// internal/store implements it on NATS JetStream.
+// internal/store implements it on NATS JetStream. It is the union of the
+// roles below, each an interface of its own so that a consumer names only
+// what it uses: the fan-out hub reads an EventLog, a test reads a run's
+// RunStore and EventLog.
 type Store interface {
+	RunStore
+	EventLog
+	Queue
+	Bus
+	Sessions
+	TenantUsages
+	Files
+}
+
+// RunStore keeps runs' records: what the supervisor and the API read and
+// write of a run, one record each.
+type RunStore interface {
 	// CreateRun stores a new run. It fails if the id exists.
 	CreateRun(ctx context.Context, r Run) error
 	// UpdateRun replaces a stored run. Only the run's owner calls it.
@@ -16,6 +31,17 @@ type Store interface {
 	GetRun(ctx context.Context, id string) (Run, error)
 	// ListRuns returns runs matching f, newest first.
 	ListRuns(ctx context.Context, f Filter) (Page, error)
+	// DeleteRun removes a run and its events: a submission recorded but
+	// never queued.
+	DeleteRun(ctx context.Context, runID string) error
+	// ClaimIdempotencyKey records rec for key unless the key is recorded
+	// already; then it returns the record and false.
+	ClaimIdempotencyKey(ctx context.Context, key string, rec IdempotencyRecord) (IdempotencyRecord, bool, error)
+}
+
+// EventLog is each run's log of events, the source of truth every reader
+// follows with its own cursor.
+type EventLog interface {
 	// AppendEvents appends envelopes, already encoded, to the run's log,
 	// in order. Their sequence numbers are the caller's (1, 2, …).
 	AppendEvents(ctx context.Context, runID string, events []StoredEvent) error
@@ -24,29 +50,11 @@ type Store interface {
 	LastEvent(ctx context.Context, runID string) (StoredEvent, error)
 	// OpenCursor reads the run's log from the event after seq `after`.
 	OpenCursor(ctx context.Context, runID string, after uint64) (Cursor, error)
-	// Session returns what was recorded of an agent session by
-	// SetSession; ok is false when nothing is.
-	Session(ctx context.Context, agent, sessionID string) (rec SessionRecord, ok bool, err error)
-	// SetSession records an agent session, replacing what was recorded.
-	SetSession(ctx context.Context, agent, sessionID string, rec SessionRecord) error
-	// Heartbeat records that replica is alive. Without another heartbeat
-	// it is taken for dead after the store's replica TTL.
-	Heartbeat(ctx context.Context, replica string) error
-	// LiveReplicas returns the replicas whose last heartbeat is recent.
-	LiveReplicas(ctx context.Context) (map[string]bool, error)
-	// RequestCancel asks whichever replica owns the run to cancel it.
-	RequestCancel(ctx context.Context, runID string, by Actor) error
-	// CancelRequests delivers the ids of runs whose cancel was requested on
-	// any replica, until ctx ends.
-	CancelRequests(ctx context.Context) (<-chan CancelRequest, error)
-	// SendInput delivers body, an input for the run, to the replica that
-	// owns it, and returns that replica's reply. It fails with an error
-	// wrapping ErrOwnerUnavailable when the replica does not answer.
-	SendInput(ctx context.Context, replica, runID string, body []byte) ([]byte, error)
-	// Inputs delivers the input requests addressed to replica, until ctx
-	// ends; each must be answered once.
-	Inputs(ctx context.Context, replica string) (<-chan InputRequest, error)
+}
 
+// Queue is the queue every replica shares, and the claim that makes one
+// replica a queued run's owner.
+type Queue interface {
 	// Enqueue puts a recorded run in the queue every replica shares, with
 	// its whole spec (the run's record keeps it bounded). It fails with
 	// an error wrapping ErrCapacity when the queue is full; the same run
@@ -71,12 +79,42 @@ type Store interface {
 	// has an owner or is no longer queued (returning the run as stored),
 	// or ErrNotFound.
 	ClaimRun(ctx context.Context, runID, replica string) (Run, error)
-	// DeleteRun removes a run and its events: a submission recorded but
-	// never queued.
-	DeleteRun(ctx context.Context, runID string) error
-	// ClaimIdempotencyKey records rec for key unless the key is recorded
-	// already; then it returns the record and false.
-	ClaimIdempotencyKey(ctx context.Context, key string, rec IdempotencyRecord) (IdempotencyRecord, bool, error)
+}
+
+// Bus carries what replicas say to each other: that they are alive, a
+// run's cancel, and input for a run another replica owns.
+type Bus interface {
+	// Heartbeat records that replica is alive. Without another heartbeat
+	// it is taken for dead after the store's replica TTL.
+	Heartbeat(ctx context.Context, replica string) error
+	// LiveReplicas returns the replicas whose last heartbeat is recent.
+	LiveReplicas(ctx context.Context) (map[string]bool, error)
+	// RequestCancel asks whichever replica owns the run to cancel it.
+	RequestCancel(ctx context.Context, runID string, by Actor) error
+	// CancelRequests delivers the ids of runs whose cancel was requested on
+	// any replica, until ctx ends.
+	CancelRequests(ctx context.Context) (<-chan CancelRequest, error)
+	// SendInput delivers body, an input for the run, to the replica that
+	// owns it, and returns that replica's reply. It fails with an error
+	// wrapping ErrOwnerUnavailable when the replica does not answer.
+	SendInput(ctx context.Context, replica, runID string, body []byte) ([]byte, error)
+	// Inputs delivers the input requests addressed to replica, until ctx
+	// ends; each must be answered once.
+	Inputs(ctx context.Context, replica string) (<-chan InputRequest, error)
+}
+
+// Sessions keeps what the gateway knows of agents' sessions: whose they
+// are and where they last ran.
+type Sessions interface {
+	// Session returns what was recorded of an agent session by
+	// SetSession; ok is false when nothing is.
+	Session(ctx context.Context, agent, sessionID string) (rec SessionRecord, ok bool, err error)
+	// SetSession records an agent session, replacing what was recorded.
+	SetSession(ctx context.Context, agent, sessionID string, rec SessionRecord) error
+}
+
+// TenantUsages keeps what tenants' quotas count, by compare-and-set.
+type TenantUsages interface {
 	// TenantUsage returns what is kept of a tenant for its quotas, and
 	// the record's revision for SetTenantUsage (0 when there is none).
 	TenantUsage(ctx context.Context, tenant string) (TenantUsage, uint64, error)
@@ -84,7 +122,10 @@ type Store interface {
 	// revision rev (0: there is none), or fails with an error wrapping
 	// ErrStale.
 	SetTenantUsage(ctx context.Context, tenant string, u TenantUsage, rev uint64) error
+}
 
+// Files keeps uploaded files, per tenant, for every replica.
+type Files interface {
 	// PutFile stores an uploaded file, its record and its bytes, for
 	// every replica; the store drops it after its file TTL.
 	PutFile(ctx context.Context, f File, data []byte) error

@@ -37,7 +37,7 @@ func Store(t testing.TB) runs.Store {
 }
 
 // StoredEvents reads the whole log of run id as stored.
-func StoredEvents(t testing.TB, st runs.Store, id string) []runs.StoredEvent {
+func StoredEvents(t testing.TB, st runs.EventLog, id string) []runs.StoredEvent {
 	t.Helper()
 	last, err := st.LastEvent(context.Background(), id)
 	if err != nil {
@@ -67,7 +67,7 @@ func StoredEvents(t testing.TB, st runs.Store, id string) []runs.StoredEvent {
 // Completed reports whether the run's last stored event is run.completed.
 // A run is recorded finished before that event is stored, so a test that
 // reads the events once the record is terminal waits for this too.
-func Completed(t testing.TB, st runs.Store, id string) bool {
+func Completed(t testing.TB, st runs.EventLog, id string) bool {
 	t.Helper()
 	last, err := st.LastEvent(context.Background(), id)
 	if err != nil {
