@@ -13,10 +13,13 @@
 // docs/security.md lists them, and what they miss.
 //
 // Where: the supervisor applies a run's Redactor to every event before it
-// is encoded and stored, to the text of the run's record before each write
-// (result, error, diff, turns, pending approvals) and to the stderr tail
-// its decoder classifies; Core wraps a zap core so that log lines are
-// redacted too. Each secret found becomes Mark, so that a reader sees that
+// is encoded and stored (Events, which also holds back the end of a delta
+// so that a secret split across two is whole in one), to the text of the
+// run's record before each write (Run: result, error, diff, turns, pending
+// approvals) and to the stderr tail its decoder classifies; Core and Log
+// wrap a logger so that log lines are redacted too. runs.go holds what
+// applies a Redactor to the parts of a run, and CommandSecrets, which
+// finds the values of a run's command that are secrets. Each secret found becomes Mark, so that a reader sees that
 // something was removed.
 //
 // Literals are found as they are and in their JSON-escaped forms (a

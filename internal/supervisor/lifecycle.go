@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/artifacts"
 	"github.com/agentgate/agentgate/internal/proctree"
+	"github.com/agentgate/agentgate/internal/redact"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -113,7 +114,7 @@ func (x *execution) prepare(cancel context.CancelCauseFunc) {
 	stopped := t.stopErr
 	t.scrub = s.newScrubber(t.cmd)
 	t.mu.Unlock()
-	x.log = redactLog(x.log, t.scrub.red) // it knows the run's credentials
+	x.log = redact.Log(x.log, t.scrub.Redactor()) // it knows the run's credentials
 	if stopped != nil {
 		cancel(stopped)
 	}
@@ -326,7 +327,7 @@ func (x *execution) conclude(exit runs.Exit, stderrTail []byte, err error) {
 		exit = sandboxExit(exit)
 	}
 	log.Info("process exited", zap.Int("code", exit.Code), zap.String("signal", exit.Signal), zap.String("reason", exit.Reason))
-	stderrTail = t.scrub.red.Bytes(stderrTail) // it becomes error messages
+	stderrTail = t.scrub.Redactor().Bytes(stderrTail) // it becomes error messages
 	// The agent's own words stay out of info lines: they can quote a
 	// prompt or a tool's output.
 	log.Debug("process stderr", zap.ByteString("stderr_tail", stderrTail))

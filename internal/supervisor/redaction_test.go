@@ -277,33 +277,3 @@ func TestBuiltinShapesNeverStored(t *testing.T) {
 		t.Errorf("the deltas say %q, want %q", deltas.String(), want)
 	}
 }
-
-func TestCredentialsOfACommand(t *testing.T) {
-	sup := &Supervisor{cfg: Config{Getenv: func(name string) string { return map[string]string{"A": "pass-through", "B": ""}[name] }}}
-	got := sup.credentials(runs.Command{PassEnv: []string{"A", "B"},
-		Env: []string{"X_API_KEY=k1", "GH_TOKEN=t1", "MY_SECRET=s1", "DB_PASSWORD=p1", "GOOGLE_APPLICATION_CREDENTIALS=c1",
-			"OAUTH_ID=o1", "HOME=/h", "EMPTY_TOKEN=", "LOG_LEVEL=debug", "malformed"},
-		Secrets: []string{"mcp-header-value"}})
-	if want := "[mcp-header-value pass-through k1 t1 s1 p1 c1 o1]"; fmt.Sprint(got) != want {
-		t.Errorf("credentials = %v, want %s", got, want)
-	}
-}
-
-func TestRedactRunCopies(t *testing.T) {
-	r := (*redact.Redactor)(nil).With("secret-value-1")
-	run := runs.Run{Result: "a secret-value-1", Diff: "+secret-value-1", StructuredOutput: json.RawMessage(`{"k":"secret-value-1"}`),
-		Error: &runs.RunError{Message: "m secret-value-1", Hint: "h"},
-		Turns: []runs.Turn{{Error: &runs.RunError{Message: "secret-value-1"}}}, PendingApprovals: []runs.Approval{{Input: json.RawMessage(`["secret-value-1"]`)}},
-		Spec: runs.Spec{Prompt: "use secret-value-1"}}
-	got := redactRun(r, run)
-	b, _ := json.Marshal(struct {
-		R runs.Run
-		S runs.Spec
-	}{got, got.Spec})
-	if strings.Contains(string(b), "secret-value-1") || strings.Count(string(b), redact.Mark) != 7 {
-		t.Errorf("redacted run: %s", b)
-	}
-	if run.Error.Message != "m secret-value-1" || run.Turns[0].Error.Message != "secret-value-1" || string(run.PendingApprovals[0].Input) != `["secret-value-1"]` {
-		t.Error("redactRun changed its argument")
-	}
-}

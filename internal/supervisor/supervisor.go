@@ -271,7 +271,7 @@ type task struct {
 	tmp string
 	// scrub removes the run's secrets from what it stores; set before
 	// the run's process starts, never changed (read without mu).
-	scrub *scrubber
+	scrub *redact.Events
 
 	// run is the run's record. The goroutine executing the run writes
 	// its phases' fields (Status, StartedAt, the outcome); what changes
