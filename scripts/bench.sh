@@ -84,7 +84,7 @@ bench() { # -bench pattern, -benchtime, packages…
 # One package at a time (-p 1): benchmarks running side by side would
 # measure each other. Micro-benchmarks: -benchtime is time. Pipeline benchmarks: a fixed number
 # of runs each, sized so that the whole script takes minutes.
-bench . 1s ./internal/adapters/claude ./internal/runs ./internal/store
+bench . 1s ./internal/adapters/claude ./internal/supervisor ./internal/store
 bench '^BenchmarkGatewayThroughput$' 5x ./cmd/gateway
 bench '^BenchmarkGatewayLatency$' 2x ./cmd/gateway
 bench '^BenchmarkSupervisorStore$' 5x ./cmd/gateway
@@ -96,9 +96,9 @@ bench '^BenchmarkFanout$' 2x ./cmd/gateway
 bench '^BenchmarkConcurrentRuns$' 2x ./cmd/gateway
 bench '^BenchmarkBurst$' 3x ./cmd/gateway
 bench '^BenchmarkLateJoin$' 3x ./cmd/gateway
-bench '^BenchmarkAppenderStore$' 3x ./internal/runs
+bench '^BenchmarkAppenderStore$' 3x ./internal/supervisor
 # Any other package's benchmarks.
-mapfile -t rest < <(go list ./... | grep -v -x -e '.*/cmd/gateway' -e '.*/internal/adapters/claude' -e '.*/internal/runs' -e '.*/internal/store')
+mapfile -t rest < <(go list ./... | grep -v -x -e '.*/cmd/gateway' -e '.*/internal/adapters/claude' -e '.*/internal/supervisor' -e '.*/internal/store')
 if [ ${#rest[@]} -gt 0 ]; then
   bench . 1s "${rest[@]}"
 fi

@@ -346,94 +346,107 @@ func New(cfg Config, store runs.Store, agents []*Agent, obs runs.Observer, log *
 // unfinished as interrupted, and starts the workers. ctx bounds the
 // startup work and, once it ends, the supervisor's background loops.
 func (s *Supervisor) Start(ctx context.Context) error {
-	// A Node CLI takes seconds to print its version; probe them together.
-	var probes sync.WaitGroup
-	for _, name := range s.names {
-		a := s.agents[name]
-		probes.Go(func() {
-			a.info = probe.With(ctx, a.Adapter, a.Bin, s.childEnv(a, runs.Command{}), s.cfg.VersionOutput)
-			if hp, ok := a.Adapter.(runs.HomePreparer); ok && a.info.Installed {
-				if err := hp.PrepareHome(a.Home); err != nil {
-					a.info.Installed = false
-					a.info.Advisory = fmt.Sprintf("could not prepare its home %s: %v", a.Home, err)
-				}
-			}
-			if ha, ok := a.Adapter.(runs.HostAdvisor); ok && a.info.Installed {
-				if note := ha.HostAdvisory(s.childEnv(a, runs.Command{})); note != "" {
-					a.info.Advisory += "; " + note
-					s.log.Warn("agent degraded on this host", zap.String("agent", name), zap.String("advisory", note))
-				}
-			}
-			fields := []zap.Field{zap.String("agent", name), zap.String("path", a.info.Path),
-				zap.String("version", a.info.Version), zap.String("compatibility", a.info.Compatibility)}
-			if !a.info.Installed || a.info.Compatibility == runs.CompatUnrecognized {
-				// An operator who expected this agent must see why it
-				// will fail every run, without turning on info logs.
-				s.log.Warn("agent not usable", append(fields, zap.String("advisory", a.info.Advisory))...)
-				return
-			}
-			s.log.Info("agent probed", fields...)
-		})
-	}
-	probes.Wait()
-	s.mu.Lock()
-	s.noAgent = s.unusableLocked()
-	s.mu.Unlock()
+	s.probeAgents(ctx)
 	if err := s.recover(ctx); err != nil {
 		return fmt.Errorf("recover interrupted runs: %w", err)
 	}
-	cancels, err := s.store.CancelRequests(ctx)
-	if err != nil {
-		return fmt.Errorf("subscribe to cancel requests: %w", err)
+	if err := s.startLoops(ctx); err != nil {
+		return err
 	}
-	s.loops.Add(1)
-	go func() {
-		defer s.loops.Done()
-		for req := range cancels {
-			s.mu.Lock()
-			t := s.tasks[req.RunID]
-			s.mu.Unlock()
-			if t != nil {
-				s.cancelTask(t, req.By)
-			}
-		}
-	}()
-	inputs, err := s.store.Inputs(ctx, s.cfg.Replica)
-	if err != nil {
-		return fmt.Errorf("subscribe to input: %w", err)
-	}
-	s.loops.Add(1)
-	go func() {
-		defer s.loops.Done()
-		s.serveInputs(inputs)
-	}()
-	if s.cfg.ReplicaTTL > 0 {
-		if err := s.store.Heartbeat(ctx, s.cfg.Replica); err != nil {
-			return fmt.Errorf("heartbeat: %w", err)
-		}
-		s.loops.Add(1)
-		go func() {
-			defer s.loops.Done()
-			s.liveness(ctx)
-		}()
-	}
-	if s.cfg.WorkspaceRetention > 0 {
-		s.loops.Add(1)
-		go func() {
-			defer s.loops.Done()
-			s.janitor(ctx)
-		}()
-	}
-	s.loops.Add(1)
-	go func() {
-		defer s.loops.Done()
-		s.queueObserver(ctx)
-	}()
 	for range s.cfg.MaxConcurrent {
 		s.workers.Add(1)
 		go s.worker()
 	}
 	return nil
+}
+
+// probeAgents finds each agent's CLI and its version, prepares its home
+// and asks what the host lacks for it. A Node CLI takes seconds to print
+// its version: the agents are probed together.
+func (s *Supervisor) probeAgents(ctx context.Context) {
+	var probes sync.WaitGroup
+	for _, name := range s.names {
+		a := s.agents[name]
+		probes.Go(func() { s.probeAgent(ctx, name, a) })
+	}
+	probes.Wait()
+	s.mu.Lock()
+	s.noAgent = s.unusableLocked()
+	s.mu.Unlock()
+}
+
+func (s *Supervisor) probeAgent(ctx context.Context, name string, a *Agent) {
+	a.info = probe.With(ctx, a.Adapter, a.Bin, s.childEnv(a, runs.Command{}), s.cfg.VersionOutput)
+	if hp, ok := a.Adapter.(runs.HomePreparer); ok && a.info.Installed {
+		if err := hp.PrepareHome(a.Home); err != nil {
+			a.info.Installed = false
+			a.info.Advisory = fmt.Sprintf("could not prepare its home %s: %v", a.Home, err)
+		}
+	}
+	if ha, ok := a.Adapter.(runs.HostAdvisor); ok && a.info.Installed {
+		if note := ha.HostAdvisory(s.childEnv(a, runs.Command{})); note != "" {
+			a.info.Advisory += "; " + note
+			s.log.Warn("agent degraded on this host", zap.String("agent", name), zap.String("advisory", note))
+		}
+	}
+	fields := []zap.Field{zap.String("agent", name), zap.String("path", a.info.Path),
+		zap.String("version", a.info.Version), zap.String("compatibility", a.info.Compatibility)}
+	if !a.info.Installed || a.info.Compatibility == runs.CompatUnrecognized {
+		// An operator who expected this agent must see why it will
+		// fail every run, without turning on info logs.
+		s.log.Warn("agent not usable", append(fields, zap.String("advisory", a.info.Advisory))...)
+		return
+	}
+	s.log.Info("agent probed", fields...)
+}
+
+// startLoops starts what a replica runs beside its workers: cancels and
+// input from other replicas, its heartbeat, the workspace janitor and
+// the queue's observer.
+func (s *Supervisor) startLoops(ctx context.Context) error {
+	cancels, err := s.store.CancelRequests(ctx)
+	if err != nil {
+		return fmt.Errorf("subscribe to cancel requests: %w", err)
+	}
+	s.loop(func() { s.serveCancels(cancels) })
+	inputs, err := s.store.Inputs(ctx, s.cfg.Replica)
+	if err != nil {
+		return fmt.Errorf("subscribe to input: %w", err)
+	}
+	s.loop(func() { s.serveInputs(inputs) })
+	if s.cfg.ReplicaTTL > 0 {
+		if err := s.store.Heartbeat(ctx, s.cfg.Replica); err != nil {
+			return fmt.Errorf("heartbeat: %w", err)
+		}
+		s.loop(func() { s.liveness(ctx) })
+	}
+	if s.cfg.WorkspaceRetention > 0 {
+		s.loop(func() { s.janitor(ctx) })
+	}
+	s.loop(func() { s.queueObserver(ctx) })
+	return nil
+}
+
+// loop runs f on a goroutine of its own that Shutdown waits for.
+func (s *Supervisor) loop(f func()) {
+	s.loops.Add(1)
+	go func() {
+		defer s.loops.Done()
+		f()
+	}()
+}
+
+// serveCancels cancels the runs of this replica whose cancel another
+// replica asked for.
+func (s *Supervisor) serveCancels(cancels <-chan runs.CancelRequest) {
+	for req := range cancels {
+		s.mu.Lock()
+		t := s.tasks[req.RunID]
+		s.mu.Unlock()
+		if t != nil {
+			s.cancelTask(t, req.By)
+		}
+	}
 }
 
 // Agents returns what the startup probe found, by name.
