@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentgate/agentgate/internal/clip"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -624,7 +625,7 @@ func (d *Decoder) agentRequest(m *message, line []byte) []runs.Event {
 		d.denied[p.ToolCall.ToolCallID] = true
 		return append(evs, warning("approval_refused", fmt.Sprintf(
 			"%s asked to run %s (%s), which the run's permission level does not allow without approvals; it was refused",
-			d.agent(), d.toolName(p.ToolCall), clip(p.ToolCall.Title, 200))))
+			d.agent(), d.toolName(p.ToolCall), clip.Text(p.ToolCall.Title, 200))))
 	}
 	d.approvalN++
 	id := "acp-" + strconv.Itoa(d.approvalN)
@@ -1067,17 +1068,6 @@ func unparsed(line []byte, reason string) runs.Event {
 
 func warning(code, msg string) runs.Event {
 	return runs.NewEvent(runs.EventWarning, runs.WarningData{Code: code, Message: msg})
-}
-
-// clip shortens s to n bytes, on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 func orText(s, def string) string {

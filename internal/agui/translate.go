@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/agentgate/agentgate/internal/clip"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -441,7 +441,7 @@ type approvalMeta struct {
 func approvalPrompt(d runs.ApprovalRequestedData) string {
 	msg := "Allow " + cmpOr(d.Tool, "the tool call") + "?"
 	if in := compact(d.Input); in != "" && in != "null" {
-		msg += " " + clip(in, 300)
+		msg += " " + clip.Text(in, 300)
 	}
 	return msg
 }
@@ -803,17 +803,6 @@ func compact(raw json.RawMessage) string {
 		return strings.TrimSpace(string(raw))
 	}
 	return b.String()
-}
-
-// clip cuts s to at most n bytes on a rune boundary, marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 func cmpOr(a, b string) string {

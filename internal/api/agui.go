@@ -351,7 +351,7 @@ func forwardedProps(raw json.RawMessage) ([]member, error) {
 			if c := closest(m.name, aguiRunFields); c != "" {
 				msg += " (did you mean " + strconv.Quote(fieldForwardedProps+"."+c) + "?)"
 			}
-			return nil, edgeErr(http.StatusBadRequest, CodeUnknownField, clip(at), msg)
+			return nil, edgeErr(http.StatusBadRequest, CodeUnknownField, echoed(at), msg)
 		case seen[m.name]:
 			return nil, invalidField(at, "appears more than once")
 		}
@@ -536,7 +536,7 @@ func aguiDecision(at string, e agui.ResumeEntry) (runs.Input, error) {
 			if c := closest(m.name, resumePayloadFields); c != "" {
 				msg += " (did you mean " + strconv.Quote(at+".payload."+c) + "?)"
 			}
-			return runs.Input{}, edgeErr(http.StatusBadRequest, CodeUnknownField, clip(name), msg)
+			return runs.Input{}, edgeErr(http.StatusBadRequest, CodeUnknownField, echoed(name), msg)
 		}
 		if _, dup := f[m.name]; dup {
 			return runs.Input{}, invalidField(name, "appears more than once")

@@ -281,7 +281,7 @@ func (nopObserver) HTTPRequest(string, string, int, float64) {}
 func (nopObserver) SSEClientsAdd(int)                        {}
 
 func (s *server) notFound(w http.ResponseWriter, r *http.Request) {
-	s.fail(w, r, edgeErr(http.StatusNotFound, CodeNotFound, "", "no route for "+clip(r.URL.Path)))
+	s.fail(w, r, edgeErr(http.StatusNotFound, CodeNotFound, "", "no route for "+echoed(r.URL.Path)))
 }
 
 // methodNotAllowed answers 405 with an Allow header. chi computes the
@@ -301,7 +301,7 @@ func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Allow", m)
 	}
 	s.fail(w, r, edgeErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "",
-		"method "+clip(r.Method)+" is not allowed on "+clip(r.URL.Path)))
+		"method "+echoed(r.Method)+" is not allowed on "+echoed(r.URL.Path)))
 }
 
 func (s *server) healthz(w http.ResponseWriter, r *http.Request) {

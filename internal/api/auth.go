@@ -310,7 +310,7 @@ func (s *server) checkQuery(next http.Handler) http.Handler {
 		if r.URL.RawQuery != "" {
 			if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
 				s.fail(w, r, edgeErr(http.StatusBadRequest, CodeInvalidQuery, "",
-					"the query string does not parse: "+clip(err.Error())))
+					"the query string does not parse: "+echoed(err.Error())))
 				return
 			}
 		}

@@ -49,7 +49,7 @@ func checkJSONContentType(h http.Header) error {
 	mt, _, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 		return edgeErr(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "",
-			"Content-Type must be application/json, not "+strconv.Quote(clip(ct)))
+			"Content-Type must be application/json, not "+strconv.Quote(echoed(ct)))
 	}
 	return nil
 }
@@ -272,7 +272,7 @@ func unknownField(name string, known []string) error {
 	if s := closest(name, known); s != "" {
 		msg += " (did you mean " + strconv.Quote(s) + "?)"
 	}
-	return edgeErr(http.StatusBadRequest, CodeUnknownField, clip(name), msg)
+	return edgeErr(http.StatusBadRequest, CodeUnknownField, echoed(name), msg)
 }
 
 // closest returns the known name within edit distance 2 of name, if any.

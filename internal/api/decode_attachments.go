@@ -69,7 +69,7 @@ func decodeAttachment(at string, raw json.RawMessage) (runs.Attachment, error) {
 			if c := closest(m.name, attachmentMembers); c != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", c)
 			}
-			return runs.Attachment{}, edgeErr(http.StatusBadRequest, CodeUnknownField, at+"."+clip(m.name), msg)
+			return runs.Attachment{}, edgeErr(http.StatusBadRequest, CodeUnknownField, at+"."+echoed(m.name), msg)
 		}
 		if _, dup := f[m.name]; dup {
 			return runs.Attachment{}, invalidField(at+"."+m.name, "appears more than once")
@@ -114,7 +114,7 @@ func decodeAttachment(at string, raw json.RawMessage) (runs.Attachment, error) {
 	}
 	if a.Data, err = decodeBase64(data); err != nil {
 		return runs.Attachment{}, edgeErr(http.StatusBadRequest, CodeInvalidAttachment, at+"."+attData,
-			fmt.Sprintf("field %q: is not base64: %s", at+"."+attData, clip(err.Error())))
+			fmt.Sprintf("field %q: is not base64: %s", at+"."+attData, echoed(err.Error())))
 	}
 	if len(a.Data) == 0 {
 		return runs.Attachment{}, edgeErr(http.StatusBadRequest, CodeInvalidAttachment, at+"."+attData,

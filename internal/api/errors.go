@@ -10,10 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 
+	"github.com/agentgate/agentgate/internal/clip"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -294,18 +294,8 @@ func (s *server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// clip bounds a client-supplied string echoed in a message.
-func clip(s string) string {
-	const max = 64
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+// echoed bounds a client-supplied string echoed in a message.
+func echoed(s string) string { return clip.Text(s, 64) }
 
 // quote quotes a client-supplied name for a message, clipped.
-func quote(s string) string { return strconv.Quote(clip(s)) }
+func quote(s string) string { return strconv.Quote(echoed(s)) }

@@ -209,7 +209,7 @@ func parseUpload(contentType, disposition, queryName string, body []byte) (uploa
 	mt, params, err := mime.ParseMediaType(contentType)
 	if err != nil {
 		return upload{}, edgeErr(http.StatusBadRequest, CodeInvalidAttachment, "file",
-			"the Content-Type "+strconv.Quote(clip(contentType))+" does not parse")
+			"the Content-Type "+strconv.Quote(echoed(contentType))+" does not parse")
 	}
 	if mt != "multipart/form-data" {
 		up := upload{name: queryName, mediaType: contentType, data: body}
@@ -236,12 +236,12 @@ func parseUpload(contentType, disposition, queryName string, body []byte) (uploa
 		}
 		if err != nil {
 			return upload{}, edgeErr(http.StatusBadRequest, CodeInvalidAttachment, "file",
-				"the multipart/form-data body does not parse: "+clip(err.Error()))
+				"the multipart/form-data body does not parse: "+echoed(err.Error()))
 		}
 		name := p.FormName()
 		if name != "file" {
 			p.Close()
-			return upload{}, edgeErr(http.StatusBadRequest, CodeUnknownField, clip(name),
+			return upload{}, edgeErr(http.StatusBadRequest, CodeUnknownField, echoed(name),
 				"unknown form field "+quote(name)+": send the image as the part \"file\"")
 		}
 		if up != nil {
@@ -252,7 +252,7 @@ func parseUpload(contentType, disposition, queryName string, body []byte) (uploa
 		p.Close()
 		if err != nil {
 			return upload{}, edgeErr(http.StatusBadRequest, CodeInvalidAttachment, "file",
-				"the part \"file\" does not parse: "+clip(err.Error()))
+				"the part \"file\" does not parse: "+echoed(err.Error()))
 		}
 		u := upload{name: p.FileName(), mediaType: p.Header.Get("Content-Type"), data: data}
 		if m, _, _ := mime.ParseMediaType(u.mediaType); m == "application/octet-stream" {

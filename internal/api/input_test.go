@@ -104,7 +104,7 @@ func TestAnswerApproval(t *testing.T) {
 		resp, b := h.do(t, "POST", "/v1/runs/"+runA+c.path, c.body, "Content-Type", "application/json")
 		e := decodeError(t, b)
 		if resp.StatusCode != c.status || e.Code != c.code {
-			t.Errorf("%s %s: %d %+v, want %d %s", c.path, clip(c.body), resp.StatusCode, e, c.status, c.code)
+			t.Errorf("%s %s: %d %+v, want %d %s", c.path, echoed(c.body), resp.StatusCode, e, c.status, c.code)
 		}
 		validateOpenAPI(t, "Error", b)
 	}

@@ -5,16 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentgate/agentgate/internal/mock/mocktest"
-	"github.com/agentgate/agentgate/internal/probe"
-	"github.com/agentgate/agentgate/internal/runs/runstest"
-	"github.com/agentgate/agentgate/internal/supervisor"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentgate/agentgate/internal/clip"
+	"github.com/agentgate/agentgate/internal/mock/mocktest"
+	"github.com/agentgate/agentgate/internal/probe"
+	"github.com/agentgate/agentgate/internal/runs/runstest"
+	"github.com/agentgate/agentgate/internal/supervisor"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -240,20 +242,12 @@ func typesOf(evs []runs.Event) string {
 		switch ev.Type {
 		case runs.EventWarning, runs.EventAgentUnparsed, runs.EventRunCompleted:
 			if raw, err := json.Marshal(ev.Data); err == nil {
-				b.WriteString(clip(string(raw), 500))
+				b.WriteString(clip.Text(string(raw), 500))
 			}
 		}
 		b.WriteByte(' ')
 	}
 	return b.String()
-}
-
-// clip shortens s to about n bytes for a message.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 func of(evs []runs.Event, typ runs.EventType) []runs.Event {

@@ -15,10 +15,10 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 
+	"github.com/agentgate/agentgate/internal/clip"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -564,7 +564,7 @@ func (d *Deliverer) attempt(ctx context.Context, del Delivery, m Message) result
 // apply records res in del and returns the delay before the next attempt
 // when del stays Pending.
 func (d *Deliverer) apply(del *Delivery, res result) time.Duration {
-	res.err = clip(res.err)
+	res.err = clip.Text(res.err, maxErrorBytes)
 	a := Attempt{At: res.at, StatusCode: res.status, Error: res.err, DurationMS: res.duration.Milliseconds()}
 	now := res.at.Add(res.duration)
 	finish := func(st State, why string) time.Duration {
@@ -616,17 +616,6 @@ func Backoff(n int, lo, hi time.Duration, rnd func() float64) time.Duration {
 
 // maxErrorBytes bounds an error kept in a record, which holds many.
 const maxErrorBytes = 512
-
-func clip(s string) string {
-	if len(s) <= maxErrorBytes {
-		return s
-	}
-	cut := maxErrorBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
 
 // parseRetryAfter reads a Retry-After header, in seconds or as an HTTP
 // date; 0 when there is none or it cannot be read.
