@@ -129,16 +129,10 @@ func (s *server) openAGUIEvents(ctx context.Context, w http.ResponseWriter, r *h
 		s.fail(w, r, err)
 		return "", nil, nil, false
 	}
-	if s.draining() {
-		s.fail(w, r, fmt.Errorf("open events of run %s: %w", id, runs.ErrShuttingDown))
+	run, err := s.runToStream(ctx, r, id)
+	if err != nil {
+		s.fail(w, r, err)
 		return "", nil, nil, false
-	}
-	run, found := ownedRun(r.Context())
-	if !found {
-		if run, err = s.svc.Get(ctx, id); err != nil {
-			s.fail(w, r, fmt.Errorf("get run %s: %w", id, err))
-			return "", nil, nil, false
-		}
 	}
 	if run.Status.Terminal() && (pos.Seq > 0 || pos.Partial) {
 		last, err := s.svc.LastEventSeq(ctx, id)

@@ -63,6 +63,23 @@ func (s *server) streamEnded(w http.ResponseWriter, id string, st *stream.Writer
 	}
 }
 
+// runToStream returns the run whose events r asks for, unless the gateway
+// is draining. The tenant check has just read the run: a stream opens with
+// one read of the record, not two.
+func (s *server) runToStream(ctx context.Context, r *http.Request, id string) (runs.Run, error) {
+	if s.draining() {
+		return runs.Run{}, fmt.Errorf("open events of run %s: %w", id, runs.ErrShuttingDown)
+	}
+	if run, found := ownedRun(r.Context()); found {
+		return run, nil
+	}
+	run, err := s.svc.Get(ctx, id)
+	if err != nil {
+		return runs.Run{}, noRun(id, err)
+	}
+	return run, nil
+}
+
 // openEvents checks the request and opens the run's cursor on ctx, or
 // answers the request itself (an error, or 204) and reports !ok.
 //
@@ -92,19 +109,10 @@ func (s *server) openEvents(ctx context.Context, w http.ResponseWriter, r *http.
 		enc = stream.NDJSON{}
 	}
 
-	if s.draining() {
-		s.fail(w, r, fmt.Errorf("open events of run %s: %w", id, runs.ErrShuttingDown))
+	run, err := s.runToStream(ctx, r, id)
+	if err != nil {
+		s.fail(w, r, err)
 		return "", nil, nil, false
-	}
-
-	// The tenant check has just read the run: a stream opens with one
-	// read of the record, not two.
-	run, found := ownedRun(r.Context())
-	if !found {
-		if run, err = s.svc.Get(ctx, id); err != nil {
-			s.fail(w, r, noRun(id, err))
-			return "", nil, nil, false
-		}
 	}
 	// The cursor starts at most at the log's end: a client resumed past
 	// the end of a running run (a Last-Event-ID from a log that was
