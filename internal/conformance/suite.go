@@ -323,16 +323,20 @@ var optional = map[string]func(*runs.Spec){
 
 // unsupportedFields checks that every optional field the agent does not
 // list, and the gateway does not enforce for it, is refused by name, and
-// every other one is taken. The adapter is given the spec as the gateway
-// gives it: without the fields the gateway enforces itself.
+// every other one is taken. The spec goes the gateway's way: through
+// runs.CheckFields, then to the adapter without the fields the gateway
+// enforces itself.
 func (s *suite) unsupportedFields(t *testing.T) {
 	d := s.adapter.Describe()
 	for field, set := range optional {
 		spec := runs.Spec{Agent: d.Name, Prompt: "hi", Permission: runs.WorkspaceWrite}
 		set(&spec)
-		inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: runs.AdapterSpec(d, spec), Dir: t.TempDir(), Bin: s.bin,
-			Home: t.TempDir(), Timeout: time.Minute}
-		_, err := s.adapter.Command(inv)
+		err := runs.CheckFields(d, spec)
+		if err == nil {
+			inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: runs.AdapterSpec(d, spec), Dir: t.TempDir(), Bin: s.bin,
+				Home: t.TempDir(), Timeout: time.Minute, Files: runs.HostFiles{}}
+			_, err = s.adapter.Command(inv)
+		}
 		var fe *runs.FieldError
 		taken := slices.Contains(d.Fields, field) || runs.EnforcedByGateway(d, field)
 		switch {

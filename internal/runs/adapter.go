@@ -2,12 +2,23 @@ package runs
 
 import (
 	"context"
+	"io"
+	"io/fs"
+	"os"
 	"time"
 )
 
-// Adapter translates between agentgate and one agent CLI. It is pure: it
-// builds a command and decodes output, and does no I/O of its own. The
-// Supervisor runs the command and feeds the decoder.
+// Adapter translates between agentgate and one agent CLI: it builds a
+// command and decodes output. The Supervisor runs the command and feeds
+// the decoder.
+//
+// Command, ParseVersion and the Decoder do no I/O of their own. Whatever
+// files they need they read through Invocation.Files, which the
+// supervisor injects: Command the operator's configuration of the CLI in
+// its home, a decoder what its CLI wrote there (a usage record, a chat
+// log, a store). The optional hooks below (Preflighter, HomePreparer,
+// HostAdvisor, BinaryResolver) are the declared I/O of an adapter: they
+// may run programs and read and write the CLI's files.
 type Adapter interface {
 	// Name is the API's agent field, e.g. "claude".
 	Name() string
@@ -18,9 +29,12 @@ type Adapter interface {
 	// Description.VersionArgs. It returns an error when the output is not
 	// recognised.
 	ParseVersion(output []byte) (string, error)
-	// Command builds the invocation for inv. It returns an error wrapping
-	// ErrUnsupported (see Unsupported) for a field of inv.Spec the CLI
-	// cannot honour, naming the field; it never drops one silently.
+	// Command builds the invocation for inv. The supervisor has already
+	// refused, with CheckFields, every optional field the agent does not
+	// take (Description.Refused says why); Command returns an error
+	// wrapping ErrUnsupported (see Unsupported), naming the field, for a
+	// value of a field it takes that the CLI cannot honour (an effort
+	// level it lacks), and never drops one silently.
 	Command(inv Invocation) (Command, error)
 	// NewDecoder returns a decoder for one run; it keeps state across lines.
 	NewDecoder(inv Invocation) Decoder
@@ -153,6 +167,75 @@ type Invocation struct {
 	// run's temporary directory before the command is built: an adapter
 	// passes the path or the bytes, whichever its CLI takes.
 	Images []Image
+	// Files is the adapter's only way to the file system, from Command
+	// and its decoder; the supervisor sets HostFiles. Nil is a file
+	// system with no files (see CLIFiles).
+	Files CLIFiles
+}
+
+// CLIFiles is what an adapter reads of its CLI's files: its
+// configuration, and what a run of it wrote (see Adapter). Names are
+// absolute paths. A file that is not there is an error wrapping
+// fs.ErrNotExist.
+type CLIFiles interface {
+	// ReadFile returns a file's contents.
+	ReadFile(name string) ([]byte, error)
+	// Open opens a file for reading, for one read in parts.
+	Open(name string) (io.ReadSeekCloser, error)
+	// ReadDir returns the names of a directory's entries.
+	ReadDir(name string) ([]string, error)
+	// Remove removes a file the CLI wrote for the adapter alone, once it
+	// was read.
+	Remove(name string) error
+	// HostPath returns name as a path on the host, for a library that
+	// opens the file itself (SQLite), after checking that it is there;
+	// an error when it is not or when these files are not the host's.
+	HostPath(name string) (string, error)
+}
+
+// FilesOrNone is inv.Files, or a file system with no files when it is
+// nil.
+func (inv Invocation) FilesOrNone() CLIFiles {
+	if inv.Files == nil {
+		return NoFiles{}
+	}
+	return inv.Files
+}
+
+// HostFiles is CLIFiles on the host's file system: the supervisor's.
+type HostFiles struct{}
+
+func (HostFiles) ReadFile(name string) ([]byte, error)        { return os.ReadFile(name) }
+func (HostFiles) Open(name string) (io.ReadSeekCloser, error) { return os.Open(name) }
+func (HostFiles) Remove(name string) error                    { return os.Remove(name) }
+
+func (HostFiles) ReadDir(name string) ([]string, error) {
+	ents, err := os.ReadDir(name)
+	names := make([]string, 0, len(ents))
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names, err
+}
+
+func (HostFiles) HostPath(name string) (string, error) {
+	if _, err := os.Stat(name); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// NoFiles is CLIFiles with no files at all.
+type NoFiles struct{}
+
+func (NoFiles) ReadFile(name string) ([]byte, error)        { return nil, notExist("read", name) }
+func (NoFiles) Open(name string) (io.ReadSeekCloser, error) { return nil, notExist("open", name) }
+func (NoFiles) ReadDir(name string) ([]string, error)       { return nil, notExist("readdir", name) }
+func (NoFiles) Remove(name string) error                    { return notExist("remove", name) }
+func (NoFiles) HostPath(name string) (string, error)        { return "", notExist("stat", name) }
+
+func notExist(op, name string) error {
+	return &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
 }
 
 // Command is a process to start, built by an adapter.
@@ -194,6 +277,9 @@ type Description struct {
 	// Fields lists the optional Spec fields (Field* constants) the agent
 	// honours.
 	Fields []string
+	// Refused gives, for each optional field the agent does not take
+	// (see CheckFields), the sentence that tells a client why.
+	Refused map[string]string
 	// Permissions documents how each permission level maps to CLI flags.
 	Permissions map[Permission]string
 	// Interaction is what the agent offers interactive runs; it matters

@@ -200,7 +200,7 @@ func (s *Supervisor) prepare(t *task) *runs.RunError {
 	}
 	inv := runs.Invocation{
 		RunID: t.run.ID, Spec: aspec, Bin: a.info.Path, Home: a.Home, Dir: dir,
-		Timeout: timeout, CLIVersion: a.info.Version, Images: images,
+		Timeout: timeout, CLIVersion: a.info.Version, Images: images, Files: runs.HostFiles{},
 	}
 	cmd, err := a.Adapter.Command(inv)
 	if err != nil {

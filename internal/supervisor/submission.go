@@ -51,7 +51,7 @@ func (s *Supervisor) checkSubmittedSpec(ctx context.Context, sub *submission) er
 	if err := spec.Validate(); err != nil {
 		return err
 	}
-	if err := checkSessionFields(d, *spec); err != nil {
+	if err := runs.CheckFields(d, *spec); err != nil {
 		return err
 	}
 	if err := s.checkWebhook(*spec); err != nil {
@@ -97,7 +97,7 @@ func (s *Supervisor) checkSubmissionRunnable(ctx context.Context, sub *submissio
 	spec, a := sub.spec, sub.agent
 	// Check the agent's own constraints, and a named directory, on this
 	// replica; the replica that takes the run resolves them again.
-	inv := runs.Invocation{RunID: sub.runID, Spec: runs.AdapterSpec(a.Adapter.Describe(), spec), Bin: a.info.Path, Home: a.Home, Timeout: sub.timeout, CLIVersion: a.info.Version, Dir: sub.root}
+	inv := runs.Invocation{RunID: sub.runID, Spec: runs.AdapterSpec(a.Adapter.Describe(), spec), Bin: a.info.Path, Home: a.Home, Timeout: sub.timeout, CLIVersion: a.info.Version, Dir: sub.root, Files: runs.HostFiles{}}
 	if spec.Cwd != "" {
 		if inv.Dir, _, err = runs.ResolveCwd(sub.root, spec.Cwd, ""); err != nil {
 			return err

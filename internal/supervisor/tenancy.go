@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/agentgate/agentgate/internal/runs"
 	"go.uber.org/zap"
@@ -83,17 +82,4 @@ func (s *Supervisor) audit(action string, by runs.Actor, runID string, fields ..
 		zap.String("action", action), zap.String("key_id", by.KeyID),
 		zap.String("tenant", by.Tenant), zap.String("run_id", runID),
 	}, fields...)...)
-}
-
-// checkSessionFields refuses, naming the field, an interactive run or one
-// that asks for approvals on an agent that does not list the field, so
-// that no adapter has to know of fields it does not take.
-func checkSessionFields(d runs.Description, s runs.Spec) error {
-	if s.Interactive && !slices.Contains(d.Fields, runs.FieldInteractive) {
-		return runs.Unsupported(d.Name, runs.FieldInteractive, "this agent does not take interactive runs")
-	}
-	if s.Asks() && !slices.Contains(d.Fields, runs.FieldApprovals) {
-		return runs.Unsupported(d.Name, runs.FieldApprovals, "this agent does not ask for approvals")
-	}
-	return nil
 }

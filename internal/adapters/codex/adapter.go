@@ -111,6 +111,9 @@ func (*Adapter) Describe() runs.Description {
 			runs.FieldPermission, runs.FieldInteractive, runs.FieldApprovals,
 			runs.FieldMCPServers, runs.FieldAttachments,
 		},
+		Refused: map[string]string{
+			runs.FieldMaxBudgetUSD: "codex takes no spending limit; use timeout_seconds",
+		},
 		// Codex's decline lets the model go on; its turn/interrupt leaves
 		// the running command alive, for the supervisor to kill.
 		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: false, KillToolsOnInterrupt: true},
@@ -138,12 +141,6 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if s.Prompt == "" {
 		return runs.Command{}, runs.Invalid("prompt", "must not be empty")
 	}
-	if s.MaxTurns != 0 {
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldMaxTurns, "codex has no limit on turns; use timeout_seconds")
-	}
-	if s.MaxBudgetUSD != 0 {
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldMaxBudgetUSD, "codex takes no spending limit; use timeout_seconds")
-	}
 	perm := adapterkit.Permission(s.Permission)
 	if _, ok := sandboxModes[perm]; !ok {
 		return runs.Command{}, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
@@ -152,7 +149,7 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	pass := append([]string(nil), credentialEnv...)
 	// A config.toml that cannot be read is Codex's to report, in its own
 	// words, when it starts.
-	prov, err := loadProvider(inv.Home)
+	prov, err := loadProvider(inv.FilesOrNone(), inv.Home)
 	if err := checkMCPServers(s.MCPServers, prov.MCPServers); err != nil {
 		return runs.Command{}, err
 	}
@@ -196,7 +193,7 @@ func (a *Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
 	if len(inv.Spec.MCPServers) > 0 {
 		// The operator's own MCP servers, which the run's thread turns
 		// off; Command reads the same file.
-		if prov, err := loadProvider(inv.Home); err == nil {
+		if prov, err := loadProvider(inv.FilesOrNone(), inv.Home); err == nil {
 			d.operatorMCP = prov.MCPServers
 		}
 	}
@@ -265,7 +262,7 @@ func (*Adapter) Preflight(ctx context.Context, inv runs.Invocation, env []string
 		return runs.NewRunError(runs.AgentCrashed, "Codex's sandbox needs "+daemonDir()+": "+err.Error(),
 			"remove it, or make it a directory of the gateway's user with mode 0700")
 	}
-	prov, err := loadProvider(inv.Home)
+	prov, err := loadProvider(runs.HostFiles{}, inv.Home)
 	if err != nil {
 		return runs.NewRunError(runs.AgentCrashed, "Codex's config.toml cannot be read: "+err.Error(),
 			"fix "+filepath.Join(inv.Home, "config.toml"))

@@ -43,16 +43,21 @@ func TestParseVersion(t *testing.T) {
 	}
 }
 
-func TestCommandRefusesWhatCodexCannotHonour(t *testing.T) {
-	for _, spec := range []runs.Spec{
-		{Prompt: "x", MaxTurns: 3},
-		{Prompt: "x", MaxBudgetUSD: 1},
-	} {
-		_, err := New().Command(runs.Invocation{Spec: spec, Home: t.TempDir()})
-		var fe *runs.FieldError
-		if !errorsAs(err, &fe) || fe.Kind != runs.ErrUnsupported || fe.Agent != Name {
-			t.Errorf("Command(%+v) = %v, want unsupported_option for codex", spec, err)
-		}
+// TestGatewayRefusesWhatCodexCannotHonour: Codex takes no spending limit,
+// which the gateway refuses for it from Describe (runs.CheckFields); its
+// turns the gateway counts itself, so max_turns is taken and never reaches
+// the adapter.
+func TestGatewayRefusesWhatCodexCannotHonour(t *testing.T) {
+	d := New().Describe()
+	spec := runs.Spec{Prompt: "x", MaxBudgetUSD: 1}
+	err := runs.CheckFields(d, spec)
+	var fe *runs.FieldError
+	if !errorsAs(err, &fe) || fe.Kind != runs.ErrUnsupported || fe.Agent != Name || fe.Field != runs.FieldMaxBudgetUSD {
+		t.Errorf("CheckFields(%+v) = %v, want unsupported_option for codex", spec, err)
+	}
+	turns := runs.Spec{Prompt: "x", MaxTurns: 3}
+	if err := runs.CheckFields(d, turns); err != nil || runs.AdapterSpec(d, turns).MaxTurns != 0 {
+		t.Errorf("max_turns: %v, adapter spec %+v; want it taken and kept from the adapter", err, runs.AdapterSpec(d, turns))
 	}
 }
 
@@ -76,7 +81,7 @@ request_max_retries = 3
 [model_providers.corp.env_http_headers]
 X-Team = "CORP_TEAM"
 `)
-	c, err := New().Command(runs.Invocation{Spec: runs.Spec{Prompt: "x"}, Home: home})
+	c, err := New().Command(runs.Invocation{Spec: runs.Spec{Prompt: "x"}, Home: home, Files: runs.HostFiles{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,12 +130,12 @@ model_provider = "b"
 [model_providers.b]
 env_key = "B_KEY"
 `)
-	p, err := loadProvider(home)
+	p, err := loadProvider(runs.HostFiles{}, home)
 	if err != nil || p.ID != "b" || p.Builtin || p.Config.EnvKey != "B_KEY" {
 		t.Fatalf("loadProvider = %+v, %v; want the profile's provider b", p, err)
 	}
 	writeConfig(t, home, "model_provider = [")
-	if _, err := loadProvider(home); err == nil {
+	if _, err := loadProvider(runs.HostFiles{}, home); err == nil {
 		t.Error("a broken config.toml was accepted")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -64,12 +63,18 @@ type provider struct {
 	MCPServers []string
 }
 
-// loadProvider reads home/config.toml. A missing file means Codex's
-// defaults: the built-in OpenAI provider.
-func loadProvider(home string) (provider, error) {
+// fileReader is what reading config.toml takes of runs.CLIFiles.
+type fileReader interface {
+	ReadFile(name string) ([]byte, error)
+}
+
+// loadProvider reads home/config.toml with files: Command and NewDecoder
+// give the Invocation's Files, Preflight the host's. A missing file
+// means Codex's defaults: the built-in OpenAI provider.
+func loadProvider(files fileReader, home string) (provider, error) {
 	var cfg configFile
 	path := filepath.Join(home, "config.toml")
-	b, err := os.ReadFile(path)
+	b, err := files.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return provider{ID: builtinOpenAI, Builtin: true}, nil

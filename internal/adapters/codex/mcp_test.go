@@ -90,7 +90,7 @@ func TestThreadConfigCarriesMCPServers(t *testing.T) {
 func TestOperatorMCPServersTurnedOff(t *testing.T) {
 	home := t.TempDir()
 	writeConfig(t, home, "[mcp_servers.ops]\ncommand = \"/opt/ops\"\n[mcp_servers.docs]\nurl = \"https://docs.example.test/mcp\"\n")
-	inv := runs.Invocation{Home: home, Spec: runs.Spec{Prompt: "p", MCPServers: map[string]runs.MCPServer{"demo": {Command: "/x"}}}}
+	inv := runs.Invocation{Home: home, Files: runs.HostFiles{}, Spec: runs.Spec{Prompt: "p", MCPServers: map[string]runs.MCPServer{"demo": {Command: "/x"}}}}
 	if _, err := New().Command(inv); err != nil {
 		t.Fatal(err)
 	}

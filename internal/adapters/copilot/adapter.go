@@ -120,6 +120,10 @@ func (*Adapter) Describe() runs.Description {
 			runs.FieldModel, runs.FieldEffort, runs.FieldResumeSessionID, runs.FieldTimeoutSeconds, runs.FieldCwd,
 			runs.FieldPermission, runs.FieldInteractive, runs.FieldApprovals, runs.FieldMCPServers, runs.FieldAttachments,
 		},
+		Refused: map[string]string{
+			runs.FieldSystemPrompt: "copilot has no system prompt option; it reads instructions from AGENTS.md and .github/copilot-instructions.md in the working directory",
+			runs.FieldMaxBudgetUSD: "copilot limits spending in AI credits (--max-ai-credits), not dollars, and reports no cost",
+		},
 		// A second session/prompt cancels the running one: no steer. A
 		// reject_once ends the turn. session/cancel stops the running
 		// command.
@@ -148,18 +152,6 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	s := inv.Spec
 	if s.Prompt == "" {
 		return runs.Command{}, runs.Invalid("prompt", "must not be empty")
-	}
-	switch {
-	case s.SystemPrompt != "":
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldSystemPrompt,
-			"copilot has no system prompt option; it reads instructions from AGENTS.md and .github/copilot-instructions.md in the working directory")
-	case s.MaxTurns != 0:
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldMaxTurns, "copilot has no limit on turns; use timeout_seconds")
-	case s.MaxBudgetUSD != 0:
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldMaxBudgetUSD,
-			"copilot limits spending in AI credits (--max-ai-credits), not dollars, and reports no cost")
-	case len(s.OutputSchema) > 0:
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldOutputSchema, "copilot has no structured output")
 	}
 	if inv.Home == "" || !filepath.IsAbs(inv.Home) {
 		return runs.Command{}, fmt.Errorf("copilot: the agent's home %q is not an absolute path", inv.Home)
@@ -229,7 +221,7 @@ func (*Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
 	if inv.Spec.Session() {
 		return newSessionDecoder(inv)
 	}
-	return newDecoder(inv, osFiles{})
+	return newDecoder(inv, inv.FilesOrNone())
 }
 
 // ResolveBinary implements runs.BinaryResolver. The npm package's copilot

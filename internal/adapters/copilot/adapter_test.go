@@ -91,24 +91,39 @@ func TestCommand(t *testing.T) {
 	}
 }
 
+// TestCommandRefuses checks what the gateway refuses for Copilot on the
+// way to its adapter: the fields it does not take (runs.CheckFields, from
+// Describe), then the values Command refuses.
 func TestCommandRefuses(t *testing.T) {
+	d := New().Describe()
 	for _, c := range []struct {
 		spec  runs.Spec
 		field string
 		kind  error
 	}{
 		{runs.Spec{Prompt: "p", SystemPrompt: "s"}, runs.FieldSystemPrompt, runs.ErrUnsupported},
-		{runs.Spec{Prompt: "p", MaxTurns: 2}, runs.FieldMaxTurns, runs.ErrUnsupported},
 		{runs.Spec{Prompt: "p", MaxBudgetUSD: 1}, runs.FieldMaxBudgetUSD, runs.ErrUnsupported},
-		{runs.Spec{Prompt: "p", OutputSchema: json.RawMessage(`{}`)}, runs.FieldOutputSchema, runs.ErrUnsupported},
 		{runs.Spec{Prompt: "p", Effort: "extreme"}, runs.FieldEffort, runs.ErrUnsupported},
 		{runs.Spec{Prompt: "p", Permission: "root"}, runs.FieldPermission, runs.ErrInvalid},
 		{runs.Spec{}, "prompt", runs.ErrInvalid},
 	} {
-		_, err := New().Command(testInv(c.spec))
+		err := runs.CheckFields(d, c.spec)
+		if err == nil {
+			_, err = New().Command(testInv(runs.AdapterSpec(d, c.spec)))
+		}
 		var fe *runs.FieldError
 		if !errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, c.kind) {
 			t.Errorf("%+v: %v, want %v naming %s", c.spec, err, c.kind, c.field)
+		}
+	}
+	// The gateway enforces these itself: they are taken, and the adapter
+	// never sees them.
+	for _, spec := range []runs.Spec{{Prompt: "p", MaxTurns: 2}, {Prompt: "p", OutputSchema: json.RawMessage(`{}`)}} {
+		if err := runs.CheckFields(d, spec); err != nil {
+			t.Errorf("%+v, which the gateway enforces, was refused: %v", spec, err)
+		}
+		if a := runs.AdapterSpec(d, spec); a.MaxTurns != 0 || len(a.OutputSchema) > 0 {
+			t.Errorf("%+v reaches the adapter: %+v", spec, a)
 		}
 	}
 	c, err := New().Command(testInv(runs.Spec{Prompt: "p", ResumeSessionID: "0196f0c2-7e1a-7000-8000-000000000009"}))
@@ -173,10 +188,12 @@ func TestResolveBinary(t *testing.T) {
 }
 
 // TestFinishReadsUsageFile checks the decoder's one piece of I/O: Finish
-// reads the usage file the command named, sums its models, and removes it.
+// reads the usage file the command named, through the Invocation's Files,
+// sums its models, and removes it.
 func TestFinishReadsUsageFile(t *testing.T) {
 	inv := testInv(runs.Spec{Prompt: "p"})
 	inv.Home = t.TempDir()
+	inv.Files = runs.HostFiles{}
 	path := UsagePath(inv)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		t.Fatal(err)
@@ -187,7 +204,7 @@ func TestFinishReadsUsageFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte(usage), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dec := newDecoder(inv, osFiles{})
+	dec := New().NewDecoder(inv)
 	dec.Decode([]byte(`{"type":"result","sessionId":"s1","exitCode":0}`))
 	o := dec.Finish(runs.Exit{}, nil)
 	want := runs.Usage{InputTokens: 10300, CacheReadTokens: 8900, CacheWriteTokens: 3, OutputTokens: 90, ReasoningTokens: 20}
@@ -202,7 +219,7 @@ func TestFinishReadsUsageFile(t *testing.T) {
 	}
 
 	// A run that finished its prompt without the file says so.
-	dec = newDecoder(inv, osFiles{})
+	dec = New().NewDecoder(inv)
 	dec.Decode([]byte(`{"type":"result","sessionId":"s1","exitCode":0}`))
 	if o := dec.Finish(runs.Exit{}, nil); o.Status != runs.Succeeded || !o.Usage.IsZero() || len(o.Events) != 1 ||
 		o.Events[0].Data.(runs.WarningData).Code != "usage_missing" {

@@ -4,25 +4,20 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-// files is the decoder's only access to the file system: reading and
-// removing the run's usage file once the process has exited.
+// files is what the decoder uses of the Invocation's runs.CLIFiles, its
+// only access to the file system: reading the session's record as it
+// goes, and reading and removing the run's usage file once the process
+// has exited.
 type files interface {
 	ReadFile(name string) ([]byte, error)
 	Remove(name string) error
 }
-
-// osFiles is files on the real file system.
-type osFiles struct{}
-
-func (osFiles) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
-func (osFiles) Remove(name string) error             { return os.Remove(name) }
 
 // decoder maps one run's JSONL to events and remembers what Finish needs
 // to classify the run.

@@ -2,8 +2,9 @@
 // verified with version 1.0.102 against the mock Responses API in
 // internal/mock/openai, as the CLI's own model provider
 // (COPILOT_PROVIDER_WIRE_API=responses). It builds the command line and
-// decodes `--output-format json`; its one piece of I/O is reading the
-// run's usage file at Finish (see Usage).
+// decodes `--output-format json`. Its decoder reads, through the
+// Invocation's Files, the session's record as the run goes and the run's
+// usage file at Finish (see Usage).
 //
 // # Command
 //
@@ -328,8 +329,9 @@
 // the decoder stays a function of the invocation. Finish, called once the
 // process has been reaped, reads the file and removes it. That, and
 // reading the session's record for the usage so far (see Budgets), is
-// the decoder's only I/O, behind a small interface that the golden tests
-// replace with the recorded file. A file left by a gateway that died
+// the decoder's only I/O, through the Invocation's Files (runs.CLIFiles),
+// which the supervisor injects and the golden tests replace with the
+// recorded file. A file left by a gateway that died
 // mid-run is a few KB and harmless.
 //
 // # Outcome

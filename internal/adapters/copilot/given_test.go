@@ -177,7 +177,7 @@ var mcpLines = []string{
 }
 
 func TestDecodeMCPTool(t *testing.T) {
-	d := newDecoder(testInv(runs.Spec{Prompt: "p", MCPServers: map[string]runs.MCPServer{"demo": {Command: "/x"}}}), osFiles{})
+	d := newDecoder(testInv(runs.Spec{Prompt: "p", MCPServers: map[string]runs.MCPServer{"demo": {Command: "/x"}}}), runs.HostFiles{})
 	var evs []runs.Event
 	for _, l := range mcpLines {
 		evs = append(evs, d.Decode([]byte(l))...)
@@ -222,7 +222,7 @@ func TestDecodeMCPToolByName(t *testing.T) {
 	// Without the CLI's own names, the tool's name is split after the
 	// run's servers, the longest first.
 	servers := map[string]runs.MCPServer{"my": {Command: "/x"}, "my-demo": {Command: "/y"}}
-	d := newDecoder(testInv(runs.Spec{Prompt: "p", MCPServers: servers}), osFiles{})
+	d := newDecoder(testInv(runs.Spec{Prompt: "p", MCPServers: servers}), runs.HostFiles{})
 	evs := d.Decode([]byte(`{"type":"tool.execution_start","data":{"toolCallId":"c","toolName":"my-demo-reverse_text","arguments":{}},"id":"1","timestamp":"t","parentId":"0"}`))
 	if len(evs) != 1 {
 		t.Fatalf("events = %+v", evs)

@@ -44,8 +44,8 @@ const (
 var flagRejectedRE = regexp.MustCompile(`(?m)^error: (.*)$`)
 
 // Finish implements runs.Decoder. It reads the run's usage file, which
-// the CLI wrote on its way out, and removes it: the one piece of I/O the
-// decoder does (see doc.go), done once the process has been reaped.
+// the CLI wrote on its way out, and removes it, through the Invocation's
+// Files (see doc.go), once the process has been reaped.
 func (d *decoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
 	path := UsagePath(d.inv)
 	raw, err := d.files.ReadFile(path)

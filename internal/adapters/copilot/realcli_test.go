@@ -103,7 +103,7 @@ func installedVersion(t *testing.T, bin, cache string) string {
 // keptFiles is the real file system, keeping what the decoder read, for
 // the recording.
 type keptFiles struct {
-	osFiles
+	runs.HostFiles
 	read []byte
 }
 
@@ -131,7 +131,7 @@ func runCLI(t *testing.T, bin, version, cache string, c cliCase) *cliRun {
 	}
 	defer srv.Close()
 
-	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: c.spec, Dir: dir, Bin: bin, Home: home,
+	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: c.spec, Dir: dir, Bin: bin, Home: home, Files: runs.HostFiles{},
 		Timeout: time.Minute, CLIVersion: version}
 	a := &Adapter{extraArgs: c.extraArgs}
 	cmd, err := a.Command(inv)

@@ -70,7 +70,7 @@ func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (run
 // cannot say: the CLI's notices, and edits reported twice.
 func newSessionDecoder(inv runs.Invocation) *sessionDecoder {
 	perm := adapterkit.Permission(inv.Spec.Permission)
-	d := &sessionDecoder{inv: inv, oneShot: newDecoder(inv, osFiles{}), created: map[string]bool{}, diffs: map[string]string{},
+	d := &sessionDecoder{inv: inv, oneShot: newDecoder(inv, inv.FilesOrNone()), created: map[string]bool{}, diffs: map[string]string{},
 		mcpCalls: map[string]mcpCall{}}
 	// Without approvals nobody answers: whatever the CLI still asks for
 	// is beyond what the level pre-approved, and is refused, as a

@@ -54,7 +54,7 @@ func startSessionIn(t *testing.T, dir string, spec runs.Spec, sc openai.Scenario
 	}
 	t.Cleanup(srv.Close)
 	home := t.TempDir()
-	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Timeout: time.Minute, CLIVersion: VerifiedVersion}
+	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Files: runs.HostFiles{}, Timeout: time.Minute, CLIVersion: VerifiedVersion}
 	a := New()
 	cmd, err := a.Command(inv)
 	if err != nil {

@@ -95,13 +95,10 @@ type Adapter struct {
 	// extraArgs are appended to the command line; tests use them to play
 	// a CLI that rejects a flag.
 	extraArgs []string
-	// files is what a session's decoder reads the CLI's chat recording
-	// with (chatlog.go).
-	files files
 }
 
 // New returns the Gemini CLI adapter.
-func New() *Adapter { return &Adapter{files: osFiles{}} }
+func New() *Adapter { return &Adapter{} }
 
 // Name implements runs.Adapter.
 func (*Adapter) Name() string { return Name }
@@ -119,6 +116,11 @@ func (*Adapter) Describe() runs.Description {
 			runs.FieldModel, runs.FieldTimeoutSeconds, runs.FieldResumeSessionID, runs.FieldKeepSession,
 			runs.FieldCwd, runs.FieldPermission, runs.FieldInteractive, runs.FieldApprovals,
 			runs.FieldMCPServers, runs.FieldAttachments,
+		},
+		Refused: map[string]string{
+			runs.FieldSystemPrompt: "gemini takes no system prompt for one run (GEMINI_SYSTEM_MD replaces its whole prompt, tool instructions included, from a file)",
+			runs.FieldEffort:       "gemini has no flag for thinking effort",
+			runs.FieldMaxBudgetUSD: "gemini takes no spending limit and reports no cost",
 		},
 		// A second session/prompt cancels the running turn (no steer);
 		// a deny lets the model go on; session/cancel stops the tool.
@@ -147,20 +149,6 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	s := inv.Spec
 	if s.Prompt == "" {
 		return runs.Command{}, runs.Invalid("prompt", "must not be empty")
-	}
-	switch {
-	case s.SystemPrompt != "":
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldSystemPrompt,
-			"gemini takes no system prompt for one run (GEMINI_SYSTEM_MD replaces its whole prompt, tool instructions included, from a file)")
-	case s.Effort != "":
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldEffort, "gemini has no flag for thinking effort")
-	case s.MaxTurns != 0:
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldMaxTurns,
-			"gemini limits turns only per home (model.maxSessionTurns in settings.json); use timeout_seconds")
-	case s.MaxBudgetUSD != 0:
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldMaxBudgetUSD, "gemini takes no spending limit and reports no cost")
-	case len(s.OutputSchema) > 0:
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldOutputSchema, "gemini has no structured output in headless mode")
 	}
 	perm := adapterkit.Permission(s.Permission)
 	mode, ok := approvalModes[perm]
@@ -208,10 +196,7 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 // NewDecoder implements runs.Adapter.
 // A run whose Spec.Session() gets the ACP client (acp.go).
 func (a *Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
-	fs := a.files
-	if fs == nil {
-		fs = osFiles{}
-	}
+	fs := inv.FilesOrNone()
 	if overACP(inv.Spec) {
 		return acp.NewDecoder(inv, sessionProfile(inv, fs))
 	}

@@ -148,23 +148,37 @@ func TestCommandFields(t *testing.T) {
 	}
 }
 
+// TestCommandRefuses checks the fields Gemini does not take, which the
+// gateway refuses for it (runs.CheckFields, from Describe), and the values
+// Command refuses.
 func TestCommandRefuses(t *testing.T) {
 	unsupported := map[string]runs.Spec{
 		runs.FieldSystemPrompt: {SystemPrompt: "Be brief."},
 		runs.FieldEffort:       {Effort: "high"},
-		runs.FieldMaxTurns:     {MaxTurns: 3},
 		runs.FieldMaxBudgetUSD: {MaxBudgetUSD: 1},
-		runs.FieldOutputSchema: {OutputSchema: json.RawMessage(`{"type":"object"}`)},
 	}
 	for field, spec := range unsupported {
 		spec.Prompt = "x"
-		_, err := New().Command(invocation(spec))
+		err := runs.CheckFields(New().Describe(), spec)
 		var fe *runs.FieldError
 		if !errors.As(err, &fe) || !errors.Is(err, runs.ErrUnsupported) || fe.Field != field || fe.Agent != Name {
 			t.Errorf("%s: %v, want unsupported naming it", field, err)
 		}
 		if slices.Contains(New().Describe().Fields, field) {
 			t.Errorf("%s is refused but listed as supported", field)
+		}
+	}
+	// The gateway enforces these itself: they are taken, and the adapter
+	// never sees them.
+	for field, spec := range map[string]runs.Spec{
+		runs.FieldMaxTurns:     {Prompt: "x", MaxTurns: 3},
+		runs.FieldOutputSchema: {Prompt: "x", OutputSchema: json.RawMessage(`{"type":"object"}`)},
+	} {
+		if err := runs.CheckFields(New().Describe(), spec); err != nil {
+			t.Errorf("%s, which the gateway enforces, was refused: %v", field, err)
+		}
+		if a := runs.AdapterSpec(New().Describe(), spec); a.MaxTurns != 0 || a.MaxBudgetUSD != 0 || len(a.OutputSchema) > 0 {
+			t.Errorf("%s reaches the adapter: %+v", field, a)
 		}
 	}
 	invalid := map[string]runs.Spec{

@@ -7,35 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-// files is a session decoder's only access to the file system: reading
-// the chat recording the CLI keeps in its home (see doc.go, "Usage of a
-// session").
+// files is what a decoder uses of the Invocation's runs.CLIFiles, its
+// only access to the file system: reading the chat recording the CLI
+// keeps in its home (see doc.go, "Usage of a session").
 type files interface {
 	// Open opens a file for reading.
 	Open(name string) (io.ReadSeekCloser, error)
 	// ReadDir returns the names in a directory.
 	ReadDir(name string) ([]string, error)
-}
-
-// osFiles is files on the real file system.
-type osFiles struct{}
-
-func (osFiles) Open(name string) (io.ReadSeekCloser, error) { return os.Open(name) }
-
-func (osFiles) ReadDir(name string) ([]string, error) {
-	ents, err := os.ReadDir(name)
-	names := make([]string, 0, len(ents))
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return names, err
 }
 
 // Bounds on what is read of the CLI's files. A chat line holds a whole

@@ -51,6 +51,12 @@ func (m memFiles) ReadDir(name string) ([]string, error) {
 	return names, nil
 }
 
+// ReadFile, Remove and HostPath complete runs.CLIFiles, which an
+// Invocation carries; the decoder uses none of them.
+func (m memFiles) ReadFile(name string) ([]byte, error) { return runs.NoFiles{}.ReadFile(name) }
+func (m memFiles) Remove(name string) error             { return runs.NoFiles{}.Remove(name) }
+func (m memFiles) HostPath(name string) (string, error) { return runs.NoFiles{}.HostPath(name) }
+
 func (m memFiles) add(name, text string) { m[name] = append(m[name], text...) }
 
 const (
@@ -198,7 +204,7 @@ func TestChatLogFallback(t *testing.T) {
 	})
 }
 
-// TestChatLogRealFiles reads a recording through osFiles, laid out as
+// TestChatLogRealFiles reads a recording through runs.HostFiles, laid out as
 // the real CLI lays it out.
 func TestChatLogRealFiles(t *testing.T) {
 	home, cwd := t.TempDir(), t.TempDir()
@@ -214,9 +220,9 @@ func TestChatLogRealFiles(t *testing.T) {
 	if err := os.WriteFile(file, []byte(`{"sessionId":"`+testSession+`"}`+"\n"+chatLine("g1", 100, 10, 50, 5)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := newChatLog(osFiles{}, home, cwd)
+	c := newChatLog(runs.HostFiles{}, home, cwd)
 	wantTurn(t, c, meta(100, 10), usageOf(100, 50, 10, 5), "")
-	if _, err := (osFiles{}).ReadDir(filepath.Join(home, "none")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := (runs.HostFiles{}).ReadDir(filepath.Join(home, "none")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("ReadDir of nothing: %v", err)
 	}
 }

@@ -319,8 +319,9 @@
 // else; a cancelled turn's result has no _meta at all, an error answer
 // none either; no session/update carries tokens (the CLI's ACP never
 // sends usage_update). So the adapter reads the CLI's own chat
-// recording, the one file the decoder reads (through an injected files,
-// so that its tests stay pure; chatlog.go), at the end of every turn
+// recording, the one file the decoder reads (through the Invocation's
+// Files, which the supervisor injects and tests fake; chatlog.go), at the
+// end of every turn
 // (acp.Profile.TurnUsage):
 //
 //	$HOME/.gemini/projects.json                 {"projects":{"<cwd>":"<slug>"}}: the run's directory's slug

@@ -48,7 +48,7 @@ func TestCommandGiven(t *testing.T) {
 		t.Error("a plain run prefers the session")
 	}
 	// The profile's session/new entries.
-	p := sessionProfile(runs.Invocation{Spec: runs.Spec{Prompt: "p", MCPServers: servers}, Dir: "/w", Home: "/h"}, osFiles{})
+	p := sessionProfile(runs.Invocation{Spec: runs.Spec{Prompt: "p", MCPServers: servers}, Dir: "/w", Home: "/h"}, runs.HostFiles{})
 	if len(p.MCPServers) != 2 || !p.AllowMCP || !p.RefuseAll {
 		t.Fatalf("profile %+v", p)
 	}
@@ -56,7 +56,7 @@ func TestCommandGiven(t *testing.T) {
 	if err := json.Unmarshal(p.MCPServers[1], &remote); err != nil || remote["type"] != "http" || remote["url"] != "https://mcp.example/mcp" {
 		t.Errorf("remote entry %s", p.MCPServers[1])
 	}
-	if p := sessionProfile(runs.Invocation{Spec: runs.Spec{Prompt: "p", MCPServers: servers, Approvals: runs.ApprovalsAsk}}, osFiles{}); p.AllowMCP || p.RefuseAll {
+	if p := sessionProfile(runs.Invocation{Spec: runs.Spec{Prompt: "p", MCPServers: servers, Approvals: runs.ApprovalsAsk}}, runs.HostFiles{}); p.AllowMCP || p.RefuseAll {
 		t.Errorf("a run that asks: AllowMCP %v RefuseAll %v", p.AllowMCP, p.RefuseAll)
 	}
 }

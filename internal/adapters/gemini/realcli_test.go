@@ -143,7 +143,7 @@ func runCLI(t *testing.T, bin, version string, c cliCase, home, dir string) *cli
 	if c.setup != nil {
 		c.setup(t, dir)
 	}
-	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: c.spec, Dir: dir, Bin: bin, Home: home, Timeout: time.Minute, CLIVersion: version}
+	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: c.spec, Dir: dir, Bin: bin, Home: home, Files: runs.HostFiles{}, Timeout: time.Minute, CLIVersion: version}
 	if c.cliVersion != "" {
 		inv.CLIVersion = c.cliVersion
 	}

@@ -49,7 +49,7 @@ func startSessionIn(t *testing.T, dir string, spec runs.Spec, sc googleai.Scenar
 	}
 	t.Cleanup(srv.Close)
 	home := preparedHome(t)
-	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Timeout: time.Minute, CLIVersion: VerifiedVersion}
+	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Files: runs.HostFiles{}, Timeout: time.Minute, CLIVersion: VerifiedVersion}
 	a := New()
 	cmd, err := a.Command(inv)
 	if err != nil {
@@ -408,7 +408,8 @@ func FuzzSessionDecode(f *testing.F) {
 		// session/new answer may name.
 		home := chatHome()
 		home.add(testChat, chatLine("g1", 100, 10, 50, 5))
-		dec := (&Adapter{files: home}).NewDecoder(inv).(runs.Session)
+		inv.Files = home
+		dec := New().NewDecoder(inv).(runs.Session)
 		dec.Open()
 		var evs []runs.Event
 		for _, l := range bytes.Split(data, []byte("\n")) {

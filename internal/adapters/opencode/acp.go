@@ -33,7 +33,7 @@ func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (run
 	args := []string{"acp", "--pure"}
 	args = append(args, a.extraArgs...)
 	pass := append([]string(nil), credentialEnv...)
-	for _, name := range homeEnvRefs(inv.Home) {
+	for _, name := range homeEnvRefs(inv.FilesOrNone(), inv.Home) {
 		if !slices.Contains(pass, name) {
 			pass = append(pass, name)
 		}

@@ -137,7 +137,7 @@ func (a *Adapter) checkImages(inv runs.Invocation) error {
 	if len(inv.Spec.Attachments) == 0 && len(inv.Images) == 0 {
 		return nil
 	}
-	if err := imageSupport(configSources(inv.Home, a.gatewayConfigEnv()), inv.Spec.Model); err != nil {
+	if err := imageSupport(configSources(inv.FilesOrNone(), inv.Home, a.gatewayConfigEnv()), inv.Spec.Model); err != nil {
 		return refuseImages(err)
 	}
 	return nil
@@ -160,6 +160,9 @@ func (*Adapter) Describe() runs.Description {
 			runs.FieldKeepSession, runs.FieldCwd, runs.FieldPermission, runs.FieldInteractive, runs.FieldApprovals,
 			runs.FieldMCPServers, runs.FieldAttachments,
 		},
+		Refused: map[string]string{
+			runs.FieldSystemPrompt: "opencode run takes no system prompt; an agent's prompt lives in OpenCode's configuration",
+		},
 		// A second session/prompt joins the running turn; a rejected
 		// permission ends the turn with no further model request; a
 		// session/cancel stops the running tool.
@@ -180,7 +183,7 @@ func (*Adapter) ParseVersion(output []byte) (string, error) { return version.Par
 // NewDecoder implements runs.Adapter.
 func (a *Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
 	if a.sessionRun(inv.Spec) {
-		var rec records = sqliteStore{path: storePath(inv.Home)}
+		var rec records = sqliteStore{files: inv.FilesOrNone(), path: storePath(inv.Home)}
 		if a.records != nil {
 			rec = a.records(inv.Home)
 		}
@@ -198,18 +201,6 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	s := inv.Spec
 	if s.Prompt == "" {
 		return runs.Command{}, runs.Invalid("prompt", "must not be empty")
-	}
-	switch {
-	case s.SystemPrompt != "":
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldSystemPrompt,
-			"opencode run takes no system prompt; an agent's prompt lives in OpenCode's configuration")
-	case s.MaxTurns != 0:
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldMaxTurns,
-			"opencode run takes no turn limit (an agent's steps setting lives in its configuration); use timeout_seconds")
-	case s.MaxBudgetUSD != 0:
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldMaxBudgetUSD, "opencode takes no spending limit; use timeout_seconds")
-	case len(s.OutputSchema) > 0:
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldOutputSchema, "opencode run has no structured output")
 	}
 	perm := adapterkit.Permission(s.Permission)
 	permission, ok := permissionEnv[perm]
@@ -251,7 +242,7 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	pass := append([]string(nil), credentialEnv...)
 	// A configuration that cannot be read is OpenCode's to report, in
 	// its own words, when it starts.
-	for _, name := range homeEnvRefs(inv.Home) {
+	for _, name := range homeEnvRefs(inv.FilesOrNone(), inv.Home) {
 		if !slices.Contains(pass, name) {
 			pass = append(pass, name)
 		}

@@ -73,20 +73,34 @@ func TestCommandFields(t *testing.T) {
 	}
 }
 
+// TestCommandRefuses checks the fields OpenCode does not take, which the
+// gateway refuses for it (runs.CheckFields, from Describe), and the values
+// Command refuses.
 func TestCommandRefuses(t *testing.T) {
 	for field, spec := range map[string]runs.Spec{
 		runs.FieldSystemPrompt: {Prompt: "p", SystemPrompt: "s"},
-		runs.FieldMaxTurns:     {Prompt: "p", MaxTurns: 2},
-		runs.FieldMaxBudgetUSD: {Prompt: "p", MaxBudgetUSD: 1},
-		runs.FieldOutputSchema: {Prompt: "p", OutputSchema: []byte(`{}`)},
 	} {
-		_, err := New().Command(inv(spec))
+		err := runs.CheckFields(New().Describe(), spec)
 		var fe *runs.FieldError
 		if !errors.As(err, &fe) || !errors.Is(err, runs.ErrUnsupported) || fe.Field != field || fe.Agent != Name {
 			t.Errorf("%s: %v, want unsupported naming it", field, err)
 		}
 		if slices.Contains(New().Describe().Fields, field) {
 			t.Errorf("%s is refused but listed as supported", field)
+		}
+	}
+	// The gateway enforces these itself: they are taken, and the adapter
+	// never sees them.
+	for field, spec := range map[string]runs.Spec{
+		runs.FieldMaxTurns:     {Prompt: "p", MaxTurns: 2},
+		runs.FieldMaxBudgetUSD: {Prompt: "p", MaxBudgetUSD: 1},
+		runs.FieldOutputSchema: {Prompt: "p", OutputSchema: []byte(`{}`)},
+	} {
+		if err := runs.CheckFields(New().Describe(), spec); err != nil {
+			t.Errorf("%s, which the gateway enforces, was refused: %v", field, err)
+		}
+		if a := runs.AdapterSpec(New().Describe(), spec); a.MaxTurns != 0 || a.MaxBudgetUSD != 0 || len(a.OutputSchema) > 0 {
+			t.Errorf("%s reaches the adapter: %+v", field, a)
 		}
 	}
 	for _, c := range []struct {
@@ -125,6 +139,12 @@ func TestCommandHomeEnvRefs(t *testing.T) {
 	}
 	i := inv(runs.Spec{Prompt: "p"})
 	i.Home = home
+	// Command reads the home only through the Invocation's Files: with
+	// none, it sees no configuration.
+	if cmd, err := New().Command(i); err != nil || !reflect.DeepEqual(cmd.PassEnv, credentialEnv) {
+		t.Errorf("without Files: pass env = %q, %v; want %q", cmd.PassEnv, err, credentialEnv)
+	}
+	i.Files = runs.HostFiles{}
 	cmd, err := New().Command(i)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package opencode
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -19,7 +18,13 @@ import (
 // settings are environment switches (see phoneHome and permissionEnv).
 // It reads them only to learn which variables a configuration names as
 // {env:NAME}, and, before a run, whether the provider in use has the key
-// it asks for.
+// it asks for: Command and the decoder through the Invocation's Files,
+// Preflight from the host's file system.
+
+// fileReader is what reading the configuration takes of runs.CLIFiles.
+type fileReader interface {
+	ReadFile(name string) ([]byte, error)
+}
 
 // homeConfigFiles are the global configuration files OpenCode reads from
 // its home, in the order it merges them.
@@ -57,13 +62,13 @@ func envRefs(text []byte) []string {
 // home. The project's files in the run's directory are not read: they are
 // the client's, and a client must not pick which of the gateway's
 // variables reach the agent.
-func homeEnvRefs(home string) []string {
+func homeEnvRefs(files fileReader, home string) []string {
 	if home == "" {
 		return nil
 	}
 	var all []byte
 	for _, f := range homeConfigFiles {
-		if b, err := os.ReadFile(filepath.Join(configDir(home), f)); err == nil {
+		if b, err := files.ReadFile(filepath.Join(configDir(home), f)); err == nil {
 			all = append(append(all, b...), '\n')
 		}
 	}
@@ -175,16 +180,16 @@ type source struct {
 // the adapter can see, in OpenCode's order: the files in home, the file
 // OPENCODE_CONFIG names, and OPENCODE_CONFIG_CONTENT; env is the run's
 // environment.
-func configSources(home string, env []string) []source {
+func configSources(files fileReader, home string, env []string) []source {
 	var out []source
 	for _, f := range homeConfigFiles {
 		p := filepath.Join(configDir(home), f)
-		if b, err := os.ReadFile(p); err == nil {
+		if b, err := files.ReadFile(p); err == nil {
 			out = append(out, source{p, b})
 		}
 	}
 	if p := lookupEnv(env, "OPENCODE_CONFIG"); p != "" {
-		if b, err := os.ReadFile(p); err == nil {
+		if b, err := files.ReadFile(p); err == nil {
 			out = append(out, source{"OPENCODE_CONFIG (" + p + ")", b})
 		}
 	}

@@ -159,7 +159,7 @@ func TestImageCommand(t *testing.T) {
 	home := t.TempDir()
 	spec := runs.Spec{Prompt: "p", Model: "mock/mock-model", Attachments: []runs.Attachment{{FileID: "f", MediaType: "image/png"}}}
 	x := inv(spec)
-	x.Home = home
+	x.Home, x.Files = home, runs.HostFiles{}
 	_, err := New().Command(x)
 	var fe *runs.FieldError
 	if !errors.Is(err, runs.ErrUnsupported) || !errors.As(err, &fe) || fe.Field != runs.FieldAttachments ||

@@ -50,7 +50,7 @@ func (*Adapter) Preflight(ctx context.Context, inv runs.Invocation, env []string
 	if len(inv.Spec.Attachments) > 0 || len(inv.Images) > 0 {
 		// Command checked what it could see; the run's environment may
 		// hold the operator's OPENCODE_CONFIG_CONTENT or OPENCODE_CONFIG.
-		if err := imageSupport(configSources(inv.Home, env), inv.Spec.Model); err != nil {
+		if err := imageSupport(configSources(runs.HostFiles{}, inv.Home, env), inv.Spec.Model); err != nil {
 			return runs.NewRunError(runs.APIError, "OpenCode would replace the run's images with an error text: "+err.Error(), hintImages)
 		}
 	}
@@ -63,7 +63,7 @@ func (*Adapter) Preflight(ctx context.Context, inv runs.Invocation, env []string
 // checkKey checks that the provider of the run's model gets the key its
 // configuration asks for.
 func checkKey(inv runs.Invocation, env []string) *runs.RunError {
-	srcs := configSources(inv.Home, env)
+	srcs := configSources(runs.HostFiles{}, inv.Home, env)
 	model := inv.Spec.Model
 	var sections []source // the provider's sections, by source
 	if model == "" {

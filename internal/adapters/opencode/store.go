@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -64,9 +63,12 @@ func storePath(home string) string {
 // sqliteStore reads records from OpenCode's SQLite database, read-only:
 // OpenCode writes it in WAL mode, whose readers neither block its writes
 // nor are blocked by them. Each read opens and closes the database, so
-// that nothing is held open between turns.
+// that nothing is held open between turns. SQLite opens the file itself:
+// files (the Invocation's) gives its path on the host, and none when the
+// run's files are not the host's.
 type sqliteStore struct {
-	path string
+	files runs.CLIFiles
+	path  string
 }
 
 // messagesQuery selects the session's messages and its subagents':
@@ -83,12 +85,13 @@ FROM message m WHERE m.session_id IN (SELECT id FROM tree)
 ORDER BY m.id LIMIT ?4`
 
 func (s sqliteStore) Messages(session string) ([]storedMessage, error) {
-	// mode=ro opens no file that is not there: a missing database is an
+	// HostPath checks that the database is there: a missing one is an
 	// error, never a new one in the agent's home.
-	if _, err := os.Stat(s.path); err != nil {
+	path, err := s.files.HostPath(s.path)
+	if err != nil {
 		return nil, err
 	}
-	dsn := (&url.URL{Scheme: "file", Path: s.path,
+	dsn := (&url.URL{Scheme: "file", Path: path,
 		RawQuery: fmt.Sprintf("mode=ro&_pragma=busy_timeout(%d)", busyTimeoutMS)}).String()
 	db, err := sql.Open("sqlite3", dsn)
 	if err != nil {

@@ -102,7 +102,7 @@ func TestStoreLogFallback(t *testing.T) {
 		rec  records
 		code string
 	}{
-		"missing":    {sqliteStore{path: filepath.Join(t.TempDir(), "none.db")}, "usage_unreadable"},
+		"missing":    {sqliteStore{files: runs.HostFiles{}, path: filepath.Join(t.TempDir(), "none.db")}, "usage_unreadable"},
 		"failing":    {failStore{errors.New("database is locked")}, "usage_unreadable"},
 		"no session": {memStore{}, "usage_mismatch"},
 		"bad json":   {memStore{"ses_1": {req1, {ID: "msg_x", Data: []byte(`{"role":`)}}}, "usage_unreadable"},
@@ -182,7 +182,7 @@ func TestSQLiteStore(t *testing.T) {
 	insert("msg_2", "ses_sub", req2.Data)
 	insert("msg_3", "ses_subsub", req3.Data)
 	insert("msg_4", "ses_other", req3.Data)
-	s := sqliteStore{path: path}
+	s := sqliteStore{files: runs.HostFiles{}, path: path}
 	msgs, err := s.Messages("ses_1")
 	if err != nil {
 		t.Fatal(err)
