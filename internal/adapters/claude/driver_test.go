@@ -93,7 +93,7 @@ func startSessionIn(t *testing.T, dir string, sc anthropic.Scenario, spec runs.S
 	}
 	t.Cleanup(srv.Close)
 	home := t.TempDir()
-	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home,
+	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Files: runs.HostFiles{},
 		Timeout: 2 * time.Minute, CLIVersion: VerifiedVersion}
 	a := New()
 	c, err := a.Command(inv)

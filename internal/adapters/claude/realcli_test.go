@@ -94,7 +94,7 @@ func runCLI(t *testing.T, bin, version string, c cliCase, home, dir string) *cli
 	if id == "" {
 		id = uuid.Must(uuid.NewV7()).String()
 	}
-	inv := runs.Invocation{RunID: id, Spec: c.spec, Dir: dir, Bin: bin, Home: home, Timeout: c.timeout, CLIVersion: version}
+	inv := runs.Invocation{RunID: id, Spec: c.spec, Dir: dir, Bin: bin, Home: home, Files: runs.HostFiles{}, Timeout: c.timeout, CLIVersion: version}
 	if c.cliVersion != "" {
 		inv.CLIVersion = c.cliVersion
 	}

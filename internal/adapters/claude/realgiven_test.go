@@ -61,7 +61,7 @@ func runGivenAny(t *testing.T, sc anthropic.Scenario, spec runs.Spec, images []r
 	}
 	defer srv.Close()
 	home, dir, tmp := t.TempDir(), t.TempDir(), t.TempDir()
-	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home,
+	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Files: runs.HostFiles{},
 		Timeout: time.Minute, CLIVersion: VerifiedVersion, Images: images}
 	a := New()
 	cmd, err := a.Command(inv)

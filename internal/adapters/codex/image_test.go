@@ -105,7 +105,7 @@ func imageRun(t *testing.T, ims []runs.Image) *openai.Images {
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(mockConfig(srv.URL, "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Dir: dir, Bin: bin, Home: home,
+	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Dir: dir, Bin: bin, Home: home, Files: runs.HostFiles{},
 		Timeout: time.Minute, CLIVersion: version, Images: ims,
 		Spec: runs.Spec{Prompt: "What is in the image?", Model: openai.DefaultModel, Permission: runs.WorkspaceWrite}}
 	a := New()

@@ -135,7 +135,7 @@ func runCLI(t *testing.T, bin, version string, c cliCase, home, dir string) *cli
 		}
 	}
 
-	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: c.spec, Dir: dir, Bin: bin, Home: home,
+	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: c.spec, Dir: dir, Bin: bin, Home: home, Files: runs.HostFiles{},
 		Timeout: time.Minute, CLIVersion: version}
 	if inv.Spec.Model == "" {
 		inv.Spec.Model = openai.DefaultModel

@@ -78,7 +78,7 @@ func startSessionWith(t *testing.T, name string, spec runs.Spec, images []runs.I
 	if spec.Model == "" {
 		spec.Model = openai.DefaultModel
 	}
-	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home,
+	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Files: runs.HostFiles{},
 		Timeout: time.Minute, CLIVersion: VerifiedVersion, Images: images}
 	a := New()
 	c, err := a.Command(inv)

@@ -171,7 +171,7 @@ func runCLI(t *testing.T, bin, version string, c cliCase, home, dir string) *cli
 	}
 
 	spec := c.spec(x)
-	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home,
+	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Files: runs.HostFiles{},
 		Timeout: time.Minute, CLIVersion: version}
 	if c.cliVersion != "" {
 		inv.CLIVersion = c.cliVersion

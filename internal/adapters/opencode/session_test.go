@@ -90,7 +90,7 @@ func startSessionWith(t *testing.T, su sessionSetup) *session {
 	if err := New().PrepareHome(home); err != nil {
 		t.Fatal(err)
 	}
-	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home,
+	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Files: runs.HostFiles{},
 		Timeout: time.Minute, CLIVersion: VerifiedVersion, Images: su.images}
 	a := New()
 	cmd, err := a.Command(inv)
