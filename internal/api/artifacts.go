@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"go.uber.org/zap"
 
+	"github.com/agentgate/agentgate/internal/artifacts"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -23,18 +24,18 @@ import (
 const (
 	// CodeInvalidPath: the path of GET /v1/runs/{id}/files/{path} is not
 	// a file's place in the run's directory (400).
-	CodeInvalidPath = runs.ArtifactInvalidPath
+	CodeInvalidPath = artifacts.CodeInvalidPath
 	// CodeFileNotFound: nothing is at that path (404).
-	CodeFileNotFound = runs.ArtifactFileNotFound
+	CodeFileNotFound = artifacts.CodeFileNotFound
 	// CodeWorkspaceExpired: the run's directory is gone; its diff and
 	// list of changes still are served (410).
-	CodeWorkspaceExpired = runs.ArtifactWorkspaceExpired
+	CodeWorkspaceExpired = artifacts.CodeWorkspaceExpired
 	// CodeWorkspaceOnOtherReplica: the run's directory is on the replica
 	// that ran it (409; the message names it).
-	CodeWorkspaceOnOtherReplica = runs.ArtifactWorkspaceElsewhere
+	CodeWorkspaceOnOtherReplica = artifacts.CodeWorkspaceElsewhere
 	// CodeArchiveTooLarge: the run's directory is larger than the
 	// archive's bound (422).
-	CodeArchiveTooLarge = runs.ArtifactArchiveTooLarge
+	CodeArchiveTooLarge = artifacts.CodeArchiveTooLarge
 )
 
 // Artifacts is what the artifact routes need from the service; the
@@ -49,7 +50,7 @@ type Artifacts interface {
 	// list was bounded; a run that has not finished is a conflict.
 	RunChanges(ctx context.Context, r runs.Run) ([]runs.ChangedFile, bool, error)
 	// OpenRunFile opens one regular file of the run's directory, as it is
-	// now. Errors are a *runs.ArtifactError, a conflict, or other.
+	// now. Errors are an *artifacts.Error, a conflict, or other.
 	OpenRunFile(ctx context.Context, r runs.Run, path string) (*os.File, fs.FileInfo, error)
 	// ArchiveRun writes the run's directory to w as a tar.gz. An error
 	// before the first write can still be answered; one after it cuts
@@ -61,7 +62,7 @@ type Artifacts interface {
 type ChangedFiles struct {
 	Files []runs.ChangedFile `json:"files"`
 	// Truncated says the list was bounded: only the run's record was at
-	// hand, and it keeps at most runs.MaxRecordedFiles.
+	// hand, and it keeps at most artifacts.MaxRecordedFiles.
 	Truncated bool `json:"truncated"`
 }
 
@@ -78,7 +79,7 @@ func (s *server) artifacts(w http.ResponseWriter, r *http.Request) (Artifacts, r
 
 // artifactFailure gives an artifact error its status and code.
 func artifactFailure(err error) error {
-	var ae *runs.ArtifactError
+	var ae *artifacts.Error
 	if !errors.As(err, &ae) {
 		return err
 	}

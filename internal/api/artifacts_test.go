@@ -62,9 +62,9 @@ func (a *artifactService) OpenRunFile(ctx context.Context, r runs.Run, p string)
 	f, fi, err := artifacts.Open(root, p)
 	switch {
 	case errors.Is(err, artifacts.ErrInvalidPath):
-		return nil, nil, &runs.ArtifactError{Code: runs.ArtifactInvalidPath, Message: err.Error()}
+		return nil, nil, &artifacts.Error{Code: artifacts.CodeInvalidPath, Message: err.Error()}
 	case errors.Is(err, artifacts.ErrFileNotFound):
-		return nil, nil, &runs.ArtifactError{Code: runs.ArtifactFileNotFound, Message: err.Error()}
+		return nil, nil, &artifacts.Error{Code: artifacts.CodeFileNotFound, Message: err.Error()}
 	}
 	return f, fi, err
 }
@@ -218,10 +218,10 @@ func TestRunFile(t *testing.T) {
 	if n := len(svc.paths); n == 0 || svc.paths[0] != "sub/inner.txt" {
 		t.Errorf("paths asked for: %q", svc.paths)
 	}
-	svc.dirErr = &runs.ArtifactError{Code: runs.ArtifactWorkspaceExpired, Message: "gone"}
+	svc.dirErr = &artifacts.Error{Code: artifacts.CodeWorkspaceExpired, Message: "gone"}
 	resp, body = fetchArtifact(t, base+"made.txt")
 	wantCode(t, resp, body, 410, CodeWorkspaceExpired)
-	svc.dirErr = &runs.ArtifactError{Code: runs.ArtifactWorkspaceElsewhere, Message: "on replica b", Replica: "b"}
+	svc.dirErr = &artifacts.Error{Code: artifacts.CodeWorkspaceElsewhere, Message: "on replica b", Replica: "b"}
 	resp, body = fetchArtifact(t, base+"made.txt")
 	wantCode(t, resp, body, 409, CodeWorkspaceOnOtherReplica)
 }
@@ -257,7 +257,7 @@ func TestRunArchive(t *testing.T) {
 	if got["made.txt"] != "0:hello\n" || !strings.HasSuffix(got["escape"], "/secret") || strings.Contains(got["escape"], "secret\n") {
 		t.Errorf("archive entries: %v", got)
 	}
-	svc.dirErr = &runs.ArtifactError{Code: runs.ArtifactArchiveTooLarge, Message: "too large"}
+	svc.dirErr = &artifacts.Error{Code: artifacts.CodeArchiveTooLarge, Message: "too large"}
 	r2, body := fetchArtifact(t, url)
 	wantCode(t, r2, body, 422, CodeArchiveTooLarge)
 }

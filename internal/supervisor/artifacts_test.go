@@ -76,7 +76,7 @@ func readAll(t *testing.T, rc io.ReadCloser) string {
 }
 
 func artifactCode(err error) string {
-	var ae *runs.ArtifactError
+	var ae *artifacts.Error
 	if errors.As(err, &ae) {
 		return ae.Code
 	}
@@ -124,7 +124,7 @@ func TestArtifactsOfARun(t *testing.T) {
 	if err != nil || readAll(t, f) != "hello\n" {
 		t.Errorf("OpenRunFile: %v", err)
 	}
-	for p, code := range map[string]string{"link": runs.ArtifactInvalidPath, "../x": runs.ArtifactInvalidPath, "/etc/passwd": runs.ArtifactInvalidPath, "none": runs.ArtifactFileNotFound} {
+	for p, code := range map[string]string{"link": artifacts.CodeInvalidPath, "../x": artifacts.CodeInvalidPath, "/etc/passwd": artifacts.CodeInvalidPath, "none": artifacts.CodeFileNotFound} {
 		if f, _, err := h.sup.OpenRunFile(ctx, r, p); artifactCode(err) != code {
 			if f != nil {
 				f.Close()
@@ -150,27 +150,27 @@ func TestArtifactsOfARun(t *testing.T) {
 	if err := os.Symlink(filepath.Dir(outside), dir); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := h.sup.OpenRunFile(ctx, r, "secret"); artifactCode(err) != runs.ArtifactWorkspaceExpired {
+	if _, _, err := h.sup.OpenRunFile(ctx, r, "secret"); artifactCode(err) != artifacts.CodeWorkspaceExpired {
 		t.Errorf("OpenRunFile through a swapped directory = %v", err)
 	}
 	if err := os.Remove(dir); err != nil {
 		t.Fatal(err)
 	}
 	// Gone: the files are not served, the diff and list still are.
-	if _, _, err := h.sup.OpenRunFile(ctx, r, "made.txt"); artifactCode(err) != runs.ArtifactWorkspaceExpired {
+	if _, _, err := h.sup.OpenRunFile(ctx, r, "made.txt"); artifactCode(err) != artifacts.CodeWorkspaceExpired {
 		t.Errorf("OpenRunFile of a gone directory = %v", err)
 	}
-	if err := h.sup.ArchiveRun(ctx, r, io.Discard); artifactCode(err) != runs.ArtifactWorkspaceExpired {
+	if err := h.sup.ArchiveRun(ctx, r, io.Discard); artifactCode(err) != artifacts.CodeWorkspaceExpired {
 		t.Errorf("ArchiveRun of a gone directory = %v", err)
 	}
 	elsewhere := r
 	elsewhere.Owner = "replica-b"
-	if _, _, err := h.sup.OpenRunFile(ctx, elsewhere, "made.txt"); artifactCode(err) != runs.ArtifactWorkspaceElsewhere ||
+	if _, _, err := h.sup.OpenRunFile(ctx, elsewhere, "made.txt"); artifactCode(err) != artifacts.CodeWorkspaceElsewhere ||
 		!strings.Contains(err.Error(), "replica-b") {
 		t.Errorf("OpenRunFile of another replica's run = %v", err)
 	}
 	// Once its snapshot is gone too, the record answers.
-	h.sup.removeArtifacts(r.ID)
+	h.sup.artifacts.Remove(r.ID)
 	if diff, _, err := h.sup.RunDiff(ctx, r); err != nil || readAll(t, diff) != r.Diff {
 		t.Errorf("RunDiff from the record: %v", err)
 	}
@@ -207,7 +207,7 @@ func TestArtifactsOfAGivenDirectory(t *testing.T) {
 func TestArtifactsBoundedInTheRecord(t *testing.T) {
 	h := newShellHarness(t, Config{})
 	r := h.runScript(t, runs.Spec{Prompt: `seq 1 60000 > big.txt && echo '{"text":"done"}'`})
-	if !r.DiffTruncated || len(r.Diff) > MaxRecordedDiff+100 || !strings.Contains(r.Diff, "[diff truncated: ") {
+	if !r.DiffTruncated || len(r.Diff) > artifacts.MaxRecordedDiff+100 || !strings.Contains(r.Diff, "[diff truncated: ") {
 		t.Errorf("record diff: truncated %v, %d bytes", r.DiffTruncated, len(r.Diff))
 	}
 	diff, truncated, err := h.sup.RunDiff(context.Background(), r)
@@ -291,19 +291,5 @@ func TestArtifactsInTheRecordAlone(t *testing.T) {
 	}
 	if entries, err := os.ReadDir(h.sup.cfg.ArtifactsDir); err == nil && len(entries) > 0 {
 		t.Errorf("the artifacts directory holds %d entries, want none", len(entries))
-	}
-}
-
-func TestRecordedFilesBounded(t *testing.T) {
-	var changes []artifacts.Change
-	for i := range MaxRecordedFiles + 10 {
-		changes = append(changes, artifacts.Change{Path: fmt.Sprintf("f%04d", i), Kind: runs.ChangeAdd})
-	}
-	if files, cut := recordedFiles(changes); len(files) != MaxRecordedFiles || !cut {
-		t.Errorf("%d files, cut %v", len(files), cut)
-	}
-	long := []artifacts.Change{{Path: strings.Repeat("p", 40<<10)}, {Path: strings.Repeat("q", 40<<10)}}
-	if files, cut := recordedFiles(long); len(files) != 1 || !cut {
-		t.Errorf("long paths: %d files, cut %v", len(files), cut)
 	}
 }

@@ -26,7 +26,7 @@ func (s *Supervisor) Delete(ctx context.Context, id string) error {
 	if err := s.store.DeleteRun(ctx, id); err != nil {
 		return fmt.Errorf("delete run %s: %w", id, err)
 	}
-	s.removeArtifacts(id)
+	s.artifacts.Remove(id)
 	if root, err := s.tenantRoot(r.Tenant); err == nil {
 		// A fresh directory is named after the run, directly under the
 		// tenant's root; its cwd was recorded as that name.

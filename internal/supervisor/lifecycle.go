@@ -65,10 +65,10 @@ type execution struct {
 	confined bool
 	began    time.Time
 	first    bool
-	// Set by supervise: where the lines' events go, and the run's
-	// directory as the agent found it.
+	// Set by supervise: where the lines' events go, and what finds the
+	// run's changes to its directory.
 	emitLine func(...runs.Event)
-	snapped  *artifacts.Snapshot
+	changes  *artifacts.Watch
 }
 
 // execute runs t's process to the end and records the outcome.
@@ -263,7 +263,7 @@ func (x *execution) command() (process, bool) {
 // what runProcess does.
 func (x *execution) supervise(p process) (runs.Exit, []byte, error) {
 	s, t := x.s, x.t
-	x.snapped = s.snapshotStart(t, x.log)
+	x.changes = s.watchChanges(t, x.log)
 	// A one-shot run's events are emitted behind its reader, so that a
 	// line is decoded while the one before is stored; a session's are
 	// emitted in line with what it answers the CLI.
@@ -341,7 +341,7 @@ func (x *execution) conclude(exit runs.Exit, stderrTail []byte, err error) {
 	if exit.Reason != "" {
 		override = stopError(context.Cause(x.ctx), t.run.Agent)
 	}
-	x.s.snapshotEnd(t, x.snapped, &out, log)
+	x.s.recordChanges(t, x.changes, &out)
 	x.finish(out, override, &exit)
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/agentgate/agentgate/internal/artifacts"
 	"github.com/agentgate/agentgate/internal/probe"
 	"github.com/agentgate/agentgate/internal/proctree"
 	"github.com/agentgate/agentgate/internal/redact"
@@ -234,6 +235,8 @@ type Supervisor struct {
 	names  []string
 	// aliases maps another name of an agent to its adapter's Name.
 	aliases map[string]string
+	// artifacts keeps the runs' snapshots and serves their files.
+	artifacts *artifacts.Keeper
 
 	// queueKick asks queueObserver for a read (observeQueue).
 	queueKick chan struct{}
@@ -337,6 +340,7 @@ func New(cfg Config, store runs.Store, agents []*Agent, obs runs.Observer, log *
 		}
 	}
 	sort.Strings(s.names)
+	s.artifacts = s.newKeeper()
 	s.takeCtx, s.stopTaking = context.WithCancel(context.Background())
 	s.runCtx, s.stopRuns = context.WithCancelCause(context.Background())
 	return s

@@ -1,0 +1,109 @@
+package artifacts
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+)
+
+// DefaultMaxArchiveBytes bounds the files of GET /v1/runs/{id}/archive
+// when KeeperConfig.MaxArchiveBytes is not set.
+const DefaultMaxArchiveBytes = 1 << 30
+
+// KeeperConfig is what a Keeper is made with.
+type KeeperConfig struct {
+	// Dir, when set, is where each run's snapshot and whole diff are
+	// kept, in a directory named after the run: under the data
+	// directory, which the sandbox hides from agents. Without it no
+	// changed files are found, and only an adapter's own diff is
+	// recorded.
+	Dir string
+	// Replica names this gateway replica: a run that another one ran
+	// has its directory there, not here.
+	Replica string
+	// TenantRoot returns the workspace root of a tenant's runs, under
+	// which a run's cwd is resolved; an error means the tenant has none
+	// here.
+	TenantRoot func(tenant string) (string, error)
+	// Limits bound each snapshot and its diff (zero fields take their
+	// defaults).
+	Limits Limits
+	// MaxArchiveBytes bounds the files of one archive (default
+	// DefaultMaxArchiveBytes).
+	MaxArchiveBytes int64
+}
+
+// Keeper keeps the artifacts of the runs of one replica: a snapshot of a
+// run's directory while its agent runs, and its whole diff and list of
+// changes beside it when the run's record cannot hold them. It serves
+// them, and the run's files, to the artifact routes.
+type Keeper struct {
+	cfg KeeperConfig
+	log *zap.Logger
+}
+
+// NewKeeper returns a Keeper; log gets what it cannot remove.
+func NewKeeper(cfg KeeperConfig, log *zap.Logger) *Keeper {
+	if cfg.MaxArchiveBytes <= 0 {
+		cfg.MaxArchiveBytes = DefaultMaxArchiveBytes
+	}
+	return &Keeper{cfg: cfg, log: log}
+}
+
+// storeOf is where the run id's snapshot lives, or "" when the keeper
+// keeps none.
+func (k *Keeper) storeOf(id string) string {
+	if k.cfg.Dir == "" {
+		return ""
+	}
+	return filepath.Join(k.cfg.Dir, id)
+}
+
+// Remove removes the run id's snapshot and diff.
+func (k *Keeper) Remove(id string) {
+	store := k.storeOf(id)
+	if store == "" {
+		return
+	}
+	if err := os.RemoveAll(store); err != nil {
+		k.log.Warn("remove a run's snapshot", zap.String("run_id", id), zap.Error(err))
+	}
+}
+
+// Sweep removes the snapshots of runs created before cutoff, as the
+// workspace's retention removes their directories: their diff and list
+// of changes then come from their record. A run for which busy is true
+// still executes here, and keeps its snapshot.
+func (k *Keeper) Sweep(cutoff time.Time, busy func(id string) bool) {
+	if k.cfg.Dir == "" {
+		return
+	}
+	entries, err := os.ReadDir(k.cfg.Dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			k.log.Warn("sweep snapshots", zap.Error(err))
+		}
+		return
+	}
+	for _, e := range entries {
+		if createdBefore(e.Name(), cutoff) && !busy(e.Name()) {
+			k.Remove(e.Name())
+		}
+	}
+}
+
+// createdBefore reports whether name is a run's id (a UUIDv7, which
+// holds its creation time) created before cutoff.
+func createdBefore(name string, cutoff time.Time) bool {
+	id, err := uuid.Parse(name)
+	if err != nil || id.Version() != 7 || id.String() != name {
+		return false
+	}
+	sec, nsec := id.Time().UnixTime()
+	return !time.Unix(sec, nsec).After(cutoff)
+}
