@@ -11,4 +11,10 @@
 // memory. Compare removes them; Keep stores a result there, for Load, when
 // the caller has nowhere else to keep all of it. A run in an empty or
 // small directory whose result its record holds makes no file at all.
+//
+// A Keeper does that for the runs of one replica: Watch at a run's start
+// and Record at its end give the run's record its bounded diff and list
+// of changes; Diff, Changes, OpenFile and WriteArchive serve them and the
+// run's files, with an *Error (its Code the API's) when they cannot be;
+// Remove and Sweep let them go with the run and its directory.
 package artifacts
