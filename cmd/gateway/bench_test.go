@@ -842,16 +842,6 @@ func (s *discardStore) TenantUsage(context.Context, string) (runs.TenantUsage, u
 func (s *discardStore) SetTenantUsage(context.Context, string, runs.TenantUsage, uint64) error {
 	return nil
 }
-func (s *discardStore) PutFile(context.Context, runs.File, []byte) error { return nil }
-func (s *discardStore) GetFile(context.Context, string, string) (runs.File, error) {
-	return runs.File{}, runs.ErrNotFound
-}
-func (s *discardStore) FileData(context.Context, string, string) ([]byte, error) {
-	return nil, runs.ErrNotFound
-}
-func (s *discardStore) DeleteFile(context.Context, string, string) error { return runs.ErrNotFound }
-func (s *discardStore) CountFiles(context.Context, string) (int, error)  { return 0, nil }
-
 func (s *discardStore) LastEvent(context.Context, string) (runs.StoredEvent, error) {
 	return runs.StoredEvent{}, nil
 }

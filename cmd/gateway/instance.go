@@ -17,6 +17,7 @@ import (
 	"github.com/agentgate/agentgate/internal/api"
 	"github.com/agentgate/agentgate/internal/diskguard"
 	"github.com/agentgate/agentgate/internal/fanout"
+	"github.com/agentgate/agentgate/internal/files"
 	"github.com/agentgate/agentgate/internal/metrics"
 	"github.com/agentgate/agentgate/internal/netguard"
 	"github.com/agentgate/agentgate/internal/proctree"
@@ -352,7 +353,7 @@ func (g *instance) supervisorConfig() supervisor.Config {
 		// Snapshots of run directories are hidden with the data directory.
 		Redact: g.redactor, Sandbox: g.sandbox, TempRoot: g.tempRoot, ArtifactsDir: filepath.Join(cfg.DataDir, "artifacts"),
 		Quotas:      supervisor.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
-		Files:       supervisor.FileLimits{TTL: cfg.FileTTL, MaxBytes: cfg.HTTP.MaxFileBytes, MaxPerTenant: cfg.MaxFilesPerTenant},
+		Uploads:     files.NewUploads(g.st, files.Limits{TTL: cfg.FileTTL, MaxBytes: cfg.HTTP.MaxFileBytes, MaxPerTenant: cfg.MaxFilesPerTenant}, nil),
 		MCPCommands: cfg.MCPCommands, MCPURLs: cfg.MCPURLs, SealKey: g.seal,
 		Cursors: g.hub, Webhooks: g.hooks,
 		VersionOutput: g.sm.versionOutput, RunDeadline: g.sm.runDeadline,

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/agentgate/agentgate/internal/files"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -35,8 +36,8 @@ func decodeAttachments(field string, raw json.RawMessage) ([]runs.Attachment, er
 	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
 		return nil, invalidField(field, `must be an array of {"file_id": …} or {"media_type": …, "data": base64}`)
 	}
-	if len(items) > runs.MaxAttachments {
-		return nil, invalidField(field, fmt.Sprintf("must have at most %d attachments", runs.MaxAttachments))
+	if len(items) > files.MaxAttachments {
+		return nil, invalidField(field, fmt.Sprintf("must have at most %d attachments", files.MaxAttachments))
 	}
 	if len(items) == 0 {
 		return nil, nil
@@ -81,8 +82,8 @@ func decodeAttachment(at string, raw json.RawMessage) (runs.Attachment, error) {
 	if a.Name, _, err = f.str(attName); err != nil {
 		return runs.Attachment{}, invalidField(at+"."+attName, "must be a string")
 	}
-	if len(a.Name) > runs.MaxFileNameBytes {
-		return runs.Attachment{}, invalidField(at+"."+attName, fmt.Sprintf("must be at most %d bytes", runs.MaxFileNameBytes))
+	if len(a.Name) > files.MaxNameBytes {
+		return runs.Attachment{}, invalidField(at+"."+attName, fmt.Sprintf("must be at most %d bytes", files.MaxNameBytes))
 	}
 	if a.FileID, ok, err = f.str(attFileID); err != nil {
 		return runs.Attachment{}, invalidField(at+"."+attFileID, "must be a string")
@@ -95,7 +96,7 @@ func decodeAttachment(at string, raw json.RawMessage) (runs.Attachment, error) {
 	case ok && hasData:
 		return runs.Attachment{}, invalidField(at, `has both "file_id" and "data": give one`)
 	case ok:
-		if !runs.ValidFileID(a.FileID) {
+		if !files.ValidID(a.FileID) {
 			return runs.Attachment{}, edgeErr(http.StatusBadRequest, CodeAttachmentFileNotFound, at+"."+attFileID,
 				fmt.Sprintf("field %q: %s is not a file id (file-…, as POST /v1/files answers)", at+"."+attFileID, quote(a.FileID)))
 		}

@@ -23,12 +23,12 @@ import (
 // the caller's tenant's, as runs.ActorFrom(ctx) names it.
 type FileService interface {
 	// UploadFile checks data as an image declared as mediaType ("" to
-	// take what the bytes say) and stores it. Errors: a *runs.FileError.
-	UploadFile(ctx context.Context, name, mediaType string, data []byte) (runs.File, error)
+	// take what the bytes say) and stores it. Errors: a *files.Refusal.
+	UploadFile(ctx context.Context, name, mediaType string, data []byte) (files.File, error)
 	// GetFile returns a file, or an error wrapping runs.ErrNotFound.
-	GetFile(ctx context.Context, id string) (runs.File, error)
+	GetFile(ctx context.Context, id string) (files.File, error)
 	// FileContent returns a file and its bytes.
-	FileContent(ctx context.Context, id string) (runs.File, []byte, error)
+	FileContent(ctx context.Context, id string) (files.File, []byte, error)
 	// DeleteFile removes a file.
 	DeleteFile(ctx context.Context, id string) error
 }
@@ -37,23 +37,23 @@ type FileService interface {
 const (
 	// CodeAttachmentFileNotFound: an attachment names a file the tenant
 	// does not have (400; "field" says which attachment).
-	CodeAttachmentFileNotFound = runs.FileNotFound
+	CodeAttachmentFileNotFound = files.NotFound
 	// CodeFileTooLarge: an uploaded or inline file is larger than
 	// AGENTGATE_MAX_FILE_BYTES, or a request's inline attachments than
 	// AGENTGATE_MAX_INLINE_ATTACHMENT_BYTES (413).
-	CodeFileTooLarge = runs.FileTooLarge
+	CodeFileTooLarge = files.TooLarge
 	// CodeInvalidAttachment: the bytes are not a PNG, JPEG, GIF or WebP
 	// image, or not the one they are declared as (400).
-	CodeInvalidAttachment = runs.InvalidAttachment
+	CodeInvalidAttachment = files.InvalidAttachment
 	// CodeTooManyFiles: the tenant keeps AGENTGATE_MAX_FILES_PER_TENANT
 	// files (429).
-	CodeTooManyFiles = runs.TooManyFiles
+	CodeTooManyFiles = files.TooManyFiles
 )
 
 // Defaults of the file limits of Config.
 const (
-	DefaultMaxFileBytes             = runs.DefaultMaxFileBytes
-	DefaultMaxInlineAttachmentBytes = runs.DefaultMaxFileBytes
+	DefaultMaxFileBytes             = files.DefaultMaxBytes
+	DefaultMaxInlineAttachmentBytes = files.DefaultMaxBytes
 )
 
 func (s *server) maxFileBytes() int64 {
@@ -73,7 +73,7 @@ func (s *server) maxInlineBytes() int64 {
 // inlineAllowance is what a run request or a message body may carry
 // beyond its own limit: the inline attachments, base64, with their JSON.
 func (s *server) inlineAllowance() int64 {
-	return (s.maxInlineBytes()+2)/3*4 + int64(runs.MaxAttachments)*1024
+	return (s.maxInlineBytes()+2)/3*4 + int64(files.MaxAttachments)*1024
 }
 
 // boundBody applies limit to a body of n bytes without its inline
@@ -107,17 +107,17 @@ func (s *server) checkInline(field string, atts []runs.Attachment) error {
 	return nil
 }
 
-// fileProblem maps a *runs.FileError to its status and code.
+// fileProblem maps a *files.Refusal to its status and code.
 func fileProblem(err error) (problem, bool) {
-	var fe *runs.FileError
+	var fe *files.Refusal
 	if !errors.As(err, &fe) {
 		return problem{}, false
 	}
 	status := http.StatusBadRequest
 	switch fe.Code {
-	case runs.FileTooLarge:
+	case files.TooLarge:
 		status = http.StatusRequestEntityTooLarge
-	case runs.TooManyFiles:
+	case files.TooManyFiles:
 		status = http.StatusTooManyRequests
 	}
 	return problem{status: status, detail: ErrorDetail{Code: fe.Code, Message: fe.Error(), Field: fe.Field}}, true
@@ -144,7 +144,7 @@ type fileResponse struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-func fileBody(f runs.File) fileResponse {
+func fileBody(f files.File) fileResponse {
 	return fileResponse{ID: f.ID, MediaType: f.MediaType, Size: f.Size, SHA256: f.SHA256, Name: f.Name,
 		Width: f.Width, Height: f.Height, CreatedAt: f.CreatedAt.UTC(), ExpiresAt: f.ExpiresAt.UTC()}
 }
@@ -273,7 +273,7 @@ func parseUpload(contentType, disposition, queryName string, body []byte) (uploa
 // 404 without asking the service.
 func fileID(r *http.Request) (string, error) {
 	id := chi.URLParam(r, "id")
-	if !runs.ValidFileID(id) {
+	if !files.ValidID(id) {
 		return "", edgeErr(http.StatusNotFound, CodeNotFound, "", "no file with id "+quote(id))
 	}
 	return id, nil

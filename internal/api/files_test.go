@@ -28,47 +28,47 @@ import (
 type fileFake struct {
 	*fakeService
 	mu    sync.Mutex
-	files map[string]runs.File // by tenant/id
+	files map[string]files.File // by tenant/id
 	data  map[string][]byte
 	max   int // files per tenant
 }
 
 func newFileFake(svc *fakeService) *fileFake {
-	return &fileFake{fakeService: svc, files: map[string]runs.File{}, data: map[string][]byte{}, max: 100}
+	return &fileFake{fakeService: svc, files: map[string]files.File{}, data: map[string][]byte{}, max: 100}
 }
 
-func (f *fileFake) UploadFile(ctx context.Context, name, mediaType string, data []byte) (runs.File, error) {
+func (f *fileFake) UploadFile(ctx context.Context, name, mediaType string, data []byte) (files.File, error) {
 	info, err := files.Check(data, mediaType)
 	if err != nil {
-		return runs.File{}, &runs.FileError{Code: runs.InvalidAttachment, Field: "file", Reason: err.Error()}
+		return files.File{}, &files.Refusal{Code: files.InvalidAttachment, Field: "file", Reason: err.Error()}
 	}
 	tenant := runs.ActorFrom(ctx).Tenant
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.files) >= f.max {
-		return runs.File{}, &runs.FileError{Code: runs.TooManyFiles, Field: "file", Reason: "too many"}
+		return files.File{}, &files.Refusal{Code: files.TooManyFiles, Field: "file", Reason: "too many"}
 	}
-	file := runs.File{ID: "file-" + uuid.NewString(), Tenant: tenant, MediaType: info.MediaType, Size: int64(len(data)),
+	file := files.File{ID: "file-" + uuid.NewString(), Tenant: tenant, MediaType: info.MediaType, Size: int64(len(data)),
 		SHA256: "sum", Name: name, Width: info.Width, Height: info.Height, CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
 	f.files[tenant+"/"+file.ID] = file
 	f.data[tenant+"/"+file.ID] = data
 	return file, nil
 }
 
-func (f *fileFake) GetFile(ctx context.Context, id string) (runs.File, error) {
+func (f *fileFake) GetFile(ctx context.Context, id string) (files.File, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	file, ok := f.files[runs.ActorFrom(ctx).Tenant+"/"+id]
 	if !ok {
-		return runs.File{}, fmt.Errorf("file %s: %w", id, runs.ErrNotFound)
+		return files.File{}, fmt.Errorf("file %s: %w", id, runs.ErrNotFound)
 	}
 	return file, nil
 }
 
-func (f *fileFake) FileContent(ctx context.Context, id string) (runs.File, []byte, error) {
+func (f *fileFake) FileContent(ctx context.Context, id string) (files.File, []byte, error) {
 	file, err := f.GetFile(ctx, id)
 	if err != nil {
-		return runs.File{}, nil, err
+		return files.File{}, nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -126,7 +126,7 @@ func TestUploadFileRoutes(t *testing.T) {
 	if err := json.Unmarshal(b, &up); err != nil {
 		t.Fatal(err)
 	}
-	if !runs.ValidFileID(up.ID) || up.MediaType != "image/png" || up.Size != int64(len(img)) || up.Name != "shot.png" ||
+	if !files.ValidID(up.ID) || up.MediaType != "image/png" || up.Size != int64(len(img)) || up.Name != "shot.png" ||
 		up.Width != 3 || resp.Header.Get("Location") != "/v1/files/"+up.ID || up.ExpiresAt.IsZero() {
 		t.Fatalf("uploaded %s (Location %s)", b, resp.Header.Get("Location"))
 	}
@@ -213,7 +213,7 @@ func TestRunRequestAttachments(t *testing.T) {
 		t.Fatalf("submitted %+v", got.Attachments)
 	}
 	big := base64.StdEncoding.EncodeToString(make([]byte, 2<<10))
-	many := strings.TrimSuffix(strings.Repeat(fmt.Sprintf(`{"file_id":%q},`, id), runs.MaxAttachments+1), ",")
+	many := strings.TrimSuffix(strings.Repeat(fmt.Sprintf(`{"file_id":%q},`, id), files.MaxAttachments+1), ",")
 	for name, c := range map[string]struct {
 		atts   string
 		status int
@@ -237,7 +237,7 @@ func TestRunRequestAttachments(t *testing.T) {
 	}
 	// The service's verdicts on the files come back with their codes.
 	fake.submit = func(ctx context.Context, spec runs.Spec) (runs.Run, error) {
-		return runs.Run{}, &runs.FileError{Code: runs.FileNotFound, Field: "attachments[0]", Reason: "no file"}
+		return runs.Run{}, &files.Refusal{Code: files.NotFound, Field: "attachments[0]", Reason: "no file"}
 	}
 	resp, b = h.do(t, "POST", "/v1/runs", fmt.Sprintf(`{"agent":"claude","prompt":"look","attachments":[{"file_id":%q}]}`, id), "Content-Type", "application/json")
 	if e := errDetail(t, b); resp.StatusCode != 400 || e.Code != CodeAttachmentFileNotFound || e.Field != "attachments[0]" {
@@ -275,11 +275,11 @@ func FuzzDecodeAttachments(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(atts) > runs.MaxAttachments {
+		if len(atts) > files.MaxAttachments {
 			t.Fatalf("%d attachments accepted", len(atts))
 		}
 		for _, a := range atts {
-			if (a.FileID == "") == (a.Data == nil) || a.FileID != "" && !runs.ValidFileID(a.FileID) {
+			if (a.FileID == "") == (a.Data == nil) || a.FileID != "" && !files.ValidID(a.FileID) {
 				t.Fatalf("accepted %+v", a)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentgate/agentgate/internal/files"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -78,7 +79,7 @@ func (s *suite) imagePrompt(t *testing.T) {
 	r := g.submit(t, runs.Spec{Prompt: "What is in the image?", Attachments: []runs.Attachment{
 		{MediaType: "image/png", Name: "square.png", Data: img},
 	}})
-	if len(r.Spec.Attachments) != 1 || !runs.ValidFileID(r.Spec.Attachments[0].FileID) {
+	if len(r.Spec.Attachments) != 1 || !files.ValidID(r.Spec.Attachments[0].FileID) {
 		t.Fatalf("the run keeps attachments %+v", r.Spec.Attachments)
 	}
 	r, evs := g.wait(t, r.ID, imageWithin)

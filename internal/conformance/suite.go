@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/agentgate/agentgate/internal/agenttest"
+	"github.com/agentgate/agentgate/internal/files"
 	"github.com/agentgate/agentgate/internal/proctree"
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -122,6 +123,8 @@ func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]st
 	deadlines := &runstest.Deadlines{}
 	cfg.RunDeadline = deadlines.Arm
 	st := runstest.Store(t)
+	// The gateway's store keeps uploaded files besides runs.
+	cfg.Uploads = files.NewUploads(st.(files.Store), files.Limits{}, nil)
 	sup := supervisor.New(cfg, st, []*supervisor.Agent{{Adapter: s.adapter, Bin: s.bin, Home: home}},
 		runstest.NopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ctx, cancel := context.WithCancel(context.Background())

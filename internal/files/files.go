@@ -1,11 +1,20 @@
-// Package files checks the images a run may be given: PNG, JPEG, GIF and
-// WebP, recognised by their bytes, whatever their sender calls them.
+// Package files is the home of uploaded files: the images a tenant uploads,
+// or sends inline with a prompt or a message, kept for every replica until
+// they expire or are deleted.
 //
-// An image is accepted when its magic numbers name one of the four types,
-// the type it was declared as (if any) is that type, its header parses, and
-// its dimensions are within bounds. Nothing here decodes pixels: a CLI
-// hands the bytes to its model as they are, and the header is what tells a
-// real image from bytes that merely begin like one.
+// Uploads creates, reads, deletes and counts a tenant's files (File) within
+// their Limits, in a Store that internal/store implements; a file refused is
+// a *Refusal with a code the API answers with. What a run does with its
+// attachments (checking them at submission, writing them where its CLI reads
+// them) is the supervisor's.
+//
+// Check tells the images a run may be given apart from other bytes: PNG,
+// JPEG, GIF and WebP, recognised by their bytes, whatever their sender calls
+// them. An image is accepted when its magic numbers name one of the four
+// types, the type it was declared as (if any) is that type, its header
+// parses, and its dimensions are within bounds. Nothing here decodes pixels:
+// a CLI hands the bytes to its model as they are, and the header is what
+// tells a real image from bytes that merely begin like one.
 package files
 
 import (

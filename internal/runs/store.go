@@ -17,7 +17,6 @@ type Store interface {
 	Bus
 	Sessions
 	TenantUsages
-	Files
 }
 
 // RunStore keeps runs' records: what the supervisor and the API read and
@@ -122,24 +121,6 @@ type TenantUsages interface {
 	// revision rev (0: there is none), or fails with an error wrapping
 	// ErrStale.
 	SetTenantUsage(ctx context.Context, tenant string, u TenantUsage, rev uint64) error
-}
-
-// Files keeps uploaded files, per tenant, for every replica.
-type Files interface {
-	// PutFile stores an uploaded file, its record and its bytes, for
-	// every replica; the store drops it after its file TTL.
-	PutFile(ctx context.Context, f File, data []byte) error
-	// GetFile returns the record of the tenant's file, or an error
-	// wrapping ErrNotFound (none, another tenant's, deleted, expired).
-	GetFile(ctx context.Context, tenant, id string) (File, error)
-	// FileData returns the bytes of the tenant's file, or an error
-	// wrapping ErrNotFound.
-	FileData(ctx context.Context, tenant, id string) ([]byte, error)
-	// DeleteFile removes the tenant's file, or fails with an error
-	// wrapping ErrNotFound.
-	DeleteFile(ctx context.Context, tenant, id string) error
-	// CountFiles is how many files the tenant keeps.
-	CountFiles(ctx context.Context, tenant string) (int, error)
 }
 
 // QueuedRun is a run taken from the shared queue.

@@ -12,11 +12,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentgate/agentgate/internal/files"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
 // Uploaded files: the object store "agentgate_files" holds each file's
-// bytes, chunked, with its record (runs.File) in the object's metadata.
+// bytes, chunked, with its record (files.File) in the object's metadata.
 // An object is named by its tenant and id, "<tenant>/<id>", so that a
 // tenant's lookup cannot reach another's file, and the bucket's TTL drops
 // every file after the gateway's file TTL.
@@ -50,10 +51,12 @@ func (s *Store) openFiles(ctx context.Context, opts Options) error {
 	return nil
 }
 
+var _ files.Store = (*Store)(nil)
+
 func fileName(tenant, id string) string { return tenant + "/" + id }
 
 // PutFile stores f's record and data.
-func (s *Store) PutFile(ctx context.Context, f runs.File, data []byte) error {
+func (s *Store) PutFile(ctx context.Context, f files.File, data []byte) error {
 	if err := checkID(f.ID); err != nil {
 		return err
 	}
@@ -75,9 +78,9 @@ func (s *Store) PutFile(ctx context.Context, f runs.File, data []byte) error {
 }
 
 // GetFile returns the record of the tenant's file.
-func (s *Store) GetFile(ctx context.Context, tenant, id string) (runs.File, error) {
+func (s *Store) GetFile(ctx context.Context, tenant, id string) (files.File, error) {
 	if checkID(id) != nil {
-		return runs.File{}, fmt.Errorf("file %q: %w", id, runs.ErrNotFound)
+		return files.File{}, fmt.Errorf("file %q: %w", id, runs.ErrNotFound)
 	}
 	var info *jetstream.ObjectInfo
 	err := s.retry(ctx, "read file", func(ctx context.Context) error {
@@ -86,19 +89,19 @@ func (s *Store) GetFile(ctx context.Context, tenant, id string) (runs.File, erro
 		return notFound(err)
 	})
 	if err != nil {
-		return runs.File{}, fileErr(id, err)
+		return files.File{}, fileErr(id, err)
 	}
 	return fileOf(info)
 }
 
-func fileOf(info *jetstream.ObjectInfo) (runs.File, error) {
-	var f runs.File
+func fileOf(info *jetstream.ObjectInfo) (files.File, error) {
+	var f files.File
 	if err := json.Unmarshal([]byte(info.Metadata[fileRecord]), &f); err != nil {
-		return runs.File{}, fmt.Errorf("file %s: decode its record: %w", info.Name, err)
+		return files.File{}, fmt.Errorf("file %s: decode its record: %w", info.Name, err)
 	}
 	if !time.Now().Before(f.ExpiresAt) {
 		// The bucket's TTL drops it soon: it is gone already.
-		return runs.File{}, fmt.Errorf("file %s expired: %w", f.ID, runs.ErrNotFound)
+		return files.File{}, fmt.Errorf("file %s expired: %w", f.ID, runs.ErrNotFound)
 	}
 	return f, nil
 }

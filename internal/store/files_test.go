@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/files"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-func newFile(t testing.TB, tenant string, ttl time.Duration) runs.File {
+func newFile(t testing.TB, tenant string, ttl time.Duration) files.File {
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	return runs.File{ID: "file-" + newID(t), Tenant: tenant, MediaType: "image/png", Size: 3,
+	return files.File{ID: "file-" + newID(t), Tenant: tenant, MediaType: "image/png", Size: 3,
 		SHA256: "abc", Name: "shot.png", Width: 1, Height: 1, CreatedAt: now, ExpiresAt: now.Add(ttl)}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentgate/agentgate/internal/files"
 	"github.com/agentgate/agentgate/internal/runs"
 	"go.uber.org/zap"
 )
@@ -137,7 +138,7 @@ func encodeInputReply(res runs.InputResult, err error) []byte {
 	var r inputReply
 	var fe *runs.FieldError
 	var ce *runs.ConflictError
-	var fle *runs.FileError
+	var fle *files.Refusal
 	switch {
 	case err == nil:
 		r.Result = &res
@@ -170,7 +171,7 @@ func decodeInputReply(b []byte) (runs.InputResult, error) {
 		case "conflict":
 			return runs.InputResult{}, runs.Conflict(e.Code, e.Message)
 		case "file":
-			return runs.InputResult{}, &runs.FileError{Code: e.Code, Field: e.Field, Reason: e.Message}
+			return runs.InputResult{}, &files.Refusal{Code: e.Code, Field: e.Field, Reason: e.Message}
 		case "invalid":
 			return runs.InputResult{}, runs.Invalid(e.Field, e.Message)
 		case "unsupported":

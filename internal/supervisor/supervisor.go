@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/agentgate/agentgate/internal/artifacts"
+	"github.com/agentgate/agentgate/internal/files"
 	"github.com/agentgate/agentgate/internal/probe"
 	"github.com/agentgate/agentgate/internal/proctree"
 	"github.com/agentgate/agentgate/internal/redact"
@@ -130,8 +131,9 @@ type Config struct {
 	Redact *redact.Redactor
 	// Quotas bound what each tenant may use (see Quotas).
 	Quotas Quotas
-	// Files bound uploaded files and inline attachments.
-	Files FileLimits
+	// Uploads keeps tenants' uploaded files, which runs and messages
+	// attach; nil: none are kept, and attachments are refused.
+	Uploads *files.Uploads
 	// Cursors, when set, opens the cursors Events returns instead of the
 	// store: a replica's shared feed of each run's recent events (see
 	// internal/fanout), itself read from the store.

@@ -2,8 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -11,154 +9,60 @@ import (
 	"slices"
 	"time"
 
-	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/agentgate/agentgate/internal/files"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-// FileLimits bound uploaded files and inline attachments. A zero field
-// takes its default.
-type FileLimits struct {
-	// TTL is how long an uploaded file is kept (AGENTGATE_FILE_TTL,
-	// default 24 h). The store's bucket expires files after the same.
-	TTL time.Duration
-	// MaxBytes bounds one file, uploaded or inline
-	// (AGENTGATE_MAX_FILE_BYTES, default 5 MiB).
-	MaxBytes int64
-	// MaxPerTenant bounds the files a tenant keeps at once
-	// (AGENTGATE_MAX_FILES_PER_TENANT, default 1000).
-	MaxPerTenant int
-}
-
-func (l FileLimits) withDefaults() FileLimits {
-	if l.TTL <= 0 {
-		l.TTL = runs.DefaultFileTTL
-	}
-	if l.MaxBytes <= 0 {
-		l.MaxBytes = runs.DefaultMaxFileBytes
-	}
-	if l.MaxPerTenant <= 0 {
-		l.MaxPerTenant = runs.DefaultMaxFilesPerTenant
-	}
-	return l
-}
-
-func (s *Supervisor) fileLimits() FileLimits { return s.cfg.Files.withDefaults() }
+// errNoUploads answers for files on a supervisor that keeps none.
+var errNoUploads = fmt.Errorf("files are not enabled on this gateway: %w", runs.ErrNotFound)
 
 // UploadFile checks data as an image declared as mediaType ("" takes what
 // the bytes say) and stores it as a file of the caller's tenant. Errors: a
-// *FileError (InvalidAttachment, FileTooLarge, TooManyFiles), a
-// *FieldError for a bad name, or the store's.
-func (s *Supervisor) UploadFile(ctx context.Context, name, mediaType string, data []byte) (runs.File, error) {
+// *files.Refusal (InvalidAttachment, TooLarge, TooManyFiles), or the
+// store's.
+func (s *Supervisor) UploadFile(ctx context.Context, name, mediaType string, data []byte) (files.File, error) {
 	return s.putFile(ctx, runs.ActorFrom(ctx).Tenant, "file", name, mediaType, data)
 }
 
-func (s *Supervisor) putFile(ctx context.Context, tenant, field, name, mediaType string, data []byte) (runs.File, error) {
-	f, err := s.newFile(ctx, tenant, field, name, mediaType, data)
-	if err != nil {
-		return runs.File{}, err
+// putFile stores a file of tenant, and audits it as the caller's.
+func (s *Supervisor) putFile(ctx context.Context, tenant, field, name, mediaType string, data []byte) (files.File, error) {
+	if s.cfg.Uploads == nil {
+		return files.File{}, errNoUploads
 	}
-	if err := s.store.PutFile(ctx, f, data); err != nil {
-		return runs.File{}, fmt.Errorf("store file: %w", err)
+	f, err := s.cfg.Uploads.Create(ctx, tenant, field, name, mediaType, data)
+	if err != nil {
+		return files.File{}, err
 	}
 	s.audit("file.create", runs.ActorFrom(ctx), "", zap.String("file_id", f.ID), zap.Int64("size", f.Size))
 	return f, nil
 }
 
-// newFile checks data as putFile stores it, and returns its record.
-func (s *Supervisor) newFile(ctx context.Context, tenant, field, name, mediaType string, data []byte) (runs.File, error) {
-	lim := s.fileLimits()
-	if int64(len(data)) > lim.MaxBytes {
-		return runs.File{}, &runs.FileError{Code: runs.FileTooLarge, Field: field,
-			Reason: fmt.Sprintf("the file is %d bytes; at most %d are accepted", len(data), lim.MaxBytes)}
-	}
-	if err := checkFileName(name); err != nil {
-		return runs.File{}, &runs.FileError{Code: runs.InvalidAttachment, Field: field, Reason: "the name " + err.Error()}
-	}
-	info, err := files.Check(data, mediaType)
-	if err != nil {
-		return runs.File{}, &runs.FileError{Code: runs.InvalidAttachment, Field: field, Reason: err.Error()}
-	}
-	n, err := s.store.CountFiles(ctx, tenant)
-	if err != nil {
-		return runs.File{}, fmt.Errorf("count files: %w", err)
-	}
-	if n >= lim.MaxPerTenant {
-		return runs.File{}, &runs.FileError{Code: runs.TooManyFiles, Field: field,
-			Reason: fmt.Sprintf("the tenant keeps %d files, the most it may; delete some, or wait for them to expire", n)}
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return runs.File{}, fmt.Errorf("new file id: %w", err)
-	}
-	sum := sha256.Sum256(data)
-	now := s.cfg.Now().UTC().Truncate(time.Millisecond)
-	f := runs.File{
-		ID: runs.FileID(id.String()), Tenant: tenant, MediaType: info.MediaType, Size: int64(len(data)),
-		SHA256: hex.EncodeToString(sum[:]), Name: name, Width: info.Width, Height: info.Height,
-		CreatedAt: now, ExpiresAt: now.Add(lim.TTL),
-	}
-	return f, nil
-}
-
-// checkFileName accepts a name to show, not a path: printable, bounded,
-// without slashes.
-func checkFileName(name string) error {
-	if len(name) > runs.MaxFileNameBytes {
-		return fmt.Errorf("must be at most %d bytes", runs.MaxFileNameBytes)
-	}
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f || r == '/' || r == '\\' || r == 0xfffd {
-			return errors.New("must be printable UTF-8 without slashes")
-		}
-	}
-	return nil
-}
-
 // GetFile returns the caller's tenant's file, or an error wrapping
 // ErrNotFound (none, another tenant's, expired).
-func (s *Supervisor) GetFile(ctx context.Context, id string) (runs.File, error) {
-	return s.tenantFile(ctx, runs.ActorFrom(ctx).Tenant, id)
-}
-
-func (s *Supervisor) tenantFile(ctx context.Context, tenant, id string) (runs.File, error) {
-	if !runs.ValidFileID(id) {
-		return runs.File{}, fmt.Errorf("file %q: %w", id, runs.ErrNotFound)
+func (s *Supervisor) GetFile(ctx context.Context, id string) (files.File, error) {
+	if s.cfg.Uploads == nil {
+		return files.File{}, errNoUploads
 	}
-	f, err := s.store.GetFile(ctx, tenant, id)
-	if err != nil {
-		return runs.File{}, err
-	}
-	if !s.cfg.Now().Before(f.ExpiresAt) {
-		// The store drops it soon; it is gone already.
-		return runs.File{}, fmt.Errorf("file %s expired: %w", id, runs.ErrNotFound)
-	}
-	return f, nil
+	return s.cfg.Uploads.Get(ctx, runs.ActorFrom(ctx).Tenant, id)
 }
 
 // FileContent returns the caller's tenant's file and its bytes.
-func (s *Supervisor) FileContent(ctx context.Context, id string) (runs.File, []byte, error) {
-	f, err := s.GetFile(ctx, id)
-	if err != nil {
-		return runs.File{}, nil, err
+func (s *Supervisor) FileContent(ctx context.Context, id string) (files.File, []byte, error) {
+	if s.cfg.Uploads == nil {
+		return files.File{}, nil, errNoUploads
 	}
-	data, err := s.store.FileData(ctx, f.Tenant, id)
-	if err != nil {
-		return runs.File{}, nil, err
-	}
-	return f, data, nil
+	return s.cfg.Uploads.Content(ctx, runs.ActorFrom(ctx).Tenant, id)
 }
 
 // DeleteFile removes the caller's tenant's file. A run that already took
 // it keeps its copy.
 func (s *Supervisor) DeleteFile(ctx context.Context, id string) error {
-	f, err := s.GetFile(ctx, id)
-	if err != nil {
-		return err
+	if s.cfg.Uploads == nil {
+		return errNoUploads
 	}
-	if err := s.store.DeleteFile(ctx, f.Tenant, id); err != nil {
+	if err := s.cfg.Uploads.Delete(ctx, runs.ActorFrom(ctx).Tenant, id); err != nil {
 		return err
 	}
 	s.audit("file.delete", runs.ActorFrom(ctx), "", zap.String("file_id", id))
@@ -179,27 +83,17 @@ func (s *Supervisor) attach(ctx context.Context, d runs.Description, tenant, fie
 	if !slices.Contains(d.Fields, runs.FieldAttachments) {
 		return nil, runs.Unsupported(d.Name, field, "this agent does not take image attachments")
 	}
-	if len(atts) > runs.MaxAttachments {
-		return nil, runs.Invalid(field, fmt.Sprintf("must have at most %d attachments", runs.MaxAttachments))
+	if len(atts) > files.MaxAttachments {
+		return nil, runs.Invalid(field, fmt.Sprintf("must have at most %d attachments", files.MaxAttachments))
+	}
+	if s.cfg.Uploads == nil {
+		return nil, runs.Unsupported(d.Name, field, "this gateway keeps no files to attach")
 	}
 	out := make([]runs.Attachment, len(atts))
 	for i, a := range atts {
-		at := fmt.Sprintf("%s[%d]", field, i)
-		var f runs.File
-		var err error
-		if a.FileID == "" {
-			put := s.putFile
-			if !store {
-				put = s.newFile
-			}
-			if f, err = put(ctx, tenant, at, a.Name, a.MediaType, a.Data); err != nil {
-				return nil, err
-			}
-		} else if f, err = s.tenantFile(ctx, tenant, a.FileID); errors.Is(err, runs.ErrNotFound) {
-			return nil, &runs.FileError{Code: runs.FileNotFound, Field: at,
-				Reason: fmt.Sprintf("no file %q: it was never uploaded by this tenant, or it expired or was deleted", clipID(a.FileID))}
-		} else if err != nil {
-			return nil, fmt.Errorf("read file %s: %w", a.FileID, err)
+		f, err := s.attachedFile(ctx, tenant, fmt.Sprintf("%s[%d]", field, i), a, store)
+		if err != nil {
+			return nil, err
 		}
 		name := a.Name
 		if name == "" {
@@ -211,6 +105,27 @@ func (s *Supervisor) attach(ctx context.Context, d runs.Description, tenant, fie
 		return atts, nil
 	}
 	return out, nil
+}
+
+// attachedFile is the file of the attachment a, the request field named
+// at: an inline image checked (and with store, stored), or the tenant's
+// file it names.
+func (s *Supervisor) attachedFile(ctx context.Context, tenant, at string, a runs.Attachment, store bool) (files.File, error) {
+	switch {
+	case a.FileID == "" && store:
+		return s.putFile(ctx, tenant, at, a.Name, a.MediaType, a.Data)
+	case a.FileID == "":
+		return s.cfg.Uploads.Check(ctx, tenant, at, a.Name, a.MediaType, a.Data)
+	}
+	f, err := s.cfg.Uploads.Get(ctx, tenant, a.FileID)
+	if errors.Is(err, runs.ErrNotFound) {
+		return files.File{}, &files.Refusal{Code: files.NotFound, Field: at,
+			Reason: fmt.Sprintf("no file %q: it was never uploaded by this tenant, or it expired or was deleted", clipID(a.FileID))}
+	}
+	if err != nil {
+		return files.File{}, fmt.Errorf("read file %s: %w", a.FileID, err)
+	}
+	return f, nil
 }
 
 func clipID(id string) string {
@@ -237,11 +152,11 @@ func (s *Supervisor) materialise(ctx context.Context, tenant, tmp string, atts [
 	}
 	images := make([]runs.Image, 0, len(atts))
 	for _, a := range atts {
-		if !runs.ValidFileID(a.FileID) {
+		if !files.ValidID(a.FileID) {
 			// The id names a file under dir: nothing but an id may.
 			return nil, fmt.Errorf("attachment %q: %w", clipID(a.FileID), runs.ErrNotFound)
 		}
-		data, err := s.store.FileData(ctx, tenant, a.FileID)
+		data, err := s.fileData(ctx, tenant, a.FileID)
 		if err != nil {
 			return nil, fmt.Errorf("attachment %s: %w", a.FileID, err)
 		}
@@ -252,6 +167,13 @@ func (s *Supervisor) materialise(ctx context.Context, tenant, tmp string, atts [
 		images = append(images, runs.Image{Path: path, MediaType: a.MediaType, Data: data})
 	}
 	return images, nil
+}
+
+func (s *Supervisor) fileData(ctx context.Context, tenant, id string) ([]byte, error) {
+	if s.cfg.Uploads == nil {
+		return nil, errNoUploads
+	}
+	return s.cfg.Uploads.Data(ctx, tenant, id)
 }
 
 // materialiseForRun is materialise for a run about to start: its failure is
@@ -315,7 +237,7 @@ func (s *Supervisor) inputImages(t *task, in runs.Input) ([]runs.Image, error) {
 	defer cancel()
 	images, err := s.materialise(ctx, t.run.Tenant, t.tmp, in.Attachments)
 	if errors.Is(err, runs.ErrNotFound) {
-		return nil, &runs.FileError{Code: runs.FileNotFound, Field: runs.FieldAttachments,
+		return nil, &files.Refusal{Code: files.NotFound, Field: runs.FieldAttachments,
 			Reason: "an attached file expired or was deleted before the message reached its run: " + err.Error()}
 	}
 	return images, err

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/files"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -27,13 +28,13 @@ import (
 
 // memFile is a file of the memStore.
 type memFile struct {
-	f    runs.File
+	f    files.File
 	data []byte
 }
 
 func memFileKey(tenant, id string) string { return tenant + "/" + id }
 
-func (m *memStore) PutFile(_ context.Context, f runs.File, data []byte) error {
+func (m *memStore) PutFile(_ context.Context, f files.File, data []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.files == nil {
@@ -51,7 +52,7 @@ func (m *memStore) file(tenant, id string) (memFile, error) {
 	return mf, nil
 }
 
-func (m *memStore) GetFile(_ context.Context, tenant, id string) (runs.File, error) {
+func (m *memStore) GetFile(_ context.Context, tenant, id string) (files.File, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	mf, err := m.file(tenant, id)
@@ -160,18 +161,19 @@ type fileHarness struct {
 	now   *atomic.Int64 // nanoseconds added to the clock
 	mu    sync.Mutex
 	seen  []runs.Image
-	files FileLimits
+	files files.Limits
 }
 
-func newFileHarness(t *testing.T, lim FileLimits, opts ...func(*Config)) *fileHarness {
+func newFileHarness(t *testing.T, lim files.Limits, opts ...func(*Config)) *fileHarness {
 	t.Helper()
 	fh := &fileHarness{tmp: t.TempDir(), now: new(atomic.Int64)}
 	store := newMemStore()
 	cfg := Config{
 		WorkspaceRoot: t.TempDir(), Path: os.Getenv("PATH"), Reaper: os.Args[0], KillGrace: 300 * time.Millisecond,
-		StoreRetry: 500 * time.Millisecond, TempRoot: fh.tmp, Files: lim,
+		StoreRetry: 500 * time.Millisecond, TempRoot: fh.tmp,
 		Now: func() time.Time { return time.Now().Add(time.Duration(fh.now.Load())) },
 	}
+	cfg.Uploads = files.NewUploads(store, lim, cfg.Now)
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -190,7 +192,7 @@ func tenantCtx(tenant string) context.Context {
 }
 
 func fileErrCode(err error) string {
-	var fe *runs.FileError
+	var fe *files.Refusal
 	if errors.As(err, &fe) {
 		return fe.Code
 	}
@@ -198,7 +200,7 @@ func fileErrCode(err error) string {
 }
 
 func TestUploadFile(t *testing.T) {
-	fh := newFileHarness(t, FileLimits{MaxBytes: 4096, MaxPerTenant: 2, TTL: time.Hour})
+	fh := newFileHarness(t, files.Limits{MaxBytes: 4096, MaxPerTenant: 2, TTL: time.Hour})
 	acme := tenantCtx("acme")
 	data := testPNG(t)
 	f, err := fh.sup.UploadFile(acme, "shot.png", "image/png", data)
@@ -206,7 +208,7 @@ func TestUploadFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(data)
-	if !runs.ValidFileID(f.ID) || f.Tenant != "acme" || f.MediaType != "image/png" || f.Size != int64(len(data)) ||
+	if !files.ValidID(f.ID) || f.Tenant != "acme" || f.MediaType != "image/png" || f.Size != int64(len(data)) ||
 		f.SHA256 != hex.EncodeToString(sum[:]) || f.Name != "shot.png" || f.Width != 2 ||
 		f.ExpiresAt.Sub(f.CreatedAt) != time.Hour {
 		t.Fatalf("uploaded %+v", f)
@@ -230,10 +232,10 @@ func TestUploadFile(t *testing.T) {
 		data     []byte
 		code     string
 	}{
-		"jpeg declared png": {"", "image/png", append([]byte{0xff, 0xd8, 0xff}, data...), runs.InvalidAttachment},
-		"text":              {"", "", []byte("hello"), runs.InvalidAttachment},
-		"too large":         {"", "", append(data, make([]byte, 4096)...), runs.FileTooLarge},
-		"bad name":          {"a/b.png", "", data, runs.InvalidAttachment},
+		"jpeg declared png": {"", "image/png", append([]byte{0xff, 0xd8, 0xff}, data...), files.InvalidAttachment},
+		"text":              {"", "", []byte("hello"), files.InvalidAttachment},
+		"too large":         {"", "", append(data, make([]byte, 4096)...), files.TooLarge},
+		"bad name":          {"a/b.png", "", data, files.InvalidAttachment},
 	} {
 		if _, err := fh.sup.UploadFile(acme, c.name, c.mt, c.data); fileErrCode(err) != c.code {
 			t.Errorf("%s: UploadFile = %v, want code %s", name, err, c.code)
@@ -242,8 +244,8 @@ func TestUploadFile(t *testing.T) {
 	if _, err := fh.sup.UploadFile(acme, "", "", data); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fh.sup.UploadFile(acme, "", "", data); fileErrCode(err) != runs.TooManyFiles {
-		t.Errorf("third file of a tenant with room for two = %v, want %s", err, runs.TooManyFiles)
+	if _, err := fh.sup.UploadFile(acme, "", "", data); fileErrCode(err) != files.TooManyFiles {
+		t.Errorf("third file of a tenant with room for two = %v, want %s", err, files.TooManyFiles)
 	}
 	if _, err := fh.sup.UploadFile(globex, "", "", data); err != nil {
 		t.Errorf("another tenant's first file = %v", err)
@@ -272,7 +274,7 @@ func TestUploadFile(t *testing.T) {
 // named by id must be the tenant's, and the adapter gets both written
 // under the run's temporary directory, which goes with the run.
 func TestRunAttachments(t *testing.T) {
-	fh := newFileHarness(t, FileLimits{})
+	fh := newFileHarness(t, files.Limits{})
 	acme := tenantCtx("acme")
 	data := testPNG(t)
 	up, err := fh.sup.UploadFile(acme, "up.png", "", data)
@@ -286,19 +288,19 @@ func TestRunAttachments(t *testing.T) {
 	if _, err := fh.sup.Submit(acme, runs.Spec{Agent: "fake", Prompt: "look", Attachments: spec.Attachments}); !errors.Is(err, runs.ErrUnsupported) {
 		t.Errorf("attachments to an agent without them = %v, want ErrUnsupported", err)
 	}
-	if _, err := fh.sup.Submit(tenantCtx("globex"), spec); fileErrCode(err) != runs.FileNotFound {
-		t.Errorf("another tenant's file = %v, want %s", err, runs.FileNotFound)
+	if _, err := fh.sup.Submit(tenantCtx("globex"), spec); fileErrCode(err) != files.NotFound {
+		t.Errorf("another tenant's file = %v, want %s", err, files.NotFound)
 	}
 	bad := spec
 	bad.Attachments = []runs.Attachment{{MediaType: "image/gif", Data: inline}}
-	if _, err := fh.sup.Submit(acme, bad); fileErrCode(err) != runs.InvalidAttachment {
-		t.Errorf("a PNG declared GIF = %v, want %s", err, runs.InvalidAttachment)
+	if _, err := fh.sup.Submit(acme, bad); fileErrCode(err) != files.InvalidAttachment {
+		t.Errorf("a PNG declared GIF = %v, want %s", err, files.InvalidAttachment)
 	}
 	r, err := fh.sup.Submit(acme, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := r.Spec.Attachments; len(a) != 2 || a[0].FileID != up.ID || !runs.ValidFileID(a[1].FileID) || a[1].Data != nil ||
+	if a := r.Spec.Attachments; len(a) != 2 || a[0].FileID != up.ID || !files.ValidID(a[1].FileID) || a[1].Data != nil ||
 		a[1].Name != "inline.png" || a[0].Size != int64(len(data)) {
 		t.Fatalf("the run keeps attachments %+v", a)
 	}
@@ -344,7 +346,7 @@ func TestRunAttachments(t *testing.T) {
 // A message's images reach the session's Send, written in the run's
 // directory, and its events name them.
 func TestMessageAttachments(t *testing.T) {
-	fh := newFileHarness(t, FileLimits{})
+	fh := newFileHarness(t, files.Limits{})
 	acme := tenantCtx("acme")
 	data := testPNG(t)
 	r, err := fh.sup.Submit(acme, runs.Spec{Agent: "img", Prompt: "hi", Interactive: true})
@@ -352,8 +354,8 @@ func TestMessageAttachments(t *testing.T) {
 		t.Fatal(err)
 	}
 	fh.waitRecord(t, r.ID, "idle", func(r runs.Run) bool { return r.Activity == runs.Idle })
-	if _, err := fh.sup.Input(acme, r.ID, runs.Input{Kind: runs.InputMessage, Text: "see", Attachments: []runs.Attachment{{FileID: "file-" + uuid.NewString()}}}); fileErrCode(err) != runs.FileNotFound {
-		t.Errorf("a message with a missing file = %v, want %s", err, runs.FileNotFound)
+	if _, err := fh.sup.Input(acme, r.ID, runs.Input{Kind: runs.InputMessage, Text: "see", Attachments: []runs.Attachment{{FileID: "file-" + uuid.NewString()}}}); fileErrCode(err) != files.NotFound {
+		t.Errorf("a message with a missing file = %v, want %s", err, files.NotFound)
 	}
 	res, err := fh.sup.Input(acme, r.ID, runs.Input{Kind: runs.InputMessage, Text: "see", Attachments: []runs.Attachment{{MediaType: "image/png", Data: data}}})
 	if err != nil {
@@ -382,9 +384,9 @@ func TestMessageAttachments(t *testing.T) {
 // A file refused on the run's replica is the same refusal on the replica
 // that took the message.
 func TestFileErrorCrossesReplicas(t *testing.T) {
-	in := &runs.FileError{Code: runs.FileNotFound, Field: "attachments[0]", Reason: "gone"}
+	in := &files.Refusal{Code: files.NotFound, Field: "attachments[0]", Reason: "gone"}
 	_, err := decodeInputReply(encodeInputReply(runs.InputResult{}, fmt.Errorf("wrapped: %w", in)))
-	var got *runs.FileError
+	var got *files.Refusal
 	if !errors.As(err, &got) || *got != *in {
 		t.Fatalf("decoded %v (%T), want %+v", err, err, in)
 	}
@@ -393,12 +395,12 @@ func TestFileErrorCrossesReplicas(t *testing.T) {
 // A request refused for its attachments leaves its idempotency key free,
 // and a replay by key stores no second copy of its inline image.
 func TestAttachmentsAndIdempotencyKeys(t *testing.T) {
-	fh := newFileHarness(t, FileLimits{})
+	fh := newFileHarness(t, files.Limits{})
 	acme := tenantCtx("acme")
 	data := testPNG(t)
 	bad := runs.Spec{Agent: "img", Prompt: "look", IdempotencyKey: "k1", Attachments: []runs.Attachment{{MediaType: "image/png", Data: []byte("not a png")}}}
-	if _, err := fh.sup.Submit(acme, bad); fileErrCode(err) != runs.InvalidAttachment {
-		t.Fatalf("a bad image = %v, want %s", err, runs.InvalidAttachment)
+	if _, err := fh.sup.Submit(acme, bad); fileErrCode(err) != files.InvalidAttachment {
+		t.Fatalf("a bad image = %v, want %s", err, files.InvalidAttachment)
 	}
 	good := runs.Spec{Agent: "img", Prompt: "look", IdempotencyKey: "k1", Attachments: []runs.Attachment{{MediaType: "image/png", Data: data, SHA256: "s1"}}}
 	r1, err := fh.sup.Submit(acme, good)
@@ -418,7 +420,7 @@ func TestAttachmentsAndIdempotencyKeys(t *testing.T) {
 // A file deleted while its run waits in the queue fails the run when it
 // starts, saying so, and leaves no directory behind.
 func TestAttachmentGoneBeforeTheRunStarts(t *testing.T) {
-	fh := newFileHarness(t, FileLimits{}, func(c *Config) { c.MaxConcurrent = 1 })
+	fh := newFileHarness(t, files.Limits{}, func(c *Config) { c.MaxConcurrent = 1 })
 	acme := tenantCtx("acme")
 	f, err := fh.sup.UploadFile(acme, "", "", testPNG(t))
 	if err != nil {
