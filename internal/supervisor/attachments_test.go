@@ -450,3 +450,20 @@ func TestAttachmentGoneBeforeTheRunStarts(t *testing.T) {
 		t.Errorf("the run's temporary directory is left: %v", left)
 	}
 }
+
+// A supervisor without uploads keeps no files: a run's attachments are
+// refused as unsupported, and the file routes find nothing.
+func TestNoUploads(t *testing.T) {
+	fh := newFileHarness(t, files.Limits{}, func(c *Config) { c.Uploads = nil })
+	acme := tenantCtx("acme")
+	spec := runs.Spec{Agent: "img", Prompt: "look", Attachments: []runs.Attachment{{MediaType: "image/png", Data: testPNG(t)}}}
+	if _, err := fh.sup.Submit(acme, spec); !errors.Is(err, runs.ErrUnsupported) {
+		t.Errorf("attachments without uploads = %v, want ErrUnsupported", err)
+	}
+	if _, err := fh.sup.UploadFile(acme, "", "", testPNG(t)); !errors.Is(err, runs.ErrNotFound) {
+		t.Errorf("UploadFile without uploads = %v, want ErrNotFound", err)
+	}
+	if _, _, err := fh.sup.FileContent(acme, "file-"+uuid.NewString()); !errors.Is(err, runs.ErrNotFound) {
+		t.Errorf("FileContent without uploads = %v, want ErrNotFound", err)
+	}
+}
