@@ -44,6 +44,7 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/store"
 	"github.com/agentgate/agentgate/internal/supervisor"
+	"github.com/agentgate/agentgate/internal/tenants"
 )
 
 // Sizes of the benchmarks' runs: each iteration takes well under a second
@@ -836,10 +837,10 @@ func (s *discardStore) ListRuns(context.Context, runs.Filter) (runs.Page, error)
 
 func (s *discardStore) AppendEvents(context.Context, string, []runs.StoredEvent) error { return nil }
 func (s *discardStore) RequestCancel(context.Context, string, runs.Actor) error        { return nil }
-func (s *discardStore) TenantUsage(context.Context, string) (runs.TenantUsage, uint64, error) {
-	return runs.TenantUsage{}, 0, nil
+func (s *discardStore) TenantUsage(context.Context, string) (tenants.Usage, uint64, error) {
+	return tenants.Usage{}, 0, nil
 }
-func (s *discardStore) SetTenantUsage(context.Context, string, runs.TenantUsage, uint64) error {
+func (s *discardStore) SetTenantUsage(context.Context, string, tenants.Usage, uint64) error {
 	return nil
 }
 func (s *discardStore) LastEvent(context.Context, string) (runs.StoredEvent, error) {

@@ -25,6 +25,7 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/store"
 	"github.com/agentgate/agentgate/internal/supervisor"
+	"github.com/agentgate/agentgate/internal/tenants"
 	"github.com/agentgate/agentgate/internal/webhooks"
 )
 
@@ -352,7 +353,8 @@ func (g *instance) supervisorConfig() supervisor.Config {
 		Limits: supervisor.Limits{MaxText: cfg.MaxEventText, MaxToolInput: supervisor.DefaultLimits.MaxToolInput},
 		// Snapshots of run directories are hidden with the data directory.
 		Redact: g.redactor, Sandbox: g.sandbox, TempRoot: g.tempRoot, ArtifactsDir: filepath.Join(cfg.DataDir, "artifacts"),
-		Quotas:      supervisor.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
+		Quotas: tenants.NewLedger(tenants.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
+			g.st, nil, g.log),
 		Uploads:     files.NewUploads(g.st, files.Limits{TTL: cfg.FileTTL, MaxBytes: cfg.HTTP.MaxFileBytes, MaxPerTenant: cfg.MaxFilesPerTenant}, nil),
 		MCPCommands: cfg.MCPCommands, MCPURLs: cfg.MCPURLs, SealKey: g.seal,
 		Cursors: g.hub, Webhooks: g.hooks,

@@ -64,9 +64,9 @@ func (k *revocableKeys) isRevoked(id string) bool {
 	return k.revoked[id]
 }
 
-// tenants is two tenants with a key of each role, their keyring and a
+// keyedTenants is two tenants with a key of each role, their keyring and a
 // stream token signer.
-type tenants struct {
+type keyedTenants struct {
 	// secrets maps a key id ("acme-write") to its bearer secret.
 	secrets map[string]string
 	keys    *revocableKeys
@@ -75,9 +75,9 @@ type tenants struct {
 
 func keyID(tenant string, role auth.Role) string { return tenant + "-" + string(role) }
 
-func newTenants(t testing.TB) *tenants {
+func newTenants(t testing.TB) *keyedTenants {
 	t.Helper()
-	ts := &tenants{secrets: map[string]string{}}
+	ts := &keyedTenants{secrets: map[string]string{}}
 	var lines []string
 	for _, tenant := range []string{tenantAcme, tenantGlobex} {
 		for _, role := range tenantRoles {
@@ -110,10 +110,10 @@ func newTenants(t testing.TB) *tenants {
 
 // config is an API config that authenticates by these keys and signs
 // stream tokens.
-func (ts *tenants) config() Config { return Config{Keys: ts.keys, Tokens: ts.signer} }
+func (ts *keyedTenants) config() Config { return Config{Keys: ts.keys, Tokens: ts.signer} }
 
 // bearer is the Authorization header of a key.
-func (ts *tenants) bearer(t *testing.T, id string) []string {
+func (ts *keyedTenants) bearer(t *testing.T, id string) []string {
 	t.Helper()
 	s, ok := ts.secrets[id]
 	if !ok {
@@ -295,7 +295,7 @@ type authCase struct {
 	lookedUp bool
 }
 
-func authCases(t *testing.T, ts *tenants) []authCase {
+func authCases(t *testing.T, ts *keyedTenants) []authCase {
 	unknown, err := auth.NewKey()
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/auth"
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/tenants"
 )
 
 // send is h.do with the Host the request names.
@@ -468,13 +469,13 @@ func TestEdgeQuotaErrors(t *testing.T) {
 		code       string
 		retryAfter string
 	}{
-		{&runs.QuotaError{Limit: runs.LimitRunning, Message: "acme has 4 runs running", RetryAfter: 7 * time.Second}, CodeTooManyRunning, "7"},
-		{&runs.QuotaError{Limit: runs.LimitQueued, Message: "acme has 10 runs queued", RetryAfter: 1500 * time.Millisecond}, CodeTooManyQueued, "2"},
-		{&runs.QuotaError{Limit: runs.LimitDailyBudget, Message: "acme spent its day", RetryAfter: 90 * time.Minute}, CodeDailyBudgetExceeded, "5400"},
-		{fmt.Errorf("admit: %w", &runs.QuotaError{Limit: runs.LimitRunning, Message: "wrapped", RetryAfter: time.Second}), CodeTooManyRunning, "1"},
+		{&tenants.QuotaError{Limit: tenants.LimitRunning, Message: "acme has 4 runs running", RetryAfter: 7 * time.Second}, CodeTooManyRunning, "7"},
+		{&tenants.QuotaError{Limit: tenants.LimitQueued, Message: "acme has 10 runs queued", RetryAfter: 1500 * time.Millisecond}, CodeTooManyQueued, "2"},
+		{&tenants.QuotaError{Limit: tenants.LimitDailyBudget, Message: "acme spent its day", RetryAfter: 90 * time.Minute}, CodeDailyBudgetExceeded, "5400"},
+		{fmt.Errorf("admit: %w", &tenants.QuotaError{Limit: tenants.LimitRunning, Message: "wrapped", RetryAfter: time.Second}), CodeTooManyRunning, "1"},
 		// Without a RetryAfter of its own, the configured one.
-		{&runs.QuotaError{Limit: runs.LimitQueued, Message: "no hint"}, CodeTooManyQueued, strconv.Itoa(int(DefaultRetryAfter.Seconds()))},
-		{&runs.QuotaError{Limit: "tokens_per_minute", Message: "a limit this API does not know", RetryAfter: 3 * time.Second}, CodeRateLimited, "3"},
+		{&tenants.QuotaError{Limit: tenants.LimitQueued, Message: "no hint"}, CodeTooManyQueued, strconv.Itoa(int(DefaultRetryAfter.Seconds()))},
+		{&tenants.QuotaError{Limit: "tokens_per_minute", Message: "a limit this API does not know", RetryAfter: 3 * time.Second}, CodeRateLimited, "3"},
 	} {
 		err = tc.err
 		resp, b := h.do(t, "POST", "/v1/runs", `{"agent":"claude","prompt":"hi"}`,
@@ -484,7 +485,7 @@ func TestEdgeQuotaErrors(t *testing.T) {
 			t.Errorf("%v: %d %q Retry-After %q, want 429 %q %q", tc.err, resp.StatusCode, e.Code,
 				resp.Header.Get("Retry-After"), tc.code, tc.retryAfter)
 		}
-		var qe *runs.QuotaError
+		var qe *tenants.QuotaError
 		if errors.As(tc.err, &qe) && e.Message != qe.Message {
 			t.Errorf("message %q, want the service's %q", e.Message, qe.Message)
 		}

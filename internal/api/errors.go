@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/clip"
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/tenants"
 )
 
 // Error codes: the stable "code" of an error response. Clients branch on
@@ -146,10 +147,10 @@ func (s *server) problem(err error) problem {
 	if p, ok := fileProblem(err); ok {
 		return p
 	}
-	var qe *runs.QuotaError
+	var qe *tenants.QuotaError
 	if errors.As(err, &qe) {
-		code := map[string]string{runs.LimitRunning: CodeTooManyRunning, runs.LimitQueued: CodeTooManyQueued,
-			runs.LimitDailyBudget: CodeDailyBudgetExceeded}[qe.Limit]
+		code := map[string]string{tenants.LimitRunning: CodeTooManyRunning, tenants.LimitQueued: CodeTooManyQueued,
+			tenants.LimitDailyBudget: CodeDailyBudgetExceeded}[qe.Limit]
 		if code == "" {
 			code = CodeRateLimited
 		}

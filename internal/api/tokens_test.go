@@ -15,7 +15,7 @@ import (
 )
 
 // issueToken asks for a stream token of run id with key keyID.
-func issueToken(t *testing.T, h *harness, ts *tenants, id, keyID string) streamTokenResponse {
+func issueToken(t *testing.T, h *harness, ts *keyedTenants, id, keyID string) streamTokenResponse {
 	t.Helper()
 	resp, b := h.do(t, "POST", "/v1/runs/"+id+"/stream-token", "", ts.bearer(t, keyID)...)
 	if resp.StatusCode != http.StatusCreated {

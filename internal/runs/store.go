@@ -16,7 +16,6 @@ type Store interface {
 	Queue
 	Bus
 	Sessions
-	TenantUsages
 }
 
 // RunStore keeps runs' records: what the supervisor and the API read and
@@ -110,17 +109,6 @@ type Sessions interface {
 	Session(ctx context.Context, agent, sessionID string) (rec SessionRecord, ok bool, err error)
 	// SetSession records an agent session, replacing what was recorded.
 	SetSession(ctx context.Context, agent, sessionID string, rec SessionRecord) error
-}
-
-// TenantUsages keeps what tenants' quotas count, by compare-and-set.
-type TenantUsages interface {
-	// TenantUsage returns what is kept of a tenant for its quotas, and
-	// the record's revision for SetTenantUsage (0 when there is none).
-	TenantUsage(ctx context.Context, tenant string) (TenantUsage, uint64, error)
-	// SetTenantUsage stores u if the tenant's record is still at
-	// revision rev (0: there is none), or fails with an error wrapping
-	// ErrStale.
-	SetTenantUsage(ctx context.Context, tenant string, u TenantUsage, rev uint64) error
 }
 
 // QueuedRun is a run taken from the shared queue.

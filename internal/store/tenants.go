@@ -9,11 +9,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/tenants"
 )
 
 // Tenants' quota usage: the KV bucket "agentgate_tenants" holds one record
-// per tenant (runs.TenantUsage), changed only by compare-and-set on its
+// per tenant (tenants.Usage), changed only by compare-and-set on its
 // revision, so that replicas counting one tenant's runs at once never lose
 // a count. The key is the tenant's name hashed, as any name must make a
 // valid key.
@@ -38,8 +38,11 @@ func (s *Store) openTenants(ctx context.Context, opts Options) error {
 	return nil
 }
 
+// The store keeps the tenants' usage records a tenants.Ledger counts in.
+var _ tenants.Store = (*Store)(nil)
+
 // TenantUsage returns the tenant's record and its revision (0: none).
-func (s *Store) TenantUsage(ctx context.Context, tenant string) (runs.TenantUsage, uint64, error) {
+func (s *Store) TenantUsage(ctx context.Context, tenant string) (tenants.Usage, uint64, error) {
 	var e jetstream.KeyValueEntry
 	err := s.retry(ctx, "read tenant usage", func(ctx context.Context) error {
 		var err error
@@ -47,20 +50,20 @@ func (s *Store) TenantUsage(ctx context.Context, tenant string) (runs.TenantUsag
 		return err
 	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return runs.TenantUsage{}, 0, nil
+		return tenants.Usage{}, 0, nil
 	}
 	if err != nil {
-		return runs.TenantUsage{}, 0, fmt.Errorf("tenant usage: %w", err)
+		return tenants.Usage{}, 0, fmt.Errorf("tenant usage: %w", err)
 	}
-	var u runs.TenantUsage
+	var u tenants.Usage
 	if err := json.Unmarshal(e.Value(), &u); err != nil {
-		return runs.TenantUsage{}, 0, fmt.Errorf("tenant usage: decode: %w", err)
+		return tenants.Usage{}, 0, fmt.Errorf("tenant usage: decode: %w", err)
 	}
 	return u, e.Revision(), nil
 }
 
 // SetTenantUsage stores u if the record is still at rev.
-func (s *Store) SetTenantUsage(ctx context.Context, tenant string, u runs.TenantUsage, rev uint64) error {
+func (s *Store) SetTenantUsage(ctx context.Context, tenant string, u tenants.Usage, rev uint64) error {
 	data, err := json.Marshal(u)
 	if err != nil {
 		return fmt.Errorf("tenant usage: %w", err)
@@ -75,7 +78,7 @@ func (s *Store) SetTenantUsage(ctx context.Context, tenant string, u runs.Tenant
 		return err
 	})
 	if errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err) {
-		return fmt.Errorf("tenant usage: %w", runs.ErrStale)
+		return fmt.Errorf("tenant usage: %w", tenants.ErrStale)
 	}
 	if err != nil {
 		return fmt.Errorf("tenant usage: %w", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/tenants"
 )
 
 // A tenant without a record has none yet: that is an answer, at once,
@@ -23,7 +24,7 @@ func TestTenantUsageOfUnknownTenantIsZero(t *testing.T) {
 		c := ctx(t)
 		u, rev, err := e.s.TenantUsage(c, tenant)
 		took := time.Since(start)
-		if err != nil || rev != 0 || !reflect.DeepEqual(u, runs.TenantUsage{}) {
+		if err != nil || rev != 0 || !reflect.DeepEqual(u, tenants.Usage{}) {
 			t.Errorf("TenantUsage of unknown tenant %q = %+v, rev %d, %v", tenant, u, rev, err)
 		}
 		if took > 5*time.Second {
@@ -31,7 +32,7 @@ func TestTenantUsageOfUnknownTenantIsZero(t *testing.T) {
 		}
 	}
 	read("acme")
-	if err := e.s.SetTenantUsage(ctx(t), "globex", runs.TenantUsage{CostUSD: 1}, 0); err != nil {
+	if err := e.s.SetTenantUsage(ctx(t), "globex", tenants.Usage{CostUSD: 1}, 0); err != nil {
 		t.Fatal(err)
 	}
 	read("acme")
@@ -40,7 +41,7 @@ func TestTenantUsageOfUnknownTenantIsZero(t *testing.T) {
 func TestSetTenantUsageComparesAndSets(t *testing.T) {
 	e := newEnv(t)
 	c := ctx(t)
-	first := runs.TenantUsage{Runs: map[string]runs.State{"r1": runs.Queued}, Day: "2030-03-04", CostUSD: 0.25}
+	first := tenants.Usage{Runs: map[string]runs.State{"r1": runs.Queued}, Day: "2030-03-04", CostUSD: 0.25}
 	if err := e.s.SetTenantUsage(c, "acme", first, 0); err != nil {
 		t.Fatalf("create with rev 0: %v", err)
 	}
@@ -49,18 +50,18 @@ func TestSetTenantUsageComparesAndSets(t *testing.T) {
 		t.Fatalf("after create: %+v, rev %d, %v; want %+v", got, rev, err, first)
 	}
 	// Another create loses: the record exists.
-	if err := e.s.SetTenantUsage(c, "acme", runs.TenantUsage{}, 0); !errors.Is(err, runs.ErrStale) {
+	if err := e.s.SetTenantUsage(c, "acme", tenants.Usage{}, 0); !errors.Is(err, tenants.ErrStale) {
 		t.Fatalf("second create with rev 0: %v, want ErrStale", err)
 	}
-	second := runs.TenantUsage{Runs: map[string]runs.State{"r1": runs.Running, "r2": runs.Queued}, Day: "2030-03-04", CostUSD: 0.25}
+	second := tenants.Usage{Runs: map[string]runs.State{"r1": runs.Running, "r2": runs.Queued}, Day: "2030-03-04", CostUSD: 0.25}
 	if err := e.s.SetTenantUsage(c, "acme", second, rev); err != nil {
 		t.Fatalf("set at the current rev: %v", err)
 	}
 	// The revision read before that set is stale now.
-	if err := e.s.SetTenantUsage(c, "acme", runs.TenantUsage{}, rev); !errors.Is(err, runs.ErrStale) {
+	if err := e.s.SetTenantUsage(c, "acme", tenants.Usage{}, rev); !errors.Is(err, tenants.ErrStale) {
 		t.Fatalf("set at a stale rev: %v, want ErrStale", err)
 	}
-	if err := e.s.SetTenantUsage(c, "acme", runs.TenantUsage{}, rev+100); !errors.Is(err, runs.ErrStale) {
+	if err := e.s.SetTenantUsage(c, "acme", tenants.Usage{}, rev+100); !errors.Is(err, tenants.ErrStale) {
 		t.Fatalf("set at a rev from the future: %v, want ErrStale", err)
 	}
 	got, rev2, err := e.s.TenantUsage(c, "acme")
@@ -70,7 +71,7 @@ func TestSetTenantUsageComparesAndSets(t *testing.T) {
 	// Tenants are apart, whatever their names: a name is hashed into
 	// the key.
 	for _, other := range []string{"globex", "", "a.b", "with space", "acme*"} {
-		u := runs.TenantUsage{Runs: map[string]runs.State{"x-" + other: runs.Queued}}
+		u := tenants.Usage{Runs: map[string]runs.State{"x-" + other: runs.Queued}}
 		if err := e.s.SetTenantUsage(c, other, u, 0); err != nil {
 			t.Errorf("create tenant %q: %v", other, err)
 			continue
@@ -93,7 +94,7 @@ func TestTenantUsageConcurrentIncrements(t *testing.T) {
 	const workers, each = 8, 10
 	// The record exists: the race is of updates (its creation is
 	// TestSetTenantUsageComparesAndSets's).
-	if err := e.s.SetTenantUsage(c, "acme", runs.TenantUsage{}, 0); err != nil {
+	if err := e.s.SetTenantUsage(c, "acme", tenants.Usage{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -117,7 +118,7 @@ func TestTenantUsageConcurrentIncrements(t *testing.T) {
 					if err == nil {
 						break
 					}
-					if !errors.Is(err, runs.ErrStale) {
+					if !errors.Is(err, tenants.ErrStale) {
 						errs <- err
 						return
 					}

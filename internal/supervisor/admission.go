@@ -429,7 +429,7 @@ func (s *Supervisor) leaveTaken(t *task, q runs.QueuedRun) bool {
 		_ = q.Nak()
 		return true
 	}
-	if err == nil && cur.Status == runs.Queued && cur.Owner == "" && !s.startAllowed(bg, cur.Tenant, cur.ID) {
+	if err == nil && cur.Status == runs.Queued && cur.Owner == "" && !s.cfg.Quotas.StartAllowed(bg, cur.Tenant, cur.ID) {
 		// The tenant is at its running limit: the run waits in the
 		// queue, and this worker a moment, so that it does not spin
 		// on the same run. The task goes first: another worker given

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
+
+	"github.com/agentgate/agentgate/internal/tenants"
 )
 
 // sweepWorkspaces removes the run directories the supervisor created
@@ -19,12 +21,12 @@ import (
 // Directories a client named itself are never touched.
 func (s *Supervisor) sweepWorkspaces() {
 	roots := []string{s.cfg.WorkspaceRoot}
-	tenants, err := os.ReadDir(filepath.Join(s.cfg.WorkspaceRoot, "tenants"))
+	tenantDirs, err := os.ReadDir(filepath.Join(s.cfg.WorkspaceRoot, "tenants"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Warn("sweep tenants' workspaces", zap.Error(err))
 	}
-	for _, e := range tenants {
-		if e.IsDir() && validTenant(e.Name()) {
+	for _, e := range tenantDirs {
+		if e.IsDir() && tenants.ValidName(e.Name()) {
 			roots = append(roots, filepath.Join(s.cfg.WorkspaceRoot, "tenants", e.Name()))
 		}
 	}

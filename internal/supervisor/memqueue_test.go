@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/tenants"
 )
 
 // memQueue is the shared queue of memStore: FIFO, bounded, with taken runs
@@ -179,22 +180,22 @@ func (m *memStore) ClaimIdempotencyKey(_ context.Context, key string, rec runs.I
 	return rec, true, nil
 }
 
-func (m *memStore) TenantUsage(_ context.Context, tenant string) (runs.TenantUsage, uint64, error) {
+func (m *memStore) TenantUsage(_ context.Context, tenant string) (tenants.Usage, uint64, error) {
 	q := m.q()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	e, ok := q.tenants[tenant]
 	if !ok {
-		return runs.TenantUsage{}, 0, nil
+		return tenants.Usage{}, 0, nil
 	}
 	// A copy: the caller changes its map.
 	b, _ := json.Marshal(e.u)
-	var u runs.TenantUsage
+	var u tenants.Usage
 	_ = json.Unmarshal(b, &u)
 	return u, e.rev, nil
 }
 
-func (m *memStore) SetTenantUsage(_ context.Context, tenant string, u runs.TenantUsage, rev uint64) error {
+func (m *memStore) SetTenantUsage(_ context.Context, tenant string, u tenants.Usage, rev uint64) error {
 	q := m.q()
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -202,14 +203,14 @@ func (m *memStore) SetTenantUsage(_ context.Context, tenant string, u runs.Tenan
 		q.tenants = map[string]tenantEntry{}
 	}
 	if q.tenants[tenant].rev != rev {
-		return runs.ErrStale
+		return tenants.ErrStale
 	}
 	q.tenants[tenant] = tenantEntry{u: u, rev: rev + 1}
 	return nil
 }
 
 type tenantEntry struct {
-	u   runs.TenantUsage
+	u   tenants.Usage
 	rev uint64
 }
 

@@ -160,11 +160,11 @@ func (s *Supervisor) publishFinished(ctx context.Context, t *task, r *runs.Run, 
 	} else {
 		// Counted out before anyone can see it end: a client that
 		// submits again at run.completed finds the slot free.
-		s.countOut(ctx, r.Tenant, r.ID, r.CostUSD)
+		s.cfg.Quotas.CountOut(ctx, r.Tenant, r.ID, r.CostUSD)
 		s.emit(t, completed)
 		return
 	}
-	s.countOut(ctx, r.Tenant, r.ID, r.CostUSD)
+	s.cfg.Quotas.CountOut(ctx, r.Tenant, r.ID, r.CostUSD)
 }
 
 // storeRun writes the run's record, retrying a failing store for

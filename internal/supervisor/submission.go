@@ -175,7 +175,7 @@ func (s *Supervisor) readySubmissionToRecord(ctx context.Context, sub *submissio
 	if spec.MCPServers, err = sealMCPServers(s.cfg.SealKey, sub.runID, spec.MCPServers); err != nil {
 		return fmt.Errorf("seal the MCP servers' values: %w", err)
 	}
-	return s.admit(ctx, spec.Tenant, sub.runID)
+	return s.cfg.Quotas.Admit(ctx, spec.Tenant, sub.runID)
 }
 
 // recordSubmission stores the queued run. When another request with the
@@ -190,7 +190,7 @@ func (s *Supervisor) recordSubmission(storeCtx context.Context, sub *submission)
 		Tenant: spec.Tenant, CreatedBy: actorPtr(sub.actor),
 	}
 	if err := s.store.CreateRun(storeCtx, s.cfg.Limits.record(r)); err != nil {
-		s.countOut(storeCtx, spec.Tenant, sub.runID, nil)
+		s.cfg.Quotas.CountOut(storeCtx, spec.Tenant, sub.runID, nil)
 		if sub.key != "" {
 			// The other request with this key recorded it first.
 			if got, err2 := s.replay(storeCtx, sub.runID); err2 == nil {
@@ -220,7 +220,7 @@ func (s *Supervisor) queueSubmission(storeCtx context.Context, sub *submission, 
 		if derr := s.store.DeleteRun(storeCtx, runID); derr != nil {
 			s.log.Error("remove a run that could not be queued", zap.String("run_id", runID), zap.Error(derr))
 		}
-		s.countOut(storeCtx, spec.Tenant, runID, nil)
+		s.cfg.Quotas.CountOut(storeCtx, spec.Tenant, runID, nil)
 		if errors.Is(err, runs.ErrCapacity) {
 			return runs.Run{}, runs.ErrCapacity
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentgate/agentgate/internal/proctree"
 	"github.com/agentgate/agentgate/internal/redact"
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/tenants"
 )
 
 // Why the supervisor ended a run, as the cause of the run's context.
@@ -129,8 +130,9 @@ type Config struct {
 	// line of a run: its patterns and literals, and the values of the
 	// credential variables given to the run's agent.
 	Redact *redact.Redactor
-	// Quotas bound what each tenant may use (see Quotas).
-	Quotas Quotas
+	// Quotas, when set, counts each tenant's runs against its quotas and
+	// refuses those past them (see tenants.Ledger); nil: no quotas.
+	Quotas *tenants.Ledger
 	// Uploads keeps tenants' uploaded files, which runs and messages
 	// attach; nil: none are kept, and attachments are refused.
 	Uploads *files.Uploads

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/tenants"
 	"go.uber.org/zap"
 )
 
@@ -26,7 +27,7 @@ func (s *Supervisor) tenantRoot(tenant string) (string, error) {
 	if tenant == "" {
 		return s.cfg.WorkspaceRoot, nil
 	}
-	if !validTenant(tenant) {
+	if !tenants.ValidName(tenant) {
 		return "", runs.Invalid("tenant", "is not a valid tenant name")
 	}
 	root := filepath.Join(s.cfg.WorkspaceRoot, "tenants", tenant)
@@ -34,21 +35,6 @@ func (s *Supervisor) tenantRoot(tenant string) (string, error) {
 		return "", fmt.Errorf("tenant workspace: %w", err)
 	}
 	return root, nil
-}
-
-// validTenant reports whether a tenant name is safe as one path element:
-// the keys file allows [a-z0-9][a-z0-9_.-]*.
-func validTenant(t string) bool {
-	if t == "" || len(t) > 63 || t == "." || t == ".." {
-		return false
-	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '_' || c == '.' || c == '-')) {
-			return false
-		}
-	}
-	return true
 }
 
 // resumable checks that spec may resume its session: on a gateway with

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/tenants"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -77,6 +78,13 @@ type tenantHarness struct {
 // wrap makes of it.
 func newTenantHarness(t *testing.T, cfg Config, wrap ...func(*memStore) runs.Store) *tenantHarness {
 	t.Helper()
+	return newQuotaHarness(t, cfg, tenants.Quotas{}, wrap...)
+}
+
+// newQuotaHarness is newTenantHarness whose supervisor counts tenants'
+// runs against q, in the memStore, on cfg's clock.
+func newQuotaHarness(t *testing.T, cfg Config, q tenants.Quotas, wrap ...func(*memStore) runs.Store) *tenantHarness {
+	t.Helper()
 	ms := newMemStore()
 	var st runs.Store = ms
 	for _, w := range wrap {
@@ -93,6 +101,7 @@ func newTenantHarness(t *testing.T, cfg Config, wrap ...func(*memStore) runs.Sto
 	ad := &holdAdapter{gates: t.TempDir(), dirs: map[string]string{}}
 	core, logs := observer.New(zapcore.InfoLevel)
 	log := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core()))
+	cfg.Quotas = tenants.NewLedger(q, ms, cfg.Now, log)
 	agents := []*Agent{
 		{Adapter: ad, Bin: os.Args[0], Home: t.TempDir()},
 		{Adapter: sessAdapter{}, Bin: os.Args[0], Home: t.TempDir()},
@@ -135,7 +144,7 @@ func (h *tenantHarness) running(t *testing.T, id string) {
 	h.waitFor(t, id, runs.EventMessageCompleted, `"first"`)
 }
 
-func (h *tenantHarness) usage(t *testing.T, tenant string) runs.TenantUsage {
+func (h *tenantHarness) usage(t *testing.T, tenant string) tenants.Usage {
 	t.Helper()
 	u, _, err := h.store.TenantUsage(context.Background(), tenant)
 	if err != nil {
@@ -189,10 +198,10 @@ func fieldOf(err error) string {
 	return ""
 }
 
-func quotaLimit(t *testing.T, err error) *runs.QuotaError {
+func quotaLimit(t *testing.T, err error) *tenants.QuotaError {
 	t.Helper()
-	var qe *runs.QuotaError
-	if !errors.As(err, &qe) || !errors.Is(err, runs.ErrQuota) {
+	var qe *tenants.QuotaError
+	if !errors.As(err, &qe) || !errors.Is(err, tenants.ErrQuota) {
 		t.Fatalf("err = %v (%T), want a *QuotaError wrapping ErrQuota", err, err)
 	}
 	return qe
@@ -585,12 +594,12 @@ func TestDeleteFinishedRun(t *testing.T) {
 }
 
 func TestQuotaMaxRunning(t *testing.T) {
-	h := newTenantHarness(t, Config{Quotas: Quotas{MaxRunning: 1}})
+	h := newQuotaHarness(t, Config{}, tenants.Quotas{MaxRunning: 1})
 	first := h.submitAs(t, as("acme", "k"), runs.Spec{Prompt: "hold:g1"})
 	h.running(t, first.ID)
 	_, err := h.sup.Submit(as("acme", "k"), runs.Spec{Agent: "fake", Prompt: "mode:hello"})
-	if qe := quotaLimit(t, err); qe.Limit != runs.LimitRunning || qe.RetryAfter <= 0 || qe.Message == "" {
-		t.Fatalf("quota error %+v, want limit %s", qe, runs.LimitRunning)
+	if qe := quotaLimit(t, err); qe.Limit != tenants.LimitRunning || qe.RetryAfter <= 0 || qe.Message == "" {
+		t.Fatalf("quota error %+v, want limit %s", qe, tenants.LimitRunning)
 	}
 	// Refused runs are not made.
 	if page, _ := h.sup.List(context.Background(), runs.Filter{Tenant: "acme"}); len(page.Runs) != 1 {
@@ -616,7 +625,7 @@ func TestQuotaMaxRunning(t *testing.T) {
 }
 
 func TestQuotaMaxQueued(t *testing.T) {
-	h := newTenantHarness(t, Config{MaxConcurrent: 1, Quotas: Quotas{MaxQueued: 1}})
+	h := newQuotaHarness(t, Config{MaxConcurrent: 1}, tenants.Quotas{MaxQueued: 1})
 	first := h.submitAs(t, as("acme", "k"), runs.Spec{Prompt: "hold:g1"})
 	h.running(t, first.ID)
 	second := h.submitAs(t, as("acme", "k"), runs.Spec{Prompt: "mode:hello"})
@@ -624,8 +633,8 @@ func TestQuotaMaxQueued(t *testing.T) {
 		t.Fatalf("second run %s", second.Status)
 	}
 	_, err := h.sup.Submit(as("acme", "k"), runs.Spec{Agent: "fake", Prompt: "mode:hello"})
-	if qe := quotaLimit(t, err); qe.Limit != runs.LimitQueued || qe.RetryAfter <= 0 {
-		t.Fatalf("quota error %+v, want limit %s", qe, runs.LimitQueued)
+	if qe := quotaLimit(t, err); qe.Limit != tenants.LimitQueued || qe.RetryAfter <= 0 {
+		t.Fatalf("quota error %+v, want limit %s", qe, tenants.LimitQueued)
 	}
 	other := h.submitAs(t, as("globex", "kg"), runs.Spec{Prompt: "mode:hello"})
 	if other.Status != runs.Queued {
@@ -674,7 +683,7 @@ func (c *testClock) jump(d time.Duration) {
 
 func TestQuotaDailyBudget(t *testing.T) {
 	clock := newTestClock(time.Date(2030, 3, 4, 22, 0, 0, 0, time.UTC))
-	h := newTenantHarness(t, Config{Now: clock.Now, Quotas: Quotas{DailyBudgetUSD: 1}})
+	h := newQuotaHarness(t, Config{Now: clock.Now}, tenants.Quotas{DailyBudgetUSD: 1})
 	costly := runs.Spec{Prompt: "mode:hello", Metadata: map[string]string{"session_cost": "0.6"}}
 	for i := range 2 {
 		r := h.submitAs(t, as("acme", "k"), costly)
@@ -689,8 +698,8 @@ func TestQuotaDailyBudget(t *testing.T) {
 	}
 	_, err := h.sup.Submit(as("acme", "k"), runs.Spec{Agent: "fake", Prompt: "mode:hello"})
 	qe := quotaLimit(t, err)
-	if qe.Limit != runs.LimitDailyBudget || qe.RetryAfter <= 0 || qe.RetryAfter > 2*time.Hour || qe.RetryAfter > 24*time.Hour {
-		t.Fatalf("quota error %+v, want limit %s and a retry within the 2 h left of the day", qe, runs.LimitDailyBudget)
+	if qe.Limit != tenants.LimitDailyBudget || qe.RetryAfter <= 0 || qe.RetryAfter > 2*time.Hour || qe.RetryAfter > 24*time.Hour {
+		t.Fatalf("quota error %+v, want limit %s and a retry within the 2 h left of the day", qe, tenants.LimitDailyBudget)
 	}
 	// Another tenant's budget is its own.
 	other := h.submitAs(t, as("globex", "kg"), runs.Spec{Prompt: "mode:hello"})
@@ -712,7 +721,7 @@ func TestQuotaDailyBudget(t *testing.T) {
 // tenant at its limits neither at submission nor at start.
 func TestQuotaUsageHealsItself(t *testing.T) {
 	open := make(chan struct{})
-	h := newTenantHarness(t, Config{Quotas: Quotas{MaxRunning: 1, MaxQueued: 1}},
+	h := newQuotaHarness(t, Config{}, tenants.Quotas{MaxRunning: 1, MaxQueued: 1},
 		func(m *memStore) runs.Store { return &pausedStore{memStore: m, open: open} })
 	ctx := context.Background()
 	finished := runs.Run{ID: uuid.Must(uuid.NewV7()).String(), Agent: "fake", Status: runs.Succeeded, Tenant: "acme", CreatedAt: time.Now().UTC()}
@@ -720,7 +729,7 @@ func TestQuotaUsageHealsItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	ghost := uuid.Must(uuid.NewV7()).String()
-	if err := h.store.SetTenantUsage(ctx, "acme", runs.TenantUsage{Runs: map[string]runs.State{ghost: runs.Running, finished.ID: runs.Queued}}, 0); err != nil {
+	if err := h.store.SetTenantUsage(ctx, "acme", tenants.Usage{Runs: map[string]runs.State{ghost: runs.Running, finished.ID: runs.Queued}}, 0); err != nil {
 		t.Fatal(err)
 	}
 	// Both limits are reached by runs that are not running or queued.
@@ -729,7 +738,7 @@ func TestQuotaUsageHealsItself(t *testing.T) {
 		t.Fatalf("acme's usage after admission %v, want the new run alone", u.Runs)
 	}
 	// A stale running entry left while the run waits in the queue.
-	if err := setUsage(h.store, "acme", func(u *runs.TenantUsage) { u.Runs[ghost] = runs.Running }); err != nil {
+	if err := setUsage(h.store, "acme", func(u *tenants.Usage) { u.Runs[ghost] = runs.Running }); err != nil {
 		t.Fatal(err)
 	}
 	close(open)
@@ -743,7 +752,7 @@ func TestQuotaUsageHealsItself(t *testing.T) {
 }
 
 // setUsage changes a tenant's usage record by compare-and-set.
-func setUsage(st runs.Store, tenant string, change func(u *runs.TenantUsage)) error {
+func setUsage(st tenants.Store, tenant string, change func(u *tenants.Usage)) error {
 	for {
 		u, rev, err := st.TenantUsage(context.Background(), tenant)
 		if err != nil {
@@ -753,7 +762,7 @@ func setUsage(st runs.Store, tenant string, change func(u *runs.TenantUsage)) er
 			u.Runs = map[string]runs.State{}
 		}
 		change(&u)
-		if err := st.SetTenantUsage(context.Background(), tenant, u, rev); !errors.Is(err, runs.ErrStale) {
+		if err := st.SetTenantUsage(context.Background(), tenant, u, rev); !errors.Is(err, tenants.ErrStale) {
 			return err
 		}
 	}
@@ -788,7 +797,7 @@ func (p *pausedStore) Dequeue(ctx context.Context) (runs.QueuedRun, error) {
 // first ends.
 func TestQuotaMaxRunningEnforcedAtStart(t *testing.T) {
 	open := make(chan struct{})
-	h := newTenantHarness(t, Config{MaxConcurrent: 2, Quotas: Quotas{MaxRunning: 1}},
+	h := newQuotaHarness(t, Config{MaxConcurrent: 2}, tenants.Quotas{MaxRunning: 1},
 		func(m *memStore) runs.Store { return &pausedStore{memStore: m, open: open} })
 	gates := map[string]string{}
 	for _, g := range []string{"g1", "g2"} {
