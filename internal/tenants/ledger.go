@@ -44,10 +44,13 @@ type Ledger struct {
 }
 
 // NewLedger returns a Ledger of q over st, on the clock now (nil:
-// time.Now), logging to log what it cannot count.
+// time.Now), logging to log (nil: nowhere) what it cannot count.
 func NewLedger(q Quotas, st Store, now func() time.Time, log *zap.Logger) *Ledger {
 	if now == nil {
 		now = time.Now
+	}
+	if log == nil {
+		log = zap.NewNop()
 	}
 	return &Ledger{quotas: q, store: st, now: now, log: log}
 }
