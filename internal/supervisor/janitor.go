@@ -8,10 +8,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/auth"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
-
-	"github.com/agentgate/agentgate/internal/tenants"
 )
 
 // sweepWorkspaces removes the run directories the supervisor created
@@ -26,7 +25,7 @@ func (s *Supervisor) sweepWorkspaces() {
 		s.log.Warn("sweep tenants' workspaces", zap.Error(err))
 	}
 	for _, e := range tenantDirs {
-		if e.IsDir() && tenants.ValidName(e.Name()) {
+		if e.IsDir() && auth.ValidName(e.Name()) {
 			roots = append(roots, filepath.Join(s.cfg.WorkspaceRoot, "tenants", e.Name()))
 		}
 	}

@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/agentgate/agentgate/internal/auth"
 	"github.com/agentgate/agentgate/internal/runs"
-	"github.com/agentgate/agentgate/internal/tenants"
 	"go.uber.org/zap"
 )
 
@@ -27,7 +27,7 @@ func (s *Supervisor) tenantRoot(tenant string) (string, error) {
 	if tenant == "" {
 		return s.cfg.WorkspaceRoot, nil
 	}
-	if !tenants.ValidName(tenant) {
+	if !auth.ValidName(tenant) {
 		return "", runs.Invalid("tenant", "is not a valid tenant name")
 	}
 	root := filepath.Join(s.cfg.WorkspaceRoot, "tenants", tenant)

@@ -1,7 +1,8 @@
-// Package tenants is what the gateway keeps per tenant: the rule that
-// makes a tenant's name safe as a directory of its own (ValidName), and
-// its quotas (Quotas), counted by a Ledger in one usage record per tenant
-// (Usage) that every replica shares.
+// Package tenants is what the gateway keeps per tenant: its quotas
+// (Quotas), counted by a Ledger in one usage record per tenant (Usage)
+// that every replica shares. A tenant's name is the keys file's
+// (auth.ValidName), which the supervisor also relies on to make it a
+// directory of its own.
 //
 // A Ledger admits a tenant's new run or refuses it with a *QuotaError
 // (Admit), lets a queued run start or keeps it in the queue
