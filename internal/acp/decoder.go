@@ -2,6 +2,7 @@ package acp
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -325,7 +326,7 @@ func (d *Decoder) Decode(line []byte) []runs.Event {
 	}
 	var m message
 	if err := json.Unmarshal(line, &m); err != nil {
-		return []runs.Event{unparsed(line, "not JSON: "+err.Error())}
+		return []runs.Event{runs.Unparsed(line, "not JSON: "+err.Error())}
 	}
 	var evs []runs.Event
 	switch {
@@ -336,9 +337,9 @@ func (d *Decoder) Decode(line []byte) []runs.Event {
 	case m.Method == methodUpdate:
 		evs = d.sessionUpdate(&m, line)
 	case m.Method != "":
-		evs = []runs.Event{unparsed(line, fmt.Sprintf("unknown notification %q", m.Method))}
+		evs = []runs.Event{runs.Unparsed(line, fmt.Sprintf("unknown notification %q", m.Method))}
 	default:
-		evs = []runs.Event{unparsed(line, "neither a request, a response nor a notification")}
+		evs = []runs.Event{runs.Unparsed(line, "neither a request, a response nor a notification")}
 	}
 	for i := range evs {
 		if evs[i].Type != runs.EventAgentUnparsed && evs[i].SessionID == "" {
@@ -353,7 +354,7 @@ func (d *Decoder) response(m *message, line []byte) []runs.Event {
 	id, err := strconv.ParseInt(string(m.ID), 10, 64)
 	purpose, ok := d.sent[id]
 	if err != nil || !ok {
-		return []runs.Event{unparsed(line, "a response to no request of the client")}
+		return []runs.Event{runs.Unparsed(line, "a response to no request of the client")}
 	}
 	delete(d.sent, id)
 	switch purpose {
@@ -434,7 +435,7 @@ func (d *Decoder) classify(method string, e *RPCError) *runs.RunError {
 			return re
 		}
 	}
-	return runs.NewRunError(runs.APIError, fmt.Sprintf("%s answered %s with error %d: %s", d.agent(), method, e.Code, orText(e.Text(), "no message")), "")
+	return runs.NewRunError(runs.APIError, fmt.Sprintf("%s answered %s with error %d: %s", d.agent(), method, e.Code, cmp.Or(e.Text(), "no message")), "")
 }
 
 // promptAnswered ends the turn once every prompt of it answered.
@@ -595,12 +596,12 @@ func (d *Decoder) agentRequest(m *message, line []byte) []runs.Event {
 		// fs/* and terminal/* were advertised false; anything else is
 		// unknown. An error answer, so that the CLI never waits.
 		d.write(outResponse{JSONRPC: "2.0", ID: m.ID, Error: &RPCError{Code: codeMethodNotFound, Message: "method not supported by this client: " + m.Method}})
-		return []runs.Event{warning("acp_unsupported_request", fmt.Sprintf("%s asked for %s, which the gateway does not offer; it was answered with an error", d.agent(), m.Method))}
+		return []runs.Event{runs.Warning("acp_unsupported_request", fmt.Sprintf("%s asked for %s, which the gateway does not offer; it was answered with an error", d.agent(), m.Method))}
 	}
 	var p permissionParams
 	if err := json.Unmarshal(m.Params, &p); err != nil {
 		d.respond(m.ID, permissionOutcome{Outcome: outcome{Outcome: "cancelled"}})
-		return []runs.Event{unparsed(line, "session/request_permission params: "+err.Error()), warning("acp_permission_refused",
+		return []runs.Event{runs.Unparsed(line, "session/request_permission params: "+err.Error()), runs.Warning("acp_permission_refused",
 			"a permission request the gateway could not read was refused")}
 	}
 	if d.turn == nil || d.turn.cancelled {
@@ -623,7 +624,7 @@ func (d *Decoder) agentRequest(m *message, line []byte) []runs.Event {
 		}
 		d.respond(m.ID, permissionOutcome{Outcome: res})
 		d.denied[p.ToolCall.ToolCallID] = true
-		return append(evs, warning("approval_refused", fmt.Sprintf(
+		return append(evs, runs.Warning("approval_refused", fmt.Sprintf(
 			"%s asked to run %s (%s), which the run's permission level does not allow without approvals; it was refused",
 			d.agent(), d.toolName(p.ToolCall), clip.Text(p.ToolCall.Title, 200))))
 	}
@@ -648,11 +649,11 @@ func (d *Decoder) agentRequest(m *message, line []byte) []runs.Event {
 func (d *Decoder) sessionUpdate(m *message, line []byte) []runs.Event {
 	var p updateParams
 	if err := json.Unmarshal(m.Params, &p); err != nil || len(p.Update) == 0 {
-		return []runs.Event{unparsed(line, "session/update without an update")}
+		return []runs.Event{runs.Unparsed(line, "session/update without an update")}
 	}
 	var u update
 	if err := json.Unmarshal(p.Update, &u); err != nil {
-		return []runs.Event{unparsed(line, "session/update: "+err.Error())}
+		return []runs.Event{runs.Unparsed(line, "session/update: "+err.Error())}
 	}
 	if d.p.Update != nil {
 		if evs, ok := d.p.Update(u.SessionUpdate, p.Update); ok {
@@ -663,7 +664,7 @@ func (d *Decoder) sessionUpdate(m *message, line []byte) []runs.Event {
 	case "agent_message_chunk":
 		text, ok := textOf(u.Content)
 		if !ok {
-			return []runs.Event{unparsed(line, "agent_message_chunk without text content")}
+			return []runs.Event{runs.Unparsed(line, "agent_message_chunk without text content")}
 		}
 		evs := d.flushThought()
 		if d.turn != nil {
@@ -673,7 +674,7 @@ func (d *Decoder) sessionUpdate(m *message, line []byte) []runs.Event {
 	case "agent_thought_chunk":
 		text, ok := textOf(u.Content)
 		if !ok {
-			return []runs.Event{unparsed(line, "agent_thought_chunk without text content")}
+			return []runs.Event{runs.Unparsed(line, "agent_thought_chunk without text content")}
 		}
 		evs := d.flushText()
 		if d.turn != nil {
@@ -686,14 +687,14 @@ func (d *Decoder) sessionUpdate(m *message, line []byte) []runs.Event {
 	case "tool_call":
 		var tc ToolCall
 		if err := json.Unmarshal(p.Update, &tc); err != nil || tc.ToolCallID == "" {
-			return []runs.Event{unparsed(line, "tool_call without a toolCallId")}
+			return []runs.Event{runs.Unparsed(line, "tool_call without a toolCallId")}
 		}
 		evs := d.startTool(tc)
 		return append(evs, d.toolUpdate(tc)...)
 	case "tool_call_update":
 		var tc ToolCall
 		if err := json.Unmarshal(p.Update, &tc); err != nil || tc.ToolCallID == "" {
-			return []runs.Event{unparsed(line, "tool_call_update without a toolCallId")}
+			return []runs.Event{runs.Unparsed(line, "tool_call_update without a toolCallId")}
 		}
 		evs := d.startTool(tc)
 		return append(evs, d.toolUpdate(tc)...)
@@ -715,7 +716,7 @@ func (d *Decoder) sessionUpdate(m *message, line []byte) []runs.Event {
 		// fill: nothing a run reports.
 		return nil
 	}
-	return []runs.Event{unparsed(line, fmt.Sprintf("unknown session/update %q", u.SessionUpdate))}
+	return []runs.Event{runs.Unparsed(line, fmt.Sprintf("unknown session/update %q", u.SessionUpdate))}
 }
 
 // startTool emits tool_call.started the first time a tool call is seen
@@ -938,7 +939,7 @@ func (d *Decoder) toolName(tc ToolCall) string {
 	if n, ok := d.named[tc.ToolCallID]; ok {
 		return n
 	}
-	return orText(tc.Kind, orText(tc.Title, "tool"))
+	return cmp.Or(tc.Kind, cmp.Or(tc.Title, "tool"))
 }
 
 func (d *Decoder) toolInput(tc ToolCall) json.RawMessage {
@@ -1060,19 +1061,4 @@ func approvalLess(a, b string) bool {
 		return len(a) < len(b)
 	}
 	return a < b
-}
-
-func unparsed(line []byte, reason string) runs.Event {
-	return runs.NewEvent(runs.EventAgentUnparsed, runs.UnparsedData{Line: string(line), Bytes: len(line), Reason: reason})
-}
-
-func warning(code, msg string) runs.Event {
-	return runs.NewEvent(runs.EventWarning, runs.WarningData{Code: code, Message: msg})
-}
-
-func orText(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

@@ -439,7 +439,7 @@ func TestFinishMidTurn(t *testing.T) {
 func TestUnknownLines(t *testing.T) {
 	s := newScript(t, Profile{Agent: "fake", Update: func(kind string, u json.RawMessage) ([]runs.Event, bool) {
 		if kind == "custom" {
-			return []runs.Event{warning("custom", string(u))}, true
+			return []runs.Event{runs.Warning("custom", string(u))}, true
 		}
 		return nil, false
 	}})

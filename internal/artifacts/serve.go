@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentgate/agentgate/internal/clip"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -104,16 +105,16 @@ func (k *Keeper) OpenFile(r runs.Run, path string) (*os.File, fs.FileInfo, error
 	case errors.Is(err, ErrInvalidPath):
 		return nil, nil, invalidPath(path, err)
 	case errors.Is(err, ErrFileNotFound):
-		return nil, nil, errorf(CodeFileNotFound, "no file %q in the run's directory", clipPath(path))
+		return nil, nil, errorf(CodeFileNotFound, "no file %q in the run's directory", clip.Text(path, 200))
 	case err != nil:
-		return nil, nil, fmt.Errorf("open %q of run %s: %w", clipPath(path), r.ID, err)
+		return nil, nil, fmt.Errorf("open %q of run %s: %w", clip.Text(path, 200), r.ID, err)
 	}
 	return f, fi, nil
 }
 
 func invalidPath(path string, err error) error {
 	return errorf(CodeInvalidPath, "the path %q is not a file's place in the run's directory: %s",
-		clipPath(path), strings.TrimPrefix(err.Error(), ErrInvalidPath.Error()+": "))
+		clip.Text(path, 200), strings.TrimPrefix(err.Error(), ErrInvalidPath.Error()+": "))
 }
 
 // WriteArchive writes r's directory, as it is now, to w as a gzipped tar.
@@ -173,13 +174,6 @@ func (k *Keeper) gone(r runs.Run) error {
 func realPath(p string) string {
 	if r, err := filepath.EvalSymlinks(p); err == nil {
 		return r
-	}
-	return p
-}
-
-func clipPath(p string) string {
-	if len(p) > 200 {
-		return p[:200] + "…"
 	}
 	return p
 }

@@ -18,6 +18,7 @@ func TestText(t *testing.T) {
 		{"héllo", 2, "h…"}, // é is two bytes: a cut inside it moves back
 		{"héllo", 3, "hé…"},
 		{"日本語", 4, "日…"},
+		{"€€", 4, "€…"}, // € is three bytes
 		{"abc", 0, "…"},
 		{"abc", -1, "…"},
 		{"", 0, ""},

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/agentgate/agentgate/internal/clip"
 	"github.com/agentgate/agentgate/internal/files"
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -120,19 +121,12 @@ func (s *Supervisor) attachedFile(ctx context.Context, tenant, at string, a runs
 	f, err := s.cfg.Uploads.Get(ctx, tenant, a.FileID)
 	if errors.Is(err, runs.ErrNotFound) {
 		return files.File{}, &files.Refusal{Code: files.NotFound, Field: at,
-			Reason: fmt.Sprintf("no file %q: it was never uploaded by this tenant, or it expired or was deleted", clipID(a.FileID))}
+			Reason: fmt.Sprintf("no file %q: it was never uploaded by this tenant, or it expired or was deleted", clip.Text(a.FileID, 64))}
 	}
 	if err != nil {
 		return files.File{}, fmt.Errorf("read file %s: %w", a.FileID, err)
 	}
 	return f, nil
-}
-
-func clipID(id string) string {
-	if len(id) > 64 {
-		return id[:64] + "…"
-	}
-	return id
 }
 
 // attachmentsDir is where a run's images are written, under its temporary
@@ -154,7 +148,7 @@ func (s *Supervisor) materialise(ctx context.Context, tenant, tmp string, atts [
 	for _, a := range atts {
 		if !files.ValidID(a.FileID) {
 			// The id names a file under dir: nothing but an id may.
-			return nil, fmt.Errorf("attachment %q: %w", clipID(a.FileID), runs.ErrNotFound)
+			return nil, fmt.Errorf("attachment %q: %w", clip.Text(a.FileID, 64), runs.ErrNotFound)
 		}
 		data, err := s.fileData(ctx, tenant, a.FileID)
 		if err != nil {

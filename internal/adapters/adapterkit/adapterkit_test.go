@@ -11,50 +11,6 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-func TestClip(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		n    int
-		want string
-	}{
-		{"short", 10, "short"},
-		{"exactly", 7, "exactly"},
-		{"abcdef", 3, "abc…"},
-		{"", 0, ""},
-		{"ab", 0, "…"},
-		// "é" is two bytes: a cut inside it backs off to its start.
-		{"aébc", 2, "a…"},
-		{"aébc", 3, "aé…"},
-		// "€" is three bytes.
-		{"€€", 4, "€…"},
-	} {
-		if got := Clip(c.in, c.n); got != c.want {
-			t.Errorf("Clip(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
-		}
-	}
-}
-
-func FuzzClip(f *testing.F) {
-	f.Add("aébc€x", 3)
-	f.Add("plain", 2)
-	f.Fuzz(func(t *testing.T, s string, n int) {
-		if n < 0 || !utf8.ValidString(s) {
-			return
-		}
-		got := Clip(s, n)
-		if len(s) <= n {
-			if got != s {
-				t.Fatalf("Clip(%q, %d) = %q, want it unchanged", s, n, got)
-			}
-			return
-		}
-		body, ok := strings.CutSuffix(got, "…")
-		if !ok || len(body) > n || !strings.HasPrefix(s, body) || !utf8.ValidString(got) {
-			t.Fatalf("Clip(%q, %d) = %q: want a valid prefix of at most %d bytes and a mark", s, n, got, n)
-		}
-	})
-}
-
 func TestIsELF(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string) string {

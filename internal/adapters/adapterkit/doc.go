@@ -2,8 +2,7 @@
 // copilot, gemini, opencode) do the same way, so that it exists once:
 // the default permission level, the shared part of Describe, parsing a
 // CLI's version output, telling a native binary from a launcher script,
-// clipping text for a message, and the error class of a model request's
-// HTTP status.
+// and the error class of a model request's HTTP status.
 //
 // What differs between CLIs stays in their adapters and reaches this
 // package as a parameter: a CLI's version pattern, whether only the first

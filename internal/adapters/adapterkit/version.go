@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"regexp"
+
+	"github.com/agentgate/agentgate/internal/clip"
 )
 
 // VersionParser reads the version out of what a CLI prints for its
@@ -29,7 +31,7 @@ func (p VersionParser) Parse(output []byte) (string, error) {
 	}
 	m := p.Pattern.FindSubmatch(text)
 	if len(m) < 2 {
-		return "", fmt.Errorf("%s: unrecognised output %q", p.Command, Clip(string(output), 80))
+		return "", fmt.Errorf("%s: unrecognised output %q", p.Command, clip.Text(string(output), 80))
 	}
 	return string(m[1]), nil
 }

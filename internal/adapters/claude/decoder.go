@@ -57,7 +57,7 @@ func (d *decoder) Decode(line []byte) []runs.Event {
 func (d *decoder) decodeLine(line []byte) []runs.Event {
 	var l wireLine
 	if err := json.Unmarshal(line, &l); err != nil {
-		return []runs.Event{unparsed(line, "invalid JSON: "+err.Error())}
+		return []runs.Event{runs.Unparsed(line, "invalid JSON: "+err.Error())}
 	}
 	var evs []runs.Event
 	switch l.Type {
@@ -78,9 +78,9 @@ func (d *decoder) decodeLine(line []byte) []runs.Event {
 		// subagent's call the envelope's parent names.
 		return toolProgress(&l, line)
 	case "":
-		return []runs.Event{unparsed(line, "no type field")}
+		return []runs.Event{runs.Unparsed(line, "no type field")}
 	default:
-		return []runs.Event{unparsed(line, fmt.Sprintf("unknown type %q", l.Type))}
+		return []runs.Event{runs.Unparsed(line, fmt.Sprintf("unknown type %q", l.Type))}
 	}
 	parent := ""
 	if l.ParentToolUseID != nil {
@@ -124,7 +124,7 @@ func (d *decoder) system(l *wireLine, line []byte) []runs.Event {
 			msg += fmt.Sprintf(", status %d", status)
 		}
 		msg += fmt.Sprintf("); retry %d of %d in %d ms", l.Attempt, l.MaxRetries, l.RetryDelayMS)
-		return []runs.Event{warning("api_retry", msg)}
+		return []runs.Event{runs.Warning("api_retry", msg)}
 	case "permission_denied":
 		var msg string
 		_ = json.Unmarshal(l.Message, &msg) // a non-string message leaves the tool name alone
@@ -132,26 +132,26 @@ func (d *decoder) system(l *wireLine, line []byte) []runs.Event {
 		if msg != "" {
 			text += ": " + msg
 		}
-		return []runs.Event{warning("permission_denied", text)}
+		return []runs.Event{runs.Warning("permission_denied", text)}
 	case "thinking_tokens", "status", "task_started", "task_progress", "task_updated", "task_notification":
 		// Progress the events already convey: estimated thinking
 		// tokens, "requesting" before each API call, and the
 		// lifecycle of a tool's process.
 		return nil
 	case "":
-		return []runs.Event{unparsed(line, "system line without subtype")}
+		return []runs.Event{runs.Unparsed(line, "system line without subtype")}
 	}
-	return []runs.Event{unparsed(line, fmt.Sprintf("unknown system subtype %q", l.Subtype))}
+	return []runs.Event{runs.Unparsed(line, fmt.Sprintf("unknown system subtype %q", l.Subtype))}
 }
 
 func (d *decoder) assistant(l *wireLine, line []byte) []runs.Event {
 	var m wireMessage
 	var blocks []wireBlock
 	if err := json.Unmarshal(l.Message, &m); err != nil {
-		return []runs.Event{unparsed(line, "assistant message: "+err.Error())}
+		return []runs.Event{runs.Unparsed(line, "assistant message: "+err.Error())}
 	}
 	if err := json.Unmarshal(m.Content, &blocks); err != nil {
-		return []runs.Event{unparsed(line, "assistant content: "+err.Error())}
+		return []runs.Event{runs.Unparsed(line, "assistant content: "+err.Error())}
 	}
 	if l.Error != "" || l.IsAPIErrorMessage {
 		// A synthetic line standing for a failed API call: its text is
@@ -189,7 +189,7 @@ func (d *decoder) assistant(l *wireLine, line []byte) []runs.Event {
 			data.MCPServer, data.MCPTool, _ = mcpTool(b.Name, d.inv.Spec.MCPServers)
 			evs = append(evs, runs.NewEvent(runs.EventToolCallStarted, data))
 		default:
-			evs = append(evs, unparsed(line, fmt.Sprintf("unknown assistant block type %q", b.Type)))
+			evs = append(evs, runs.Unparsed(line, fmt.Sprintf("unknown assistant block type %q", b.Type)))
 		}
 	}
 	return evs
@@ -198,7 +198,7 @@ func (d *decoder) assistant(l *wireLine, line []byte) []runs.Event {
 func (d *decoder) user(l *wireLine, line []byte) []runs.Event {
 	var m wireMessage
 	if err := json.Unmarshal(l.Message, &m); err != nil {
-		return []runs.Event{unparsed(line, "user message: "+err.Error())}
+		return []runs.Event{runs.Unparsed(line, "user message: "+err.Error())}
 	}
 	var blocks []wireBlock
 	if json.Unmarshal(m.Content, &blocks) != nil {
@@ -233,7 +233,7 @@ func (d *decoder) user(l *wireLine, line []byte) []runs.Event {
 
 func (d *decoder) streamEvent(l *wireLine, line []byte) []runs.Event {
 	if l.Event == nil {
-		return []runs.Event{unparsed(line, "stream_event without event")}
+		return []runs.Event{runs.Unparsed(line, "stream_event without event")}
 	}
 	switch l.Event.Type {
 	case "message_start":
@@ -334,7 +334,7 @@ func (d *decoder) resultLine(l *wireLine) []runs.Event {
 		for _, p := range l.PermissionDenials {
 			names = append(names, p.ToolName)
 		}
-		evs = append(evs, warning("permission_denials", fmt.Sprintf(
+		evs = append(evs, runs.Warning("permission_denials", fmt.Sprintf(
 			"%d tool call(s) were refused by the permission level: %s", len(names), strings.Join(names, ", "))))
 	}
 	return evs
@@ -342,7 +342,7 @@ func (d *decoder) resultLine(l *wireLine) []runs.Event {
 
 func (d *decoder) rateLimit(l *wireLine, line []byte) []runs.Event {
 	if l.RateLimitInfo == nil {
-		return []runs.Event{unparsed(line, "rate_limit_event without rate_limit_info")}
+		return []runs.Event{runs.Unparsed(line, "rate_limit_event without rate_limit_info")}
 	}
 	info := l.RateLimitInfo
 	switch info.Status {
@@ -350,13 +350,13 @@ func (d *decoder) rateLimit(l *wireLine, line []byte) []runs.Event {
 		// The subscription's limits are not near: nothing to report.
 		return nil
 	case "allowed_warning":
-		return []runs.Event{warning("rate_limit_warning", fmt.Sprintf(
+		return []runs.Event{runs.Warning("rate_limit_warning", fmt.Sprintf(
 			"the account is close to its %s usage limit (resets at unix time %d)", orUnknown(info.RateLimitType), info.ResetsAt))}
 	case "rejected":
 		return []runs.Event{runs.NewEvent(runs.EventRateLimit, runs.RateLimitData{
 			Error: "rejected: " + orUnknown(info.RateLimitType) + " limit reached"})}
 	}
-	return []runs.Event{unparsed(line, fmt.Sprintf("unknown rate limit status %q", info.Status))}
+	return []runs.Event{runs.Unparsed(line, fmt.Sprintf("unknown rate limit status %q", info.Status))}
 }
 
 // toolProgress maps a tool_progress line. The CLI prints one every 30 s
@@ -371,13 +371,13 @@ func toolProgress(l *wireLine, line []byte) []runs.Event {
 		call = *l.ParentToolUseID
 	}
 	if call == "" {
-		return []runs.Event{unparsed(line, "tool_progress without tool_use_id")}
+		return []runs.Event{runs.Unparsed(line, "tool_progress without tool_use_id")}
 	}
 	if l.SubagentRetry != nil {
 		return []runs.Event{subagentRetry(l, call)}
 	}
 	if l.ElapsedTimeSeconds == nil {
-		return []runs.Event{unparsed(line, "tool_progress without elapsed_time_seconds")}
+		return []runs.Event{runs.Unparsed(line, "tool_progress without elapsed_time_seconds")}
 	}
 	if *l.ElapsedTimeSeconds <= 0 {
 		// A resolved subagent retry, a script's status: no time to tell.
@@ -408,7 +408,7 @@ func subagentRetry(l *wireLine, call string) runs.Event {
 		ev = runs.NewEvent(runs.EventRateLimit, runs.RateLimitData{
 			Attempt: r.Attempt, MaxRetries: r.MaxRetries, RetryDelayMS: r.RetryDelayMS, Status: status, Error: orUnknown(r.ErrorCategory)})
 	} else {
-		ev = warning("subagent_api_retry", fmt.Sprintf("subagent %s: API request failed (%s, status %d); retry %d of %d in %d ms",
+		ev = runs.Warning("subagent_api_retry", fmt.Sprintf("subagent %s: API request failed (%s, status %d); retry %d of %d in %d ms",
 			orUnknown(l.SubagentType), orUnknown(r.ErrorCategory), status, r.Attempt, r.MaxRetries, r.RetryDelayMS))
 	}
 	ev.SessionID, ev.ParentToolCallID = l.SessionID, call
@@ -506,14 +506,6 @@ func textOf(blocks []wireBlock) string {
 		}
 	}
 	return strings.Join(parts, "\n")
-}
-
-func unparsed(line []byte, reason string) runs.Event {
-	return runs.NewEvent(runs.EventAgentUnparsed, runs.UnparsedData{Line: string(line), Bytes: len(line), Reason: reason})
-}
-
-func warning(code, msg string) runs.Event {
-	return runs.NewEvent(runs.EventWarning, runs.WarningData{Code: code, Message: msg})
 }
 
 func orUnknown(s string) string {

@@ -1,6 +1,7 @@
 package claude
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"strings"
@@ -104,12 +105,12 @@ func (d *decoder) classifyResult(r *wireLine, stderr string) *runs.RunError {
 		msg = strings.Join(readableErrors(r.Errors), "; ")
 	}
 	if d.notLoggedIn(stderr) || (r.IsError && strings.Contains(r.Result, notLoggedIn)) || strings.HasPrefix(r.Result, notLoggedIn) {
-		return runs.NewRunError(runs.NotAuthenticated, orText(msg, notLoggedIn), hintAuth)
+		return runs.NewRunError(runs.NotAuthenticated, cmp.Or(msg, notLoggedIn), hintAuth)
 	}
 	// A refusal is the model's, not an API failure: the CLI may report
 	// it as a plain success.
 	if r.StopReason != nil && *r.StopReason == "refusal" {
-		return runs.NewRunError(runs.Refused, orText(msg, "the model refused the request"), "")
+		return runs.NewRunError(runs.Refused, cmp.Or(msg, "the model refused the request"), "")
 	}
 	if !r.IsError && (r.Subtype == "success" || r.Subtype == "") {
 		return nil
@@ -122,28 +123,28 @@ func (d *decoder) classifyResult(r *wireLine, stderr string) *runs.RunError {
 	case r.Subtype == "error_max_turns" || r.TerminalReason == "max_turns":
 		// The CLI's own --max-turns stopped it; the message names the
 		// budget as the gateway's do.
-		e := runs.NewRunError(runs.MaxTurns, runs.BudgetMaxTurns+" reached: "+orText(msg, "reached the maximum number of turns"), hintMaxTurns)
+		e := runs.NewRunError(runs.MaxTurns, runs.BudgetMaxTurns+" reached: "+cmp.Or(msg, "reached the maximum number of turns"), hintMaxTurns)
 		e.Budget = runs.BudgetMaxTurns
 		return e
 	case r.Subtype == "error_max_budget_usd" || r.TerminalReason == "budget_exhausted":
-		e := runs.NewRunError(runs.BudgetExceeded, runs.BudgetMaxBudgetUSD+" reached: "+orText(msg, "reached the maximum budget"), hintBudget)
+		e := runs.NewRunError(runs.BudgetExceeded, runs.BudgetMaxBudgetUSD+" reached: "+cmp.Or(msg, "reached the maximum budget"), hintBudget)
 		e.Budget = runs.BudgetMaxBudgetUSD
 		return e
 	case r.TerminalReason == "aborted_tools" || r.TerminalReason == "aborted_streaming":
-		return runs.NewRunError(runs.Interrupted, orText(msg, "the run was interrupted ("+r.TerminalReason+")"), hintInterrupt)
+		return runs.NewRunError(runs.Interrupted, cmp.Or(msg, "the run was interrupted ("+r.TerminalReason+")"), hintInterrupt)
 	case strings.Contains(msg, "No conversation found with session ID"):
 		return runs.NewRunError(runs.SessionNotFound, msg, hintResume)
 	case status != 0 || d.apiError != "" || r.TerminalReason == "api_error" || r.TerminalReason == "image_error" ||
 		r.TerminalReason == "model_error" || r.TerminalReason == "prompt_too_long":
-		return classifyAPI(status, d.apiError, orText(msg, d.apiErrorText))
+		return classifyAPI(status, d.apiError, cmp.Or(msg, d.apiErrorText))
 	}
-	return runs.NewRunError(runs.AgentCrashed, orText(msg, fmt.Sprintf("%s (%s)", r.Subtype, r.TerminalReason)), hintCrash)
+	return runs.NewRunError(runs.AgentCrashed, cmp.Or(msg, fmt.Sprintf("%s (%s)", r.Subtype, r.TerminalReason)), hintCrash)
 }
 
 // classifyAPI classifies a failed API call from its HTTP status, when the
 // CLI reports one, and otherwise from the assistant line's error kind.
 func classifyAPI(status int, kind, msg string) *runs.RunError {
-	msg = orText(msg, fmt.Sprintf("API error (%s)", orUnknown(kind)))
+	msg = cmp.Or(msg, fmt.Sprintf("API error (%s)", orUnknown(kind)))
 	class, ok := adapterkit.StatusClass(status)
 	if !ok {
 		class = kindClass(kind, msg)
@@ -176,7 +177,7 @@ func (d *decoder) classifyNoResult(exit runs.Exit, stderr string) *runs.RunError
 	last := lastLines(stderr, 3)
 	switch {
 	case d.notLoggedIn(stderr):
-		return runs.NewRunError(runs.NotAuthenticated, orText(d.apiErrorText, notLoggedIn), hintAuth)
+		return runs.NewRunError(runs.NotAuthenticated, cmp.Or(d.apiErrorText, notLoggedIn), hintAuth)
 	case exit.Signal != "":
 		return runs.NewRunError(runs.ProcessKilled, fmt.Sprintf("claude was killed by %s", exit.Signal), "")
 	case d.apiError != "":
@@ -253,11 +254,4 @@ func readableErrors(errs []string) []string {
 		}
 	}
 	return out
-}
-
-func orText(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

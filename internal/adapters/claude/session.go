@@ -299,7 +299,7 @@ func (s *session) Decode(line []byte) []runs.Event {
 	}
 	var l wireLine
 	if err := json.Unmarshal(trimmed, &l); err != nil {
-		return []runs.Event{unparsed(trimmed, "invalid JSON: "+err.Error())}
+		return []runs.Event{runs.Unparsed(trimmed, "invalid JSON: "+err.Error())}
 	}
 	switch l.Type {
 	case "control_request":
@@ -345,14 +345,14 @@ func (s *session) runFigures(evs []runs.Event) []runs.Event {
 
 func (s *session) controlRequest(l *wireLine, line []byte) []runs.Event {
 	if l.Request == nil || l.RequestID == "" {
-		return []runs.Event{unparsed(line, "control_request without request or request_id")}
+		return []runs.Event{runs.Unparsed(line, "control_request without request or request_id")}
 	}
 	if l.Request.Subtype != "can_use_tool" {
 		// Hooks, MCP messages: nothing the adapter registered for.
 		b, _ := json.Marshal(map[string]any{"type": "control_response", "response": map[string]any{
 			"subtype": "error", "request_id": l.RequestID, "error": "not supported by this client: " + l.Request.Subtype}})
 		s.send(append(b, '\n'))
-		return []runs.Event{unparsed(line, fmt.Sprintf("control request %q answered as unsupported", l.Request.Subtype))}
+		return []runs.Event{runs.Unparsed(line, fmt.Sprintf("control request %q answered as unsupported", l.Request.Subtype))}
 	}
 	r := l.Request
 	if !s.d.inv.Spec.Asks() {
@@ -360,7 +360,7 @@ func (s *session) controlRequest(l *wireLine, line []byte) []runs.Event {
 		// and should not ask; should it ask anyway, nobody will answer.
 		s.answered[l.RequestID] = true
 		s.send(controlResponse(l.RequestID, map[string]any{"behavior": "deny", "message": "approvals are off for this run"}))
-		return []runs.Event{warning("permission_denied", r.ToolName+" was refused: approvals are off for this run")}
+		return []runs.Event{runs.Warning("permission_denied", r.ToolName+" was refused: approvals are off for this run")}
 	}
 	s.approvalN++
 	id := fmt.Sprintf("approval_%d", s.approvalN)
@@ -398,7 +398,7 @@ func (s *session) cancelRequest(l *wireLine) []runs.Event {
 // --replay-user-messages the CLI repeats it).
 func (s *session) controlResponseLine(l *wireLine, line []byte) []runs.Event {
 	if l.Response == nil {
-		return []runs.Event{unparsed(line, "control_response without response")}
+		return []runs.Event{runs.Unparsed(line, "control_response without response")}
 	}
 	if s.stopping {
 		// The answer to the run's interrupt, or the last echo before
@@ -411,7 +411,7 @@ func (s *session) controlResponseLine(l *wireLine, line []byte) []runs.Event {
 		return nil
 	}
 	if l.Response.Subtype == "error" {
-		return []runs.Event{warning("control_error", "claude refused a control request: "+l.Response.Error)}
+		return []runs.Event{runs.Warning("control_error", "claude refused a control request: "+l.Response.Error)}
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
+	"github.com/agentgate/agentgate/internal/clip"
 	"github.com/agentgate/agentgate/internal/probe"
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -299,7 +300,7 @@ func (*Adapter) Preflight(ctx context.Context, inv runs.Invocation, env []string
 		return runs.NewRunError(runs.AgentCrashed, "`codex login status` failed: "+err.Error(), "")
 	}
 	return runs.NewRunError(runs.NotAuthenticated,
-		fmt.Sprintf("Codex is not logged in (`codex login status`: %s)", adapterkit.Clip(lastLine(out), 200)),
+		fmt.Sprintf("Codex is not logged in (`codex login status`: %s)", clip.Text(lastLine(out), 200)),
 		fmt.Sprintf("log in once with `CODEX_HOME=%s codex login` (or `codex login --with-api-key`), set OPENAI_API_KEY or CODEX_API_KEY for the gateway, "+
 			"or configure a model provider in %s", inv.Home, config))
 }

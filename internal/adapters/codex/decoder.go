@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
+	"github.com/agentgate/agentgate/internal/clip"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -203,7 +204,7 @@ func (d *decoder) Decode(line []byte) []runs.Event {
 	}
 	var m message
 	if err := json.Unmarshal(line, &m); err != nil {
-		return []runs.Event{unparsed(line, "not JSON: "+err.Error())}
+		return []runs.Event{runs.Unparsed(line, "not JSON: "+err.Error())}
 	}
 	hasID := len(m.ID) > 0 && string(m.ID) != "null"
 	switch {
@@ -214,7 +215,7 @@ func (d *decoder) Decode(line []byte) []runs.Event {
 	case m.Method != "":
 		return d.notification(line, m)
 	}
-	return []runs.Event{unparsed(line, "neither a response, a request nor a notification")}
+	return []runs.Event{runs.Unparsed(line, "neither a response, a request nor a notification")}
 }
 
 // response handles the answer to one of the decoder's requests.
@@ -225,7 +226,7 @@ func (d *decoder) response(line []byte, m message) []runs.Event {
 	delete(d.calls, id)
 	d.mu.Unlock()
 	if err != nil || !ok {
-		return []runs.Event{unparsed(line, "response to an id the gateway never sent")}
+		return []runs.Event{runs.Unparsed(line, "response to an id the gateway never sent")}
 	}
 	if m.Error != nil {
 		return d.failedRequest(method, *m.Error)
@@ -238,7 +239,7 @@ func (d *decoder) response(line []byte, m message) []runs.Event {
 	case methodThreadStart, methodThreadResume:
 		var r threadResult
 		if err := json.Unmarshal(m.Result, &r); err != nil || r.Thread.ID == "" {
-			return []runs.Event{unparsed(line, "thread result without a thread id")}
+			return []runs.Event{runs.Unparsed(line, "thread result without a thread id")}
 		}
 		d.mu.Lock()
 		d.rootThread = r.Thread.ID
@@ -337,9 +338,9 @@ func (d *decoder) failedRequest(method string, e rpcError) []runs.Event {
 		// The turn ended before the interrupt arrived; the stop goes on
 		// with signals if needed.
 		d.interruptAnswered()
-		return []runs.Event{warning("interrupt_refused", fmt.Sprintf("turn/interrupt: %s", e.Message))}
+		return []runs.Event{runs.Warning("interrupt_refused", fmt.Sprintf("turn/interrupt: %s", e.Message))}
 	case methodTurnSteer:
-		return []runs.Event{warning("steer_refused", fmt.Sprintf("turn/steer: %s", e.Message))}
+		return []runs.Event{runs.Warning("steer_refused", fmt.Sprintf("turn/steer: %s", e.Message))}
 	case methodTurnStart:
 		if d.interactive && d.turns > 0 {
 			return d.turnRefused(e)
@@ -374,7 +375,7 @@ func (d *decoder) serverRequest(m message) []runs.Event {
 		r.Error = &rpcError{Code: codeMethodNotFound, Message: "agentgate runs headless and answers no " + m.Method + " request"}
 	}
 	d.send(r)
-	return []runs.Event{warning("request_declined",
+	return []runs.Event{runs.Warning("request_declined",
 		fmt.Sprintf("Codex asked the client %q; a headless run declines every request", m.Method))}
 }
 
@@ -392,13 +393,13 @@ func (d *decoder) notification(line []byte, m message) []runs.Event {
 	case "item/started", "item/completed":
 		var n itemNotification
 		if err := json.Unmarshal(m.Params, &n); err != nil {
-			return []runs.Event{unparsed(line, "item without an item: "+err.Error())}
+			return []runs.Event{runs.Unparsed(line, "item without an item: "+err.Error())}
 		}
 		return d.scope(n.ThreadID, d.item(n.Item, m.Method == "item/completed", n.ThreadID))
 	case "item/agentMessage/delta":
 		var n deltaNotification
 		if err := json.Unmarshal(m.Params, &n); err != nil {
-			return []runs.Event{unparsed(line, err.Error())}
+			return []runs.Event{runs.Unparsed(line, err.Error())}
 		}
 		d.messages[n.ItemID] = true
 		return d.scope(n.ThreadID, []runs.Event{runs.NewEvent(runs.EventMessageDelta,
@@ -406,13 +407,13 @@ func (d *decoder) notification(line []byte, m message) []runs.Event {
 	case "item/reasoning/summaryTextDelta", "item/reasoning/textDelta":
 		var n deltaNotification
 		if err := json.Unmarshal(m.Params, &n); err != nil {
-			return []runs.Event{unparsed(line, err.Error())}
+			return []runs.Event{runs.Unparsed(line, err.Error())}
 		}
 		return d.scope(n.ThreadID, []runs.Event{runs.NewEvent(runs.EventReasoningDelta, runs.DeltaData{ID: n.ItemID, Text: n.Delta})})
 	case "item/commandExecution/outputDelta":
 		var n deltaNotification
 		if err := json.Unmarshal(m.Params, &n); err != nil {
-			return []runs.Event{unparsed(line, err.Error())}
+			return []runs.Event{runs.Unparsed(line, err.Error())}
 		}
 		return d.scope(n.ThreadID, []runs.Event{runs.NewEvent(runs.EventToolCallOutput, runs.DeltaData{ID: n.ItemID, Text: n.Delta})})
 	case "item/fileChange/outputDelta", "item/plan/delta", "item/mcpToolCall/progress",
@@ -451,17 +452,17 @@ func (d *decoder) notification(line []byte, m message) []runs.Event {
 			// sandboxed by the bubblewrap Codex bundles.
 			return nil
 		}
-		return d.scope(n.ThreadID, []runs.Event{warning(kebab(m.Method), msg)})
+		return d.scope(n.ThreadID, []runs.Event{runs.Warning(kebab(m.Method), msg)})
 	case "account/rateLimits/updated":
 		return d.rateLimits(m)
 	case "model/rerouted":
-		return []runs.Event{warning("model_rerouted", string(m.Params))}
+		return []runs.Event{runs.Warning("model_rerouted", string(m.Params))}
 	case "thread/compacted", "account/updated", "thread/settings/updated", "mcpServer/oauthLogin/completed",
 		"model/verification", "turn/moderationMetadata", "thread/closed", "thread/archived",
 		"thread/goal/updated", "thread/goal/cleared", "thread/readState/changed":
 		return nil
 	}
-	return []runs.Event{unparsed(line, "notification the adapter does not map: "+adapterkit.Clip(m.Method, 80))}
+	return []runs.Event{runs.Unparsed(line, "notification the adapter does not map: "+clip.Text(m.Method, 80))}
 }
 
 // isRoot reports whether thread is the run's own thread.
@@ -522,7 +523,7 @@ func (d *decoder) item(it item, completed bool, thread string) []runs.Event {
 		return d.toolItem(it, completed, it.Type, map[string]string{})
 	}
 	raw, _ := json.Marshal(it)
-	return []runs.Event{unparsed(raw, "item type the adapter does not map: "+adapterkit.Clip(it.Type, 80))}
+	return []runs.Event{runs.Unparsed(raw, "item type the adapter does not map: "+clip.Text(it.Type, 80))}
 }
 
 // agentMessageItem is a message once completed; the root thread's last
@@ -722,7 +723,7 @@ func changeKind(k string) string {
 func (d *decoder) tokenUsage(line []byte, m message) []runs.Event {
 	var n tokenUsageNotification
 	if err := json.Unmarshal(m.Params, &n); err != nil {
-		return []runs.Event{unparsed(line, err.Error())}
+		return []runs.Event{runs.Unparsed(line, err.Error())}
 	}
 	if d.isRoot(n.ThreadID) {
 		// thread/resume replays the thread's last usage, under its last
@@ -754,7 +755,7 @@ func nonNeg(n int64) int64 { return max(n, 0) }
 func (d *decoder) plan(line []byte, m message) []runs.Event {
 	var n planNotification
 	if err := json.Unmarshal(m.Params, &n); err != nil {
-		return []runs.Event{unparsed(line, err.Error())}
+		return []runs.Event{runs.Unparsed(line, err.Error())}
 	}
 	steps := make([]runs.PlanStep, 0, len(n.Plan))
 	for _, s := range n.Plan {
@@ -776,7 +777,7 @@ func (d *decoder) plan(line []byte, m message) []runs.Event {
 func (d *decoder) turnCompleted(line []byte, m message) []runs.Event {
 	var n turnNotification
 	if err := json.Unmarshal(m.Params, &n); err != nil {
-		return []runs.Event{unparsed(line, err.Error())}
+		return []runs.Event{runs.Unparsed(line, err.Error())}
 	}
 	d.mu.Lock()
 	root := n.ThreadID == d.rootThread && d.turnActive && (d.rootTurn == "" || n.Turn.ID == d.rootTurn)
@@ -809,7 +810,7 @@ func (d *decoder) turnCompleted(line []byte, m message) []runs.Event {
 func (d *decoder) errorNotification(line []byte, m message) []runs.Event {
 	var n errorNotification
 	if err := json.Unmarshal(m.Params, &n); err != nil {
-		return []runs.Event{unparsed(line, err.Error())}
+		return []runs.Event{runs.Unparsed(line, err.Error())}
 	}
 	if !n.WillRetry {
 		if d.isRoot(n.ThreadID) {
@@ -821,7 +822,7 @@ func (d *decoder) errorNotification(line []byte, m message) []runs.Event {
 	if c.class == runs.RateLimited {
 		return d.scope(n.ThreadID, []runs.Event{runs.NewEvent(runs.EventRateLimit, runs.RateLimitData{Status: c.status, Error: n.Error.Message})})
 	}
-	return d.scope(n.ThreadID, []runs.Event{warning("retrying", n.Error.Message)})
+	return d.scope(n.ThreadID, []runs.Event{runs.Warning("retrying", n.Error.Message)})
 }
 
 // rateLimits reports an account limit that was reached. Codex sends a
@@ -874,14 +875,6 @@ func kebab(method string) string {
 		}
 	}
 	return b.String()
-}
-
-func unparsed(line []byte, reason string) runs.Event {
-	return runs.NewEvent(runs.EventAgentUnparsed, runs.UnparsedData{Line: string(line), Bytes: len(line), Reason: reason})
-}
-
-func warning(code, msg string) runs.Event {
-	return runs.NewEvent(runs.EventWarning, runs.WarningData{Code: code, Message: msg})
 }
 
 // isBundledBubblewrapNotice reports whether a configWarning is the one

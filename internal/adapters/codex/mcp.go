@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
+	"github.com/agentgate/agentgate/internal/clip"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -34,7 +34,7 @@ func checkMCPServers(servers map[string]runs.MCPServer, operator []string) error
 		}
 		if !mcpName.MatchString(name) {
 			return runs.Invalid(runs.FieldMCPServers,
-				fmt.Sprintf("server name %q: codex takes letters, digits, '_' and '-' only (at most 64)", adapterkit.Clip(name, 80)))
+				fmt.Sprintf("server name %q: codex takes letters, digits, '_' and '-' only (at most 64)", clip.Text(name, 80)))
 		}
 		if (s.Command == "") == (s.URL == "") {
 			return runs.Invalid(runs.FieldMCPServers, fmt.Sprintf("server %q: give either a command or a url", name))
@@ -163,7 +163,7 @@ func (d *decoder) mcpStatus(m message) []runs.Event {
 	}
 	msg := fmt.Sprintf("MCP server %q did not start; the run goes on without its tools", n.Name)
 	if n.Error != "" {
-		msg += ": " + adapterkit.Clip(n.Error, 500)
+		msg += ": " + clip.Text(n.Error, 500)
 	}
-	return d.scope(n.ThreadID, []runs.Event{warning("mcp_server_failed", msg)})
+	return d.scope(n.ThreadID, []runs.Event{runs.Warning("mcp_server_failed", msg)})
 }

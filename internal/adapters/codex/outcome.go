@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
+	"github.com/agentgate/agentgate/internal/clip"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -272,5 +273,5 @@ func lastLines(b []byte, n int) string {
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
-	return adapterkit.Clip(strings.Join(lines, " | "), 1000)
+	return clip.Text(strings.Join(lines, " | "), 1000)
 }

@@ -2,11 +2,12 @@ package copilot
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
 
-	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
+	"github.com/agentgate/agentgate/internal/clip"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -82,12 +83,12 @@ func (d *decoder) Decode(line []byte) []runs.Event {
 	}
 	var l wireLine
 	if err := lenient(line, &l); err != nil {
-		return []runs.Event{unparsed(line, "invalid JSON: "+err.Error())}
+		return []runs.Event{runs.Unparsed(line, "invalid JSON: "+err.Error())}
 	}
 	var data wireData
 	if len(l.Data) > 0 && !bytes.Equal(l.Data, []byte("null")) {
 		if err := lenient(l.Data, &data); err != nil {
-			return []runs.Event{unparsed(line, "data: "+err.Error())}
+			return []runs.Event{runs.Unparsed(line, "data: "+err.Error())}
 		}
 	}
 	evs, known := d.event(&l, &data, line)
@@ -104,9 +105,9 @@ func (d *decoder) Decode(line []byte) []runs.Event {
 			return nil
 		}
 		if l.Type == "" {
-			return []runs.Event{unparsed(line, "no type field")}
+			return []runs.Event{runs.Unparsed(line, "no type field")}
 		}
-		return []runs.Event{unparsed(line, fmt.Sprintf("unknown type %q", l.Type))}
+		return []runs.Event{runs.Unparsed(line, fmt.Sprintf("unknown type %q", l.Type))}
 	}
 	for i := range evs {
 		if evs[i].Type != runs.EventAgentUnparsed && evs[i].SessionID == "" {
@@ -160,9 +161,9 @@ func (d *decoder) event(l *wireLine, data *wireData, line []byte) (evs []runs.Ev
 			// Said again by assistant.turn_retry, and by abort.
 			return nil, true
 		}
-		return []runs.Event{warning(orText(data.InfoType, "info"), data.Message)}, true
+		return []runs.Event{runs.Warning(cmp.Or(data.InfoType, "info"), data.Message)}, true
 	case "session.warning":
-		return []runs.Event{warning(orText(data.WarningType, "warning"), data.Message)}, true
+		return []runs.Event{runs.Warning(cmp.Or(data.WarningType, "warning"), data.Message)}, true
 	case "abort":
 		d.aborted, d.abortReason = true, data.Reason
 		return nil, true
@@ -290,7 +291,7 @@ func (d *decoder) toolCompleted(data *wireData) []runs.Event {
 		ID: data.ToolCallID, Output: out, IsError: failed,
 	}))
 	if te.Code == "denied" {
-		evs = append(evs, warning("permission_denied", fmt.Sprintf("tool call %s was denied: %s", data.ToolCallID, te.Message)))
+		evs = append(evs, runs.Warning("permission_denied", fmt.Sprintf("tool call %s was denied: %s", data.ToolCallID, te.Message)))
 	}
 	return evs
 }
@@ -345,11 +346,11 @@ func (d *decoder) retry(data *wireData) []runs.Event {
 			Attempt: d.retries, Status: status, Error: data.Reason,
 		})}
 	}
-	msg := fmt.Sprintf("the model request failed (%s", orText(data.Reason, "unknown"))
+	msg := fmt.Sprintf("the model request failed (%s", cmp.Or(data.Reason, "unknown"))
 	if status != 0 {
 		msg += fmt.Sprintf(", status %d", status)
 	}
-	return []runs.Event{warning("model_retry", msg+fmt.Sprintf("); retry %d", d.retries))}
+	return []runs.Event{runs.Warning("model_retry", msg+fmt.Sprintf("); retry %d", d.retries))}
 }
 
 // close marks a tool call completed.
@@ -362,10 +363,6 @@ func (d *decoder) close(id string) {
 	}
 }
 
-func unparsed(line []byte, reason string) runs.Event {
-	return runs.NewEvent(runs.EventAgentUnparsed, runs.UnparsedData{Line: string(line), Bytes: len(line), Reason: reason})
-}
-
 // subagentFailed is a warning inside the task tool call whose subagent
 // failed; the call's own completion follows.
 func subagentFailed(data *wireData) runs.Event {
@@ -373,20 +370,9 @@ func subagentFailed(data *wireData) runs.Event {
 	if json.Unmarshal(data.Error, &msg) != nil || msg == "" {
 		msg = "no reason given"
 	}
-	ev := warning("subagent_failed", orText(data.AgentDisplayName, "subagent")+" failed: "+msg)
+	ev := runs.Warning("subagent_failed", cmp.Or(data.AgentDisplayName, "subagent")+" failed: "+msg)
 	ev.ParentToolCallID = data.ToolCallID
 	return ev
-}
-
-func warning(code, msg string) runs.Event {
-	return runs.NewEvent(runs.EventWarning, runs.WarningData{Code: code, Message: msg})
-}
-
-func orText(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // mcpStatus warns of an MCP server of the run that did not connect: the
@@ -398,6 +384,6 @@ func (d *decoder) mcpStatus(data *wireData) []runs.Event {
 	case "", "pending", "connected", "connecting":
 		return nil
 	}
-	return []runs.Event{warning("mcp_server_failed", fmt.Sprintf("MCP server %q is %s: its tools are not offered to the model",
-		adapterkit.Clip(data.ServerName, 100), adapterkit.Clip(data.Status, 40)))}
+	return []runs.Event{runs.Warning("mcp_server_failed", fmt.Sprintf("MCP server %q is %s: its tools are not offered to the model",
+		clip.Text(data.ServerName, 100), clip.Text(data.Status, 40)))}
 }

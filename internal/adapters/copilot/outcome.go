@@ -1,6 +1,7 @@
 package copilot
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"sort"
@@ -74,7 +75,7 @@ func (d *decoder) finish(exit runs.Exit, stderrTail []byte, usageFile []byte) ru
 		u, model, err := parseUsage(usageFile)
 		switch {
 		case err != nil:
-			out.Events = append(out.Events, warning("usage_unreadable", "the CLI's usage file could not be read: "+err.Error()))
+			out.Events = append(out.Events, runs.Warning("usage_unreadable", "the CLI's usage file could not be read: "+err.Error()))
 		case d.inv.Spec.ResumeSessionID != "":
 			// A resumed session's file counts the whole session: the
 			// supervisor subtracts what it recorded before, and
@@ -97,7 +98,7 @@ func (d *decoder) finish(exit runs.Exit, stderrTail []byte, usageFile []byte) ru
 			out.Events = append(out.Events, runs.NewEvent(runs.EventUsageUpdated, runs.UsageData{Usage: u}))
 		}
 	} else if d.result {
-		out.Events = append(out.Events, warning("usage_missing", "the CLI wrote no usage file; the run's usage is unknown"))
+		out.Events = append(out.Events, runs.Warning("usage_missing", "the CLI wrote no usage file; the run's usage is unknown"))
 	}
 	for i := range out.Events {
 		out.Events[i].SessionID = out.SessionID
@@ -109,11 +110,11 @@ func (d *decoder) finish(exit runs.Exit, stderrTail []byte, usageFile []byte) ru
 		// The CLI may still end an aborted prompt with a result line
 		// and exit code 0.
 		out.Status, out.StopReason = runs.Failed, "aborted"
-		out.Error = runs.NewRunError(runs.Interrupted, fmt.Sprintf("the run was interrupted (%s)", orText(d.abortReason, "abort")), hintInterrupt)
+		out.Error = runs.NewRunError(runs.Interrupted, fmt.Sprintf("the run was interrupted (%s)", cmp.Or(d.abortReason, "abort")), hintInterrupt)
 	case d.result && d.exitCode == 0 && exit.Code == 0 && exit.Signal == "":
 		out.Status = runs.Succeeded
 		if d.sessionErr != nil {
-			out.Events = append(out.Events, warning("session_error", d.sessionErr.Message))
+			out.Events = append(out.Events, runs.Warning("session_error", d.sessionErr.Message))
 		}
 		return out
 	case d.sessionErr != nil:
@@ -137,7 +138,7 @@ func (d *decoder) classifySessionError() *runs.RunError {
 	if status == 0 {
 		status = f.StatusCode
 	}
-	msg := orText(se.Message, fmt.Sprintf("the model request failed (%s)", orText(se.ErrorType, "unknown")))
+	msg := cmp.Or(se.Message, fmt.Sprintf("the model request failed (%s)", cmp.Or(se.ErrorType, "unknown")))
 	byStatus, _ := adapterkit.StatusClass(status)
 	switch {
 	case se.ErrorType == "authentication" || byStatus == runs.NotAuthenticated:
@@ -158,7 +159,7 @@ func (d *decoder) classifyNoResult(exit runs.Exit, stderr string) *runs.RunError
 	first := firstError(stderr)
 	switch {
 	case strings.Contains(stderr, noAuth), strings.Contains(stderr, tokenNotValid), strings.Contains(stderr, classicPAT):
-		return runs.NewRunError(runs.NotAuthenticated, first, fmt.Sprintf(hintLogin, orText(d.inv.Home, "<home>")))
+		return runs.NewRunError(runs.NotAuthenticated, first, fmt.Sprintf(hintLogin, cmp.Or(d.inv.Home, "<home>")))
 	case strings.Contains(stderr, offlineProvider):
 		return runs.NewRunError(runs.NotAuthenticated, first, hintOffline)
 	case exit.Signal != "":

@@ -1,6 +1,7 @@
 package copilot
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -246,7 +247,7 @@ func (d *sessionDecoder) update(kind string, raw json.RawMessage) ([]runs.Event,
 		if strings.Contains(msg, "Retrying") {
 			code = "model_retry"
 		}
-		return []runs.Event{warning(code, msg)}, true
+		return []runs.Event{runs.Warning(code, msg)}, true
 	}
 	return nil, false
 }
@@ -398,9 +399,9 @@ const rpcAuthRequired = -32000
 
 // classifyRPC implements acp.Profile.ClassifyError.
 func (d *sessionDecoder) classifyRPC(method string, e *acp.RPCError) *runs.RunError {
-	msg := orText(e.Text(), "copilot answered "+method+" with an error")
+	msg := cmp.Or(e.Text(), "copilot answered "+method+" with an error")
 	if e.Code == rpcAuthRequired || strings.Contains(strings.ToLower(msg), "authentication required") {
-		return runs.NewRunError(runs.NotAuthenticated, msg, fmt.Sprintf(hintLogin, orText(d.inv.Home, "<home>")))
+		return runs.NewRunError(runs.NotAuthenticated, msg, fmt.Sprintf(hintLogin, cmp.Or(d.inv.Home, "<home>")))
 	}
 	return classifyNotice(msg)
 }

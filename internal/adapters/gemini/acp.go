@@ -1,6 +1,7 @@
 package gemini
 
 import (
+	"cmp"
 	"encoding/json"
 	"strings"
 
@@ -227,7 +228,7 @@ const rpcAuthRequired = -32000
 // exceeded. Try again later."); a missing key answers session/new with
 // -32000.
 func classifyRPC(method string, e *acp.RPCError) *runs.RunError {
-	msg := orText(e.Text(), "gemini answered "+method+" with an error")
+	msg := cmp.Or(e.Text(), "gemini answered "+method+" with an error")
 	if e.Code == rpcAuthRequired || strings.Contains(strings.ToLower(msg), "api key is missing") {
 		return runs.NewRunError(runs.NotAuthenticated, msg, hintAuth)
 	}

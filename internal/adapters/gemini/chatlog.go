@@ -75,7 +75,7 @@ func (c *chatLog) turnUsage(session string, result json.RawMessage) (runs.Usage,
 	}
 	if err := c.read(session); err != nil {
 		c.lost = true
-		return meta, hasMeta, []runs.Event{warning("usage_unreadable",
+		return meta, hasMeta, []runs.Event{runs.Warning("usage_unreadable",
 			"the CLI's chat recording could not be read ("+err.Error()+"): this turn's and later turns' usage lack cached and thought tokens")}
 	}
 	turn := c.sum.Sub(c.last)
@@ -86,7 +86,7 @@ func (c *chatLog) turnUsage(session string, result json.RawMessage) (runs.Usage,
 	turn.ReasoningTokens = min(turn.ReasoningTokens, turn.OutputTokens)
 	if hasMeta && (turn.InputTokens < meta.InputTokens || turn.OutputTokens-turn.ReasoningTokens < meta.OutputTokens) {
 		c.lost = true
-		return meta, true, []runs.Event{warning("usage_mismatch", fmt.Sprintf(
+		return meta, true, []runs.Event{runs.Warning("usage_mismatch", fmt.Sprintf(
 			"the CLI's chat recording counts fewer tokens for this turn (input %d, output %d) than its prompt result (input %d, output %d): this turn's and later turns' usage lack cached and thought tokens",
 			turn.InputTokens, turn.OutputTokens-turn.ReasoningTokens, meta.InputTokens, meta.OutputTokens))}
 	}

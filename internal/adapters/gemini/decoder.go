@@ -2,6 +2,7 @@ package gemini
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -45,7 +46,7 @@ func (d *decoder) Decode(line []byte) []runs.Event {
 	}
 	var l wireLine
 	if err := json.Unmarshal(line, &l); err != nil {
-		return []runs.Event{unparsed(line, "invalid JSON: "+err.Error())}
+		return []runs.Event{runs.Unparsed(line, "invalid JSON: "+err.Error())}
 	}
 	var evs []runs.Event
 	switch l.Type {
@@ -62,9 +63,9 @@ func (d *decoder) Decode(line []byte) []runs.Event {
 	case "result":
 		evs = d.resultLine(&l)
 	case "":
-		return []runs.Event{unparsed(line, "no type field")}
+		return []runs.Event{runs.Unparsed(line, "no type field")}
 	default:
-		return []runs.Event{unparsed(line, fmt.Sprintf("unknown type %q", l.Type))}
+		return []runs.Event{runs.Unparsed(line, fmt.Sprintf("unknown type %q", l.Type))}
 	}
 	for i := range evs {
 		if evs[i].Type != runs.EventAgentUnparsed && evs[i].SessionID == "" {
@@ -81,7 +82,7 @@ func (d *decoder) init(l *wireLine) []runs.Event {
 		SessionID: l.SessionID, Model: l.Model, Tools: []string{},
 	})}
 	if l.Model == "auto" || strings.HasPrefix(l.Model, "auto-") {
-		evs = append(evs, warning("model_routing", fmt.Sprintf(
+		evs = append(evs, runs.Warning("model_routing", fmt.Sprintf(
 			"gemini runs with model %q: every prompt first goes to a routing model, whose retries maxAttempts does not bound; "+
 				"name a model in the run, in GEMINI_MODEL or as model.name in the home's settings.json", l.Model)))
 	}
@@ -91,7 +92,7 @@ func (d *decoder) init(l *wireLine) []runs.Event {
 func (d *decoder) message(l *wireLine, line []byte) []runs.Event {
 	var text string
 	if err := json.Unmarshal(l.Content, &text); err != nil {
-		return []runs.Event{unparsed(line, "message content is not a string")}
+		return []runs.Event{runs.Unparsed(line, "message content is not a string")}
 	}
 	switch l.Role {
 	case "user":
@@ -108,7 +109,7 @@ func (d *decoder) message(l *wireLine, line []byte) []runs.Event {
 		d.last = text
 		return append(evs, runs.NewEvent(runs.EventMessageCompleted, runs.MessageData{Text: text}))
 	}
-	return []runs.Event{unparsed(line, fmt.Sprintf("unknown message role %q", l.Role))}
+	return []runs.Event{runs.Unparsed(line, fmt.Sprintf("unknown message role %q", l.Role))}
 }
 
 // flush completes the message streamed so far, if any.
@@ -158,10 +159,10 @@ func (d *decoder) toolResult(l *wireLine, line []byte) []runs.Event {
 	if l.Error != nil && l.Error.Type == "tool_not_registered" {
 		// The permission level left the tool out: headless, the CLI
 		// does not offer a tool that would need approval.
-		evs = append(evs, warning("tool_not_registered", orText(l.Error.Message, "the tool is not available at this permission level")))
+		evs = append(evs, runs.Warning("tool_not_registered", cmp.Or(l.Error.Message, "the tool is not available at this permission level")))
 	}
 	if l.Status != "success" && l.Status != "error" {
-		evs = append(evs, unparsed(line, fmt.Sprintf("unknown tool_result status %q", l.Status)))
+		evs = append(evs, runs.Unparsed(line, fmt.Sprintf("unknown tool_result status %q", l.Status)))
 	}
 	return evs
 }
@@ -191,7 +192,7 @@ func (d *decoder) errorLine(l *wireLine) []runs.Event {
 	if l.Severity == "error" {
 		d.lastError = l.Message
 	}
-	return []runs.Event{warning("agent_"+orText(l.Severity, "error"), orText(l.Message, "the agent reported an error"))}
+	return []runs.Event{runs.Warning("agent_"+cmp.Or(l.Severity, "error"), cmp.Or(l.Message, "the agent reported an error"))}
 }
 
 func (d *decoder) resultLine(l *wireLine) []runs.Event {
@@ -239,18 +240,3 @@ const maxTokens = 1 << 50
 
 // bound clamps n to [0, maxTokens].
 func bound(n int64) int64 { return min(max(n, 0), maxTokens) }
-
-func unparsed(line []byte, reason string) runs.Event {
-	return runs.NewEvent(runs.EventAgentUnparsed, runs.UnparsedData{Line: string(line), Bytes: len(line), Reason: reason})
-}
-
-func warning(code, msg string) runs.Event {
-	return runs.NewEvent(runs.EventWarning, runs.WarningData{Code: code, Message: msg})
-}
-
-func orText(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}

@@ -1,6 +1,7 @@
 package gemini
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -8,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
+	"github.com/agentgate/agentgate/internal/clip"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -93,18 +95,18 @@ func (d *decoder) classifyResult(r *wireLine, exit runs.Exit, stderr string) *ru
 	if r.Error != nil {
 		typ, msg = r.Error.Type, r.Error.Message
 	}
-	msg = orText(msg, d.lastError)
+	msg = cmp.Or(msg, d.lastError)
 	switch {
 	case typ == "FatalTurnLimitedError" || exit.Code == exitTurnLimit || strings.Contains(msg, "Maximum session turns exceeded"):
-		return runs.NewRunError(runs.MaxTurns, orText(msg, "the session reached its maximum number of turns"), hintMaxTurns)
+		return runs.NewRunError(runs.MaxTurns, cmp.Or(msg, "the session reached its maximum number of turns"), hintMaxTurns)
 	case typ == "FatalCancellationError" || exit.Code == exitCancelled:
-		return runs.NewRunError(runs.Interrupted, orText(msg, "the operation was cancelled"), "")
+		return runs.NewRunError(runs.Interrupted, cmp.Or(msg, "the operation was cancelled"), "")
 	case typ == "FatalToolExecutionError" || exit.Code == exitToolFatal:
-		return runs.NewRunError(runs.AgentCrashed, orText(msg, "a tool failed fatally"), hintCrash)
+		return runs.NewRunError(runs.AgentCrashed, cmp.Or(msg, "a tool failed fatally"), hintCrash)
 	case typ == "FatalAuthenticationError" || exit.Code == exitAuth:
-		return runs.NewRunError(runs.NotAuthenticated, orText(msg, "gemini is not authenticated"), hintAuth)
+		return runs.NewRunError(runs.NotAuthenticated, cmp.Or(msg, "gemini is not authenticated"), hintAuth)
 	}
-	return classifyAPI(apiFailureOf(msg, exit, stderr), orText(msg, "the run failed without an error message"))
+	return classifyAPI(apiFailureOf(msg, exit, stderr), cmp.Or(msg, "the run failed without an error message"))
 }
 
 // apiFailure is what is known of a failed API call.
@@ -241,18 +243,18 @@ func (d *decoder) classifyNoResult(exit runs.Exit, stderr string) *runs.RunError
 	case exit.Signal != "":
 		return runs.NewRunError(runs.ProcessKilled, fmt.Sprintf("gemini was killed by %s", exit.Signal), "")
 	case exit.Code == exitAuth:
-		return runs.NewRunError(runs.NotAuthenticated, orText(last, "gemini is not authenticated"), hintAuth)
+		return runs.NewRunError(runs.NotAuthenticated, cmp.Or(last, "gemini is not authenticated"), hintAuth)
 	case exit.Code == exitInput && strings.Contains(stderr, "Error resuming session"):
 		return runs.NewRunError(runs.SessionNotFound, last, hintResume)
 	case exit.Code == exitInput || flagRejectedRE.MatchString(stderr):
-		return runs.NewRunError(runs.FlagRejected, orText(firstMatch(flagRejectedRE, stderr), last), d.flagHint())
+		return runs.NewRunError(runs.FlagRejected, cmp.Or(firstMatch(flagRejectedRE, stderr), last), d.flagHint())
 	case exit.Code == exitUntrusted:
-		return runs.NewRunError(runs.AgentCrashed, orText(last, "gemini refused to run in an untrusted directory"),
+		return runs.NewRunError(runs.AgentCrashed, cmp.Or(last, "gemini refused to run in an untrusted directory"),
 			"GEMINI_CLI_TRUST_WORKSPACE=true no longer trusts the directory; "+d.flagHint())
 	case exit.Code == exitConfig:
-		return runs.NewRunError(runs.AgentCrashed, orText(last, "gemini refused its configuration"), hintHome)
+		return runs.NewRunError(runs.AgentCrashed, cmp.Or(last, "gemini refused its configuration"), hintHome)
 	case exit.Code == exitTurnLimit:
-		return runs.NewRunError(runs.MaxTurns, orText(last, "the session reached its maximum number of turns"), hintMaxTurns)
+		return runs.NewRunError(runs.MaxTurns, cmp.Or(last, "the session reached its maximum number of turns"), hintMaxTurns)
 	}
 	if f := apiFailureOf("", exit, stderr); f.status != 0 {
 		return classifyAPI(f, fmt.Sprintf("gemini exited with code %d (HTTP %d) without a result: %s", exit.Code, f.status, last))
@@ -300,5 +302,5 @@ func lastLines(s string, n int) string {
 		}
 		out = append([]string{l}, out...)
 	}
-	return adapterkit.Clip(strings.Join(out, " | "), 1000)
+	return clip.Text(strings.Join(out, " | "), 1000)
 }

@@ -2,6 +2,7 @@ package opencode
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -356,7 +357,7 @@ func (d *sessionDecoder) refused(e *acp.RPCError) []runs.Event {
 	if json.Unmarshal(first, &p) != nil || len(p.ID) == 0 {
 		return nil
 	}
-	msg := fmt.Sprintf("opencode refused the run's %s: %s", d.current, orText(e.Text(), "no message"))
+	msg := fmt.Sprintf("opencode refused the run's %s: %s", d.current, cmp.Or(e.Text(), "no message"))
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": p.ID, "error": map[string]any{"code": e.Code, "message": msg}})
 	return d.Decoder.Decode(b)
 }
@@ -407,7 +408,7 @@ var (
 // APIError carries in `run`: the class of an APIError is then read from
 // the API's message, which is less certain than the status (doc.go).
 func classifyRPC(d *decoder, method string, e *acp.RPCError) *runs.RunError {
-	msg := orText(strings.TrimSpace(strings.TrimPrefix(e.Message, "Internal error:")), "opencode answered "+method+" with an error")
+	msg := cmp.Or(strings.TrimSpace(strings.TrimPrefix(e.Message, "Internal error:")), "opencode answered "+method+" with an error")
 	var data rpcErrorData
 	_ = json.Unmarshal(e.Data, &data)
 	if e.Code == rpcAuthRequired {

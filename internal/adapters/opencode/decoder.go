@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
+	"github.com/agentgate/agentgate/internal/clip"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -44,7 +44,7 @@ func (d *decoder) Decode(line []byte) []runs.Event {
 	}
 	var l wireLine
 	if err := json.Unmarshal(line, &l); err != nil {
-		return []runs.Event{unparsed(line, "invalid JSON: "+err.Error())}
+		return []runs.Event{runs.Unparsed(line, "invalid JSON: "+err.Error())}
 	}
 	var evs []runs.Event
 	if d.sessionID == "" && l.SessionID != "" {
@@ -57,13 +57,13 @@ func (d *decoder) Decode(line []byte) []runs.Event {
 	switch l.Type {
 	case "step_start":
 		if l.Part == nil {
-			evs = append(evs, unparsed(line, "step_start without part"))
+			evs = append(evs, runs.Unparsed(line, "step_start without part"))
 		}
 	case "text":
 		evs = append(evs, d.text(&l, line)...)
 	case "reasoning":
 		if l.Part == nil {
-			evs = append(evs, unparsed(line, "reasoning without part"))
+			evs = append(evs, runs.Unparsed(line, "reasoning without part"))
 			break
 		}
 		vis := runs.VisibilityFull
@@ -77,15 +77,15 @@ func (d *decoder) Decode(line []byte) []runs.Event {
 		evs = append(evs, d.stepFinish(&l, line)...)
 	case "error":
 		if l.Error == nil {
-			evs = append(evs, unparsed(line, "error without error"))
+			evs = append(evs, runs.Unparsed(line, "error without error"))
 			break
 		}
 		// The outcome reports it; OpenCode prints nothing after it.
 		d.errs = append(d.errs, l.Error)
 	case "":
-		evs = append(evs, unparsed(line, "no type field"))
+		evs = append(evs, runs.Unparsed(line, "no type field"))
 	default:
-		evs = append(evs, unparsed(line, fmt.Sprintf("unknown type %q", l.Type)))
+		evs = append(evs, runs.Unparsed(line, fmt.Sprintf("unknown type %q", l.Type)))
 	}
 	for i := range evs {
 		if evs[i].Type != runs.EventAgentUnparsed && evs[i].SessionID == "" {
@@ -98,7 +98,7 @@ func (d *decoder) Decode(line []byte) []runs.Event {
 func (d *decoder) text(l *wireLine, line []byte) []runs.Event {
 	p := l.Part
 	if p == nil {
-		return []runs.Event{unparsed(line, "text without part")}
+		return []runs.Event{runs.Unparsed(line, "text without part")}
 	}
 	if p.MessageID != d.resultMsg || d.resultMsg == "" {
 		d.resultMsg, d.result = p.MessageID, nil
@@ -118,11 +118,11 @@ var refusals = []string{
 func (d *decoder) tool(l *wireLine, line []byte) []runs.Event {
 	p := l.Part
 	if p == nil || p.State == nil {
-		return []runs.Event{unparsed(line, "tool_use without part or state")}
+		return []runs.Event{runs.Unparsed(line, "tool_use without part or state")}
 	}
 	st := p.State
 	if st.Status != "completed" && st.Status != "error" {
-		return []runs.Event{unparsed(line, fmt.Sprintf("tool_use in state %q", st.Status))}
+		return []runs.Event{runs.Unparsed(line, fmt.Sprintf("tool_use in state %q", st.Status))}
 	}
 	id := p.CallID
 	if id == "" {
@@ -145,7 +145,7 @@ func (d *decoder) tool(l *wireLine, line []byte) []runs.Event {
 		done.Output, done.IsError = st.Error, true
 		for _, r := range refusals {
 			if strings.HasPrefix(st.Error, r) {
-				evs = append(evs, warning("permission_denied", fmt.Sprintf("%s was refused: %s", p.Tool, adapterkit.Clip(st.Error, 300))))
+				evs = append(evs, runs.Warning("permission_denied", fmt.Sprintf("%s was refused: %s", p.Tool, clip.Text(st.Error, 300))))
 				break
 			}
 		}
@@ -228,7 +228,7 @@ func plan(todos []wireTodo) runs.Event {
 func (d *decoder) stepFinish(l *wireLine, line []byte) []runs.Event {
 	p := l.Part
 	if p == nil {
-		return []runs.Event{unparsed(line, "step_finish without part")}
+		return []runs.Event{runs.Unparsed(line, "step_finish without part")}
 	}
 	d.steps++
 	d.reason = p.Reason
@@ -271,14 +271,6 @@ func (d *decoder) costUSD() *float64 {
 const maxTokens = 1 << 40
 
 func nonNeg(n int64) int64 { return min(max(n, 0), maxTokens) }
-
-func unparsed(line []byte, reason string) runs.Event {
-	return runs.NewEvent(runs.EventAgentUnparsed, runs.UnparsedData{Line: string(line), Bytes: len(line), Reason: reason})
-}
-
-func warning(code, msg string) runs.Event {
-	return runs.NewEvent(runs.EventWarning, runs.WarningData{Code: code, Message: msg})
-}
 
 // compactJSON returns raw without insignificant space, or raw as is when
 // it is not JSON.

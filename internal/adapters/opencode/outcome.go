@@ -1,12 +1,14 @@
 package opencode
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
 
 	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
+	"github.com/agentgate/agentgate/internal/clip"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -77,7 +79,7 @@ func (d *decoder) classify(e *wireError) *runs.RunError {
 	case "APIError":
 		return classifyAPI(data, msg)
 	case "ProviderAuthError":
-		return runs.NewRunError(runs.NotAuthenticated, orText(msg, "the provider refused OpenCode's credential"), hintAuth)
+		return runs.NewRunError(runs.NotAuthenticated, cmp.Or(msg, "the provider refused OpenCode's credential"), hintAuth)
 	case "ContextOverflowError":
 		return runs.NewRunError(runs.ContextExceeded, msg, hintContext)
 	case "ContentFilterError":
@@ -94,7 +96,7 @@ func (d *decoder) classify(e *wireError) *runs.RunError {
 		}
 		return runs.NewRunError(runs.AgentCrashed, msg, hintUnknown)
 	}
-	return runs.NewRunError(runs.AgentCrashed, fmt.Sprintf("OpenCode reported %s: %s", orText(e.Name, "an error"), msg), hintCrash)
+	return runs.NewRunError(runs.AgentCrashed, fmt.Sprintf("OpenCode reported %s: %s", cmp.Or(e.Name, "an error"), msg), hintCrash)
 }
 
 // classifyAPI classifies a failed model request from its HTTP status; a
@@ -144,7 +146,7 @@ func classifyBody(msg string) *runs.RunError {
 	}
 	var code string
 	_ = json.Unmarshal(b.Code, &code)
-	text := orText(b.Message, msg)
+	text := cmp.Or(b.Message, msg)
 	switch {
 	case code == "context_length_exceeded":
 		return runs.NewRunError(runs.ContextExceeded, text, hintContext)
@@ -200,17 +202,10 @@ func lastLines(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	for i := len(lines) - 1; i >= 0 && len(out) < n; i-- {
 		if l := strings.TrimSpace(lines[i]); l != "" {
-			out = append([]string{adapterkit.Clip(l, 300)}, out...)
+			out = append([]string{clip.Text(l, 300)}, out...)
 		}
 	}
 	return strings.Join(out, " | ")
-}
-
-func orText(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // orEmpty returns prefix+s, or "" when s is empty.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
+	"github.com/agentgate/agentgate/internal/clip"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -147,7 +147,7 @@ func checkSession(ctx context.Context, inv runs.Invocation, env []string) *runs.
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
 			return runs.NewRunError(runs.AgentCrashed,
-				fmt.Sprintf("`opencode session list` failed (%v): %s", err, adapterkit.Clip(strings.TrimSpace(stripANSI(stderr.String())), 300)), "")
+				fmt.Sprintf("`opencode session list` failed (%v): %s", err, clip.Text(strings.TrimSpace(stripANSI(stderr.String())), 300)), "")
 		}
 		return runs.NewRunError(runs.AgentCrashed, "`opencode session list` could not run: "+err.Error(), "")
 	}
@@ -155,7 +155,7 @@ func checkSession(ctx context.Context, inv runs.Invocation, env []string) *runs.
 	if trimmed := strings.TrimSpace(string(out)); trimmed != "" {
 		if err := json.Unmarshal([]byte(trimmed), &list); err != nil {
 			return runs.NewRunError(runs.FlagRejected,
-				"`opencode session list --format json` printed something else than a list: "+adapterkit.Clip(trimmed, 200), versionHint(inv.CLIVersion))
+				"`opencode session list --format json` printed something else than a list: "+clip.Text(trimmed, 200), versionHint(inv.CLIVersion))
 		}
 	}
 	for _, s := range list {

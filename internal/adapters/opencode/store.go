@@ -14,7 +14,7 @@ import (
 	_ "github.com/ncruces/go-sqlite3/driver"
 
 	"github.com/agentgate/agentgate/internal/acp"
-	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
+	"github.com/agentgate/agentgate/internal/clip"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -115,10 +115,10 @@ func (s sqliteStore) Messages(session string) ([]storedMessage, error) {
 			return nil, err
 		}
 		if size > maxMessageBytes {
-			return nil, fmt.Errorf("message %s is %d bytes, more than %d", adapterkit.Clip(id, 64), size, maxMessageBytes)
+			return nil, fmt.Errorf("message %s is %d bytes, more than %d", clip.Text(id, 64), size, maxMessageBytes)
 		}
 		if len(out) == maxMessages {
-			return nil, fmt.Errorf("session %s has more than %d messages", adapterkit.Clip(session, 64), maxMessages)
+			return nil, fmt.Errorf("session %s has more than %d messages", clip.Text(session, 64), maxMessages)
 		}
 		out = append(out, storedMessage{ID: id, Data: append([]byte(nil), data...)})
 	}
@@ -178,7 +178,7 @@ func (c *storeLog) turnBill(session string, result json.RawMessage) acp.Bill {
 	now, err := c.read(session)
 	if err != nil {
 		c.lost = true
-		fallback.Events = []runs.Event{warning("usage_unreadable",
+		fallback.Events = []runs.Event{runs.Warning("usage_unreadable",
 			"OpenCode's store could not be read ("+err.Error()+"): this turn's and later turns' usage is their last model request's only, and they have no cost")}
 		return fallback
 	}
@@ -190,7 +190,7 @@ func (c *storeLog) turnBill(session string, result json.RawMessage) acp.Bill {
 	}
 	if hasPrompt && (turn.usage.InputTokens < prompt.InputTokens || turn.usage.OutputTokens < prompt.OutputTokens) {
 		c.lost = true
-		fallback.Events = []runs.Event{warning("usage_mismatch", fmt.Sprintf(
+		fallback.Events = []runs.Event{runs.Warning("usage_mismatch", fmt.Sprintf(
 			"OpenCode's store counts fewer tokens for this turn (input %d, output %d) than its prompt result (input %d, output %d): this turn's and later turns' usage is their last model request's only, and they have no cost",
 			turn.usage.InputTokens, turn.usage.OutputTokens, prompt.InputTokens, prompt.OutputTokens))}
 		return fallback
@@ -250,18 +250,18 @@ func (c *storeLog) read(session string) (map[string]billed, error) {
 		return nil, err
 	}
 	if len(msgs) > maxMessages {
-		return nil, fmt.Errorf("session %s has more than %d messages", adapterkit.Clip(session, 64), maxMessages)
+		return nil, fmt.Errorf("session %s has more than %d messages", clip.Text(session, 64), maxMessages)
 	}
 	out := make(map[string]billed, len(msgs))
 	for _, m := range msgs {
 		if len(m.Data) > maxMessageBytes {
-			return nil, fmt.Errorf("message %s is %d bytes, more than %d", adapterkit.Clip(m.ID, 64), len(m.Data), maxMessageBytes)
+			return nil, fmt.Errorf("message %s is %d bytes, more than %d", clip.Text(m.ID, 64), len(m.Data), maxMessageBytes)
 		}
 		var d storedData
 		if err := json.Unmarshal(m.Data, &d); err != nil {
 			// It may be an assistant message: its tokens cannot be
 			// left out.
-			return nil, fmt.Errorf("message %s: %v", adapterkit.Clip(m.ID, 64), err)
+			return nil, fmt.Errorf("message %s: %v", clip.Text(m.ID, 64), err)
 		}
 		if d.Role != "assistant" {
 			delete(out, m.ID)
