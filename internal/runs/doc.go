@@ -18,15 +18,24 @@
 //
 //	run.go          Spec, Run, State, Usage, Exit
 //	validate.go     Spec.Validate and the bounds of a request's fields
-//	event.go        Event, its types and typed payloads (newevent.go)
+//	event.go        Event, its types and typed payloads; newevent.go the
+//	                events every decoder makes (NewEvent, Unparsed, Warning)
 //	interactive.go  approvals, turns, input, sessions: an interactive run
 //	errors.go       Class, RunError, FieldError and the errors a request meets
 //	adapter.go      the Adapter contract: Command, Decoder, Outcome,
-//	                Description, AgentInfo
+//	                Description, AgentInfo, and CLIFiles, the one way an
+//	                adapter reads its CLI's files
 //	capabilities.go the fields an agent takes, and those the gateway enforces
-//	store.go        Store, Cursor, Observer: what the supervisor needs kept
+//	fields.go       CheckFields: an optional field an agent does not take,
+//	                refused once, with the reason its Description gives
+//	store.go        Store (RunStore, EventLog, Queue, Bus, Sessions), Cursor,
+//	                Observer: what the supervisor needs kept and told
 //	actor.go        who asks: an API key's id and its tenant
-//	file.go, tenantusage.go, mcpserver.go, artifact.go, webhook.go, attachment.go
-//	                the records and codes of uploads, quotas, MCP servers,
-//	                artifacts, webhooks and attachments
+//	mcpserver.go, webhook.go, attachment.go
+//	                the records and codes of MCP servers, webhooks and
+//	                attachments
+//
+// Uploaded files (internal/files), tenants' quotas (internal/tenants) and
+// a run's artifacts (internal/artifacts) are packages of their own, which
+// import this one and declare the store role they need.
 package runs

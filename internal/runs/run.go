@@ -170,7 +170,7 @@ type Run struct {
 	// comparing the directory at its start and at its end.
 	Files []ChangedFile `json:"files,omitempty"`
 	// FilesTruncated says Files was cut at the record's bound
-	// (MaxRecordedFiles); GET /v1/runs/{id}/files has them all.
+	// (artifacts.MaxRecordedFiles); GET /v1/runs/{id}/files has them all.
 	FilesTruncated bool              `json:"files_truncated,omitempty"`
 	Error          *RunError         `json:"error,omitempty"`
 	Exit           *Exit             `json:"exit,omitempty"`

@@ -58,8 +58,8 @@
 // # Where things live
 //
 //	supervisor.go  Config, the Supervisor, Start, reads, Shutdown
-//	submission.go  Submit, step by step: check, admit, record, enqueue
-//	admission.go   Submit, the queue and its workers, cancel
+//	admission.go   Submit, the queue's workers (take), Cancel
+//	submission.go  Submit's steps: check, admit, record, enqueue
 //	lifecycle.go   one run's execution, from start to the recorded outcome,
 //	               phase by phase (execution)
 //	process.go     the process itself: pipes, signals, stdin, the reaper
@@ -69,9 +69,12 @@
 //	turns.go       the turns, approvals and messages of a run with a Session
 //	input.go       input from outside, here or routed to the run's owner
 //	tenancy.go     tenants' workspace roots, resumable sessions, the audit trail
-//	quota.go       tenants' quotas; files.go uploads; artifacts.go diffs,
-//	               files and archives; mcp.go MCP servers, sealed;
-//	               redaction.go what is scrubbed before it is stored
+//	attachments.go a run's or message's attachments, over Config.Uploads
+//	artifacts.go   a run's artifacts, over an artifacts.Keeper
+//	mcp.go         MCP servers, checked and sealed at rest
+//	redaction.go   which redactor a run gets (internal/redact/runs.go redacts)
+//	budget.go      a run's budgets: turns, tokens, dollars; schema.go its
+//	               structured output checked against its output_schema
 //
 // # Interactive runs
 //
