@@ -23,7 +23,6 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/agentgate/agentgate/internal/agenttest"
-	"github.com/agentgate/agentgate/internal/files"
 	"github.com/agentgate/agentgate/internal/proctree"
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -124,7 +123,7 @@ func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]st
 	cfg.RunDeadline = deadlines.Arm
 	st := runstest.Store(t)
 	// The gateway's store keeps uploaded files besides runs.
-	cfg.Uploads = files.NewUploads(st.(files.Store), files.Limits{}, nil)
+	cfg.Uploads = runstest.Uploads(t, st)
 	sup := supervisor.New(cfg, st, []*supervisor.Agent{{Adapter: s.adapter, Bin: s.bin, Home: home}},
 		runstest.NopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ctx, cancel := context.WithCancel(context.Background())

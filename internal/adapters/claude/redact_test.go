@@ -143,6 +143,7 @@ func startRedactingGateway(t *testing.T, gw map[string]string) (*supervisor.Supe
 	}
 	cfg.VersionOutput = runstest.Versions.Output // one probe of the CLI per test binary
 	st := runstest.Store(t)
+	cfg.Uploads = runstest.Uploads(t, st) // as the gateway: attachments are kept as files
 	core, logs := observer.New(zapcore.DebugLevel)
 	agent := &supervisor.Agent{Adapter: New(), Bin: agenttest.ClaudeBin(t), Home: t.TempDir()}
 	sup := supervisor.New(cfg, st, []*supervisor.Agent{agent}, runstest.NopObserver{}, zap.New(core))

@@ -69,6 +69,7 @@ func startGateway(t *testing.T, sc openai.Scenario, mcpURLs ...string) *gateway 
 	}
 	cfg.VersionOutput = runstest.Versions.Output // one probe of the CLI per test binary
 	st := runstest.Store(t)
+	cfg.Uploads = runstest.Uploads(t, st) // as the gateway: attachments are kept as files
 	sup := supervisor.New(cfg, st, []*supervisor.Agent{{Adapter: New(), Bin: bin, Home: home}}, runstest.NopObserver{},
 		zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ctx, cancel := context.WithCancel(context.Background())

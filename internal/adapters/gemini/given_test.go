@@ -57,6 +57,7 @@ func startGateway(t *testing.T, sc googleai.Scenario) *gateway {
 		MCPCommands: []string{exe}, // mcptest.Server: this test binary
 	}
 	cfg.VersionOutput = runstest.Versions.Output // one probe of the CLI per test binary
+	cfg.Uploads = runstest.Uploads(t, st)        // as the gateway: attachments are kept as files
 	sup := supervisor.New(cfg, st, []*supervisor.Agent{{Adapter: New(), Bin: bin, Home: t.TempDir()}},
 		runstest.NopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ctx, cancel := context.WithCancel(context.Background())

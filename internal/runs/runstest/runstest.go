@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/agentgate/agentgate/internal/files"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/store"
 )
@@ -34,6 +35,18 @@ func Store(t testing.TB) runs.Store {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// Uploads keeps tenants' uploaded files in st, a store from Store, with the
+// default limits, as the gateway's own store does: a supervisor given it
+// takes attachments, inline or by file id.
+func Uploads(t testing.TB, st runs.Store) *files.Uploads {
+	t.Helper()
+	fs, ok := st.(files.Store)
+	if !ok {
+		t.Fatalf("store %T keeps no files", st)
+	}
+	return files.NewUploads(fs, files.Limits{}, nil)
 }
 
 // StoredEvents reads the whole log of run id as stored.
