@@ -277,7 +277,17 @@ func TestReplicaKilledMidRun(t *testing.T) {
 // open on the first gateway to drain end at once, cleanly, and resume
 // through nginx by Last-Event-ID with nothing lost or repeated.
 func TestRollingRestartThroughNginx(t *testing.T) {
-	r := newRig(t, startMock(t), rigOptions{Env: map[string]string{"AGENTGATE_SHUTDOWN_GRACE": "30s"}})
+	// What this checks is that a rolling restart loses nothing; the
+	// grace and the queue are sized as an operator would for it: the
+	// grace longer than a run (on a loaded 2-core machine a short run
+	// took over 30 s, and a drain cut it off), the queue larger than the
+	// POSTs of a restart (one every 700 ms, while three restarts took
+	// 110 s at load 30 and the queue filled at its default 64). Refusing
+	// a full queue has its test, TestFullReplicaBesideIdleOnes.
+	r := newRig(t, startMock(t), rigOptions{Env: map[string]string{
+		"AGENTGATE_SHUTDOWN_GRACE": "3m",
+		"AGENTGATE_QUEUE_SIZE":     "1000",
+	}})
 	r.mustStart()
 
 	// Long runs, running on any replica while gateway 1 drains. Each is
