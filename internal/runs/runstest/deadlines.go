@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Deadlines is a runs.Config.RunDeadline that lets a test strike a run's
+// Deadlines is a supervisor.Config.RunDeadline that lets a test strike a run's
 // deadline at the moment its scenario needs: once the agent's tool runs,
 // or once the mock holds its request unanswered. A timer started with the
 // process cannot promise that on a busy machine, where the CLI may take
@@ -37,7 +37,7 @@ func (ds *Deadlines) of(runID string) *deadline {
 	return d
 }
 
-// Arm implements runs.Config.RunDeadline: the run's deadline comes after
+// Arm implements supervisor.Config.RunDeadline: the run's deadline comes after
 // timeout, or when Strike says, whichever is first.
 func (ds *Deadlines) Arm(runID string, timeout time.Duration) <-chan time.Time {
 	d := ds.of(runID)
