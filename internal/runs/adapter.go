@@ -117,6 +117,23 @@ type BinaryResolver interface {
 	ResolveBinary(path string) (string, error)
 }
 
+// HomeKeeper is implemented by an adapter that knows which of its CLI's
+// files in a home are the operator's and which are a session's. Each run
+// gets a home of its own, made from the operator's base home, so that
+// nothing a run writes there (a hook, a setting, a transcript) reaches
+// another run; a session's own files are carried, within its tenant, from
+// the run that last used it to the run that resumes it, on any replica.
+type HomeKeeper interface {
+	// BaseFiles lists, relative to a home, the files and directories a
+	// run's home takes from the base home: the CLI's login and the
+	// operator's configuration. What the base lacks is skipped.
+	BaseFiles() []string
+	// SessionFiles lists, relative to home, the files and directories
+	// that hold session sessionID's state after a run of it in dir,
+	// read through files. What is listed but missing is skipped.
+	SessionFiles(files CLIFiles, home, dir, sessionID string) ([]string, error)
+}
+
 // Outcome is the decoder's verdict on a finished run. The supervisor
 // overrides Status and Error when it ended the run itself (cancel, timeout,
 // shutdown).
