@@ -267,6 +267,7 @@ func New(cfg Config, svc Service, obs Observer, metrics http.Handler, log *zap.L
 	r.With(write).Delete("/v1/files/{id}", s.deleteFile)
 	// What the run changed (artifacts.go).
 	r.With(read, own).Get("/v1/runs/{id}/diff", s.runDiff)
+	r.With(read, own).Get("/v1/runs/{id}/patch", s.runPatch)
 	r.With(read, own).Get("/v1/runs/{id}/files", s.runFiles)
 	r.With(read, own).Get("/v1/runs/{id}/files/*", s.runFile)
 	r.With(read, own).Get("/v1/runs/{id}/archive", s.runArchive)

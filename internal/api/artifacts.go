@@ -36,6 +36,9 @@ const (
 	// CodeArchiveTooLarge: the run's directory is larger than the
 	// archive's bound (422).
 	CodeArchiveTooLarge = artifacts.CodeArchiveTooLarge
+	// CodeNoGitWorkspace: the run has no git workspace, so no patch
+	// (404).
+	CodeNoGitWorkspace = artifacts.CodeNoGitWorkspace
 )
 
 // Artifacts is what the artifact routes need from the service; the
@@ -56,6 +59,10 @@ type Artifacts interface {
 	// before the first write can still be answered; one after it cuts
 	// the archive short.
 	ArchiveRun(ctx context.Context, r runs.Run, w io.Writer) error
+	// RunPatch returns a finished git run's change as format-patch mail;
+	// an *artifacts.Error with CodeNoGitWorkspace for a run without a
+	// git workspace, a conflict for a run that has not finished.
+	RunPatch(ctx context.Context, r runs.Run) (io.ReadCloser, error)
 }
 
 // ChangedFiles is the body of GET /v1/runs/{id}/files.
@@ -86,7 +93,7 @@ func artifactFailure(err error) error {
 	status := map[string]int{
 		CodeInvalidPath: http.StatusBadRequest, CodeFileNotFound: http.StatusNotFound,
 		CodeWorkspaceExpired: http.StatusGone, CodeWorkspaceOnOtherReplica: http.StatusConflict,
-		CodeArchiveTooLarge: http.StatusUnprocessableEntity,
+		CodeArchiveTooLarge: http.StatusUnprocessableEntity, CodeNoGitWorkspace: http.StatusNotFound,
 	}[ae.Code]
 	if status == 0 {
 		return err
@@ -118,6 +125,32 @@ func (s *server) runDiff(w http.ResponseWriter, r *http.Request) {
 	}
 	if _, err := io.Copy(w, body); err != nil {
 		s.log.Debug("write diff", zap.String("run_id", run.ID), zap.Error(err))
+	}
+}
+
+// runPatch serves GET /v1/runs/{id}/patch: a git run's change as one
+// format-patch message.
+func (s *server) runPatch(w http.ResponseWriter, r *http.Request) {
+	a, run, ok := s.artifacts(w, r)
+	if !ok {
+		return
+	}
+	body, err := a.RunPatch(r.Context(), run)
+	if err != nil {
+		s.fail(w, r, artifactFailure(fmt.Errorf("patch of run %s: %w", run.ID, err)))
+		return
+	}
+	defer body.Close()
+	h := w.Header()
+	h.Set("Content-Type", "text/x-patch; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	if _, err := io.Copy(w, body); err != nil {
+		s.log.Debug("write patch", zap.String("run_id", run.ID), zap.Error(err))
 	}
 }
 

@@ -40,6 +40,8 @@ var runFields = []runField{
 	{runs.FieldKeepSession, boolField(func(s *runs.Spec) *bool { return &s.KeepSession })},
 	{fieldMetadata, decodeMetadata},
 	{runs.FieldCwd, decodeCwd},
+	{runs.FieldWorkspace, decodeWorkspace},
+	{runs.FieldPush, decodePush},
 	{runs.FieldPermission, oneOf(permissions, runs.WorkspaceWrite, func(s *runs.Spec) *runs.Permission { return &s.Permission })},
 	{runs.FieldApprovals, oneOf(approvalModes, "", func(s *runs.Spec) *runs.Approvals { return &s.Approvals })},
 	{runs.FieldApprovalTimeoutSeconds, integerField(1, int(runs.MaxApprovalTimeout.Seconds()),

@@ -29,6 +29,8 @@ const (
 	// CodeArchiveTooLarge: the directory is larger than the archive's
 	// bound.
 	CodeArchiveTooLarge = "archive_too_large"
+	// CodeNoGitWorkspace: the run has no git workspace, so no patch.
+	CodeNoGitWorkspace = "no_git_workspace"
 )
 
 // Error is why a run's files cannot be served. Code is one of the Code*

@@ -99,6 +99,15 @@ type Spec struct {
 	// public run: its query may hold a token.
 	WebhookURL string `json:"webhook_url,omitempty"`
 
+	// Workspace is where the run's directory comes from: a repository,
+	// an uploaded archive or another run's result; Cwd is then relative
+	// to it. Nil: a fresh empty directory, or Cwd, a directory that
+	// exists under the workspace root.
+	Workspace *WorkspaceSource `json:"workspace,omitempty"`
+	// Push asks for what the agent changed in a git workspace to be
+	// pushed on a new branch.
+	Push *PushSpec `json:"push,omitempty"`
+
 	// IdempotencyKey is the request's Idempotency-Key header, not part of
 	// its body: submissions with one key make one run.
 	IdempotencyKey string `json:"-"`
@@ -193,6 +202,10 @@ type Run struct {
 	Turns []Turn `json:"turns,omitempty"`
 	// PendingApprovals are the approval requests waiting for an answer.
 	PendingApprovals []Approval `json:"pending_approvals,omitempty"`
+
+	// Git is what became of a git workspace: its base commit and, for a
+	// run that asked for a push, the branch and whether it was pushed.
+	Git *GitResult `json:"git,omitempty"`
 
 	// Tenant owns the run: only its keys see, stream, cancel, answer or
 	// delete it. Empty on a gateway without keys.

@@ -22,6 +22,8 @@ const (
 	MaxMetadataValBytes  = 512
 	MaxOutputSchemaBytes = 64 << 10
 	MaxCwdBytes          = 1024
+	MaxGitURLBytes       = 2048
+	MaxGitRefBytes       = 255
 )
 
 // Validate checks the fields of s that do not depend on the agent. Agent
@@ -51,6 +53,7 @@ var specChecks = []func(Spec) error{
 	checkOutputSchema,
 	checkMetadata,
 	checkCwd,
+	checkWorkspace,
 	func(s Spec) error { return checkWebhookSyntax(s.WebhookURL) },
 }
 
@@ -225,4 +228,37 @@ func ResolveCwd(root, cwd, fresh string) (dir string, created bool, err error) {
 		return "", false, Invalid(FieldCwd, "is not a directory")
 	}
 	return real, false, nil
+}
+
+// checkWorkspace checks what does not need the gateway's policy: one
+// source, and a push only of a git workspace, to a branch other than the
+// ref it starts from.
+func checkWorkspace(s Spec) error {
+	if w := s.Workspace; w != nil {
+		n := 0
+		for _, set := range []bool{w.Git != nil, w.Archive != "", w.FromRun != ""} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			return Invalid(FieldWorkspace, `must have exactly one of "git", "archive" or "from_run"`)
+		}
+		if w.Git != nil && w.Git.URL == "" {
+			return Invalid(FieldWorkspace+".git.url", "is required")
+		}
+	}
+	if s.Push == nil {
+		return nil
+	}
+	if s.Workspace == nil || s.Workspace.Git == nil {
+		return Invalid(FieldPush, "needs a git workspace (workspace.git) to push to")
+	}
+	if s.Push.Branch == "" {
+		return Invalid(FieldPush+".branch", "is required")
+	}
+	if ref := s.Workspace.Git.Ref; ref != "" && (s.Push.Branch == ref || "refs/heads/"+s.Push.Branch == ref) {
+		return Invalid(FieldPush+".branch", "must not be the ref the run starts from: a run's changes go to a new branch")
+	}
+	return nil
 }

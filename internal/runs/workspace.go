@@ -47,8 +47,8 @@ type GitResult struct {
 	URL string `json:"url,omitempty"`
 	// Base is the commit the run started from.
 	Base string `json:"base"`
-	// Commit is the commit made of the run's changes; empty when it
-	// changed nothing or did not ask for a push.
+	// Commit is the commit made of the run's changes, on Base, pushed or
+	// not; empty when it changed nothing.
 	Commit string `json:"commit,omitempty"`
 	// Branch is the branch Commit was pushed to.
 	Branch string `json:"branch,omitempty"`
@@ -126,6 +126,9 @@ const (
 	// SnapshotSession is the state an agent's CLI keeps of one session
 	// in its home, as a gzipped tar; its ID is "<agent>/<session id>".
 	SnapshotSession SnapshotKind = "session"
+	// SnapshotPatch is a git run's change as format-patch mail; its ID is
+	// the run's.
+	SnapshotPatch SnapshotKind = "patch"
 )
 
 // SnapshotKey names one snapshot: a tenant's (empty on a gateway without

@@ -2,9 +2,12 @@ package supervisor
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -72,4 +75,26 @@ func (s *Supervisor) OpenRunFile(ctx context.Context, r runs.Run, path string) (
 // (see artifacts.Keeper.WriteArchive).
 func (s *Supervisor) ArchiveRun(ctx context.Context, r runs.Run, w io.Writer) error {
 	return s.artifacts.WriteArchive(r, w)
+}
+
+// RunPatch returns a finished git run's change as format-patch mail, kept
+// in the cluster when the run ended, so that any replica serves it.
+func (s *Supervisor) RunPatch(ctx context.Context, r runs.Run) (io.ReadCloser, error) {
+	if r.Git == nil {
+		return nil, &artifacts.Error{Code: artifacts.CodeNoGitWorkspace, Message: "the run has no git workspace, so no patch"}
+	}
+	if !r.Status.Terminal() {
+		return nil, runs.Conflict(runs.ConflictRunNotFinished, fmt.Sprintf("the run is %s: its patch is made when it ends", r.Status))
+	}
+	if s.cfg.Snapshots == nil {
+		return nil, &artifacts.Error{Code: artifacts.CodeWorkspaceExpired, Message: "this gateway keeps no patches"}
+	}
+	if r.Git.Commit == "" {
+		return io.NopCloser(strings.NewReader("")), nil // the run changed nothing
+	}
+	body, _, err := s.cfg.Snapshots.OpenSnapshot(ctx, runs.SnapshotKey{Tenant: r.Tenant, Kind: runs.SnapshotPatch, ID: r.ID})
+	if errors.Is(err, runs.ErrNotFound) {
+		return nil, &artifacts.Error{Code: artifacts.CodeWorkspaceExpired, Message: "the run's patch is no longer kept"}
+	}
+	return body, err
 }

@@ -133,6 +133,9 @@ type Config struct {
 	// Quotas, when set, counts each tenant's runs against its quotas and
 	// refuses those past them (see tenants.Ledger); nil: no quotas.
 	Quotas *tenants.Ledger
+	// Snapshots, when set, keeps runs' workspaces, patches and sessions'
+	// state in the cluster, for every replica to serve and continue.
+	Snapshots runs.Snapshots
 	// Uploads keeps tenants' uploaded files, which runs and messages
 	// attach; nil: none are kept, and attachments are refused.
 	Uploads *files.Uploads
