@@ -31,6 +31,16 @@ type artifactService struct {
 	// dirErr, when set, is what the directory routes get.
 	dirErr error
 	paths  []string
+	// patch is the run's patch; git, when set, its git result.
+	patch string
+	git   *runs.GitResult
+}
+
+// Record gives the run its git result.
+func (a *artifactService) Record(ctx context.Context, id string) (runs.Run, error) {
+	r, err := a.fakeService.Record(ctx, id)
+	r.Git = a.git
+	return r, err
 }
 
 func (a *artifactService) RunDiff(ctx context.Context, r runs.Run) (io.ReadCloser, bool, error) {
@@ -79,6 +89,18 @@ func (a *artifactService) ArchiveRun(ctx context.Context, r runs.Run, w io.Write
 	}
 	defer root.Close()
 	return artifacts.Archive(w, root, 1<<20)
+}
+
+// RunPatch serves patch for a run with a git workspace, as the
+// supervisor does from the cluster.
+func (a *artifactService) RunPatch(ctx context.Context, r runs.Run) (io.ReadCloser, error) {
+	if r.Git == nil {
+		return nil, &artifacts.Error{Code: artifacts.CodeNoGitWorkspace, Message: "the run has no git workspace"}
+	}
+	if !r.Status.Terminal() {
+		return nil, runs.Conflict(runs.ConflictRunNotFinished, "the run is running")
+	}
+	return io.NopCloser(strings.NewReader(a.patch)), nil
 }
 
 const artifactRun = "0196f0c2-7e1a-7000-8000-0000000000aa"
@@ -299,4 +321,23 @@ func FuzzRunFilePath(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestRunPatch(t *testing.T) {
+	h, svc := newArtifactHarness(t, runs.Succeeded)
+	base := h.srv.URL + "/v1/runs/" + artifactRun
+	resp, body := fetchArtifact(t, base+"/patch")
+	wantCode(t, resp, body, 404, CodeNoGitWorkspace)
+
+	svc.git = &runs.GitResult{Base: "abc", Commit: "def"}
+	svc.patch = "From def Mon Sep 17 00:00:00 2001\nSubject: [PATCH] change\n"
+	resp, body = fetchArtifact(t, base+"/patch")
+	if resp.StatusCode != 200 || body != svc.patch || resp.Header.Get("Content-Type") != "text/x-patch; charset=utf-8" ||
+		resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("patch: %d %v %q", resp.StatusCode, resp.Header, body)
+	}
+	running, runningSvc := newArtifactHarness(t, runs.Running)
+	runningSvc.git = svc.git
+	resp, body = fetchArtifact(t, running.srv.URL+"/v1/runs/"+artifactRun+"/patch")
+	wantCode(t, resp, body, 409, CodeRunNotFinished)
 }

@@ -2,6 +2,9 @@ package api
 
 import (
 	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -42,7 +45,7 @@ func decodeWorkspace(f fields, name string, spec *runs.Spec) error {
 	if err != nil {
 		return err
 	}
-	w, err := byName(members, workspaceMembers)
+	w, err := membersAt(name, members, workspaceMembers)
 	if err != nil {
 		return err
 	}
@@ -72,7 +75,7 @@ func decodeGitSource(at string, raw []byte) (*runs.GitSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := byName(members, gitMembers)
+	g, err := membersAt(at, members, gitMembers)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +103,7 @@ func decodePush(f fields, name string, spec *runs.Spec) error {
 	if err != nil {
 		return err
 	}
-	p, err := byName(members, pushMembers)
+	p, err := membersAt(name, members, pushMembers)
 	if err != nil {
 		return err
 	}
@@ -113,6 +116,26 @@ func decodePush(f fields, name string, spec *runs.Spec) error {
 	}
 	spec.Push = &push
 	return nil
+}
+
+// membersAt indexes the members of the object at by name, as byName does,
+// naming the member in full ("workspace.git.rf") when it is refused.
+func membersAt(at string, members []member, known []string) (fields, error) {
+	for i, m := range members {
+		if !slices.Contains(known, m.name) {
+			msg := "unknown field " + quote(at+"."+m.name)
+			if c := closest(m.name, known); c != "" {
+				msg += " (did you mean " + strconv.Quote(at+"."+c) + "?)"
+			}
+			return nil, edgeErr(http.StatusBadRequest, CodeUnknownField, echoed(at+"."+m.name), msg)
+		}
+		for _, prev := range members[:i] {
+			if prev.name == m.name {
+				return nil, invalidField(at+"."+m.name, "appears more than once")
+			}
+		}
+	}
+	return byName(members, known)
 }
 
 // readObjectField reads raw, the value of field at, as an object.

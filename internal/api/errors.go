@@ -81,6 +81,7 @@ const (
 	CodeSessionClosing   = runs.ConflictClosing
 	CodeRunNotStarted    = runs.ConflictNotStarted
 	CodeRunNotFinished   = runs.ConflictRunNotFinished
+	CodeSessionBusy      = runs.ConflictSessionBusy
 )
 
 // ErrorResponse is the body of every error response.

@@ -302,6 +302,7 @@ var allCodes = []string{
 	runs.CodeMCPCommandNotAllowed, runs.CodeMCPURLNotAllowed,
 	runs.CodeWebhooksDisabled, runs.CodeWebhookURLRefused,
 	CodeInvalidPath, CodeWorkspaceExpired, CodeWorkspaceOnOtherReplica, CodeArchiveTooLarge,
+	CodeNoGitWorkspace, CodeSessionBusy,
 	// Written by the listener (internal/netguard) before any request is
 	// read, or for one the HTTP server cannot parse, in the same shape.
 	"too_many_connections", "bad_request", "headers_too_large", "expectation_failed", "not_implemented",

@@ -111,7 +111,8 @@ const (
 var Classes = []Class{
 	NotAuthenticated, RateLimited, TransientAPIError, APIError, FlagRejected, SessionNotFound,
 	MaxTurns, ContextExceeded, BudgetExceeded, Refused, Timeout, ClassCancelled, ProcessKilled,
-	NotInstalled, AgentCrashed, Interrupted, SchemaMismatch, StoreFailed, DiskFull, Internal,
+	NotInstalled, AgentCrashed, Interrupted, SchemaMismatch, StoreFailed, DiskFull,
+	GitAuthFailed, GitNotFound, GitUnreachable, GitFailed, PushRejected, WorkspaceFailed, Internal,
 }
 
 // Retryable reports whether the same request may succeed if sent again
@@ -119,7 +120,7 @@ var Classes = []Class{
 // the agent killed it, and retrying would meet the same fate.
 func (c Class) Retryable() bool {
 	switch c {
-	case RateLimited, TransientAPIError, Timeout, Interrupted, StoreFailed, DiskFull:
+	case RateLimited, TransientAPIError, Timeout, Interrupted, StoreFailed, DiskFull, GitUnreachable:
 		return true
 	}
 	return false

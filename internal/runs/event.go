@@ -97,6 +97,8 @@ type RunStartedData struct {
 	VersionStatus   string     `json:"version_status"`
 	// Attachments name the prompt's images (never their bytes).
 	Attachments []Attachment `json:"attachments,omitempty"`
+	// Workspace says how the run's directory was prepared.
+	Workspace *WorkspaceInfo `json:"workspace,omitempty"`
 }
 
 // SessionStartedData is the payload of session.started.
@@ -267,4 +269,6 @@ type RunCompletedData struct {
 	DurationMS     int64         `json:"duration_ms"`
 	Exit           *Exit         `json:"exit,omitempty"`
 	Error          *RunError     `json:"error,omitempty"`
+	// Git is what became of a git workspace, as the run record has it.
+	Git *GitResult `json:"git,omitempty"`
 }

@@ -269,6 +269,9 @@ const (
 	// ConflictRunNotFinished: what is asked of the run (delete it, its
 	// diff, its changes) needs it to have ended.
 	ConflictRunNotFinished = "run_not_finished"
+	// ConflictSessionBusy: another run uses the session the run would
+	// resume; a session is used by one run at a time.
+	ConflictSessionBusy = "session_busy"
 )
 
 // ConflictError is an ErrConflict with a stable code and a sentence.

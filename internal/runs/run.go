@@ -108,6 +108,12 @@ type Spec struct {
 	// pushed on a new branch.
 	Push *PushSpec `json:"push,omitempty"`
 
+	// WorkDir is the run's directory, relative to its tenant's workspace
+	// root, as the supervisor made or restored it: Cwd lies in it. Set by
+	// the supervisor; empty for a run that ran in Cwd, a directory it was
+	// given.
+	WorkDir string `json:"work_dir,omitempty"`
+
 	// IdempotencyKey is the request's Idempotency-Key header, not part of
 	// its body: submissions with one key make one run.
 	IdempotencyKey string `json:"-"`

@@ -162,6 +162,11 @@ type SessionRecord struct {
 	// Tenant is the tenant whose run began the session: only its runs may
 	// resume it.
 	Tenant string `json:"tenant,omitempty"`
+	// RunID is the session's last run, whose directory's snapshot a run
+	// that resumes it on another replica starts from; WorkDir is that
+	// directory, relative to the tenant's workspace root.
+	RunID   string `json:"run_id,omitempty"`
+	WorkDir string `json:"work_dir,omitempty"`
 }
 
 // ReaderStepBytes is what each layer between the store and one reader's
