@@ -31,8 +31,13 @@
 //     sends the value as output_config.effort, and silently ignores any other
 //     value, so the adapter refuses other values as unsupported.
 //   - resume_session_id → --resume, which keeps the session id. The session
-//     must be in the same HOME (the working directory may differ). A new
-//     run uses its run id as --session-id.
+//     must be in the HOME (the working directory may differ): its
+//     transcript ~/.claude/projects/<dir with "/"→"-">/<id>.jsonl is all
+//     --resume reads, so a home built from the base home (BaseFiles:
+//     ~/.claude.json, ~/.claude/.credentials.json, ~/.claude/settings.json)
+//     plus that transcript (SessionFiles) resumes it, at another path too
+//     (home.go, TestRealCLIHomeCarry). A new run uses its run id as
+//     --session-id.
 //   - max_turns → --max-turns, max_budget_usd → --max-budget-usd,
 //     output_schema → --json-schema (the CLI adds a StructuredOutput tool;
 //     its input becomes result.structured_output, Outcome.StructuredOutput).
