@@ -111,7 +111,12 @@
 //   - resume_session_id → thread/resume of that thread id;
 //   - keep_session → thread/start's ephemeral is false. Runs are ephemeral
 //     otherwise and leave no session behind, so only a run that kept its
-//     session can be resumed.
+//     session can be resumed. The kept thread is its rollout,
+//     $CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl: a home
+//     built from the base's config.toml and auth.json (BaseFiles) plus
+//     that file alone (SessionFiles) resumes it with its history, at
+//     another path too; the *.sqlite state, logs and memories Codex keeps
+//     beside it are not needed (home.go, TestRealCLIHomeCarry).
 //
 // Codex has no max_turns and no spending limit: Command refuses both,
 // and the gateway enforces max_turns and max_total_tokens itself from the
