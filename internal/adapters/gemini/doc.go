@@ -30,7 +30,12 @@
 //   - resume_session_id → --resume; the session keeps its id. The CLI
 //     keeps sessions per directory, under $HOME/.gemini/tmp/<project>/,
 //     so the run must be in the session's directory, which the supervisor
-//     arranges; an unknown id exits 42 ("Error resuming session"),
+//     arranges. --resume needs only projects.json and the session's chat
+//     recording (below): a home built from the base (BaseFiles: the
+//     settings and policy PrepareHome wrote, the Google login) plus those
+//     two (SessionFiles) resumes it at another path (homekeeper.go,
+//     TestRealCLIHomeCarry); tmp/<project>/.project_root and
+//     history/<project> are not needed. An unknown id exits 42 ("Error resuming session"),
 //     api_error. The resumed run's usage is its own only: the CLI's
 //     stats count this process's calls, not the replayed history's.
 //   - A new run keeps the session id the CLI draws (a random UUID); it is
