@@ -155,7 +155,11 @@
 //
 // So each turn is billed from OpenCode's own store, the SQLite database
 // <home>/.local/share/opencode/opencode.db (WAL mode; OPENCODE_DB, which
-// would move it, is never passed), read-only with the pure-Go driver
+// would move it, is never passed; it holds every session of the home,
+// so it, with its -wal and -shm, is what SessionFiles carries to resume
+// one in another home: verified, a fresh home at another path with the
+// base files and that database alone resumes with the history
+// (homekeeper.go, TestRealCLIHomeCarry)), read-only with the pure-Go driver
 // github.com/ncruces/go-sqlite3, through an injected interface (records)
 // so that decoder tests touch no file. Its message table holds one row
 // per message ({id, session_id, data}); an assistant message's data has
