@@ -75,7 +75,11 @@
 // sent as "Authorization: Bearer", COPILOT_PROVIDER_WIRE_API=responses,
 // COPILOT_MODEL); in production the CLI uses the operator's GitHub token or
 // a login in its home (HOME=AGENTGATE_COPILOT_HOME, state in .copilot
-// there). The CLI masks the key's value wherever it appears in its output,
+// there). A session is the directory .copilot/session-state/<id>
+// (events.jsonl, workspace.yaml, checkpoints): a home built from the
+// base's .copilot/config.json and settings.json (BaseFiles) plus that
+// directory alone (SessionFiles) resumes it with its history at another
+// path; session-store.db is not needed (home.go, TestRealCLIHomeCarry). The CLI masks the key's value wherever it appears in its output,
 // so a key that is a common word would garble the JSON lines.
 //
 // The CLI retries a failed model request by itself, with no setting to
