@@ -34,6 +34,18 @@
 //     heartbeat, expiring after Options.ReplicaTTL.
 //   - The core NATS subjects "agentgate.cancel.<run_id>", which carry cancel
 //     requests to every replica. They are not stored.
+//   - The object store "agentgate_snapshots": runs' workspaces and
+//     sessions' state, as gzipped tars, one object each, named
+//     "<tenant>/<kind>/<id>" with the tenant and id escaped (every byte but
+//     ASCII letters, digits and '-' as "=XX"; the empty tenant "_"), so no
+//     crafted id names another tenant's object. PutSnapshot writes the
+//     chunks, waits until all are stored, and then the object's record,
+//     the one message that makes a version visible and replaces the one
+//     before; a reader past its bound or failing stores nothing and keeps
+//     the old version. A tenant's snapshots together stay within
+//     Options.SnapshotTenantBytes (10 GiB), checked against a listing of
+//     every record on each put, so puts of one tenant at once may pass it
+//     by what they store. Snapshots expire after Options.MaxAge, if set.
 //
 // Open creates the buckets and the stream, with file storage, when they are
 // missing. Runs, sessions and events expire after Options.MaxAge, if it is

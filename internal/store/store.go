@@ -77,6 +77,10 @@ type Options struct {
 	// read messages of several: while replicas of a version that does not
 	// group still run beside this one (a rolling upgrade from one), set 1.
 	EventsPerMessage int
+	// SnapshotTenantBytes bounds what one tenant's snapshots (workspaces
+	// and sessions' state) hold together; 0 means 10 GiB, negative no
+	// bound.
+	SnapshotTenantBytes int64
 
 	// webhookAckWait replaces webhookAckWait in tests; 0 keeps it.
 	webhookAckWait time.Duration
@@ -100,10 +104,13 @@ type Store struct {
 	files      jetstream.ObjectStore // uploaded files, expiring
 	hooks      jetstream.KeyValue    // webhook deliveries (webhooks.go)
 	senders    jetstream.Consumer    // the replicas' pulls of webhooks due
+	snaps      jetstream.ObjectStore // workspaces and sessions' state (snapshots.go)
 	timeout    time.Duration
 	retryFor   time.Duration
 	replicas   int
 	log        *zap.Logger
+	// snapTenantBytes bounds a tenant's snapshots; negative: no bound.
+	snapTenantBytes int64
 	// eventsPerMessage and groupBytes bound the messages of a run's log
 	// (groupEvents).
 	eventsPerMessage, groupBytes int
@@ -143,6 +150,7 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s := &Store{nc: nc, js: js, timeout: opts.Timeout, retryFor: opts.RetryFor, replicas: opts.Replicas, log: opts.Log, last: map[string]lastEvent{}, revs: map[string]uint64{}}
+	s.snapTenantBytes = opts.SnapshotTenantBytes
 	// A server that takes smaller messages than the default (1 MiB) gets
 	// smaller groups; one event alone is bounded by runs.Limits, as ever.
 	s.eventsPerMessage = opts.EventsPerMessage
@@ -186,6 +194,9 @@ func (opts Options) withDefaults() (Options, error) {
 	if opts.EventsPerMessage == 0 {
 		opts.EventsPerMessage = defaultEventsPerMessage
 	}
+	if opts.SnapshotTenantBytes == 0 {
+		opts.SnapshotTenantBytes = DefaultSnapshotTenantBytes
+	}
 	return opts, nil
 }
 
@@ -207,6 +218,7 @@ func (s *Store) create(ctx context.Context, opts Options) error {
 	}
 	for _, open := range []func(context.Context, Options) error{
 		s.openQueue, s.openTenants, s.openIdempotency, s.openFiles, s.openWebhooks,
+		s.openSnapshots,
 	} {
 		if err := open(ctx, opts); err != nil {
 			return fmt.Errorf("open store: %w", err)
