@@ -46,6 +46,13 @@
 //     Options.SnapshotTenantBytes (10 GiB), checked against a listing of
 //     every record on each put, so puts of one tenant at once may pass it
 //     by what they store. Snapshots expire after Options.MaxAge, if set.
+//   - The KV bucket "agentgate_session_locks":
+//     "<tenant>.<agent>.<session id>", escaped alike, → the id of the run
+//     that holds the session, each write with its own TTL (per-message
+//     TTL, nats-server 2.11 or later), so that a lock whose replica died
+//     ends by itself. Taking, renewing and freeing a lock are writes that
+//     expect the revision read, so of runs racing for one session exactly
+//     one wins.
 //
 // Open creates the buckets and the stream, with file storage, when they are
 // missing. Runs, sessions and events expire after Options.MaxAge, if it is

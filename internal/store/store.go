@@ -105,6 +105,7 @@ type Store struct {
 	hooks      jetstream.KeyValue    // webhook deliveries (webhooks.go)
 	senders    jetstream.Consumer    // the replicas' pulls of webhooks due
 	snaps      jetstream.ObjectStore // workspaces and sessions' state (snapshots.go)
+	locks      jetstream.KeyValue    // session → the run holding it, expiring (sessionlocks.go)
 	timeout    time.Duration
 	retryFor   time.Duration
 	replicas   int
@@ -218,7 +219,7 @@ func (s *Store) create(ctx context.Context, opts Options) error {
 	}
 	for _, open := range []func(context.Context, Options) error{
 		s.openQueue, s.openTenants, s.openIdempotency, s.openFiles, s.openWebhooks,
-		s.openSnapshots,
+		s.openSnapshots, s.openSessionLocks,
 	} {
 		if err := open(ctx, opts); err != nil {
 			return fmt.Errorf("open store: %w", err)
