@@ -2,11 +2,13 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -259,5 +261,30 @@ func TestSnapshotInvalid(t *testing.T) {
 	meta := map[string]string{"big": strings.Repeat("x", maxSnapshotMeta+1)}
 	if _, err := e.s.PutSnapshot(c, workspaceKey("acme", "x"), strings.NewReader("x"), 10, meta); !errors.Is(err, runs.ErrInvalid) {
 		t.Errorf("meta past its bound: PutSnapshot = %v, want ErrInvalid", err)
+	}
+}
+
+// A snapshot opened with a ctx without a deadline reads to its end even
+// when that takes longer than the store's Timeout, which nats.go would
+// otherwise impose on the whole read.
+func TestSnapshotReadOutlastsTimeout(t *testing.T) {
+	e := &env{t: t, dir: t.TempDir()}
+	e.start(Options{Timeout: 200 * time.Millisecond})
+	t.Cleanup(e.stop)
+	key := workspaceKey("acme", newID(t))
+	data := randomBytes(t, 3*snapshotChunk)
+	if _, err := e.s.PutSnapshot(ctx(t), key, bytes.NewReader(data), int64(len(data)), nil); err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := e.s.OpenSnapshot(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// The store's Timeout passing is what this tests.
+	<-time.After(3 * 200 * time.Millisecond)
+	got, err := io.ReadAll(r)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read after the store's Timeout: %d bytes, %v; want the %d stored", len(got), err, len(data))
 	}
 }
