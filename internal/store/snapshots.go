@@ -91,7 +91,9 @@ func tenantToken(tenant string) string {
 
 // snapshotName is the object's name of key.
 func snapshotName(key runs.SnapshotKey) (string, error) {
-	if key.Kind != runs.SnapshotWorkspace && key.Kind != runs.SnapshotSession {
+	switch key.Kind {
+	case runs.SnapshotWorkspace, runs.SnapshotSession, runs.SnapshotPatch:
+	default:
 		return "", runs.Invalid("kind", fmt.Sprintf("unknown snapshot kind %q", key.Kind))
 	}
 	if err := checkPart("id", key.ID); err != nil {
