@@ -305,7 +305,8 @@ func pathErrorReason(err error) string {
 // the one with the longest URL prefix that rawURL is at or under, on a
 // path-segment boundary (https://h/org covers https://h/org/repo.git, not
 // https://h/organisation), with scheme and host compared
-// case-insensitively and default ports dropped. An empty tenant (a
+// case-insensitively and default ports dropped; a URL with a "." or ".."
+// path segment is covered by none. An empty tenant (a
 // gateway without keys) has only "*" credentials; a nil c has none.
 //
 // It fails with a *runs.FieldError naming FieldGitCredential, coded
@@ -328,7 +329,7 @@ func (c *Credentials) Lookup(tenant, name, rawURL string) (string, error) {
 			Reason: fmt.Sprintf("the tenant has no git credential called %q", name)}
 	}
 	u, err := url.Parse(rawURL)
-	if err == nil && u.Host != "" {
+	if err == nil && u.Host != "" && !hasDotSegment(u.Path) {
 		want := prefixOf(u)
 		for _, set := range [][]credential{own, shared} {
 			if cr, ok := longestMatch(set, want); ok {

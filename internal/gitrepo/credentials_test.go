@@ -90,6 +90,8 @@ func TestLookupRefusesWhatNoCredentialCovers(t *testing.T) {
 		{"acme", "gh", "https://evilgithub.com/acme/x", CodeCredentialNotForURL},
 		{"acme", "gh", "https://github.com.evil.example/acme/x", CodeCredentialNotForURL},
 		{"acme", "gh", "not a url", CodeCredentialNotForURL},
+		{"acme", "lab", "https://git.corp.example:8443/team/../other/x", CodeCredentialNotForURL},
+		{"acme", "lab", "https://git.corp.example:8443/team/%2E%2E/other/x", CodeCredentialNotForURL},
 		{"acme", "lab", "https://git.corp.example/team/x", CodeCredentialNotForURL},
 		{"acme", "lab", "https://git.corp.example:8443/teams/x", CodeCredentialNotForURL},
 	} {

@@ -162,8 +162,8 @@ func checkAccepted(t *testing.T, raw string, u *url.URL) {
 		t.Fatalf("accepted %q as %q, which re-parses as %q", raw, u, again)
 	}
 	for _, part := range append(strings.Split(again.Hostname(), "."), strings.Split(again.Path, "/")...) {
-		if strings.HasPrefix(part, "-") {
-			t.Fatalf("accepted %q, with a part that begins with '-'", raw)
+		if strings.HasPrefix(part, "-") || part == "." || part == ".." {
+			t.Fatalf("accepted %q, with a part that begins with '-' or is a dot segment", raw)
 		}
 	}
 	host := strings.ToLower(strings.TrimSuffix(again.Hostname(), "."))

@@ -66,7 +66,8 @@ func ParsePolicy(entries []string) (Policy, error) {
 // and a path, at most MaxURLBytes, without user info (credentials belong
 // in the credentials file), query or fragment, spaces, control bytes or
 // backslashes, and with no host label or path segment that begins with
-// '-' (which git, or a program it runs, could take for an option). Every
+// '-' (which git, or a program it runs, could take for an option) nor a
+// "." or ".." segment (which would escape a credential's prefix). Every
 // other scheme (file:, ssh:, git:, ext::), scp-like host:path and local
 // paths are refused. A host the webhooks' policy reads as internal, and
 // that the operator does not allow, is refused with the code
@@ -139,7 +140,22 @@ func urlParts(u *url.URL, raw string) string {
 			return "has a path segment that begins with '-', which could be read as an option"
 		}
 	}
+	if hasDotSegment(u.Path) {
+		return `has a "." or ".." path segment`
+	}
 	return ""
+}
+
+// hasDotSegment reports whether path has a "." or ".." segment, which
+// an HTTP client removes before sending: https://h/org/../other is
+// https://h/other, which a credential for https://h/org must not reach.
+func hasDotSegment(path string) bool {
+	for _, seg := range strings.Split(path, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // checkHost checks raw's host and port with the webhooks' policy: as
