@@ -2,6 +2,7 @@ package gittest
 
 import (
 	"crypto/subtle"
+	"io"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -58,6 +59,9 @@ func (s *Server) handler(t testing.TB) http.Handler {
 		Path: HTTPBackend,
 		Root: "/",
 		Dir:  s.Root,
+		// The backend's complaints (an unknown repository, an unknown
+		// commit) are what the client is told anyway.
+		Stderr: io.Discard,
 		Env: append(Env(t.TempDir()),
 			"GIT_PROJECT_ROOT="+s.Root,
 			"GIT_HTTP_EXPORT_ALL=1",
