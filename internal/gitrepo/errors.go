@@ -18,6 +18,9 @@ type Error struct {
 	Msg string
 	// Err is the cause (a context's error, an exit status), for errors.Is.
 	Err error
+	// stderr is git's whole (scrubbed, bounded) complaint, for a caller
+	// that classifies it further.
+	stderr string
 }
 
 func (e *Error) Error() string { return "git " + e.Op + ": " + e.Msg }
@@ -81,7 +84,7 @@ func failure(op string, err error, stderr string) *Error {
 	if msg == "" {
 		msg = err.Error()
 	}
-	return &Error{Class: classify(stderr), Op: op, Msg: msg, Err: err}
+	return &Error{Class: classify(stderr), Op: op, Msg: msg, Err: err, stderr: stderr}
 }
 
 func contextError(err error) error {
@@ -93,12 +96,13 @@ func contextError(err error) error {
 	return nil
 }
 
-// lastLines is the last n non-empty lines of s, joined by "; ": git says
+// lastLines is the last n non-empty lines of s that are not hints, joined by "; ": git says
 // why it failed at the end.
 func lastLines(s string, n int) string {
 	var kept []string
 	for _, line := range strings.Split(s, "\n") {
-		if line = strings.TrimSpace(line); line != "" {
+		// git's hints say how to use git, not what went wrong.
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "hint:") {
 			kept = append(kept, line)
 		}
 	}

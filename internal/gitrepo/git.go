@@ -216,19 +216,23 @@ func stripUserinfo(s string) string {
 
 // cappedBuffer keeps up to max bytes and fails the write past them, which
 // ends the git writing to it.
+// It holds its buffer rather than embedding it, so io.Copy cannot go round
+// Write through the buffer's ReadFrom.
 type cappedBuffer struct {
-	bytes.Buffer
+	buf  bytes.Buffer
 	max  int64
 	over bool
 }
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if int64(b.Len()+len(p)) > b.max {
+	if int64(b.buf.Len()+len(p)) > b.max {
 		b.over = true
 		return 0, ErrTooLarge
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }
+
+func (b *cappedBuffer) Bytes() []byte { return b.buf.Bytes() }
 
 // tailBuffer keeps the last max bytes written to it.
 type tailBuffer struct {
