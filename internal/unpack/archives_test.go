@@ -27,7 +27,9 @@ func dir(name string) member        { return member{name: name, mode: fs.ModeDir
 func sym(name, target string) member {
 	return member{name: name, mode: fs.ModeSymlink | 0o777, link: target}
 }
-func hard(name, target string) member { return member{name: name, mode: 0o644, link: target, hard: true} }
+func hard(name, target string) member {
+	return member{name: name, mode: 0o644, link: target, hard: true}
+}
 func special(name string, mode fs.FileMode) member {
 	return member{name: name, mode: mode | 0o644}
 }

@@ -186,6 +186,7 @@ func TestUnpackEmptyArchives(t *testing.T) {
 
 func TestUnpackRefuses(t *testing.T) {
 	ok := file("ok.txt", "fine") // something unpacked before the refusal
+	gzipBomb, zipBomb := zerosTgz(t, 10<<20), zerosZip(t, 10<<20)
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -227,8 +228,8 @@ func TestUnpackRefuses(t *testing.T) {
 		{"tar too deep", tarOf(t, ok, file("a/b/c/d/e", "x")), Limits{Depth: 4}, CodeTooDeep},
 		{"tar file too large", tarOf(t, ok, file("big", strings.Repeat("x", 2048))), Limits{FileBytes: 1024}, CodeTooLarge},
 		{"tar total too large", tarOf(t, ok, file("a", strings.Repeat("x", 600)), file("b", strings.Repeat("x", 600))), Limits{TotalBytes: 1024}, CodeTooLarge},
-		{"gzip bomb over the total", zerosTgz(t, 10<<20), Limits{TotalBytes: 1 << 20}, CodeTooLarge},
-		{"gzip bomb over the ratio", zerosTgz(t, 10<<20), Limits{}, CodeRatio},
+		{"gzip bomb over the total", gzipBomb, Limits{TotalBytes: 1 << 20}, CodeTooLarge},
+		{"gzip bomb over the ratio", gzipBomb, Limits{}, CodeRatio},
 		{"zip traversal", zipOf(t, ok, file("../evil", "x")), Limits{}, CodeUnsafePath},
 		{"zip slip with backslashes", zipOf(t, ok, file("..\\..\\evil", "x")), Limits{}, CodeUnsafePath},
 		{"zip drive", zipOf(t, ok, file("C:\\evil", "x")), Limits{}, CodeUnsafePath},
@@ -241,8 +242,8 @@ func TestUnpackRefuses(t *testing.T) {
 		{"zip device", zipOf(t, ok, special("sda", fs.ModeDevice)), Limits{}, CodeSpecialFile},
 		{"zip socket", zipOf(t, ok, special("sock", fs.ModeSocket)), Limits{}, CodeSpecialFile},
 		{"zip too many entries", zipOf(t, ok, file("b", ""), file("c", "")), Limits{Entries: 2}, CodeTooManyEntries},
-		{"zip deflate bomb over the total", zerosZip(t, 10<<20), Limits{TotalBytes: 1 << 20}, CodeTooLarge},
-		{"zip deflate bomb over the ratio", zerosZip(t, 10<<20), Limits{}, CodeRatio},
+		{"zip deflate bomb over the total", zipBomb, Limits{TotalBytes: 1 << 20}, CodeTooLarge},
+		{"zip deflate bomb over the ratio", zipBomb, Limits{}, CodeRatio},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dst, parent, _, err := unpackBytes(t, tc.data, tc.lim)
