@@ -225,6 +225,7 @@ func TestUnpackRefuses(t *testing.T) {
 		{"tar file over a directory", tarOf(t, ok, dir("d/"), file("d", "x")), Limits{}, CodeDuplicate},
 		{"tar directory over a file", tarOf(t, ok, dir("ok.txt/")), Limits{}, CodeDuplicate},
 		{"tar too many entries", tarOf(t, ok, file("b", ""), file("c", ""), file("d", "")), Limits{Entries: 3}, CodeTooManyEntries},
+		{"tar too many implied directories", tarOf(t, file("a/b/c/d/e", "x")), Limits{Entries: 4}, CodeTooManyEntries},
 		{"tar too deep", tarOf(t, ok, file("a/b/c/d/e", "x")), Limits{Depth: 4}, CodeTooDeep},
 		{"tar file too large", tarOf(t, ok, file("big", strings.Repeat("x", 2048))), Limits{FileBytes: 1024}, CodeTooLarge},
 		{"tar total too large", tarOf(t, ok, file("a", strings.Repeat("x", 600)), file("b", strings.Repeat("x", 600))), Limits{TotalBytes: 1024}, CodeTooLarge},
@@ -262,11 +263,9 @@ func TestUnpackBombStopsAtItsBound(t *testing.T) {
 	const bound = 1 << 20
 	dst := filepath.Join(t.TempDir(), "dst")
 	data := zerosTgz(t, 10<<20)
-	var written int64
-	lim := Limits{TotalBytes: bound}
-	u, root := newTestUnpacker(t, data, dst, lim)
+	u, root := newTestUnpacker(t, data, dst, Limits{TotalBytes: bound})
 	err := u.run(int64(len(data)))
-	written = u.stats.Bytes
+	written := u.stats.Bytes
 	root.Close()
 	var uerr *Error
 	if !errors.As(err, &uerr) || uerr.Code != CodeTooLarge {

@@ -101,7 +101,22 @@ func (u *unpacker) add(e entry) error {
 	if err := u.mkdirs(ancestors(p)); err != nil {
 		return err
 	}
+	if _, ok := u.made[p]; !ok {
+		if err := u.room(e.name); err != nil {
+			return err
+		}
+	}
 	return u.make(e, p)
+}
+
+// room refuses to make one more path once Limits.Entries are made:
+// directories only implied by a path count too, else one entry 128 deep
+// would make 128 of them.
+func (u *unpacker) room(name string) error {
+	if len(u.made) < u.lim.Entries {
+		return nil
+	}
+	return entryError(CodeTooManyEntries, name, "the archive makes more than %d files and directories", u.lim.Entries)
 }
 
 func (u *unpacker) make(e entry, p string) error {
@@ -143,6 +158,9 @@ func (u *unpacker) mkdirs(dirs []string) error {
 	for _, d := range dirs {
 		if _, ok := u.made[d]; ok {
 			continue // checkPlace saw it is a directory
+		}
+		if err := u.room(d); err != nil {
+			return err
 		}
 		if err := u.mkdir(d); err != nil {
 			return err
