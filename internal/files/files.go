@@ -1,6 +1,7 @@
 // Package files is the home of uploaded files: the images a tenant uploads,
-// or sends inline with a prompt or a message, kept for every replica until
-// they expire or are deleted.
+// or sends inline with a prompt or a message, and the archives (tar,
+// gzipped tar, zip) a run's workspace is unpacked from, kept for every
+// replica until they expire or are deleted.
 //
 // Uploads creates, reads, deletes and counts a tenant's files (File) within
 // their Limits, in a Store that internal/store implements; a file refused is
@@ -8,13 +9,15 @@
 // attachments (checking them at submission, writing them where its CLI reads
 // them) is the supervisor's.
 //
-// Check tells the images a run may be given apart from other bytes: PNG,
-// JPEG, GIF and WebP, recognised by their bytes, whatever their sender calls
-// them. An image is accepted when its magic numbers name one of the four
-// types, the type it was declared as (if any) is that type, its header
-// parses, and its dimensions are within bounds. Nothing here decodes pixels:
-// a CLI hands the bytes to its model as they are, and the header is what
-// tells a real image from bytes that merely begin like one.
+// Check tells the images a run may be given, and the archives it may
+// start from, apart from other bytes: PNG, JPEG, GIF and WebP; tar, gzipped
+// tar and zip; recognised by their bytes, whatever their sender calls them.
+// A file is accepted when its magic numbers name one of these types, the
+// type it was declared as (if any) is that type, and its header parses; an
+// image's dimensions must be within bounds. Nothing here decodes pixels or
+// unpacks: a CLI hands an image's bytes to its model as they are, and the
+// header is what tells a real image or archive from bytes that merely begin
+// like one.
 package files
 
 import (
@@ -40,7 +43,8 @@ const (
 	WebP = "image/webp"
 )
 
-// Types are the accepted media types, in the order messages list them.
+// Types are the accepted media types of images, in the order messages
+// list them. ArchiveTypes are the archives'.
 var Types = []string{PNG, JPEG, GIF, WebP}
 
 // MaxSide bounds an image's width and height, in pixels: the models take
@@ -48,14 +52,15 @@ var Types = []string{PNG, JPEG, GIF, WebP}
 // lie.
 const MaxSide = 16384
 
-// Info is what Check found of an image.
+// Info is what Check found of an image or an archive (whose Width and
+// Height are zero).
 type Info struct {
 	MediaType     string
 	Width, Height int
 }
 
-// Error says why bytes are not an acceptable image, in a sentence for the
-// sender.
+// Error says why bytes are not an acceptable image or archive, in a
+// sentence for the sender.
 type Error struct{ Reason string }
 
 func (e *Error) Error() string { return e.Reason }
@@ -84,12 +89,13 @@ func Sniff(data []byte) string {
 	case len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "WEBP":
 		return WebP
 	}
-	return ""
+	return sniffArchive(data)
 }
 
 // NormalizeType returns the media type of a declared Content-Type, lower
 // case and without parameters ("image/PNG; x=y" is "image/png"), or "" when
-// it does not parse. "image/jpg", which some clients send, is image/jpeg.
+// it does not parse. "image/jpg", which some clients send, is image/jpeg;
+// the other names of gzip and zip (application/x-gzip…) are theirs.
 func NormalizeType(declared string) string {
 	mt, _, err := mime.ParseMediaType(declared)
 	if err != nil {
@@ -98,27 +104,27 @@ func NormalizeType(declared string) string {
 	if mt == "image/jpg" || mt == "image/pjpeg" {
 		return JPEG
 	}
+	if alias, ok := archiveAliases[mt]; ok {
+		return alias
+	}
 	return mt
 }
 
-// Accepted reports whether mt, normalised, is one of Types.
+// Accepted reports whether mt, normalised, is one of Types or
+// ArchiveTypes.
 func Accepted(mt string) bool {
-	for _, t := range Types {
-		if t == mt {
-			return true
-		}
-	}
-	return false
+	return KindOf(mt) != ""
 }
 
-// Check validates data as an image declared as declared (a media type, or
-// "" to take what the bytes say). The error, when not nil, is an *Error
-// whose Reason says what is wrong.
+// Check validates data as an image or an archive declared as declared (a
+// media type, or "" to take what the bytes say). The error, when not nil,
+// is an *Error whose Reason says what is wrong.
 func Check(data []byte, declared string) (Info, error) {
 	var mt string
 	if declared != "" {
 		if mt = NormalizeType(declared); !Accepted(mt) {
-			return Info{}, reject("media type %q is not accepted: send one of %s", clip(declared), strings.Join(Types, ", "))
+			return Info{}, reject("media type %q is not accepted: send one of %s, %s",
+				clip(declared), strings.Join(Types, ", "), strings.Join(ArchiveTypes, ", "))
 		}
 	}
 	if len(data) == 0 {
@@ -127,10 +133,22 @@ func Check(data []byte, declared string) (Info, error) {
 	sniffed := Sniff(data)
 	switch {
 	case sniffed == "":
-		return Info{}, reject("the bytes are not a PNG, JPEG, GIF or WebP image (their first bytes match none of them)")
+		return Info{}, reject("the bytes are not a PNG, JPEG, GIF or WebP image, nor a tar, gzipped tar or zip archive (their first bytes match none of them)")
 	case mt != "" && sniffed != mt:
 		return Info{}, reject("the file is declared as %s but its bytes are %s", mt, sniffed)
 	}
+	if KindOf(sniffed) == KindArchive {
+		if err := checkArchive(sniffed, data); err != nil {
+			return Info{}, reject("the file begins like a %s archive but is not one: %v", sniffed, err)
+		}
+		return Info{MediaType: sniffed}, nil
+	}
+	return checkImage(sniffed, data)
+}
+
+// checkImage reads the header of data, sniffed as the image type mt, and
+// bounds its dimensions.
+func checkImage(sniffed string, data []byte) (Info, error) {
 	info := Info{MediaType: sniffed}
 	var err error
 	switch sniffed {

@@ -1,6 +1,7 @@
 package files
 
 import (
+	"archive/tar"
 	"bytes"
 	"encoding/binary"
 	"image"
@@ -96,7 +97,7 @@ func TestCheckRejects(t *testing.T) {
 		declared string
 		reason   string
 	}{
-		{"text", []byte("hello, world"), "", "not a PNG, JPEG, GIF or WebP"},
+		{"text", []byte("hello, world"), "", "not a PNG, JPEG, GIF or WebP image, nor a tar, gzipped tar or zip"},
 		{"text declared png", []byte("hello, world"), PNG, "not a PNG, JPEG, GIF or WebP"},
 		{"empty", nil, PNG, "empty"},
 		{"svg", []byte("<svg/>"), "image/svg+xml", `media type "image/svg+xml" is not accepted`},
@@ -147,6 +148,14 @@ func FuzzCheck(f *testing.F) {
 	f.Add(extendedWebP(10, 10), "image/webp; q=1")
 	f.Add([]byte("\x89PNG\r\n\x1a\n"), "")
 	f.Add([]byte("RIFF\xff\xff\xff\xffWEBPVP8X"), WebP)
+	ustar := tarOf(f, tar.FormatUSTAR)
+	f.Add(ustar, Tar)
+	f.Add(tarOf(f, tar.FormatUnknown), "")
+	f.Add(gzipOf(f, ustar), "application/x-gzip")
+	f.Add(gzipOf(f, []byte("not a tar")), Gzip)
+	f.Add(zipOf(f, "a/b.txt"), Zip)
+	f.Add(zipOf(f), "")
+	f.Add([]byte("PK\x03\x04"), Zip)
 	f.Fuzz(func(t *testing.T, data []byte, declared string) {
 		info, err := Check(data, declared)
 		if err != nil {
@@ -157,6 +166,12 @@ func FuzzCheck(f *testing.F) {
 		}
 		if info.MediaType != Sniff(data) || !Accepted(info.MediaType) {
 			t.Fatalf("accepted as %q, sniffed %q", info.MediaType, Sniff(data))
+		}
+		if KindOf(info.MediaType) == KindArchive {
+			if info.Width != 0 || info.Height != 0 {
+				t.Fatalf("an archive accepted as %dx%d pixels", info.Width, info.Height)
+			}
+			return
 		}
 		if info.Width < 1 || info.Height < 1 || info.Width > MaxSide || info.Height > MaxSide {
 			t.Fatalf("accepted %dx%d", info.Width, info.Height)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -48,26 +49,53 @@ func NewUploads(store Store, limits Limits, now func() time.Time) *Uploads {
 	return &Uploads{store: store, limits: limits.withDefaults(), now: now}
 }
 
-// Create checks data as Check does and stores it as a file of tenant.
+// UploadField is the request field of an uploaded file.
+const UploadField = "file"
+
+// Upload checks data as an image or an archive, as Check does for an
+// image, and stores it as a file of tenant: what POST /v1/files takes.
+func (u *Uploads) Upload(ctx context.Context, tenant, name, mediaType string, data []byte) (File, error) {
+	f, err := u.check(ctx, tenant, UploadField, name, mediaType, data, true)
+	if err != nil {
+		return File{}, err
+	}
+	return f, u.put(ctx, f, data)
+}
+
+// Create checks data as Check does and stores it as a file of tenant: an
+// image attached inline.
 func (u *Uploads) Create(ctx context.Context, tenant, field, name, mediaType string, data []byte) (File, error) {
 	f, err := u.Check(ctx, tenant, field, name, mediaType, data)
 	if err != nil {
 		return File{}, err
 	}
-	if err := u.store.PutFile(ctx, f, data); err != nil {
-		return File{}, fmt.Errorf("store file: %w", err)
-	}
-	return f, nil
+	return f, u.put(ctx, f, data)
 }
 
-// Check returns the record data would have as a file of tenant, declared
-// as mediaType ("" takes what the bytes say), without storing it. A
-// refusal is a *Refusal naming field (TooLarge, InvalidAttachment for bad
-// bytes or a bad name, TooManyFiles); any other error is the store's.
+func (u *Uploads) put(ctx context.Context, f File, data []byte) error {
+	if err := u.store.PutFile(ctx, f, data); err != nil {
+		return fmt.Errorf("store file: %w", err)
+	}
+	return nil
+}
+
+// Check returns the record data would have as an image of tenant,
+// declared as mediaType ("" takes what the bytes say), without storing
+// it. A refusal is a *Refusal naming field (TooLarge, InvalidAttachment
+// for bad bytes, an archive or a bad name, TooManyFiles); any other error
+// is the store's.
 func (u *Uploads) Check(ctx context.Context, tenant, field, name, mediaType string, data []byte) (File, error) {
-	if int64(len(data)) > u.limits.MaxBytes {
-		return File{}, &Refusal{Code: TooLarge, Field: field,
-			Reason: fmt.Sprintf("the file is %d bytes; at most %d are accepted", len(data), u.limits.MaxBytes)}
+	return u.check(ctx, tenant, field, name, mediaType, data, false)
+}
+
+// check is Check, taking an archive too when archives is set.
+func (u *Uploads) check(ctx context.Context, tenant, field, name, mediaType string, data []byte, archives bool) (File, error) {
+	largest := u.limits.MaxBytes
+	if archives {
+		largest = max(largest, u.limits.MaxArchiveBytes)
+	}
+	if err := tooLarge(field, "file", len(data), largest); err != nil {
+		return File{}, err
 	}
 	if err := checkName(name); err != nil {
 		return File{}, &Refusal{Code: InvalidAttachment, Field: field, Reason: "the name " + err.Error()}
@@ -76,9 +104,32 @@ func (u *Uploads) Check(ctx context.Context, tenant, field, name, mediaType stri
 	if err != nil {
 		return File{}, &Refusal{Code: InvalidAttachment, Field: field, Reason: err.Error()}
 	}
+	kind := KindOf(info.MediaType)
+	if kind == KindArchive && !archives {
+		return File{}, &Refusal{Code: InvalidAttachment, Field: field, Reason: fmt.Sprintf(
+			"the file is an archive (%s), not an image: attach a PNG, JPEG, GIF or WebP image (an archive is for %s)", info.MediaType, ArchiveField)}
+	}
+	if err := tooLarge(field, kind, len(data), u.limits.maxBytes(kind)); err != nil {
+		return File{}, err
+	}
 	if err := u.checkRoom(ctx, tenant, field); err != nil {
 		return File{}, err
 	}
+	return u.record(tenant, name, kind, info, data)
+}
+
+// tooLarge refuses n bytes of what (a file, an image, an archive) beyond
+// limit.
+func tooLarge(field, what string, n int, limit int64) error {
+	if int64(n) <= limit {
+		return nil
+	}
+	return &Refusal{Code: TooLarge, Field: field,
+		Reason: fmt.Sprintf("the %s is %d bytes; at most %d are accepted", what, n, limit)}
+}
+
+// record is the record of checked data, a new file of tenant.
+func (u *Uploads) record(tenant, name, kind string, info Info, data []byte) (File, error) {
 	id, err := newID()
 	if err != nil {
 		return File{}, err
@@ -86,7 +137,7 @@ func (u *Uploads) Check(ctx context.Context, tenant, field, name, mediaType stri
 	sum := sha256.Sum256(data)
 	now := u.now().UTC().Truncate(time.Millisecond)
 	return File{
-		ID: id, Tenant: tenant, MediaType: info.MediaType, Size: int64(len(data)),
+		ID: id, Tenant: tenant, Kind: kind, MediaType: info.MediaType, Size: int64(len(data)),
 		SHA256: hex.EncodeToString(sum[:]), Name: name, Width: info.Width, Height: info.Height,
 		CreatedAt: now, ExpiresAt: now.Add(u.limits.TTL),
 	}, nil
@@ -128,7 +179,55 @@ func (u *Uploads) Get(ctx context.Context, tenant, id string) (File, error) {
 		// The store drops it soon; it is gone already.
 		return File{}, fmt.Errorf("file %s expired: %w", id, runs.ErrNotFound)
 	}
+	if f.Kind == "" {
+		// Kept before files had kinds, when all were images.
+		f.Kind = KindImage
+	}
 	return f, nil
+}
+
+// Attachment returns tenant's image that the attachment field names by
+// id. A refusal is a *Refusal naming field: NotFound, or
+// InvalidAttachment for an archive; any other error is the store's.
+func (u *Uploads) Attachment(ctx context.Context, tenant, field, id string) (File, error) {
+	f, err := u.Get(ctx, tenant, id)
+	if err != nil {
+		return File{}, notFound(field, id, err)
+	}
+	if f.Kind != KindImage {
+		return File{}, &Refusal{Code: InvalidAttachment, Field: field, Reason: fmt.Sprintf(
+			"file %s is an archive (%s), not an image: attach a PNG, JPEG, GIF or WebP image", f.ID, f.MediaType)}
+	}
+	return f, nil
+}
+
+// Archive returns tenant's archive that a workspace names by id, and its
+// bytes. A refusal is a *Refusal naming ArchiveField: NotFound, or
+// NotAnArchive for an image; any other error is the store's.
+func (u *Uploads) Archive(ctx context.Context, tenant, id string) (File, []byte, error) {
+	f, err := u.Get(ctx, tenant, id)
+	if err != nil {
+		return File{}, nil, notFound(ArchiveField, id, err)
+	}
+	if f.Kind != KindArchive {
+		return File{}, nil, &Refusal{Code: NotAnArchive, Field: ArchiveField, Reason: fmt.Sprintf(
+			"file %s is an image (%s), not an archive: upload a tar, gzipped tar or zip with POST /v1/files", f.ID, f.MediaType)}
+	}
+	data, err := u.store.FileData(ctx, tenant, id)
+	if err != nil {
+		return File{}, nil, notFound(ArchiveField, id, err)
+	}
+	return f, data, nil
+}
+
+// notFound is the refusal of field for a file the tenant does not have
+// (err wraps runs.ErrNotFound), or err, the store's, with context.
+func notFound(field, id string, err error) error {
+	if errors.Is(err, runs.ErrNotFound) {
+		return &Refusal{Code: NotFound, Field: field, Reason: fmt.Sprintf(
+			"no file %q: it was never uploaded by this tenant, or it expired or was deleted", clip(id))}
+	}
+	return fmt.Errorf("read file %s: %w", clip(id), err)
 }
 
 // Content returns tenant's file, as Get does, and its bytes.

@@ -126,7 +126,7 @@ func TestUploadsKeepATenantsFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(data)
-	want := File{ID: f.ID, Tenant: "acme", MediaType: PNG, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]),
+	want := File{ID: f.ID, Tenant: "acme", Kind: KindImage, MediaType: PNG, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]),
 		Name: "shot.png", Width: 2, Height: 3, CreatedAt: clk.now.Truncate(time.Millisecond),
 		ExpiresAt: clk.now.Truncate(time.Millisecond).Add(time.Hour)}
 	if !ValidID(f.ID) || f != want {
