@@ -19,15 +19,24 @@ import (
 // errNoUploads answers for files on a supervisor that keeps none.
 var errNoUploads = fmt.Errorf("files are not enabled on this gateway: %w", runs.ErrNotFound)
 
-// UploadFile checks data as an image declared as mediaType ("" takes what
-// the bytes say) and stores it as a file of the caller's tenant. Errors: a
-// *files.Refusal (InvalidAttachment, TooLarge, TooManyFiles), or the
-// store's.
+// UploadFile checks data as an image or an archive declared as mediaType
+// ("" takes what the bytes say) and stores it as a file of the caller's
+// tenant. Errors: a *files.Refusal (InvalidAttachment, TooLarge,
+// TooManyFiles), or the store's.
 func (s *Supervisor) UploadFile(ctx context.Context, name, mediaType string, data []byte) (files.File, error) {
-	return s.putFile(ctx, runs.ActorFrom(ctx).Tenant, "file", name, mediaType, data)
+	if s.cfg.Uploads == nil {
+		return files.File{}, errNoUploads
+	}
+	f, err := s.cfg.Uploads.Upload(ctx, runs.ActorFrom(ctx).Tenant, name, mediaType, data)
+	if err != nil {
+		return files.File{}, err
+	}
+	s.auditFile(ctx, f)
+	return f, nil
 }
 
-// putFile stores a file of tenant, and audits it as the caller's.
+// putFile stores an image of tenant attached inline, and audits it as the
+// caller's.
 func (s *Supervisor) putFile(ctx context.Context, tenant, field, name, mediaType string, data []byte) (files.File, error) {
 	if s.cfg.Uploads == nil {
 		return files.File{}, errNoUploads
@@ -36,8 +45,13 @@ func (s *Supervisor) putFile(ctx context.Context, tenant, field, name, mediaType
 	if err != nil {
 		return files.File{}, err
 	}
-	s.audit("file.create", runs.ActorFrom(ctx), "", zap.String("file_id", f.ID), zap.Int64("size", f.Size))
+	s.auditFile(ctx, f)
 	return f, nil
+}
+
+// auditFile audits a file stored for the caller.
+func (s *Supervisor) auditFile(ctx context.Context, f files.File) {
+	s.audit("file.create", runs.ActorFrom(ctx), "", zap.String("file_id", f.ID), zap.String("kind", f.Kind), zap.Int64("size", f.Size))
 }
 
 // GetFile returns the caller's tenant's file, or an error wrapping
@@ -108,9 +122,9 @@ func (s *Supervisor) attach(ctx context.Context, d runs.Description, tenant, fie
 	return out, nil
 }
 
-// attachedFile is the file of the attachment a, the request field named
+// attachedFile is the image of the attachment a, the request field named
 // at: an inline image checked (and with store, stored), or the tenant's
-// file it names.
+// image it names.
 func (s *Supervisor) attachedFile(ctx context.Context, tenant, at string, a runs.Attachment, store bool) (files.File, error) {
 	switch {
 	case a.FileID == "" && store:
@@ -118,15 +132,7 @@ func (s *Supervisor) attachedFile(ctx context.Context, tenant, at string, a runs
 	case a.FileID == "":
 		return s.cfg.Uploads.Check(ctx, tenant, at, a.Name, a.MediaType, a.Data)
 	}
-	f, err := s.cfg.Uploads.Get(ctx, tenant, a.FileID)
-	if errors.Is(err, runs.ErrNotFound) {
-		return files.File{}, &files.Refusal{Code: files.NotFound, Field: at,
-			Reason: fmt.Sprintf("no file %q: it was never uploaded by this tenant, or it expired or was deleted", clip.Text(a.FileID, 64))}
-	}
-	if err != nil {
-		return files.File{}, fmt.Errorf("read file %s: %w", a.FileID, err)
-	}
-	return f, nil
+	return s.cfg.Uploads.Attachment(ctx, tenant, at, a.FileID)
 }
 
 // attachmentsDir is where a run's images are written, under its temporary

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -415,6 +416,45 @@ func TestAttachmentsAndIdempotencyKeys(t *testing.T) {
 		t.Errorf("the tenant has %d files after a replay, %v; want 1", n, err)
 	}
 	fh.wait(t, r1.ID, 20*time.Second)
+}
+
+// testZip is a zip of one file.
+func testZip(t testing.TB) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	w, err := zw.Create("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("# hi\n"))
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// An archive is uploaded for a workspace; it is not an image to attach,
+// by id or inline, and an inline one is not stored.
+func TestArchiveIsNoAttachment(t *testing.T) {
+	fh := newFileHarness(t, files.Limits{})
+	acme := tenantCtx("acme")
+	archive, err := fh.sup.UploadFile(acme, "repo.zip", "", testZip(t))
+	if err != nil || archive.Kind != files.KindArchive || archive.MediaType != files.Zip {
+		t.Fatalf("UploadFile of a zip = %+v, %v", archive, err)
+	}
+	for name, atts := range map[string][]runs.Attachment{
+		"by id":  {{FileID: archive.ID}},
+		"inline": {{Data: testZip(t)}},
+	} {
+		_, err := fh.sup.Submit(acme, runs.Spec{Agent: "img", Prompt: "look", Attachments: atts})
+		if fileErrCode(err) != files.InvalidAttachment || !strings.Contains(err.Error(), "not an image") {
+			t.Errorf("%s: a run attaching an archive = %v, want %s saying it is not an image", name, err, files.InvalidAttachment)
+		}
+	}
+	if n, err := fh.store.CountFiles(context.Background(), "acme"); err != nil || n != 1 {
+		t.Errorf("the tenant has %d files, %v; want only the uploaded archive", n, err)
+	}
 }
 
 // A file deleted while its run waits in the queue fails the run when it
