@@ -96,7 +96,7 @@ type config struct {
 	TenantMaxQueued      int     `envconfig:"TENANT_MAX_QUEUED" default:"0" desc:"runs of one tenant queued at once, on all replicas; 0: no limit"`
 	TenantDailyBudgetUSD float64 `envconfig:"TENANT_DAILY_BUDGET_USD" default:"0" desc:"what one tenant's runs may cost a day, in USD; 0: no limit"`
 	// Uploaded files are kept FILE_TTL; a tenant keeps at most
-	// MAX_FILES_PER_TENANT. MAX_FILE_BYTES and
+	// MAX_FILES_PER_TENANT. MAX_FILE_BYTES, MAX_ARCHIVE_BYTES and
 	// MAX_INLINE_ATTACHMENT_BYTES are api.Config's.
 	FileTTL time.Duration `envconfig:"FILE_TTL" default:"24h" desc:"how long uploaded files are kept"`
 	// MCPCommands allow-lists the commands a run's stdio MCP servers may

@@ -107,11 +107,13 @@ type Config struct {
 	BatchSize int `envconfig:"SSE_BATCH_SIZE" default:"256" desc:"most events read from the log and written at once"`
 	// MaxBodyBytes bounds a request body; a larger one is a 413.
 	MaxBodyBytes int64 `envconfig:"MAX_BODY_BYTES" default:"2097152" desc:"bound of a request body (413 beyond)"`
-	// MaxFileBytes bounds an uploaded file (POST /v1/files); a larger
-	// one is a 413 file_too_large. MaxInlineAttachmentBytes bounds the
-	// decoded bytes of the inline attachments of one run request or
-	// message, which may make its body larger than MaxBodyBytes.
-	MaxFileBytes             int64 `envconfig:"MAX_FILE_BYTES" default:"5242880" desc:"bound of an uploaded file (413 file_too_large beyond)"`
+	// MaxFileBytes bounds an uploaded image (POST /v1/files), and
+	// MaxArchiveBytes an uploaded archive; a larger one is a 413
+	// file_too_large. MaxInlineAttachmentBytes bounds the decoded bytes of
+	// the inline attachments of one run request or message, which may make
+	// its body larger than MaxBodyBytes.
+	MaxFileBytes             int64 `envconfig:"MAX_FILE_BYTES" default:"5242880" desc:"bound of an uploaded image (413 file_too_large beyond)"`
+	MaxArchiveBytes          int64 `envconfig:"MAX_ARCHIVE_BYTES" default:"104857600" desc:"bound of an uploaded archive, tar, tar.gz or zip, for a run's workspace (413 file_too_large beyond)"`
 	MaxInlineAttachmentBytes int64 `envconfig:"MAX_INLINE_ATTACHMENT_BYTES" default:"5242880" desc:"decoded bytes of inline images in one run request or message"`
 	// RetryAfter is sent, rounded up to whole seconds, with 429
 	// queue_full and 503 shutting_down.

@@ -22,8 +22,9 @@ import (
 // FileService is what the file routes need of the service: the files are
 // the caller's tenant's, as runs.ActorFrom(ctx) names it.
 type FileService interface {
-	// UploadFile checks data as an image declared as mediaType ("" to
-	// take what the bytes say) and stores it. Errors: a *files.Refusal.
+	// UploadFile checks data as an image or an archive declared as
+	// mediaType ("" to take what the bytes say) and stores it. Errors: a
+	// *files.Refusal.
 	UploadFile(ctx context.Context, name, mediaType string, data []byte) (files.File, error)
 	// GetFile returns a file, or an error wrapping runs.ErrNotFound.
 	GetFile(ctx context.Context, id string) (files.File, error)
@@ -38,21 +39,26 @@ const (
 	// CodeAttachmentFileNotFound: an attachment names a file the tenant
 	// does not have (400; "field" says which attachment).
 	CodeAttachmentFileNotFound = files.NotFound
-	// CodeFileTooLarge: an uploaded or inline file is larger than
-	// AGENTGATE_MAX_FILE_BYTES, or a request's inline attachments than
+	// CodeFileTooLarge: an uploaded or inline image is larger than
+	// AGENTGATE_MAX_FILE_BYTES, an uploaded archive than
+	// AGENTGATE_MAX_ARCHIVE_BYTES, or a request's inline attachments than
 	// AGENTGATE_MAX_INLINE_ATTACHMENT_BYTES (413).
 	CodeFileTooLarge = files.TooLarge
 	// CodeInvalidAttachment: the bytes are not a PNG, JPEG, GIF or WebP
-	// image, or not the one they are declared as (400).
+	// image or a tar, tar.gz or zip archive, or not the one they are
+	// declared as; or an attachment is an archive (400).
 	CodeInvalidAttachment = files.InvalidAttachment
 	// CodeTooManyFiles: the tenant keeps AGENTGATE_MAX_FILES_PER_TENANT
 	// files (429).
 	CodeTooManyFiles = files.TooManyFiles
+	// CodeNotAnArchive: a run's workspace.archive names an image (400).
+	CodeNotAnArchive = files.NotAnArchive
 )
 
 // Defaults of the file limits of Config.
 const (
 	DefaultMaxFileBytes             = files.DefaultMaxBytes
+	DefaultMaxArchiveBytes          = files.DefaultMaxArchive
 	DefaultMaxInlineAttachmentBytes = files.DefaultMaxBytes
 )
 
@@ -61,6 +67,22 @@ func (s *server) maxFileBytes() int64 {
 		return s.cfg.MaxFileBytes
 	}
 	return DefaultMaxFileBytes
+}
+
+func (s *server) maxArchiveBytes() int64 {
+	if s.cfg.MaxArchiveBytes > 0 {
+		return s.cfg.MaxArchiveBytes
+	}
+	return DefaultMaxArchiveBytes
+}
+
+// maxUploadBytes bounds an upload of a file whose bytes are data: an
+// archive's bound or an image's, as its bytes say.
+func (s *server) maxUploadBytes(data []byte) int64 {
+	if files.KindOf(files.Sniff(data)) == files.KindArchive {
+		return s.maxArchiveBytes()
+	}
+	return s.maxFileBytes()
 }
 
 func (s *server) maxInlineBytes() int64 {
@@ -131,33 +153,36 @@ func (s *server) fileService(w http.ResponseWriter, r *http.Request) (FileServic
 	return fs, ok
 }
 
-// fileResponse is a file as the API shows it.
+// fileResponse is a file as the API shows it: an image has a width and a
+// height, an archive none.
 type fileResponse struct {
 	ID        string    `json:"id"`
+	Kind      string    `json:"kind"`
 	MediaType string    `json:"media_type"`
 	Size      int64     `json:"size"`
 	SHA256    string    `json:"sha256"`
 	Name      string    `json:"name,omitempty"`
-	Width     int       `json:"width"`
-	Height    int       `json:"height"`
+	Width     int       `json:"width,omitempty"`
+	Height    int       `json:"height,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
 func fileBody(f files.File) fileResponse {
-	return fileResponse{ID: f.ID, MediaType: f.MediaType, Size: f.Size, SHA256: f.SHA256, Name: f.Name,
+	return fileResponse{ID: f.ID, Kind: f.Kind, MediaType: f.MediaType, Size: f.Size, SHA256: f.SHA256, Name: f.Name,
 		Width: f.Width, Height: f.Height, CreatedAt: f.CreatedAt.UTC(), ExpiresAt: f.ExpiresAt.UTC()}
 }
 
-// uploadFile answers POST /v1/files: one image, as the part "file" of a
-// multipart/form-data body or as the whole body with the image's media
-// type; 201 with the file.
+// uploadFile answers POST /v1/files: one image or archive, as the part
+// "file" of a multipart/form-data body or as the whole body with its
+// media type; 201 with the file. The body may be as large as the larger
+// bound; the file is then bounded as what its bytes say it is.
 func (s *server) uploadFile(w http.ResponseWriter, r *http.Request) {
 	fs, ok := s.fileService(w, r)
 	if !ok {
 		return
 	}
-	max := s.maxFileBytes()
+	max := max(s.maxFileBytes(), s.maxArchiveBytes())
 	body, err := readBody(w, r, max+64<<10, s.cfg.BodyReadTimeout)
 	var edge *edgeError
 	if errors.As(err, &edge) && edge.code == CodeBodyTooLarge {
@@ -173,7 +198,7 @@ func (s *server) uploadFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if int64(len(up.data)) > max {
+	if max := s.maxUploadBytes(up.data); int64(len(up.data)) > max {
 		s.fail(w, r, edgeErr(http.StatusRequestEntityTooLarge, CodeFileTooLarge, "file",
 			fmt.Sprintf("the file is %d bytes; at most %d are accepted", len(up.data), max)))
 		return
@@ -204,7 +229,7 @@ type upload struct {
 func parseUpload(contentType, disposition, queryName string, body []byte) (upload, error) {
 	if contentType == "" {
 		return upload{}, edgeErr(http.StatusBadRequest, CodeInvalidAttachment, "file",
-			"the request has no Content-Type: send multipart/form-data with a part \"file\", or the image with its media type")
+			"the request has no Content-Type: send multipart/form-data with a part \"file\", or the file with its media type")
 	}
 	mt, params, err := mime.ParseMediaType(contentType)
 	if err != nil {
@@ -242,11 +267,11 @@ func parseUpload(contentType, disposition, queryName string, body []byte) (uploa
 		if name != "file" {
 			p.Close()
 			return upload{}, edgeErr(http.StatusBadRequest, CodeUnknownField, echoed(name),
-				"unknown form field "+quote(name)+": send the image as the part \"file\"")
+				"unknown form field "+quote(name)+": send the file as the part \"file\"")
 		}
 		if up != nil {
 			p.Close()
-			return upload{}, edgeErr(http.StatusBadRequest, CodeInvalidField, "file", "the form has more than one part \"file\"; upload one image per request")
+			return upload{}, edgeErr(http.StatusBadRequest, CodeInvalidField, "file", "the form has more than one part \"file\"; upload one file per request")
 		}
 		data, err := io.ReadAll(p)
 		p.Close()
@@ -299,7 +324,8 @@ func (s *server) getFile(w http.ResponseWriter, r *http.Request) {
 }
 
 // getFileContent answers GET /v1/files/{id}/content: the bytes, as the
-// image's media type, never to be sniffed or run as a page.
+// file's media type, never to be sniffed or run as a page; an archive to
+// be saved, not shown.
 func (s *server) getFileContent(w http.ResponseWriter, r *http.Request) {
 	fs, ok := s.fileService(w, r)
 	if !ok {
@@ -321,6 +347,9 @@ func (s *server) getFileContent(w http.ResponseWriter, r *http.Request) {
 		mt = "application/octet-stream"
 	}
 	h.Set("Content-Type", mt)
+	if files.KindOf(mt) == files.KindArchive {
+		h.Set("Content-Disposition", "attachment")
+	}
 	h.Set("Content-Length", strconv.Itoa(len(data)))
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -23,66 +22,95 @@ import (
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
-// fileFake is a service with files: they are checked as the supervisor
-// checks them, and kept by tenant.
+// fileFake is a service with files: they are checked and kept by
+// files.Uploads, as the supervisor keeps them, in memory.
 type fileFake struct {
 	*fakeService
-	mu    sync.Mutex
-	files map[string]files.File // by tenant/id
-	data  map[string][]byte
-	max   int // files per tenant
+	store   *memFiles
+	uploads *files.Uploads
+	max     int // files per tenant
 }
 
 func newFileFake(svc *fakeService) *fileFake {
-	return &fileFake{fakeService: svc, files: map[string]files.File{}, data: map[string][]byte{}, max: 100}
+	st := &memFiles{files: map[string]files.File{}, data: map[string][]byte{}}
+	return &fileFake{fakeService: svc, store: st, uploads: files.NewUploads(st, files.Limits{}, nil), max: 100}
 }
 
 func (f *fileFake) UploadFile(ctx context.Context, name, mediaType string, data []byte) (files.File, error) {
-	info, err := files.Check(data, mediaType)
-	if err != nil {
-		return files.File{}, &files.Refusal{Code: files.InvalidAttachment, Field: "file", Reason: err.Error()}
-	}
 	tenant := runs.ActorFrom(ctx).Tenant
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.files) >= f.max {
+	if n, _ := f.store.CountFiles(ctx, tenant); n >= f.max {
 		return files.File{}, &files.Refusal{Code: files.TooManyFiles, Field: "file", Reason: "too many"}
 	}
-	file := files.File{ID: "file-" + uuid.NewString(), Tenant: tenant, MediaType: info.MediaType, Size: int64(len(data)),
-		SHA256: "sum", Name: name, Width: info.Width, Height: info.Height, CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
-	f.files[tenant+"/"+file.ID] = file
-	f.data[tenant+"/"+file.ID] = data
-	return file, nil
+	return f.uploads.Upload(ctx, tenant, name, mediaType, data)
 }
 
 func (f *fileFake) GetFile(ctx context.Context, id string) (files.File, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	file, ok := f.files[runs.ActorFrom(ctx).Tenant+"/"+id]
-	if !ok {
-		return files.File{}, fmt.Errorf("file %s: %w", id, runs.ErrNotFound)
-	}
-	return file, nil
+	return f.uploads.Get(ctx, runs.ActorFrom(ctx).Tenant, id)
 }
 
 func (f *fileFake) FileContent(ctx context.Context, id string) (files.File, []byte, error) {
-	file, err := f.GetFile(ctx, id)
-	if err != nil {
-		return files.File{}, nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return file, f.data[file.Tenant+"/"+id], nil
+	return f.uploads.Content(ctx, runs.ActorFrom(ctx).Tenant, id)
 }
 
 func (f *fileFake) DeleteFile(ctx context.Context, id string) error {
-	if _, err := f.GetFile(ctx, id); err != nil {
+	return f.uploads.Delete(ctx, runs.ActorFrom(ctx).Tenant, id)
+}
+
+// memFiles is a files.Store in memory, by tenant.
+type memFiles struct {
+	mu    sync.Mutex
+	files map[string]files.File // by tenant/id
+	data  map[string][]byte
+}
+
+func (m *memFiles) PutFile(_ context.Context, f files.File, data []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.files[f.Tenant+"/"+f.ID] = f
+	m.data[f.Tenant+"/"+f.ID] = bytes.Clone(data)
+	return nil
+}
+
+func (m *memFiles) GetFile(_ context.Context, tenant, id string) (files.File, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f, ok := m.files[tenant+"/"+id]
+	if !ok {
+		return files.File{}, fmt.Errorf("file %s: %w", id, runs.ErrNotFound)
+	}
+	return f, nil
+}
+
+func (m *memFiles) FileData(ctx context.Context, tenant, id string) ([]byte, error) {
+	if _, err := m.GetFile(ctx, tenant, id); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.data[tenant+"/"+id], nil
+}
+
+func (m *memFiles) DeleteFile(ctx context.Context, tenant, id string) error {
+	if _, err := m.GetFile(ctx, tenant, id); err != nil {
 		return err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.files, runs.ActorFrom(ctx).Tenant+"/"+id)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.files, tenant+"/"+id)
+	delete(m.data, tenant+"/"+id)
 	return nil
+}
+
+func (m *memFiles) CountFiles(_ context.Context, tenant string) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, f := range m.files {
+		if f.Tenant == tenant {
+			n++
+		}
+	}
+	return n, nil
 }
 
 func pngBytes(t testing.TB) []byte {
@@ -293,6 +321,7 @@ func FuzzParseUpload(f *testing.F) {
 	f.Add("image/png", `attachment; filename="x.png"`, string(img))
 	f.Add("multipart/form-data; boundary=x", "", "--x\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nabc\r\n--x--\r\n")
 	f.Add("application/octet-stream", "", "")
+	f.Add("application/x-gzip", `attachment; filename="repo.tgz"`, string(gzipBytes(f, tarBytes(f, 10))))
 	f.Fuzz(func(t *testing.T, ct, disposition, body string) {
 		up, err := parseUpload(ct, disposition, "", []byte(body))
 		if err == nil && len(up.data) > len(body) {

@@ -298,7 +298,7 @@ var allCodes = []string{
 	CodeRunNotFinished, CodeUnauthenticated, CodeInvalidAuthorization, CodeInvalidToken, CodeForbidden,
 	CodeOriginNotAllowed, CodeHostNotAllowed, CodeInvalidQuery, CodeBodyTimeout, CodeRequestTimeout, CodeRateLimited,
 	CodeTooManyRunning, CodeTooManyQueued, CodeDailyBudgetExceeded, CodeTooManyStreams,
-	CodeInvalidAttachment, CodeAttachmentFileNotFound, CodeFileTooLarge, CodeTooManyFiles,
+	CodeInvalidAttachment, CodeAttachmentFileNotFound, CodeFileTooLarge, CodeTooManyFiles, CodeNotAnArchive,
 	runs.CodeMCPCommandNotAllowed, runs.CodeMCPURLNotAllowed,
 	runs.CodeWebhooksDisabled, runs.CodeWebhookURLRefused,
 	CodeInvalidPath, CodeWorkspaceExpired, CodeWorkspaceOnOtherReplica, CodeArchiveTooLarge,
