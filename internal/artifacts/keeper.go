@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -64,14 +65,28 @@ func (k *Keeper) storeOf(id string) string {
 	return filepath.Join(k.cfg.Dir, id)
 }
 
-// Remove removes the run id's snapshot and diff.
-func (k *Keeper) Remove(id string) {
-	store := k.storeOf(id)
-	if store == "" {
-		return
+// restoredDir holds, under Dir, the copies of runs' directories restored
+// from the cluster to be served here.
+const restoredDir = "restored"
+
+// RestoredPath is where a copy of run id's directory, restored from the
+// cluster, is kept to be served; "" when the keeper keeps nothing.
+func (k *Keeper) RestoredPath(id string) string {
+	if k.cfg.Dir == "" {
+		return ""
 	}
-	if err := os.RemoveAll(store); err != nil {
-		k.log.Warn("remove a run's snapshot", zap.String("run_id", id), zap.Error(err))
+	return filepath.Join(k.cfg.Dir, restoredDir, id)
+}
+
+// Remove removes the run id's snapshot and diff, and its restored copy.
+func (k *Keeper) Remove(id string) {
+	for _, p := range []string{k.storeOf(id), k.RestoredPath(id)} {
+		if p == "" {
+			continue
+		}
+		if err := os.RemoveAll(p); err != nil {
+			k.log.Warn("remove a run's snapshot", zap.String("run_id", id), zap.Error(err))
+		}
 	}
 }
 
@@ -83,16 +98,20 @@ func (k *Keeper) Sweep(cutoff time.Time, busy func(id string) bool) {
 	if k.cfg.Dir == "" {
 		return
 	}
-	entries, err := os.ReadDir(k.cfg.Dir)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			k.log.Warn("sweep snapshots", zap.Error(err))
+	for _, dir := range []string{k.cfg.Dir, filepath.Join(k.cfg.Dir, restoredDir)} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				k.log.Warn("sweep snapshots", zap.Error(err))
+			}
+			continue
 		}
-		return
-	}
-	for _, e := range entries {
-		if createdBefore(e.Name(), cutoff) && !busy(e.Name()) {
-			k.Remove(e.Name())
+		for _, e := range entries {
+			if createdBefore(strings.TrimSuffix(e.Name(), ".part"), cutoff) && !busy(e.Name()) {
+				if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+					k.log.Warn("remove a run's snapshot", zap.String("path", e.Name()), zap.Error(err))
+				}
+			}
 		}
 	}
 }

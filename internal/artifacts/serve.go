@@ -1,6 +1,7 @@
 package artifacts
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -102,6 +103,24 @@ func (k *Keeper) OpenFile(r runs.Run, path string) (*os.File, fs.FileInfo, error
 		return nil, nil, err
 	}
 	defer root.Close()
+	return openIn(root, r, path)
+}
+
+// OpenFileIn opens the regular file path of dir, a copy of r's directory
+// (restored from the cluster), as OpenFile opens it in the directory.
+func (k *Keeper) OpenFileIn(dir string, r runs.Run, path string) (*os.File, fs.FileInfo, error) {
+	if _, err := CleanPath(path); err != nil {
+		return nil, nil, invalidPath(path, err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, nil, k.gone(r)
+	}
+	defer root.Close()
+	return openIn(root, r, path)
+}
+
+func openIn(root *os.Root, r runs.Run, path string) (*os.File, fs.FileInfo, error) {
 	f, fi, err := Open(root, path)
 	switch {
 	case errors.Is(err, ErrInvalidPath):
@@ -129,7 +148,22 @@ func (k *Keeper) WriteArchive(r runs.Run, w io.Writer) error {
 		return err
 	}
 	defer root.Close()
-	err = Archive(w, root, k.cfg.MaxArchiveBytes)
+	return k.archive(root, w)
+}
+
+// WriteArchiveIn writes dir, a copy of r's directory (restored from the
+// cluster), as WriteArchive writes the directory.
+func (k *Keeper) WriteArchiveIn(dir string, r runs.Run, w io.Writer) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return k.gone(r)
+	}
+	defer root.Close()
+	return k.archive(root, w)
+}
+
+func (k *Keeper) archive(root *os.Root, w io.Writer) error {
+	err := Archive(w, root, k.cfg.MaxArchiveBytes)
 	if errors.Is(err, ErrTooLarge) {
 		return &Error{Code: CodeArchiveTooLarge,
 			Message: err.Error() + "; download its files one by one with GET /v1/runs/{id}/files/{path}"}
@@ -152,10 +186,7 @@ func (k *Keeper) runRoot(r runs.Run) (*os.Root, error) {
 		return nil, k.gone(r)
 	}
 	defer tr.Close()
-	cwd := r.Spec.Cwd
-	if cwd == "" {
-		cwd = r.ID
-	}
+	cwd := cmp.Or(r.Spec.WorkDir, r.Spec.Cwd, r.ID)
 	root, err := tr.OpenRoot(cwd)
 	if err != nil {
 		return nil, k.gone(r)

@@ -61,6 +61,11 @@ type Recorder struct {
 	turnsStarted       *prometheus.CounterVec
 	turnDuration       *prometheus.HistogramVec
 
+	workspacePrepare *prometheus.HistogramVec
+	gitClones        *prometheus.CounterVec
+	snapshotBytes    *prometheus.CounterVec
+	snapshotRestores *prometheus.CounterVec
+
 	fanout *fanoutCollector
 	packs  *packCollector
 }
@@ -153,6 +158,18 @@ func New(reg prometheus.Registerer, opts Options) (*Recorder, error) {
 			"Time from a turn's start to its end, approvals included.",
 			[]float64{0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600},
 			"agent", "status"),
+		workspacePrepare: histogramVec("workspace_prepare_seconds",
+			"Time to make a run's directory from its source: a clone, an archive unpacked, another run's directory restored.",
+			[]float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
+			"source"),
+		gitClones: counterVec("git_clones_total",
+			"Runs' directories cloned from a repository, by whether this replica's cache of it served the clone (hit) or it was cloned whole (miss).",
+			"cache"),
+		snapshotBytes: counterVec("snapshot_bytes_total",
+			"Bytes this replica stored in the cluster's snapshots, by kind: runs' workspaces, sessions' files, patches.",
+			"kind"),
+		snapshotRestores: counterVec("snapshot_restores_total",
+			"Snapshots restored on this replica, by kind.", "kind"),
 		fanout: newFanoutCollector(),
 		packs:  newPackCollector(),
 	}
@@ -163,6 +180,7 @@ func New(reg prometheus.Registerer, opts Options) (*Recorder, error) {
 		r.cost, r.runErrors, r.events, r.firstEvent, r.sseClients, r.agentInfo,
 		r.httpRequests, r.httpDurations,
 		r.approvalsRequested, r.approvalsResolved, r.approvalWait, r.turnsStarted, r.turnDuration,
+		r.workspacePrepare, r.gitClones, r.snapshotBytes, r.snapshotRestores,
 		r.fanout,
 		r.packs,
 	}
@@ -272,6 +290,40 @@ func (r *Recorder) TurnStarted(agent string) {
 // TurnFinished records a turn's duration by its status.
 func (r *Recorder) TurnFinished(agent string, status runs.State, secs float64) {
 	r.turnDuration.WithLabelValues(r.agents.label(agent), statusLabel(status)).Observe(seconds(secs))
+}
+
+// WorkspacePrepared records how long making a run's directory from its
+// source took, and counts a clone by whether the cache served it.
+func (r *Recorder) WorkspacePrepared(source string, secs float64, cacheHit bool) {
+	switch source {
+	case runs.SourceGit, runs.SourceArchive, runs.SourceFromRun:
+	default:
+		source = "other"
+	}
+	r.workspacePrepare.WithLabelValues(source).Observe(seconds(secs))
+	if source == runs.SourceGit {
+		r.gitClones.WithLabelValues(map[bool]string{true: "hit", false: "miss"}[cacheHit]).Inc()
+	}
+}
+
+// SnapshotKept counts bytes stored in the cluster's snapshots.
+func (r *Recorder) SnapshotKept(kind runs.SnapshotKind, bytes int64) {
+	if bytes > 0 {
+		r.snapshotBytes.WithLabelValues(snapshotKindLabel(kind)).Add(float64(bytes))
+	}
+}
+
+// SnapshotRestored counts a snapshot restored on this replica.
+func (r *Recorder) SnapshotRestored(kind runs.SnapshotKind) {
+	r.snapshotRestores.WithLabelValues(snapshotKindLabel(kind)).Inc()
+}
+
+func snapshotKindLabel(k runs.SnapshotKind) string {
+	switch k {
+	case runs.SnapshotWorkspace, runs.SnapshotSession, runs.SnapshotPatch:
+		return string(k)
+	}
+	return "other"
 }
 
 // HTTPRequest counts one served request. route is the router's pattern

@@ -707,3 +707,38 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("agent_info has %d series, want the last SetAgents' 1", n)
 	}
 }
+
+func TestWorkspaceAndSnapshotSeries(t *testing.T) {
+	reg := NewRegistry()
+	r, err := New(reg, Options{Agents: []string{"claude"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.WorkspacePrepared(runs.SourceGit, 2, true)
+	r.WorkspacePrepared(runs.SourceGit, 3, false)
+	r.WorkspacePrepared(runs.SourceArchive, 1, true) // no clone: not counted as one
+	r.WorkspacePrepared("made-up", 1, false)
+	r.SnapshotKept(runs.SnapshotWorkspace, 100)
+	r.SnapshotKept(runs.SnapshotWorkspace, 50)
+	r.SnapshotKept(runs.SnapshotSession, 0)
+	r.SnapshotRestored(runs.SnapshotSession)
+	want := `
+# HELP agentgate_git_clones_total Runs' directories cloned from a repository, by whether this replica's cache of it served the clone (hit) or it was cloned whole (miss).
+# TYPE agentgate_git_clones_total counter
+agentgate_git_clones_total{cache="hit"} 1
+agentgate_git_clones_total{cache="miss"} 1
+# HELP agentgate_snapshot_bytes_total Bytes this replica stored in the cluster's snapshots, by kind: runs' workspaces, sessions' files, patches.
+# TYPE agentgate_snapshot_bytes_total counter
+agentgate_snapshot_bytes_total{kind="workspace"} 150
+# HELP agentgate_snapshot_restores_total Snapshots restored on this replica, by kind.
+# TYPE agentgate_snapshot_restores_total counter
+agentgate_snapshot_restores_total{kind="session"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"agentgate_git_clones_total", "agentgate_snapshot_bytes_total", "agentgate_snapshot_restores_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(r.workspacePrepare); n != 3 {
+		t.Errorf("workspace_prepare_seconds has %d series, want git, archive and other", n)
+	}
+}

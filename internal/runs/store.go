@@ -207,4 +207,12 @@ type Observer interface {
 	TurnStarted(agent string)
 	// TurnFinished records a turn's status and duration.
 	TurnFinished(agent string, status State, seconds float64)
+	// WorkspacePrepared records how a run's directory was made from its
+	// source ("git", "archive", "from_run"), how long it took, and
+	// whether a replica's cache served a clone.
+	WorkspacePrepared(source string, seconds float64, cacheHit bool)
+	// SnapshotKept counts bytes kept in the cluster, by SnapshotKind;
+	// SnapshotRestored a snapshot restored on this replica.
+	SnapshotKept(kind SnapshotKind, bytes int64)
+	SnapshotRestored(kind SnapshotKind)
 }

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,8 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/agentgate/agentgate/internal/runs"
@@ -50,9 +51,13 @@ func (s *Supervisor) Submit(ctx context.Context, spec runs.Spec) (runs.Run, erro
 	defer cancelStore()
 	r, replayed, err := s.recordSubmission(storeCtx, sub)
 	if err != nil || replayed {
+		s.unlockSubmitted(sub)
 		return r, err
 	}
-	return s.queueSubmission(storeCtx, sub, r)
+	if r, err = s.queueSubmission(storeCtx, sub, r); err != nil {
+		s.unlockSubmitted(sub)
+	}
+	return r, err
 }
 
 // tenantWait is how long a worker that found a queued run's tenant at its
@@ -161,17 +166,21 @@ func (s *Supervisor) prepare(t *task) *runs.RunError {
 	if err != nil {
 		return runs.NewRunError(runs.Internal, "the tenant's workspace is not available: "+err.Error(), "")
 	}
-	dir, _, err := runs.ResolveCwd(root, spec.Cwd, t.run.ID)
+	cwd := spec.Cwd
+	if spec.Workspace != nil {
+		cwd = path.Join(spec.WorkDir, spec.Cwd) // the workspace made for the run
+	}
+	dir, _, err := runs.ResolveCwd(root, cwd, t.run.ID)
 	if err != nil {
 		return runs.NewRunError(runs.Internal, "the run's directory is not available on the replica that took it: "+err.Error(),
 			"give every replica the same workspace, or submit the run again")
 	}
-	rel := strings.TrimPrefix(strings.TrimPrefix(dir, realPath(root)), "/")
-	if rel == "" {
-		rel = "." // the root itself; empty would mean "a fresh directory"
-	}
-	created := spec.Cwd == ""
+	rel := relDir(root, dir) // "." for the root itself; empty would mean "a fresh directory"
+	created := cwd == ""
 	spec.Cwd = rel
+	if spec.WorkDir == "" {
+		spec.WorkDir = rel
+	}
 	// The adapter gets the spec without what the gateway enforces, and
 	// the MCP servers' values opened; the run keeps its spec as stored.
 	aspec := runs.AdapterSpec(a.Adapter.Describe(), spec)
@@ -199,7 +208,7 @@ func (s *Supervisor) prepare(t *task) *runs.RunError {
 		return runErr
 	}
 	inv := runs.Invocation{
-		RunID: t.run.ID, Spec: aspec, Bin: a.info.Path, Home: a.Home, Dir: dir,
+		RunID: t.run.ID, Spec: aspec, Bin: a.info.Path, Home: cmp.Or(t.home, a.Home), Dir: dir,
 		Timeout: timeout, CLIVersion: a.info.Version, Images: images, Files: runs.HostFiles{},
 	}
 	cmd, err := a.Adapter.Command(inv)
@@ -492,7 +501,11 @@ func (s *Supervisor) startTaken(t *task, q runs.QueuedRun, r runs.Run) {
 		s.finish(bg, t, runs.Outcome{}, stopError(stopped, r.Agent), nil)
 		return
 	}
-	if runErr := s.prepare(t); runErr != nil {
+	runErr := s.prepareWork(t)
+	if runErr == nil {
+		runErr = s.prepare(t)
+	}
+	if runErr != nil {
 		log.Warn("run not started", zap.String("class", string(runErr.Class)))
 		s.finish(bg, t, runs.Outcome{Status: runs.Failed, Error: runErr}, nil, nil)
 		return

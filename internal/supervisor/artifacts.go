@@ -68,13 +68,54 @@ func (s *Supervisor) RunChanges(ctx context.Context, r runs.Run) ([]runs.Changed
 // OpenRunFile opens one regular file of r's directory, as it is now (see
 // artifacts.Keeper.OpenFile).
 func (s *Supervisor) OpenRunFile(ctx context.Context, r runs.Run, path string) (*os.File, fs.FileInfo, error) {
-	return s.artifacts.OpenFile(r, path)
+	f, fi, err := s.artifacts.OpenFile(r, path)
+	if dir, ok := s.restoredDir(ctx, r, err); ok {
+		return s.artifacts.OpenFileIn(dir, r, path)
+	}
+	return f, fi, err
 }
 
 // ArchiveRun writes r's directory, as it is now, to w as a gzipped tar
 // (see artifacts.Keeper.WriteArchive).
 func (s *Supervisor) ArchiveRun(ctx context.Context, r runs.Run, w io.Writer) error {
-	return s.artifacts.WriteArchive(r, w)
+	err := s.artifacts.WriteArchive(r, w)
+	if dir, ok := s.restoredDir(ctx, r, err); ok {
+		return s.artifacts.WriteArchiveIn(dir, r, w)
+	}
+	return err
+}
+
+// restoredDir is a copy of finished run r's directory on this replica,
+// restored from the cluster, when err says the directory itself is not
+// here (another replica ran it, or it is gone). Copies are kept under
+// the artifacts directory, and swept with the runs' snapshots.
+func (s *Supervisor) restoredDir(ctx context.Context, r runs.Run, err error) (string, bool) {
+	var ae *artifacts.Error
+	dir := s.artifacts.RestoredPath(r.ID)
+	if s.ws == nil || dir == "" || !r.Status.Terminal() || !errors.As(err, &ae) ||
+		ae.Code != artifacts.CodeWorkspaceElsewhere && ae.Code != artifacts.CodeWorkspaceExpired {
+		return "", false
+	}
+	s.restoring.Lock()
+	defer s.restoring.Unlock()
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return dir, true
+	}
+	staging := dir + ".part"
+	os.RemoveAll(staging)
+	if _, err := s.ws.Restore(ctx, workspaceKey(r), staging); err != nil {
+		os.RemoveAll(staging)
+		if !errors.Is(err, runs.ErrNotFound) {
+			s.log.Warn("restore a run's directory", zap.String("run_id", r.ID), zap.Error(err))
+		}
+		return "", false
+	}
+	if err := os.Rename(staging, dir); err != nil {
+		os.RemoveAll(staging)
+		return "", false
+	}
+	s.obs.SnapshotRestored(runs.SnapshotWorkspace)
+	return dir, true
 }
 
 // RunPatch returns a finished git run's change as format-patch mail, kept

@@ -66,6 +66,23 @@ func (s *Supervisor) sweepRunDirs(root string) {
 	}
 }
 
+// clearHomes removes the runs' homes a stopped replica left, before any
+// run starts here: what a run left in its home goes with it.
+func (s *Supervisor) clearHomes() {
+	if s.cfg.HomesDir == "" {
+		return
+	}
+	entries, err := os.ReadDir(s.cfg.HomesDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("clear runs' homes", zap.Error(err))
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(s.cfg.HomesDir, e.Name())); err != nil {
+			s.log.Warn("remove a run's home", zap.String("home", e.Name()), zap.Error(err))
+		}
+	}
+}
+
 // janitor sweeps the workspace now and then until ctx ends.
 func (s *Supervisor) janitor(ctx context.Context) {
 	every := min(max(s.cfg.WorkspaceRetention/10, time.Minute), time.Hour)

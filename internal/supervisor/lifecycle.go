@@ -131,13 +131,28 @@ func (x *execution) prepare(cancel context.CancelCauseFunc) {
 		Prompt: t.inv.Spec.Prompt, SystemPrompt: t.inv.Spec.SystemPrompt, Model: t.inv.Spec.Model,
 		Effort: t.inv.Spec.Effort, Permission: t.inv.Spec.Permission, Cwd: t.inv.Dir,
 		ResumeSessionID: t.inv.Spec.ResumeSessionID, Attachments: t.run.Spec.Attachments,
-		CLIVersion: info.Version, VersionStatus: info.Compatibility,
+		CLIVersion: info.Version, VersionStatus: info.Compatibility, Workspace: x.workspaceInfo(),
 	}))
 
 	x.app = newAppender(s.store, t.run.ID, s.cfg.AppendQueue, s.cfg.StoreRetry, x.log)
 	t.mu.Lock()
 	t.app = x.app
 	t.mu.Unlock()
+}
+
+// workspaceInfo is how the run's directory was prepared, for run.started,
+// counted in the metrics: nil for a fresh or given directory.
+func (x *execution) workspaceInfo() *runs.WorkspaceInfo {
+	p := x.t.prepared
+	if p == nil {
+		return nil
+	}
+	info := p.Info
+	x.s.obs.WorkspacePrepared(info.Source, float64(info.PrepareMS)/1000, info.CacheHit)
+	if info.Restored {
+		x.s.obs.SnapshotRestored(runs.SnapshotWorkspace)
+	}
+	return &info
 }
 
 // drain closes the run's appender: what it holds is stored, or counted
@@ -167,7 +182,7 @@ func (x *execution) preflight() bool {
 	if !ok {
 		return true
 	}
-	runErr := pf.Preflight(x.ctx, t.inv, x.s.childEnv(t.agent, t.cmd))
+	runErr := pf.Preflight(x.ctx, t.inv, x.s.childEnv(t.inv.Home, t.cmd))
 	if runErr == nil {
 		return true
 	}
@@ -215,7 +230,7 @@ func (x *execution) command() (process, bool) {
 	s, t, log, sess := x.s, x.t, x.log, x.sess
 	x.began, x.first = time.Now(), true
 	argv := append([]string{t.inv.Bin}, t.cmd.Args...)
-	env := s.childEnv(t.agent, t.cmd)
+	env := s.childEnv(t.inv.Home, t.cmd)
 	tmp, err := t.tmp, error(nil)
 	if tmp == "" {
 		err = fmt.Errorf("the run has no temporary directory")
@@ -375,8 +390,8 @@ func drivesSession(a runs.Adapter, s runs.Spec) bool {
 // childEnv is the whole environment of an agent process: a minimal base,
 // the adapter's fixed settings, and the variables it passes through from
 // the gateway's environment. The gateway's own secrets never reach it.
-func (s *Supervisor) childEnv(a *Agent, c runs.Command) []string {
-	env := []string{"PATH=" + s.cfg.Path, "HOME=" + a.Home, "LANG=C.UTF-8", "TERM=dumb"}
+func (s *Supervisor) childEnv(home string, c runs.Command) []string {
+	env := []string{"PATH=" + s.cfg.Path, "HOME=" + home, "LANG=C.UTF-8", "TERM=dumb"}
 	for _, name := range c.PassEnv {
 		if v := s.cfg.Getenv(name); v != "" {
 			env = append(env, name+"="+v)

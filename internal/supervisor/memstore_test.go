@@ -214,6 +214,9 @@ func (nopObserver) ApprovalRequested(string)                                {}
 func (nopObserver) ApprovalResolved(string, runs.Decision, string, float64) {}
 func (nopObserver) TurnStarted(string)                                      {}
 func (nopObserver) TurnFinished(string, runs.State, float64)                {}
+func (nopObserver) WorkspacePrepared(string, float64, bool)                 {}
+func (nopObserver) SnapshotKept(runs.SnapshotKind, int64)                   {}
+func (nopObserver) SnapshotRestored(runs.SnapshotKind)                      {}
 
 func (m *memStore) SendInput(ctx context.Context, replica, runID string, body []byte) ([]byte, error) {
 	m.mu.Lock()

@@ -27,6 +27,9 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out runs.Outcome, over
 	override = t.budget.settle(&out, override)
 	t.mu.Unlock()
 	status, runErr := s.verdict(t, &out, override)
+	s.keepWork(ctx, t, cmp.Or(out.SessionID, t.run.SessionID))
+	s.unlockSession(ctx, t)
+	s.removeHome(t)
 	if session := cmp.Or(out.SessionID, t.run.SessionID); session != "" {
 		out.CostUSD, out.Usage = s.recordSession(ctx, t, session, out)
 	} else {
@@ -51,6 +54,7 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out runs.Outcome, over
 		Status: status, StopReason: out.StopReason, Result: out.Result,
 		StructuredOutput: json.RawMessage(out.StructuredOutput), Usage: out.Usage, CostUSD: out.CostUSD,
 		NumTurns: out.NumTurns, Diff: out.Diff, DiffTruncated: r.DiffTruncated, Files: r.Files, FilesTruncated: r.FilesTruncated, DurationMS: dur.Milliseconds(), Exit: exit, Error: runErr,
+		Git: r.Git,
 	})
 	// Metrics count the run before anyone can read it finished, so that
 	// a client that sees it end and then scrapes finds it counted.
@@ -210,7 +214,8 @@ func (s *Supervisor) recordSession(ctx context.Context, t *task, session string,
 			s.log.Warn("read session", zap.String("run_id", t.run.ID), zap.Error(err))
 		}
 	}
-	rec := runs.SessionRecord{Cwd: t.run.Spec.Cwd, CostUSD: prev.CostUSD, Usage: prev.Usage, Tenant: t.run.Tenant}
+	rec := runs.SessionRecord{Cwd: t.run.Spec.Cwd, CostUSD: prev.CostUSD, Usage: prev.Usage, Tenant: t.run.Tenant,
+		RunID: t.run.ID, WorkDir: t.run.Spec.WorkDir}
 	if total := out.SessionCostUSD; total != nil {
 		own := *total
 		if prev.CostUSD != nil {

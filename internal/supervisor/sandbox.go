@@ -83,7 +83,7 @@ func (s *Supervisor) runTempDir(t *task) (string, error) {
 func (s *Supervisor) confine(t *task, argv []string, tmp string) (wrapped []string, confined bool, err error) {
 	c := Confinement{RunID: t.run.ID, Permission: t.inv.Spec.Permission, TempDir: tmp}
 	if c.Dir, err = filepath.Abs(t.inv.Dir); err == nil {
-		c.Home, err = filepath.Abs(t.agent.Home)
+		c.Home, err = filepath.Abs(t.inv.Home)
 	}
 	if err != nil {
 		return nil, false, err

@@ -60,6 +60,9 @@ func (s *Supervisor) checkSubmittedSpec(ctx context.Context, sub *submission) er
 	if err := s.checkGiven(d, *spec); err != nil {
 		return err
 	}
+	if err := s.checkWorkspace(ctx, *spec); err != nil {
+		return err
+	}
 	if spec.Permission == "" {
 		spec.Permission = runs.WorkspaceWrite
 	}
@@ -98,7 +101,9 @@ func (s *Supervisor) checkSubmissionRunnable(ctx context.Context, sub *submissio
 	// Check the agent's own constraints, and a named directory, on this
 	// replica; the replica that takes the run resolves them again.
 	inv := runs.Invocation{RunID: sub.runID, Spec: runs.AdapterSpec(a.Adapter.Describe(), spec), Bin: a.info.Path, Home: a.Home, Timeout: sub.timeout, CLIVersion: a.info.Version, Dir: sub.root, Files: runs.HostFiles{}}
-	if spec.Cwd != "" {
+	// A cwd in a workspace is there once the workspace is made, and a
+	// resumed session's directory on whichever replica runs it.
+	if spec.Cwd != "" && spec.Workspace == nil && !s.restoresDirs(spec) {
 		if inv.Dir, _, err = runs.ResolveCwd(sub.root, spec.Cwd, ""); err != nil {
 			return err
 		}
@@ -175,7 +180,20 @@ func (s *Supervisor) readySubmissionToRecord(ctx context.Context, sub *submissio
 	if spec.MCPServers, err = sealMCPServers(s.cfg.SealKey, sub.runID, spec.MCPServers); err != nil {
 		return fmt.Errorf("seal the MCP servers' values: %w", err)
 	}
-	return s.cfg.Quotas.Admit(ctx, spec.Tenant, sub.runID)
+	if err := s.lockSession(ctx, *spec, sub.runID, sub.timeout); err != nil {
+		return err
+	}
+	if err := s.cfg.Quotas.Admit(ctx, spec.Tenant, sub.runID); err != nil {
+		s.unlockSubmitted(sub)
+		return err
+	}
+	return nil
+}
+
+// unlockSubmitted frees the session a submission that made no run locked.
+func (s *Supervisor) unlockSubmitted(sub *submission) {
+	t := &task{run: runs.Run{ID: sub.runID, Agent: sub.spec.Agent, Tenant: sub.spec.Tenant, Spec: sub.spec}}
+	s.unlockSession(context.Background(), t)
 }
 
 // recordSubmission stores the queued run. When another request with the

@@ -18,6 +18,8 @@ import (
 	"github.com/agentgate/agentgate/internal/redact"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/tenants"
+	"github.com/agentgate/agentgate/internal/unpack"
+	"github.com/agentgate/agentgate/internal/workspace"
 )
 
 // Why the supervisor ended a run, as the cause of the run's context.
@@ -135,7 +137,23 @@ type Config struct {
 	Quotas *tenants.Ledger
 	// Snapshots, when set, keeps runs' workspaces, patches and sessions'
 	// state in the cluster, for every replica to serve and continue.
-	Snapshots runs.Snapshots
+	// MaxWorkspaceBytes bounds one run's directory there (default
+	// DefaultMaxWorkspaceBytes), MaxSessionBytes one session's files
+	// (default DefaultMaxSessionBytes).
+	Snapshots         runs.Snapshots
+	MaxWorkspaceBytes int64
+	MaxSessionBytes   int64
+	// SessionLocks, when set, keeps a session to one run at a time.
+	SessionLocks runs.SessionLocks
+	// Sources, when set, makes runs' directories from their workspace
+	// sources (a repository, an archive, another run's directory);
+	// without it a run that names one is refused.
+	Sources *workspace.Sources
+	// HomesDir, when set, is where each run gets a CLI home of its own,
+	// made from its agent's (Agent.Home, then the base) for an adapter
+	// that is a runs.HomeKeeper, and removed when the run ends: under
+	// the data directory, which the sandbox hides from agents.
+	HomesDir string
 	// Uploads keeps tenants' uploaded files, which runs and messages
 	// attach; nil: none are kept, and attachments are refused.
 	Uploads *files.Uploads
@@ -191,6 +209,12 @@ func (c *Config) setDefaults() {
 	if c.MaxLine <= 0 {
 		c.MaxLine = 64 << 20
 	}
+	if c.MaxWorkspaceBytes <= 0 {
+		c.MaxWorkspaceBytes = DefaultMaxWorkspaceBytes
+	}
+	if c.MaxSessionBytes <= 0 {
+		c.MaxSessionBytes = DefaultMaxSessionBytes
+	}
 	if c.StderrTail <= 0 {
 		c.StderrTail = 64 << 10
 	}
@@ -244,6 +268,9 @@ type Supervisor struct {
 	aliases map[string]string
 	// artifacts keeps the runs' snapshots and serves their files.
 	artifacts *artifacts.Keeper
+	// ws keeps runs' directories and sessions' files in the cluster (nil
+	// without Config.Snapshots).
+	ws *workspace.Store
 
 	// queueKick asks queueObserver for a read (observeQueue).
 	queueKick chan struct{}
@@ -264,6 +291,13 @@ type Supervisor struct {
 	// disk is full); resume is closed when that ends.
 	degraded error
 	resume   chan struct{}
+	// localDirs maps a directory on this replica to the run whose end
+	// left it as it is, so that a resumed session restores it only when
+	// another replica has run it since.
+	localDirs map[string]string
+	// restoring serialises restoring runs' directories for the artifact
+	// routes.
+	restoring sync.Mutex
 	// noAgent, set by Start's probe, is why no run can succeed here:
 	// none of the agents' CLIs was found.
 	noAgent error
@@ -279,6 +313,11 @@ type task struct {
 	// tmp is the run's temporary directory, made by prepare (with the
 	// run's attachments in it) and removed by execute.
 	tmp string
+	// home is the run's own CLI home, made by prepareWork ("" when the
+	// run uses its agent's); prepared says how its directory was made,
+	// when it was made from a source or restored.
+	home     string
+	prepared *workspace.Prepared
 	// scrub removes the run's secrets from what it stores; set before
 	// the run's process starts, never changed (read without mu).
 	scrub *redact.Events
@@ -348,6 +387,13 @@ func New(cfg Config, store runs.Store, agents []*Agent, obs runs.Observer, log *
 	}
 	sort.Strings(s.names)
 	s.artifacts = s.newKeeper()
+	if cfg.Snapshots != nil {
+		// A snapshot this gateway made is bounded packed; restored, it
+		// is bounded again, as an archive an agent wrote.
+		s.ws = workspace.NewStore(cfg.Snapshots, cfg.TempRoot, unpack.Limits{
+			Entries: 1_000_000, TotalBytes: cfg.MaxWorkspaceBytes * restoreRatio,
+			FileBytes: cfg.MaxWorkspaceBytes * restoreRatio, Ratio: 2000})
+	}
 	s.takeCtx, s.stopTaking = context.WithCancel(context.Background())
 	s.runCtx, s.stopRuns = context.WithCancelCause(context.Background())
 	return s
@@ -387,7 +433,7 @@ func (s *Supervisor) probeAgents(ctx context.Context) {
 }
 
 func (s *Supervisor) probeAgent(ctx context.Context, name string, a *Agent) {
-	a.info = probe.With(ctx, a.Adapter, a.Bin, s.childEnv(a, runs.Command{}), s.cfg.VersionOutput)
+	a.info = probe.With(ctx, a.Adapter, a.Bin, s.childEnv(a.Home, runs.Command{}), s.cfg.VersionOutput)
 	if hp, ok := a.Adapter.(runs.HomePreparer); ok && a.info.Installed {
 		if err := hp.PrepareHome(a.Home); err != nil {
 			a.info.Installed = false
@@ -395,7 +441,7 @@ func (s *Supervisor) probeAgent(ctx context.Context, name string, a *Agent) {
 		}
 	}
 	if ha, ok := a.Adapter.(runs.HostAdvisor); ok && a.info.Installed {
-		if note := ha.HostAdvisory(s.childEnv(a, runs.Command{})); note != "" {
+		if note := ha.HostAdvisory(s.childEnv(a.Home, runs.Command{})); note != "" {
 			a.info.Advisory += "; " + note
 			s.log.Warn("agent degraded on this host", zap.String("agent", name), zap.String("advisory", note))
 		}
@@ -415,6 +461,7 @@ func (s *Supervisor) probeAgent(ctx context.Context, name string, a *Agent) {
 // input from other replicas, its heartbeat, the workspace janitor and
 // the queue's observer.
 func (s *Supervisor) startLoops(ctx context.Context) error {
+	s.clearHomes()
 	cancels, err := s.store.CancelRequests(ctx)
 	if err != nil {
 		return fmt.Errorf("subscribe to cancel requests: %w", err)

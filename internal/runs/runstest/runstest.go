@@ -105,3 +105,6 @@ func (NopObserver) ApprovalRequested(string)                                {}
 func (NopObserver) ApprovalResolved(string, runs.Decision, string, float64) {}
 func (NopObserver) TurnStarted(string)                                      {}
 func (NopObserver) TurnFinished(string, runs.State, float64)                {}
+func (NopObserver) WorkspacePrepared(string, float64, bool)                 {}
+func (NopObserver) SnapshotKept(runs.SnapshotKind, int64)                   {}
+func (NopObserver) SnapshotRestored(runs.SnapshotKind)                      {}

@@ -1,0 +1,100 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// keepTimeout bounds what a run's end spends keeping its work in the
+// cluster: a store that does not answer must not hold the run open.
+const keepTimeout = 5 * time.Minute
+
+// keepWork is what a run leaves when it ends, before it is recorded
+// finished: its git workspace's change (committed, pushed when asked, its
+// patch kept), its directory and its session's files, stored in the
+// cluster so that any replica serves and continues them. What cannot be
+// kept is a warning; the run's own outcome stands.
+func (s *Supervisor) keepWork(ctx context.Context, t *task, session string) {
+	if t.inv.Dir == "" {
+		return // never prepared
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keepTimeout)
+	defer cancel()
+	if t.prepared != nil && t.prepared.Git != nil {
+		s.concludeGit(ctx, t)
+	}
+	s.keepDir(ctx, t)
+	s.keepSession(ctx, t, session)
+}
+
+// concludeGit commits, pushes and keeps the patch of t's git workspace.
+func (s *Supervisor) concludeGit(ctx context.Context, t *task) {
+	dir := s.workDirOf(t)
+	c := s.cfg.Sources.Conclude(ctx, t.run.Tenant, *t.prepared.Git, t.run.Spec.Push, dir, t.run.ID)
+	res := c.Result
+	if res.Error != nil {
+		res.Error = s.redactor(t).RunError(res.Error)
+	}
+	t.mu.Lock()
+	t.run.Git = &res
+	t.mu.Unlock()
+	if c.Patch == nil || s.cfg.Snapshots == nil {
+		return
+	}
+	key := runs.SnapshotKey{Tenant: t.run.Tenant, Kind: runs.SnapshotPatch, ID: t.run.ID}
+	if _, err := s.cfg.Snapshots.PutSnapshot(ctx, key, bytes.NewReader(c.Patch), int64(len(c.Patch)), nil); err != nil {
+		s.warnKeep(t, "patch_not_kept", "the run's patch could not be kept: "+err.Error())
+		return
+	}
+	s.obs.SnapshotKept(runs.SnapshotPatch, int64(len(c.Patch)))
+}
+
+// keepDir stores t's directory in the cluster.
+func (s *Supervisor) keepDir(ctx context.Context, t *task) {
+	if s.ws == nil {
+		return
+	}
+	dir := s.workDirOf(t)
+	info, err := s.ws.SaveDir(ctx, workspaceKey(t.run), dir, s.cfg.MaxWorkspaceBytes, nil)
+	if err != nil {
+		s.warnKeep(t, "workspace_not_kept", "the run's directory could not be kept in the cluster, so only this replica serves it: "+err.Error())
+		return
+	}
+	s.setLocalRun(dir, t.run.ID)
+	s.obs.SnapshotKept(runs.SnapshotWorkspace, info.Size)
+}
+
+// workDirOf is the absolute directory t's run works in: the one made or
+// restored for it, which its cwd lies in.
+func (s *Supervisor) workDirOf(t *task) string {
+	if t.run.Spec.WorkDir == "" {
+		return t.inv.Dir
+	}
+	root, err := s.tenantRoot(t.run.Tenant)
+	if err != nil {
+		return t.inv.Dir
+	}
+	return filepath.Join(realPath(root), t.run.Spec.WorkDir)
+}
+
+// warnKeep tells the run's log what it could not keep.
+func (s *Supervisor) warnKeep(t *task, code, msg string) {
+	s.log.Warn(msg, zap.String("run_id", t.run.ID), zap.String("code", code))
+	s.emit(t, runs.NewEvent(runs.EventWarning, runs.WarningData{Code: code, Message: msg}))
+}
+
+// relDir is dir relative to the tenant's root, with slashes.
+func relDir(root, dir string) string {
+	rel := strings.TrimPrefix(strings.TrimPrefix(dir, realPath(root)), "/")
+	if rel == "" {
+		return "."
+	}
+	return rel
+}
