@@ -133,6 +133,21 @@ type config struct {
 	WebhookRetryFor       time.Duration `envconfig:"WEBHOOK_RETRY_FOR" default:"24h" desc:"how long after its event a webhook delivery is tried at all"`
 	WebhookWorkers        int           `envconfig:"WEBHOOK_WORKERS" default:"4" desc:"concurrent webhook deliveries per replica"`
 
+	// Runs' workspaces (internal/workspace). GitCredentialsFile names the
+	// operator's git credentials ("<tenant> <name> <url-prefix> <token>"
+	// a line), re-read when it changes; GitAllowHosts the git hosts a
+	// workspace may reach over plain http or though internal. The git
+	// cache of each replica is bounded by GitCacheBytes and GitCacheMaxAge;
+	// what a run keeps in the cluster by MaxWorkspaceBytes and
+	// MaxSessionBytes, and all a tenant keeps by SnapshotTenantBytes.
+	GitCredentialsFile  string        `envconfig:"GIT_CREDENTIALS_FILE" desc:"the operator's git credentials, one a line <tenant|*> <name> <url-prefix> <token|@file>, re-read on change"`
+	GitAllowHosts       []string      `envconfig:"GIT_ALLOW_HOSTS" desc:"git host names, addresses and CIDRs a workspace may clone from although internal, and over plain http; comma-separated"`
+	GitCacheBytes       int64         `envconfig:"GIT_CACHE_BYTES" default:"5368709120" desc:"bound of this replica's cache of repositories; the least recently used go first"`
+	GitCacheMaxAge      time.Duration `envconfig:"GIT_CACHE_MAX_AGE" default:"168h" desc:"a repository no run cloned for this long leaves the cache"`
+	MaxWorkspaceBytes   int64         `envconfig:"MAX_WORKSPACE_BYTES" default:"1073741824" desc:"bound of one run's directory kept in the cluster, packed; a larger one is served only by the replica that ran it"`
+	MaxSessionBytes     int64         `envconfig:"MAX_SESSION_BYTES" default:"268435456" desc:"bound of one session's files kept in the cluster, packed"`
+	SnapshotTenantBytes int64         `envconfig:"SNAPSHOT_TENANT_BYTES" default:"10737418240" desc:"bound of all one tenant's directories, sessions and patches kept in the cluster"`
+
 	// The HTTP edge's settings (AGENTGATE_SSE_*, MAX_BODY_BYTES, …) are
 	// api.Config, read by the same envconfig call.
 	HTTP api.Config `ignored:"true"`

@@ -26,6 +26,7 @@ import (
 	"github.com/agentgate/agentgate/internal/store"
 	"github.com/agentgate/agentgate/internal/supervisor"
 	"github.com/agentgate/agentgate/internal/tenants"
+	"github.com/agentgate/agentgate/internal/workspace"
 	"github.com/agentgate/agentgate/internal/webhooks"
 )
 
@@ -65,6 +66,10 @@ type instance struct {
 	tokens    api.Tokens
 	seal      []byte
 	tempRoot  string
+	// uploads keeps tenants' files; sources makes runs' workspaces from
+	// theirs (workspaces.go).
+	uploads *files.Uploads
+	sources *workspace.Sources
 	sandbox   supervisor.Sandbox
 	sup       *supervisor.Supervisor
 	stopLoops context.CancelFunc
@@ -97,6 +102,7 @@ func (g *instance) start(ctx context.Context) error {
 		g.containProcesses,
 		g.makeAgentHomes,
 		g.openIdentity,
+		g.openWorkspaces,
 		g.openSandbox,
 		g.startSupervisor,
 		g.serveAPI,
@@ -199,6 +205,7 @@ func (g *instance) openStore(ctx context.Context) error {
 	st, err := store.Open(openCtx, nc, store.Options{
 		Replicas: g.cfg.NATSReplicas, MaxAge: g.cfg.Retention, ReplicaTTL: g.cfg.ReplicaTTL,
 		QueueSize: g.cfg.QueueSize, Log: g.log.Named("store"), FileTTL: g.cfg.FileTTL,
+		SnapshotTenantBytes: g.cfg.SnapshotTenantBytes,
 		EventsPerMessage: g.cfg.EventsPerMessage,
 	})
 	cancelOpen()
@@ -308,7 +315,14 @@ func (g *instance) openSandbox(ctx context.Context) error {
 		return fmt.Errorf("create %s: %w", g.tempRoot, err)
 	}
 	hide := []string{g.cfg.DataDir, g.cfg.WorkspaceRoot}
-	for _, p := range append([]string{g.cfg.APIKeysFile, g.cfg.RedactPatternsFile, g.cfg.WebhooksFile}, g.cfg.SandboxHide...) {
+	// Runs get homes of their own, made from their agent's: the agents'
+	// homes, with their logins, are the gateway's alone.
+	for _, a := range g.roster {
+		if _, own := a.(runs.HomeKeeper); own {
+			hide = append(hide, g.agentCfg[a.Name()].Home)
+		}
+	}
+	for _, p := range append([]string{g.cfg.APIKeysFile, g.cfg.RedactPatternsFile, g.cfg.WebhooksFile, g.cfg.GitCredentialsFile}, g.cfg.SandboxHide...) {
 		if p == "" {
 			continue
 		}
@@ -355,8 +369,9 @@ func (g *instance) supervisorConfig() supervisor.Config {
 		Redact: g.redactor, Sandbox: g.sandbox, TempRoot: g.tempRoot, ArtifactsDir: filepath.Join(cfg.DataDir, "artifacts"),
 		Quotas: tenants.NewLedger(tenants.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
 			g.st, nil, g.log),
-		Uploads: files.NewUploads(g.st, files.Limits{TTL: cfg.FileTTL, MaxBytes: cfg.HTTP.MaxFileBytes,
-			MaxArchiveBytes: cfg.HTTP.MaxArchiveBytes, MaxPerTenant: cfg.MaxFilesPerTenant}, nil),
+		Uploads: g.uploads,
+		Snapshots: g.st, SessionLocks: g.st, Sources: g.sources, HomesDir: filepath.Join(cfg.DataDir, "homes"),
+		MaxWorkspaceBytes: cfg.MaxWorkspaceBytes, MaxSessionBytes: cfg.MaxSessionBytes,
 		MCPCommands: cfg.MCPCommands, MCPURLs: cfg.MCPURLs, SealKey: g.seal,
 		Cursors: g.hub, Webhooks: g.hooks,
 		VersionOutput: g.sm.versionOutput, RunDeadline: g.sm.runDeadline,
