@@ -26,8 +26,8 @@ import (
 	"github.com/agentgate/agentgate/internal/store"
 	"github.com/agentgate/agentgate/internal/supervisor"
 	"github.com/agentgate/agentgate/internal/tenants"
-	"github.com/agentgate/agentgate/internal/workspace"
 	"github.com/agentgate/agentgate/internal/webhooks"
+	"github.com/agentgate/agentgate/internal/workspace"
 )
 
 // instance is one gateway: what runWith builds, one phase after another,
@@ -59,17 +59,17 @@ type instance struct {
 	rec   *metrics.Recorder
 	hooks *webhooks.Deliverer
 
-	self      string // this executable, the agents' reaper unless one is installed beside it
-	cgroups   *proctree.Cgroups
-	agents    []*supervisor.Agent
-	keys      api.Keys
-	tokens    api.Tokens
-	seal      []byte
-	tempRoot  string
+	self     string // this executable, the agents' reaper unless one is installed beside it
+	cgroups  *proctree.Cgroups
+	agents   []*supervisor.Agent
+	keys     api.Keys
+	tokens   api.Tokens
+	seal     []byte
+	tempRoot string
 	// uploads keeps tenants' files; sources makes runs' workspaces from
 	// theirs (workspaces.go).
-	uploads *files.Uploads
-	sources *workspace.Sources
+	uploads   *files.Uploads
+	sources   *workspace.Sources
 	sandbox   supervisor.Sandbox
 	sup       *supervisor.Supervisor
 	stopLoops context.CancelFunc
@@ -206,7 +206,7 @@ func (g *instance) openStore(ctx context.Context) error {
 		Replicas: g.cfg.NATSReplicas, MaxAge: g.cfg.Retention, ReplicaTTL: g.cfg.ReplicaTTL,
 		QueueSize: g.cfg.QueueSize, Log: g.log.Named("store"), FileTTL: g.cfg.FileTTL,
 		SnapshotTenantBytes: g.cfg.SnapshotTenantBytes,
-		EventsPerMessage: g.cfg.EventsPerMessage,
+		EventsPerMessage:    g.cfg.EventsPerMessage,
 	})
 	cancelOpen()
 	if err != nil {
@@ -369,7 +369,7 @@ func (g *instance) supervisorConfig() supervisor.Config {
 		Redact: g.redactor, Sandbox: g.sandbox, TempRoot: g.tempRoot, ArtifactsDir: filepath.Join(cfg.DataDir, "artifacts"),
 		Quotas: tenants.NewLedger(tenants.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
 			g.st, nil, g.log),
-		Uploads: g.uploads,
+		Uploads:   g.uploads,
 		Snapshots: g.st, SessionLocks: g.st, Sources: g.sources, HomesDir: filepath.Join(cfg.DataDir, "homes"),
 		MaxWorkspaceBytes: cfg.MaxWorkspaceBytes, MaxSessionBytes: cfg.MaxSessionBytes,
 		MCPCommands: cfg.MCPCommands, MCPURLs: cfg.MCPURLs, SealKey: g.seal,
