@@ -69,6 +69,7 @@ var payloadTypes = map[runs.EventType]reflect.Type{
 	runs.EventTurnStarted:        reflect.TypeFor[runs.TurnStartedData](),
 	runs.EventTurnCompleted:      reflect.TypeFor[runs.TurnCompletedData](),
 	runs.EventMessageQueued:      reflect.TypeFor[runs.MessageQueuedData](),
+	runs.EventRunResumed:         reflect.TypeFor[runs.RunResumedData](),
 }
 
 // samplePayloads returns, per type, a payload with every field set and
@@ -175,6 +176,10 @@ func samplePayloads() map[runs.EventType][]any {
 		runs.EventMessageQueued: {
 			runs.MessageQueuedData{MessageID: "m-2", Text: "and now the tests", Mode: runs.MessageSteer},
 			runs.MessageQueuedData{MessageID: "m-2", Mode: runs.MessageQueue},
+		},
+		runs.EventRunResumed: {
+			runs.RunResumedData{Replica: "b", PreviousReplica: "a", Turn: 2, Reason: runs.ResumedReplicaLost},
+			runs.RunResumedData{Replica: "b", PreviousReplica: "a", Reason: runs.ResumedReplicaLost},
 		},
 	}
 }

@@ -37,6 +37,7 @@ const (
 	EventTurnStarted        EventType = "turn.started"
 	EventTurnCompleted      EventType = "turn.completed"
 	EventMessageQueued      EventType = "message.queued"
+	EventRunResumed         EventType = "run.resumed"
 )
 
 // EventTypes lists every event type.
@@ -46,6 +47,7 @@ var EventTypes = []EventType{
 	EventToolCallOutput, EventToolCallProgress, EventToolCallCompleted, EventFileChanged, EventPlanUpdated, EventUsageUpdated, EventRateLimit, EventWarning,
 	EventAgentUnparsed, EventRunCompleted,
 	EventApprovalRequested, EventApprovalResolved, EventTurnStarted, EventTurnCompleted, EventMessageQueued,
+	EventRunResumed,
 }
 
 // Event is one entry of a run's log. Decoders fill Type, Data and, where

@@ -332,6 +332,24 @@ type TurnCompletedData struct {
 	Error      *RunError `json:"error,omitempty"`
 }
 
+// RunResumedData is the payload of run.resumed: the replica that ran an
+// interactive run died, and another took the run over from its last
+// finished turn. The run goes on: its next message starts the CLI again
+// on Replica, resuming the same session in the same files.
+type RunResumedData struct {
+	Replica         string `json:"replica"`
+	PreviousReplica string `json:"previous_replica"`
+	// Turn is the last turn that finished; a turn after it that was cut
+	// off ended interrupted.
+	Turn int `json:"turn"`
+	// Reason is why: "replica_lost".
+	Reason string `json:"reason"`
+}
+
+// ResumedReplicaLost is RunResumedData.Reason when the run's replica
+// stopped answering.
+const ResumedReplicaLost = "replica_lost"
+
 // MessageQueuedData is the payload of message.queued: a message was
 // accepted and waits for its turn (or, steered, for the running turn).
 type MessageQueuedData struct {

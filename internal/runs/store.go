@@ -77,6 +77,10 @@ type Queue interface {
 	// has an owner or is no longer queued (returning the run as stored),
 	// or ErrNotFound.
 	ClaimRun(ctx context.Context, runID, replica string) (Run, error)
+	// TakeOverRun makes replica the owner of a running run whose owner
+	// is from, a replica that died; an error wrapping ErrClaimed when
+	// the run is not that (another replica took it over first).
+	TakeOverRun(ctx context.Context, runID, from, replica string) (Run, error)
 }
 
 // Bus carries what replicas say to each other: that they are alive, a

@@ -271,8 +271,21 @@ func ctxWithMax(ctx context.Context, d time.Duration) context.Context {
 // an error wrapping runs.ErrClaimed when the run is owned or not queued,
 // and runs.ErrNotFound when it is not stored.
 func (s *Store) ClaimRun(ctx context.Context, runID, replica string) (runs.Run, error) {
+	return s.claim(ctx, "claim run", runID, replica, func(r runs.Run) bool { return r.Status == runs.Queued && r.Owner == "" })
+}
+
+// TakeOverRun makes replica the owner of a running run whose owner is
+// from, a replica that died: of several replicas that try at once, one
+// does, and the others get an error wrapping runs.ErrClaimed.
+func (s *Store) TakeOverRun(ctx context.Context, runID, from, replica string) (runs.Run, error) {
+	return s.claim(ctx, "take over run", runID, replica, func(r runs.Run) bool { return r.Status == runs.Running && r.Owner == from })
+}
+
+// claim makes replica the owner of the run, if free says it may have it,
+// with a write that fails when another came first.
+func (s *Store) claim(ctx context.Context, what, runID, replica string, free func(runs.Run) bool) (runs.Run, error) {
 	if err := checkID(runID); err != nil {
-		return runs.Run{}, fmt.Errorf("claim run: %w", err)
+		return runs.Run{}, fmt.Errorf("%s: %w", what, err)
 	}
 	for {
 		// From the leader, as GetRun reads: a direct get from a copy
@@ -282,28 +295,29 @@ func (s *Store) ClaimRun(ctx context.Context, runID, replica string) (runs.Run, 
 			data []byte
 			rev  uint64
 		)
-		err := s.retry(ctx, "claim run", func(ctx context.Context) error {
+		err := s.retry(ctx, what, func(ctx context.Context) error {
 			var err error
 			data, rev, err = s.getRecordRev(ctx, runID)
 			return err
 		})
 		if err != nil {
-			return runs.Run{}, fmt.Errorf("claim run %s: %w", runID, err)
+			return runs.Run{}, fmt.Errorf("%s %s: %w", what, runID, err)
 		}
 		r, err := decodeRun(data)
 		if err != nil {
-			return runs.Run{}, fmt.Errorf("claim run %s: decode: %w", runID, err)
+			return runs.Run{}, fmt.Errorf("%s %s: decode: %w", what, runID, err)
 		}
-		if r.Status != runs.Queued || r.Owner != "" {
-			return r, fmt.Errorf("claim run %s (%s, owner %q): %w", runID, r.Status, r.Owner, runs.ErrClaimed)
+		if !free(r) {
+			return r, fmt.Errorf("%s %s (%s, owner %q): %w", what, runID, r.Status, r.Owner, runs.ErrClaimed)
 		}
+		before := r.Status
 		r.Owner = replica
 		claimed, err := encodeRun(r)
 		if err != nil {
-			return runs.Run{}, fmt.Errorf("claim run %s: %w", runID, err)
+			return runs.Run{}, fmt.Errorf("%s %s: %w", what, runID, err)
 		}
 		var next uint64
-		err = s.retry(ctx, "claim run", func(ctx context.Context) error {
+		err = s.retry(ctx, what, func(ctx context.Context) error {
 			var err error
 			next, err = s.kv.Update(ctx, runID, claimed, rev)
 			return err
@@ -314,11 +328,11 @@ func (s *Store) ClaimRun(ctx context.Context, runID, replica string) (runs.Run, 
 		}
 		// A retry after a lost ack meets its own write: the record says
 		// this replica owns it.
-		if cur, gerr := s.GetRun(ctx, runID); gerr == nil && cur.Owner == replica && cur.Status == runs.Queued {
+		if cur, gerr := s.GetRun(ctx, runID); gerr == nil && cur.Owner == replica && cur.Status == before {
 			return cur, nil
 		}
 		if !wrongRevision(err) {
-			return runs.Run{}, fmt.Errorf("claim run %s: %w", runID, err)
+			return runs.Run{}, fmt.Errorf("%s %s: %w", what, runID, err)
 		}
 		// Someone else wrote the record first: read it again.
 	}

@@ -167,7 +167,7 @@ func (s *Supervisor) prepare(t *task) *runs.RunError {
 		return runs.NewRunError(runs.Internal, "the tenant's workspace is not available: "+err.Error(), "")
 	}
 	cwd := spec.Cwd
-	if spec.Workspace != nil {
+	if spec.Workspace != nil && !t.woken {
 		cwd = path.Join(spec.WorkDir, spec.Cwd) // the workspace made for the run
 	}
 	dir, _, err := runs.ResolveCwd(root, cwd, t.run.ID)
@@ -239,6 +239,12 @@ func (s *Supervisor) Cancel(ctx context.Context, id string) (runs.Run, error) {
 	by := runs.ActorFrom(ctx)
 	s.audit("run.cancel", by, id)
 	if t := s.task(id); t != nil && t.isStarted() {
+		if t.claimDormant() {
+			t.cancelledBy = actorPtr(by)
+			s.finish(context.WithoutCancel(ctx), t, runs.Outcome{}, stopError(errCancelled, t.run.Agent), nil)
+			s.untrack(t)
+			return t.run, nil
+		}
 		s.cancelTask(t, by)
 		return s.store.GetRun(ctx, id)
 	}

@@ -72,9 +72,11 @@ func (s *Supervisor) task(id string) *task {
 // localInput delivers in to a run of this replica.
 func (s *Supervisor) localInput(t *task, in runs.Input) (runs.InputResult, error) {
 	t.mu.Lock()
-	sess, done, started := t.sess, t.done, t.started
+	sess, done, started, dormant := t.sess, t.done, t.started, t.dormant
 	t.mu.Unlock()
 	switch {
+	case dormant:
+		return s.dormantInput(t, in)
 	case !started:
 		return runs.InputResult{}, runs.Conflict(runs.ConflictNotStarted, "the run has not started yet")
 	case done:

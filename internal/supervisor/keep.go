@@ -27,6 +27,8 @@ func (s *Supervisor) keepWork(ctx context.Context, t *task, session string) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keepTimeout)
 	defer cancel()
+	t.keepMu.Lock()
+	defer t.keepMu.Unlock()
 	if t.prepared != nil && t.prepared.Git != nil {
 		s.concludeGit(ctx, t)
 	}
@@ -97,4 +99,37 @@ func relDir(root, dir string) string {
 		return "."
 	}
 	return rel
+}
+
+// keepTurn keeps, at the end of a turn of an interactive run, its
+// directory and its session's files in the cluster, and records the
+// session as this run's: a replica that takes the run over if this one
+// dies continues from here.
+func (s *Supervisor) keepTurn(t *task) {
+	if s.ws == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
+	defer cancel()
+	t.keepMu.Lock()
+	defer t.keepMu.Unlock()
+	t.mu.Lock()
+	session, done := t.run.SessionID, t.done
+	t.mu.Unlock()
+	if done {
+		return // the run's end keeps it
+	}
+	s.keepDir(ctx, t)
+	if session == "" {
+		return
+	}
+	s.keepSession(ctx, t, session)
+	prev, _, err := s.store.Session(ctx, t.run.Agent, session)
+	if err != nil {
+		s.log.Warn("read session", zap.String("run_id", t.run.ID), zap.Error(err))
+	}
+	prev.Tenant, prev.RunID, prev.WorkDir, prev.Cwd = t.run.Tenant, t.run.ID, t.run.Spec.WorkDir, t.run.Spec.Cwd
+	if err := s.store.SetSession(ctx, t.run.Agent, session, prev); err != nil {
+		s.log.Warn("record session", zap.String("run_id", t.run.ID), zap.Error(err))
+	}
 }

@@ -119,6 +119,12 @@ func (x *execution) prepare(cancel context.CancelCauseFunc) {
 		cancel(stopped)
 	}
 
+	if t.woken {
+		// A run taken over started long ago; run.resumed said so.
+		x.log.Info("run taken over: its agent starts again, resuming its session")
+		x.openAppender()
+		return
+	}
 	now := s.cfg.Now().UTC()
 	t.run.Status, t.run.StartedAt = runs.Running, &now
 	if err := s.storeRun(t.run); err != nil {
@@ -134,6 +140,13 @@ func (x *execution) prepare(cancel context.CancelCauseFunc) {
 		CLIVersion: info.Version, VersionStatus: info.Compatibility, Workspace: x.workspaceInfo(),
 	}))
 
+	x.openAppender()
+}
+
+// openAppender opens the run's appender, through which its output's
+// events are stored.
+func (x *execution) openAppender() {
+	s, t := x.s, x.t
 	x.app = newAppender(s.store, t.run.ID, s.cfg.AppendQueue, s.cfg.StoreRetry, x.log)
 	t.mu.Lock()
 	t.app = x.app

@@ -77,6 +77,8 @@ func (s *Supervisor) sweepOrphans(ctx context.Context, live map[string]bool) err
 		case r.Owner != "" && r.Status == runs.Queued:
 			s.log.Warn("queued run given back: its replica stopped answering", zap.String("run_id", r.ID), zap.String("owner", r.Owner))
 			s.giveBack(&task{run: r})
+		case r.Owner != "" && s.canTakeOver(ctx, r):
+			s.takeOver(ctx, r)
 		case r.Owner != "":
 			s.interruptOrphan(ctx, r.ID)
 		case s.cfg.Now().Sub(r.CreatedAt) > orphanQueuedAfter:

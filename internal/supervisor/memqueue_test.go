@@ -161,6 +161,21 @@ func (m *memStore) ClaimRun(_ context.Context, id, replica string) (runs.Run, er
 	return r, nil
 }
 
+func (m *memStore) TakeOverRun(_ context.Context, id, from, replica string) (runs.Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.runs[id]
+	if !ok {
+		return runs.Run{}, fmt.Errorf("take over %s: %w", id, runs.ErrNotFound)
+	}
+	if r.Status != runs.Running || r.Owner != from {
+		return r, fmt.Errorf("take over %s: %w", id, runs.ErrClaimed)
+	}
+	r.Owner = replica
+	m.runs[id] = r
+	return r, nil
+}
+
 func (m *memStore) DeleteRun(_ context.Context, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

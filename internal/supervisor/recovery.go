@@ -40,6 +40,10 @@ func (s *Supervisor) recover(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if s.canTakeOver(ctx, r) {
+			s.takeOver(ctx, r) // from this replica, as it was before it stopped
+			continue
+		}
 		last, err := s.store.LastEvent(ctx, id)
 		if err != nil {
 			return err

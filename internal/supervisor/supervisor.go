@@ -318,6 +318,11 @@ type task struct {
 	// when it was made from a source or restored.
 	home     string
 	prepared *workspace.Prepared
+	// woken: the run was taken over from a replica that died, and its
+	// CLI starts again resuming its session (takeover.go); keepMu
+	// serialises what its turns' ends keep in the cluster.
+	woken  bool
+	keepMu sync.Mutex
 	// scrub removes the run's secrets from what it stores; set before
 	// the run's process starts, never changed (read without mu).
 	scrub *redact.Events
@@ -345,6 +350,12 @@ type task struct {
 	// process is true while the agent's processes may live: from just
 	// before they start until every one of them is gone.
 	process bool
+	// dormant: a run taken over waits for the message that starts its
+	// CLI again, until dormantTimer ends it; wakeMessageID is that
+	// message's, its next turn's.
+	dormant       bool
+	dormantTimer  *time.Timer
+	wakeMessageID string
 	// usageDirty: the record's usage changed since it was last stored;
 	// usageStoredAt is when a usage change was last stored.
 	usageDirty    bool

@@ -105,6 +105,15 @@ func newSession(s *Supervisor, t *task, dec runs.Session, log *zap.Logger) *sess
 	s.mu.Lock()
 	ss.draining = s.closing
 	s.mu.Unlock()
+	if t.woken {
+		// The run goes on from the turns another replica ran.
+		t.mu.Lock()
+		if n := len(t.run.Turns); n > 0 {
+			ss.turn = t.run.Turns[n-1].Turn
+		}
+		ss.turnsUsage, ss.turnsCost = t.run.Usage, t.run.CostUSD
+		t.mu.Unlock()
+	}
 	return ss
 }
 
@@ -131,7 +140,11 @@ func (ss *session) stopForShutdownLocked() {
 func (ss *session) begin() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	ss.startTurnLocked(uuid.NewString(), ss.t.inv.Spec.Prompt, ss.t.run.Spec.Attachments)
+	id := ss.t.wakeMessageID // the message that woke a run taken over
+	if id == "" {
+		id = uuid.NewString()
+	}
+	ss.startTurnLocked(id, ss.t.inv.Spec.Prompt, ss.t.run.Spec.Attachments)
 }
 
 // started hands the session the process's stdin, once it runs, and writes
@@ -216,6 +229,9 @@ func (ss *session) observeLocked(ev *runs.Event) (after func(), keep bool) {
 // next queued message, the end of the session, or the idle wait.
 func (ss *session) turnEndedLocked(d runs.TurnCompletedData) {
 	ss.recordTurnEndLocked(d)
+	if ss.interactive {
+		ss.s.loop(func() { ss.s.keepTurn(ss.t) })
+	}
 	// A request still pending when its turn ended can no longer be
 	// answered; the CLI did not say so, the gateway does.
 	for _, p := range ss.pendingInOrder() {

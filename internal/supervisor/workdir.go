@@ -93,7 +93,7 @@ func (s *Supervisor) prepareWork(t *task) *runs.RunError {
 	spec := t.run.Spec
 	var runErr *runs.RunError
 	switch {
-	case spec.Workspace != nil:
+	case spec.Workspace != nil && !t.woken:
 		runErr = s.makeWorkspace(ctx, t)
 	case spec.ResumeSessionID != "":
 		runErr = s.restoreSessionDir(ctx, t)
@@ -150,6 +150,11 @@ func (s *Supervisor) makeWorkspace(ctx context.Context, t *task) *runs.RunError 
 	}
 	t.prepared = &p
 	t.run.Spec.WorkDir = t.run.ID
+	if p.Git != nil {
+		// In the record while the run runs: a replica that takes the
+		// run over pushes from this base.
+		t.run.Git = &runs.GitResult{URL: p.Git.URL, Base: p.Git.Base}
+	}
 	return nil
 }
 
@@ -181,7 +186,10 @@ func (s *Supervisor) restoreSessionDir(ctx context.Context, t *task) *runs.RunEr
 	if err != nil {
 		return runs.NewRunError(runs.WorkspaceFailed, "the session's directory could not be restored: "+err.Error(), "submit the run again")
 	}
-	t.prepared = &workspace.Prepared{Info: runs.WorkspaceInfo{Source: runs.SourceFromRun, Restored: true}}
+	if t.prepared == nil {
+		t.prepared = &workspace.Prepared{}
+	}
+	t.prepared.Info = runs.WorkspaceInfo{Source: runs.SourceFromRun, Restored: true}
 	return nil
 }
 
