@@ -78,10 +78,12 @@ func (s *Supervisor) checkSubmittedSpec(ctx context.Context, sub *submission) er
 		if err != nil {
 			return err
 		}
-		if spec.Cwd == "" {
+		if spec.Cwd == "" && spec.Workspace == nil {
 			// A resumed conversation continues where it began by
 			// default: some CLIs find a session by its directory as
-			// well as its id, and its files are there.
+			// well as its id, and its files are there. A run with a
+			// workspace of its own runs in it: its cwd is relative
+			// to that workspace, not to the tenant's root.
 			spec.Cwd = cwd
 		}
 	}
