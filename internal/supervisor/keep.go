@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/agentgate/agentgate/internal/runs"
@@ -60,7 +61,7 @@ func (s *Supervisor) concludeGit(ctx context.Context, t *task) {
 
 // keepDir stores t's directory in the cluster.
 func (s *Supervisor) keepDir(ctx context.Context, t *task) {
-	if s.ws == nil {
+	if s.ws == nil || !madeForRun(t.run.Spec.WorkDir) {
 		return
 	}
 	dir := s.workDirOf(t)
@@ -71,6 +72,15 @@ func (s *Supervisor) keepDir(ctx context.Context, t *task) {
 	}
 	s.setLocalRun(dir, t.run.ID)
 	s.obs.SnapshotKept(runs.SnapshotWorkspace, info.Size)
+}
+
+// madeForRun reports whether workDir, relative to a tenant's root, is in
+// a directory the gateway made for a run (named by its id): a directory a
+// client named, which many runs may share, is not the run's to keep.
+func madeForRun(workDir string) bool {
+	top, _, _ := strings.Cut(workDir, "/")
+	id, err := uuid.Parse(top)
+	return err == nil && id.String() == top
 }
 
 // workDirOf is the absolute directory t's run works in: the one made or

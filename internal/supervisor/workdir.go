@@ -171,7 +171,7 @@ func (s *Supervisor) restoreSessionDir(ctx context.Context, t *task) *runs.RunEr
 		return runs.NewRunError(runs.Internal, "the tenant's workspace is not available: "+err.Error(), "")
 	}
 	t.run.Spec.WorkDir = rec.WorkDir
-	dir := filepath.Join(root, rec.WorkDir)
+	dir := filepath.Join(realPath(root), rec.WorkDir)
 	if s.localRunOf(dir) == rec.RunID {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/unpack"
@@ -128,11 +129,27 @@ func addEntry(tw *tar.Writer, root *os.Root, p string, d fs.DirEntry) error {
 		if err != nil {
 			return skipMissing(err)
 		}
+		if !linkStaysInside(p, target) {
+			// Restoring checks every link, and refuses a snapshot
+			// with one that leads out: such a link is left out here,
+			// so that the rest of the directory can be restored.
+			return nil
+		}
 		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: p, Linkname: target, Mode: 0o777, ModTime: fi.ModTime()})
 	case t.IsRegular():
 		return addFile(tw, root, p)
 	}
 	return nil
+}
+
+// linkStaysInside reports whether a symlink at p, relative to the root,
+// to target leads to a place inside the root, by its words alone.
+func linkStaysInside(p, target string) bool {
+	if path.IsAbs(target) {
+		return false
+	}
+	resolved := path.Join(path.Dir(p), target)
+	return resolved != ".." && !strings.HasPrefix(resolved, "../")
 }
 
 // addFile writes the regular file p: as long as it was when opened, so
@@ -160,7 +177,9 @@ func addFile(tw *tar.Writer, root *os.Root, p string) error {
 // replace dst's of the same name, the rest of dst stays. A session's
 // files go into a home made of the base's this way.
 func (s *Store) RestoreInto(ctx context.Context, key runs.SnapshotKey, dst string) (runs.SnapshotInfo, error) {
-	staging, err := os.MkdirTemp(s.tmp, "restore-into-*")
+	// Beside dst, so that what is unpacked is renamed into it on one
+	// file system.
+	staging, err := os.MkdirTemp(filepath.Dir(filepath.Clean(dst)), ".restore-into-*")
 	if err != nil {
 		return runs.SnapshotInfo{}, err
 	}

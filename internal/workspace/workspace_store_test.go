@@ -296,3 +296,27 @@ func TestStoreSnapshotsAreTheTenants(t *testing.T) {
 		t.Fatalf("another tenant's Restore of r1: %v, want runs.ErrNotFound", err)
 	}
 }
+
+// An agent may leave a symlink that leads out of its directory; restoring
+// refuses a snapshot with one, so saving leaves such links out, and the
+// rest of the directory is restored.
+func TestStoreLeavesOutLinksThatLeadOut(t *testing.T) {
+	s, _ := newStore(t)
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"kept.txt": "k", "sub/in.txt": "i"})
+	for link, target := range map[string]string{"abs": "/etc/passwd", "up": "../../x", "sub/up": "../../y", "sub/in": "in.txt", "top": "sub/in.txt"} {
+		if err := os.Symlink(target, filepath.Join(src, filepath.FromSlash(link))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	if _, err := s.SaveDir(ctx, wsKey("links"), src, 1<<20, nil); err != nil {
+		t.Fatalf("SaveDir: %v", err)
+	}
+	dst := filepath.Join(t.TempDir(), "restored")
+	if _, err := s.Restore(ctx, wsKey("links"), dst); err != nil {
+		t.Fatalf("Restore of a directory with links out: %v", err)
+	}
+	want := map[string]string{"kept.txt": "k", "sub/in.txt": "i", "sub/in": "-> in.txt", "top": "-> sub/in.txt"}
+	sameTree(t, "the restored directory", readTree(t, dst), want)
+}
