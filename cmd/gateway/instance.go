@@ -70,6 +70,9 @@ type instance struct {
 	// theirs (workspaces.go).
 	uploads   *files.Uploads
 	sources   *workspace.Sources
+	// gitTokenFiles are the token files the git credentials named at
+	// start, hidden from agents with the credentials file.
+	gitTokenFiles []string
 	sandbox   supervisor.Sandbox
 	sup       *supervisor.Supervisor
 	stopLoops context.CancelFunc
@@ -314,6 +317,18 @@ func (g *instance) openSandbox(ctx context.Context) error {
 	if err := os.MkdirAll(g.tempRoot, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", g.tempRoot, err)
 	}
+	hide, err := g.hiddenPaths()
+	if err != nil {
+		return err
+	}
+	sandbox, err := newSandbox(ctx, g.cfg.Sandbox, hide, g.log.Named("sandbox"))
+	g.sandbox = sandbox
+	return err
+}
+
+// hiddenPaths are what no agent may see: the data directory, other runs,
+// the agents' own homes and the gateway's files of secrets.
+func (g *instance) hiddenPaths() ([]string, error) {
 	hide := []string{g.cfg.DataDir, g.cfg.WorkspaceRoot}
 	// Runs get homes of their own, made from their agent's: the agents'
 	// homes, with their logins, are the gateway's alone.
@@ -322,19 +337,19 @@ func (g *instance) openSandbox(ctx context.Context) error {
 			hide = append(hide, g.agentCfg[a.Name()].Home)
 		}
 	}
-	for _, p := range append([]string{g.cfg.APIKeysFile, g.cfg.RedactPatternsFile, g.cfg.WebhooksFile, g.cfg.GitCredentialsFile}, g.cfg.SandboxHide...) {
+	secrets := []string{g.cfg.APIKeysFile, g.cfg.RedactPatternsFile, g.cfg.WebhooksFile, g.cfg.GitCredentialsFile}
+	secrets = append(secrets, g.gitTokenFiles...)
+	for _, p := range append(secrets, g.cfg.SandboxHide...) {
 		if p == "" {
 			continue
 		}
 		abs, err := filepath.Abs(p)
 		if err != nil {
-			return fmt.Errorf("AGENTGATE_SANDBOX_HIDE: %w", err)
+			return nil, fmt.Errorf("AGENTGATE_SANDBOX_HIDE: %w", err)
 		}
 		hide = append(hide, abs)
 	}
-	sandbox, err := newSandbox(ctx, g.cfg.Sandbox, hide, g.log.Named("sandbox"))
-	g.sandbox = sandbox
-	return err
+	return hide, nil
 }
 
 // startSupervisor starts the runs' supervisor, and has a low disk stop

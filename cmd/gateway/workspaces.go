@@ -47,6 +47,7 @@ func (g *instance) openWorkspaces(context.Context) error {
 			return fmt.Errorf("AGENTGATE_GIT_CREDENTIALS_FILE: %w", err)
 		}
 		g.sources.Credentials = creds
+		g.gitTokenFiles = creds.Credentials().TokenFiles()
 		g.log.Info("git credentials loaded", zap.String("file", cfg.GitCredentialsFile), zap.Int("credentials", creds.Credentials().Len()))
 	}
 	go g.evictGitCache(ctx, cache)

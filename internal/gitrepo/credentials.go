@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -62,7 +63,9 @@ type credential struct {
 	tenant, name string
 	prefix       urlPrefix
 	token        string
-	line         int
+	// file is the token's file ("@/path"), or "" for a token given inline.
+	file string
+	line int
 }
 
 // urlPrefix is a credential's URL prefix as URLs are matched against it:
@@ -194,7 +197,11 @@ func parseCredentialLine(line string) (credential, string) {
 	if msg != "" {
 		return credential{}, msg
 	}
-	return credential{tenant: f[0], name: f[1], prefix: prefix, token: token}, ""
+	file, _ := strings.CutPrefix(f[3], "@")
+	if file == f[3] {
+		file = ""
+	}
+	return credential{tenant: f[0], name: f[1], prefix: prefix, token: token, file: file}, ""
 }
 
 // parsePrefix reads a credential's URL prefix: "" or why it is not one.
@@ -352,6 +359,25 @@ func longestMatch(set []credential, u urlPrefix) (credential, bool) {
 		}
 	}
 	return best, found
+}
+
+// TokenFiles lists the files ("@/path") the tokens were read from, once
+// each and sorted, so that the gateway can hide them from agents as it
+// hides the credentials file.
+func (c *Credentials) TokenFiles() []string {
+	if c == nil {
+		return nil
+	}
+	var files []string
+	for _, creds := range c.byName {
+		for _, cr := range creds {
+			if cr.file != "" {
+				files = append(files, cr.file)
+			}
+		}
+	}
+	slices.Sort(files)
+	return slices.Compact(files)
 }
 
 // Len is how many credentials the file has.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -337,5 +338,28 @@ func TestLoadCredentialsFailsOnABadFile(t *testing.T) {
 	c, err := LoadCredentials(path)
 	if err != nil || c.Len() != 1 {
 		t.Fatalf("LoadCredentials = %v, %v", c, err)
+	}
+}
+
+func TestTokenFilesListsEachFileATokenCameFrom(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, p := range []string{a, b} {
+		if err := os.WriteFile(p, []byte(tokOrg+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := parse(t, "acme gh https://github.com/acme @"+b+"\n"+
+		"* gh https://github.com/ @"+a+"\n"+
+		"beta gh https://github.com/beta @"+b+"\n"+
+		"acme gl https://gitlab.com/acme "+tokRepo+"\n")
+	if got, want := c.TokenFiles(), []string{a, b}; !slices.Equal(got, want) {
+		t.Errorf("TokenFiles = %q, want %q", got, want)
+	}
+	if got := parse(t, "acme gl https://gitlab.com/acme "+tokRepo+"\n").TokenFiles(); len(got) != 0 {
+		t.Errorf("TokenFiles of inline tokens = %q, want none", got)
+	}
+	if got := (*Credentials)(nil).TokenFiles(); got != nil {
+		t.Errorf("TokenFiles of no credentials = %q", got)
 	}
 }
