@@ -68,15 +68,15 @@ type instance struct {
 	tempRoot string
 	// uploads keeps tenants' files; sources makes runs' workspaces from
 	// theirs (workspaces.go).
-	uploads   *files.Uploads
-	sources   *workspace.Sources
+	uploads *files.Uploads
+	sources *workspace.Sources
 	// gitTokenFiles are the token files the git credentials named at
 	// start, hidden from agents with the credentials file.
 	gitTokenFiles []string
-	sandbox   supervisor.Sandbox
-	sup       *supervisor.Supervisor
-	stopLoops context.CancelFunc
-	draining  chan struct{}
+	sandbox       supervisor.Sandbox
+	sup           *supervisor.Supervisor
+	stopLoops     context.CancelFunc
+	draining      chan struct{}
 
 	closers []func()
 }
