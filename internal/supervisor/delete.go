@@ -10,9 +10,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// Delete removes a finished run: its record, its events and the directory
+// Delete removes a finished run: its record, its events, the directory
 // the gateway made for it (a directory the client named is the client's,
-// and stays). A run that has not ended is a conflict: cancel it first.
+// and stays) and what the cluster keeps of it (its directory and patch). A run that has not ended is a conflict: cancel it first.
 // Errors wrap ErrNotFound, ErrConflict or the store's.
 func (s *Supervisor) Delete(ctx context.Context, id string) error {
 	r, err := s.store.GetRun(ctx, id)
@@ -27,6 +27,7 @@ func (s *Supervisor) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("delete run %s: %w", id, err)
 	}
 	s.artifacts.Remove(id)
+	s.deleteSnapshots(ctx, r)
 	if root, err := s.tenantRoot(r.Tenant); err == nil {
 		// A fresh directory is named after the run, directly under the
 		// tenant's root; its cwd was recorded as that name.
@@ -38,4 +39,18 @@ func (s *Supervisor) Delete(ctx context.Context, id string) error {
 	}
 	s.audit("run.delete", by, id)
 	return nil
+}
+
+// deleteSnapshots removes the deleted run r's directory and patch from the
+// cluster; one that cannot be removed expires with retention.
+func (s *Supervisor) deleteSnapshots(ctx context.Context, r runs.Run) {
+	if s.cfg.Snapshots == nil {
+		return
+	}
+	for _, kind := range []runs.SnapshotKind{runs.SnapshotWorkspace, runs.SnapshotPatch} {
+		key := runs.SnapshotKey{Tenant: r.Tenant, Kind: kind, ID: r.ID}
+		if err := s.cfg.Snapshots.DeleteSnapshot(ctx, key); err != nil {
+			s.log.Warn("remove a deleted run's snapshot", zap.String("run_id", r.ID), zap.String("kind", string(kind)), zap.Error(err))
+		}
+	}
 }
