@@ -1,12 +1,14 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"go.uber.org/zap"
@@ -66,8 +68,12 @@ func (s *Supervisor) RunChanges(ctx context.Context, r runs.Run) ([]runs.Changed
 }
 
 // OpenRunFile opens one regular file of r's directory, as it is now (see
-// artifacts.Keeper.OpenFile).
+// artifacts.Keeper.OpenFile); of a finished run, as it ended, whichever
+// replica is asked (see keptCopy).
 func (s *Supervisor) OpenRunFile(ctx context.Context, r runs.Run, path string) (*os.File, fs.FileInfo, error) {
+	if dir, ok := s.keptCopy(ctx, r); ok {
+		return s.artifacts.OpenFileIn(dir, r, path)
+	}
 	f, fi, err := s.artifacts.OpenFile(r, path)
 	if dir, ok := s.restoredDir(ctx, r, err); ok {
 		return s.artifacts.OpenFileIn(dir, r, path)
@@ -75,9 +81,12 @@ func (s *Supervisor) OpenRunFile(ctx context.Context, r runs.Run, path string) (
 	return f, fi, err
 }
 
-// ArchiveRun writes r's directory, as it is now, to w as a gzipped tar
-// (see artifacts.Keeper.WriteArchive).
+// ArchiveRun writes r's directory, as OpenRunFile serves its files, to w
+// as a gzipped tar (see artifacts.Keeper.WriteArchive).
 func (s *Supervisor) ArchiveRun(ctx context.Context, r runs.Run, w io.Writer) error {
+	if dir, ok := s.keptCopy(ctx, r); ok {
+		return s.artifacts.WriteArchiveIn(dir, r, w)
+	}
 	err := s.artifacts.WriteArchive(r, w)
 	if dir, ok := s.restoredDir(ctx, r, err); ok {
 		return s.artifacts.WriteArchiveIn(dir, r, w)
@@ -85,15 +94,45 @@ func (s *Supervisor) ArchiveRun(ctx context.Context, r runs.Run, w io.Writer) er
 	return err
 }
 
+// keptCopy is a copy of finished run r's directory as r left it, restored
+// from the cluster, when the directory here may hold another run's work
+// since: a session's turns share their first run's directory, and each
+// replica's copy of it is as the last turn that replica ran left it. Only
+// a directory this replica knows r's end left serves r itself.
+func (s *Supervisor) keptCopy(ctx context.Context, r runs.Run) (string, bool) {
+	if s.ws == nil || !r.Status.Terminal() || r.StartedAt == nil {
+		return "", false
+	}
+	root, err := s.tenantRoot(r.Tenant)
+	if err != nil {
+		return "", false
+	}
+	dir := filepath.Join(realPath(root), cmp.Or(r.Spec.WorkDir, r.Spec.Cwd, r.ID))
+	if _, err := os.Stat(dir); err != nil || s.localRunOf(dir) == r.ID {
+		return "", false
+	}
+	return s.restoreCopy(ctx, r)
+}
+
 // restoredDir is a copy of finished run r's directory on this replica,
 // restored from the cluster, when err says the directory itself is not
-// here (another replica ran it, or it is gone). Copies are kept under
-// the artifacts directory, and swept with the runs' snapshots.
+// here (another replica ran it, or it is gone).
 func (s *Supervisor) restoredDir(ctx context.Context, r runs.Run, err error) (string, bool) {
 	var ae *artifacts.Error
-	dir := s.artifacts.RestoredPath(r.ID)
-	if s.ws == nil || dir == "" || !r.Status.Terminal() || !errors.As(err, &ae) ||
+	if s.ws == nil || !r.Status.Terminal() || !errors.As(err, &ae) ||
 		ae.Code != artifacts.CodeWorkspaceElsewhere && ae.Code != artifacts.CodeWorkspaceExpired {
+		return "", false
+	}
+	return s.restoreCopy(ctx, r)
+}
+
+// restoreCopy restores finished run r's directory from the cluster into
+// a copy on this replica, once. Copies are kept under the artifacts
+// directory, and swept with the runs' snapshots. It is false when the
+// cluster keeps no directory of r.
+func (s *Supervisor) restoreCopy(ctx context.Context, r runs.Run) (string, bool) {
+	dir := s.artifacts.RestoredPath(r.ID)
+	if dir == "" {
 		return "", false
 	}
 	s.restoring.Lock()
