@@ -24,7 +24,13 @@
 //     idempotency_mismatch;
 //   - TestFullReplicaBesideIdleOnes: with one slot per replica, runs go to
 //     whichever replica has a free slot, the shared queue reports positions,
-//     and 429 queue_full comes only when the shared queue is full.
+//     and 429 queue_full comes only when the shared queue is full;
+//   - TestSessionFollowsTheRunAcrossReplicas: a session resumed turn after
+//     turn on whichever replica takes each: the model sees every earlier
+//     turn, each turn finds the files the turns before left, every replica
+//     serves a finished run's files as it left them, a resume after kill -9
+//     of the replica that began the session goes on, and a second resume
+//     while one runs is a 409 session_busy.
 //
 // Every case checks the same four things of every run it made: no event
 // lost, duplicated or reordered (the whole stream, read through nginx with
