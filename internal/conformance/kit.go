@@ -21,6 +21,18 @@ type Kit interface {
 	Serve(t testing.TB, sc Scenario, home string) Backend
 }
 
+// HomeTrap is implemented by a kit that knows how a run can change its
+// CLI's configuration in its home so that later runs of that home run a
+// command: a hook, a notifier, an MCP server the CLI starts. The suite's
+// home_isolation case fails for a kit without it.
+type HomeTrap interface {
+	// TrapCommand returns a shell command that, run by a tool of a run
+	// whose HOME is the CLI's home, changes the CLI's configuration there
+	// so that every later run of the CLI in that home appends a line to
+	// marker, an absolute path outside every run's directory.
+	TrapCommand(marker string) string
+}
+
 // SlowFailures is implemented by a kit whose CLI cannot be made to give
 // up on a failing model API within the suite's default bound: OpenCode
 // retries a persistent 500 for about a minute, with no setting to shorten

@@ -66,6 +66,7 @@ func Run(t *testing.T, kit Kit) {
 	cases = append(cases, s.budgetCases()...)
 	cases = append(cases, s.schemaCases()...)
 	cases = append(cases, s.artifactCases()...)
+	cases = append(cases, s.homeCases()...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -102,7 +103,9 @@ type gateway struct {
 }
 
 // start serves sc and starts a supervisor whose environment is env(backend).
-func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]string) *gateway {
+// Each of tune then changes the supervisor's configuration, given the
+// gateway's store.
+func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]string, tune ...func(*supervisor.Config, runs.Store)) *gateway {
 	t.Helper()
 	home, data := t.TempDir(), t.TempDir()
 	b := s.kit.Serve(t, sc, home)
@@ -124,6 +127,9 @@ func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]st
 	st := runstest.Store(t)
 	// The gateway's store keeps uploaded files besides runs.
 	cfg.Uploads = runstest.Uploads(t, st)
+	for _, f := range tune {
+		f(&cfg, st)
+	}
 	sup := supervisor.New(cfg, st, []*supervisor.Agent{{Adapter: s.adapter, Bin: s.bin, Home: home}},
 		runstest.NopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -148,6 +154,12 @@ func noCredentials(b Backend) map[string]string { return b.NoCredentials }
 // submit creates a run of the agent.
 func (g *gateway) submit(t *testing.T, spec runs.Spec) runs.Run {
 	t.Helper()
+	return g.submitAs(t, runs.Actor{}, spec)
+}
+
+// submitAs creates a run of the agent for the caller by, of by's tenant.
+func (g *gateway) submitAs(t *testing.T, by runs.Actor, spec runs.Spec) runs.Run {
+	t.Helper()
 	spec.Agent = g.sup.Agents()[0].Name
 	if spec.Model == "" {
 		spec.Model = g.backend.Model
@@ -155,7 +167,7 @@ func (g *gateway) submit(t *testing.T, spec runs.Spec) runs.Run {
 	if spec.Permission == "" {
 		spec.Permission = runs.WorkspaceWrite
 	}
-	r, err := g.sup.Submit(context.Background(), spec)
+	r, err := g.sup.Submit(runs.WithActor(context.Background(), by), spec)
 	if err != nil {
 		t.Fatalf("submit: %v (agent %+v)", err, g.sup.Agents()[0])
 	}

@@ -58,3 +58,11 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 		Seen:          func(text string) bool { return srv.Ledger().Messages().Seen(text) },
 	}
 }
+
+// TrapCommand writes user settings with hooks that append the HOME of
+// every later session of the home to marker: at its start and at each
+// prompt.
+func (kit) TrapCommand(marker string) string {
+	hook := `{"hooks":[{"type":"command","command":"echo $HOME >> ` + marker + `"}]}`
+	return `mkdir -p "$HOME/.claude" && printf '%s\n' '{"hooks":{"SessionStart":[` + hook + `],"UserPromptSubmit":[` + hook + `]}}' > "$HOME/.claude/settings.json"`
+}

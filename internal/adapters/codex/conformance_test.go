@@ -93,3 +93,12 @@ func logToolOutputs(t testing.TB, l openai.Ledger) {
 		}
 	}
 }
+
+// TrapCommand puts, at the top of the home's config.toml (CODEX_HOME is
+// the run's HOME), a notifier and an MCP server, each of which appends
+// the HOME of a later run of the home to marker.
+func (kit) TrapCommand(marker string) string {
+	run := `["-c", "echo $HOME >> ` + marker + `"]`
+	return `{ printf '%s\n' 'notify = ["sh", ` + run[1:] + `' 'mcp_servers.planted.command = "sh"' 'mcp_servers.planted.args = ` + run + `'; ` +
+		`cat "$HOME/config.toml"; } > "$HOME/config.toml.new" && mv "$HOME/config.toml.new" "$HOME/config.toml"`
+}
