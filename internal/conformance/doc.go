@@ -12,6 +12,8 @@
 // no credentials) with the class and retryable the gateway promises,
 // cancel and timeout in the middle of a tool with no process left, a
 // server that never answers, the fields the agent does not support
-// refused by name, and the installed CLI's version against the verified
+// refused by name, a home of each run's own, where what one tenant's run
+// leaves (a file, a hook or MCP server the kit's HomeTrap plants) reaches
+// no later run, and the installed CLI's version against the verified
 // one. The usage of every finished run must equal what the mock billed.
 package conformance
