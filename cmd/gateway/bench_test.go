@@ -807,6 +807,9 @@ func (s *discardStore) ClaimRun(_ context.Context, id, replica string) (runs.Run
 	s.runs[id] = r
 	return r, nil
 }
+func (s *discardStore) TakeOverRun(context.Context, string, string, string) (runs.Run, error) {
+	return runs.Run{}, runs.ErrClaimed // the benchmark's replica never dies
+}
 func (s *discardStore) DeleteRun(context.Context, string) error { return nil }
 func (s *discardStore) ClaimIdempotencyKey(_ context.Context, _ string, rec runs.IdempotencyRecord) (runs.IdempotencyRecord, bool, error) {
 	return rec, true, nil

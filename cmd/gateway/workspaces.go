@@ -40,7 +40,7 @@ func (g *instance) openWorkspaces(context.Context) error {
 		return fmt.Errorf("git cache: %w", err)
 	}
 	g.sources = &workspace.Sources{Git: cache, Policy: policy, Archives: g.uploads, Unpack: unpack.DefaultLimits(),
-		Store: workspace.NewStore(g.st, filepath.Join(cfg.DataDir, "tmp"), unpack.Limits{})}
+		Store: workspace.NewStore(g.st, filepath.Join(cfg.DataDir, "tmp"), workspace.RestoreLimits(cfg.MaxWorkspaceBytes))}
 	if cfg.GitCredentialsFile != "" {
 		creds, err := gitrepo.WatchCredentials(ctx, cfg.GitCredentialsFile, g.log.Named("git"), 0)
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/agentgate/agentgate/internal/gitrepo"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -303,6 +304,7 @@ var allCodes = []string{
 	runs.CodeWebhooksDisabled, runs.CodeWebhookURLRefused,
 	CodeInvalidPath, CodeWorkspaceExpired, CodeWorkspaceOnOtherReplica, CodeArchiveTooLarge,
 	CodeNoGitWorkspace, CodeSessionBusy,
+	gitrepo.CodeGitURLRefused, gitrepo.CodeUnknownCredential, gitrepo.CodeCredentialNotForURL,
 	// Written by the listener (internal/netguard) before any request is
 	// read, or for one the HTTP server cannot parse, in the same shape.
 	"too_many_connections", "bad_request", "headers_too_large", "expectation_failed", "not_implemented",

@@ -29,9 +29,10 @@ func (s *Supervisor) Delete(ctx context.Context, id string) error {
 	s.artifacts.Remove(id)
 	s.deleteSnapshots(ctx, r)
 	if root, err := s.tenantRoot(r.Tenant); err == nil {
-		// A fresh directory is named after the run, directly under the
-		// tenant's root; its cwd was recorded as that name.
-		if r.Spec.Cwd == id {
+		// A fresh directory, or one made from a workspace source, is
+		// named after the run, directly under the tenant's root; its
+		// cwd or its work dir was recorded as that name.
+		if r.Spec.Cwd == id || r.Spec.WorkDir == id {
 			if err := os.RemoveAll(filepath.Join(root, id)); err != nil {
 				s.log.Warn("remove a deleted run's directory", zap.String("run_id", id), zap.Error(err))
 			}

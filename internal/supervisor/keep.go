@@ -65,12 +65,14 @@ func (s *Supervisor) keepDir(ctx context.Context, t *task) {
 		return
 	}
 	dir := s.workDirOf(t)
+	// Here the directory is as this run left it, kept in the cluster or
+	// not: a resume on this replica must not replace it.
+	s.setLocalRun(dir, t.run.ID)
 	info, err := s.ws.SaveDir(ctx, workspaceKey(t.run), dir, s.cfg.MaxWorkspaceBytes, nil)
 	if err != nil {
 		s.warnKeep(t, "workspace_not_kept", "the run's directory could not be kept in the cluster, so only this replica serves it: "+err.Error())
 		return
 	}
-	s.setLocalRun(dir, t.run.ID)
 	s.obs.SnapshotKept(runs.SnapshotWorkspace, info.Size)
 }
 

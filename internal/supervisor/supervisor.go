@@ -18,7 +18,6 @@ import (
 	"github.com/agentgate/agentgate/internal/redact"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/tenants"
-	"github.com/agentgate/agentgate/internal/unpack"
 	"github.com/agentgate/agentgate/internal/workspace"
 )
 
@@ -399,11 +398,7 @@ func New(cfg Config, store runs.Store, agents []*Agent, obs runs.Observer, log *
 	sort.Strings(s.names)
 	s.artifacts = s.newKeeper()
 	if cfg.Snapshots != nil {
-		// A snapshot this gateway made is bounded packed; restored, it
-		// is bounded again, as an archive an agent wrote.
-		s.ws = workspace.NewStore(cfg.Snapshots, cfg.TempRoot, unpack.Limits{
-			Entries: 1_000_000, TotalBytes: cfg.MaxWorkspaceBytes * restoreRatio,
-			FileBytes: cfg.MaxWorkspaceBytes * restoreRatio, Ratio: 2000})
+		s.ws = workspace.NewStore(cfg.Snapshots, cfg.TempRoot, workspace.RestoreLimits(cfg.MaxWorkspaceBytes))
 	}
 	s.takeCtx, s.stopTaking = context.WithCancel(context.Background())
 	s.runCtx, s.stopRuns = context.WithCancelCause(context.Background())

@@ -207,4 +207,3 @@ func countType(evs []runs.StoredEvent, typ runs.EventType) int {
 	}
 	return n
 }
-

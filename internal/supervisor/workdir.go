@@ -23,10 +23,6 @@ const (
 	// lock lasts when nothing frees it: the replica that held it died and
 	// no recovery finished its run.
 	sessionLockMargin = 10 * time.Minute
-	// restoreRatio bounds a restored snapshot's unpacked bytes by its
-	// bound packed: a gzipped tar of text unpacks to several times its
-	// size, and one made by this gateway from a directory it bounded.
-	restoreRatio = 8
 )
 
 // checkWorkspace refuses, before a run is queued, a workspace or a push

@@ -17,6 +17,18 @@ import (
 	"github.com/agentgate/agentgate/internal/unpack"
 )
 
+// restoreRatio bounds a restored snapshot's unpacked bytes by its bound
+// packed: a gzipped tar of text unpacks to several times its size.
+const restoreRatio = 8
+
+// RestoreLimits bound a snapshot restored, which is unpacked as an
+// archive an agent wrote, when what is kept is bounded to packed bytes:
+// generous in entries and ratio, since the gateway packed it, and bounded
+// in bytes all the same.
+func RestoreLimits(packed int64) unpack.Limits {
+	return unpack.Limits{Entries: 1_000_000, TotalBytes: packed * restoreRatio, FileBytes: packed * restoreRatio, Ratio: 2000}
+}
+
 // Store keeps directories in the cluster's snapshots, bounded, and
 // restores them safely: what a snapshot holds was written by an agent, and
 // is unpacked as an untrusted archive.
