@@ -1,0 +1,279 @@
+package main
+
+// End-to-end tests of runs' workspaces: a repository cloned from a git
+// server on 127.0.0.1 (internal/gittest, behind a token) with the
+// operator's credentials file, an uploaded archive, and another run's
+// directory, each worked on by the real Claude Code against the mock
+// Anthropic server.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentgate/agentgate/internal/gittest"
+	"github.com/agentgate/agentgate/internal/mock/anthropic"
+	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/runs/runstest"
+)
+
+// commandPrefix starts a prompt whose rest is the command the mock has
+// Claude Code run with its Bash tool.
+const commandPrefix = "RUN: "
+
+// promptedCommand answers a prompt "RUN: <command>" with a Bash tool call
+// running the command, and the call's result with text: one scenario for
+// every run of a test, each asking for its own command.
+func promptedCommand() anthropic.Scenario {
+	usage := anthropic.Usage{InputTokens: 100, OutputTokens: 20}
+	return anthropic.Func(func(req *anthropic.Request) anthropic.Response {
+		if len(req.ToolResults()) > 0 {
+			return anthropic.Response{Message: anthropic.Message{Content: []anthropic.Block{anthropic.Text("Done.")}, Usage: usage}}
+		}
+		_, command, ok := strings.Cut(req.UserText(), commandPrefix)
+		if !ok {
+			return anthropic.Response{Message: anthropic.Message{Content: []anthropic.Block{anthropic.Text("No command asked for.")}, Usage: usage}}
+		}
+		command, _, _ = strings.Cut(command, "\n")
+		return anthropic.Response{Message: anthropic.Message{
+			Content: []anthropic.Block{anthropic.Text("Running it."), anthropic.Bash(command)},
+			Usage:   usage,
+		}}
+	})
+}
+
+// runRequest is the body of a POST /v1/runs that has Claude Code run
+// command, with the rest of the request's members in extra ("" for none,
+// else starting with a comma).
+func runRequest(command, extra string) string {
+	prompt, _ := json.Marshal(commandPrefix + command)
+	return `{"agent":"claude","permission":"workspace_write","prompt":` + string(prompt) + extra + `}`
+}
+
+// logLines is a gateway's stdout, its log, kept for a test to search.
+type logLines struct {
+	mu        sync.Mutex
+	b         strings.Builder
+	listening chan string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Write(p)
+	if _, rest, ok := strings.Cut(string(p), "agentgate listening on "); ok {
+		url, _, _ := strings.Cut(rest, "\n")
+		select {
+		case l.listening <- url:
+		default:
+		}
+	}
+	return len(p), nil
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startLoggedGateway is startGateway keeping everything the gateway logs,
+// at debug level, so that a test can look for what must never be logged.
+func startLoggedGateway(t *testing.T, settings, passEnv map[string]string) (*gateway, *logLines) {
+	t.Helper()
+	settings["AGENTGATE_LOG_LEVEL"] = "debug"
+	for k, v := range settings {
+		t.Setenv(k, v)
+	}
+	getenv := func(k string) string {
+		if v, ok := passEnv[k]; ok {
+			return v
+		}
+		return settings[k]
+	}
+	logs := &logLines{listening: make(chan string, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runWith(ctx, seams{versionOutput: runstest.Versions.Output}, nil, getenv, logs) }()
+	var stopped bool
+	t.Cleanup(func() {
+		cancel()
+		if !stopped {
+			if err := <-done; err != nil {
+				t.Errorf("gateway stopped with %v", err)
+			}
+		}
+	})
+	g := &gateway{DataDir: settings["AGENTGATE_DATA_DIR"]}
+	select {
+	case g.URL = <-logs.listening:
+	case err := <-done:
+		stopped = true
+		t.Fatalf("gateway did not start: %v", err)
+	case <-time.After(startGuard):
+		t.Fatalf("gateway did not start within %s", startGuard)
+	}
+	return g, logs
+}
+
+// gitGateway starts a gateway that runs claude on workspaces cloned from
+// server, whose repositories the credentials "good" (the server's token)
+// and "stale" (another) open for every tenant.
+func gitGateway(t *testing.T, server *gittest.Server, staleToken string) (*gateway, *logLines) {
+	t.Helper()
+	creds := filepath.Join(t.TempDir(), "git-credentials")
+	lines := fmt.Sprintf("* good %s/ %s\n* stale %s/ %s\n", server.URL, server.Token, server.URL, staleToken)
+	if err := os.WriteFile(creds, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	settings := gatewayEnv(t, t.TempDir())
+	settings["AGENTGATE_AGENTS"] = "claude"
+	settings["AGENTGATE_GIT_CREDENTIALS_FILE"] = creds
+	settings["AGENTGATE_GIT_ALLOW_HOSTS"] = "127.0.0.1"
+	mock := startMock(t, promptedCommand())
+	return startLoggedGateway(t, settings, mockCreds(mock))
+}
+
+// runEvents is a finished run's record, its events and the raw bytes of
+// both, for a search of what must never be in them.
+type runEvents struct {
+	run    runs.Run
+	events []sseEvent
+	raw    string
+}
+
+// finish waits for run id to end and reads its record and events.
+func (g *gateway) finish(t *testing.T, id string) runEvents {
+	t.Helper()
+	g.waitRun(t, id, 3*time.Minute)
+	_, record := httpDo(t, http.MethodGet, g.URL+"/v1/runs/"+id, "", nil)
+	var out runEvents
+	if err := json.Unmarshal(record, &out.run); err != nil {
+		t.Fatalf("run %s record: %v: %s", id, err, record)
+	}
+	_, out.events = g.stream(t, id, "")
+	raw := &strings.Builder{}
+	raw.Write(record)
+	for _, e := range out.events {
+		raw.WriteString(e.Data)
+	}
+	out.raw = raw.String()
+	return out
+}
+
+// started is the run's run.started payload.
+func (r runEvents) started(t *testing.T) runs.RunStartedData {
+	t.Helper()
+	for _, e := range r.events {
+		if e.Type == string(runs.EventRunStarted) {
+			var d runs.RunStartedData
+			if err := e.data(&d); err != nil {
+				t.Fatalf("run.started: %v: %s", err, e.Data)
+			}
+			return d
+		}
+	}
+	t.Fatalf("run %s has no run.started: %v", r.run.ID, types(r.events))
+	return runs.RunStartedData{}
+}
+
+// toolOutput is what the run's tool calls returned, joined.
+func (r runEvents) toolOutput(t *testing.T) string {
+	t.Helper()
+	var out strings.Builder
+	for _, e := range r.events {
+		if e.Type == string(runs.EventToolCallCompleted) {
+			var d runs.ToolCallCompletedData
+			if err := e.data(&d); err != nil {
+				t.Fatalf("tool_call.completed: %v: %s", err, e.Data)
+			}
+			out.WriteString(d.Output)
+		}
+	}
+	return out.String()
+}
+
+// TestWorkspaceGitEndToEnd clones a repository from a git server that asks
+// for a token, has Claude Code read and change it, and pushes the change
+// to a new branch: the branch holds it on the run's base, the patch
+// applies to a fresh clone of the base, and a second run is served by
+// the replica's cache.
+func TestWorkspaceGitEndToEnd(t *testing.T) {
+	server := gittest.NewServer(t, "git-token-5d1e7b")
+	repo := server.NewRepo(t, "demo", map[string]string{"README.md": "the demo repository\n"})
+	g, _ := gitGateway(t, server, "stale-token-a93c02")
+	git := `,"workspace":{"git":{"url":"` + repo.URL + `","ref":"main","credential":"good"}}`
+
+	r := g.post(t, runRequest("cat README.md && printf 'edited by the agent\\n' >> README.md", git+`,"push":{"branch":"agent/readme"}`))
+	first := g.finish(t, r.ID)
+	if first.run.Status != runs.Succeeded {
+		t.Fatalf("run %s: %+v; events %v", first.run.Status, first.run.Error, types(first.events))
+	}
+	if out := first.toolOutput(t); !strings.Contains(out, "the demo repository") {
+		t.Errorf("the agent did not see the repository's README; its tool said %q", out)
+	}
+	base := gittest.Branch(t, repo, "main")
+	if ws := first.started(t).Workspace; ws == nil || ws.Source != runs.SourceGit || ws.Base != base {
+		t.Errorf("run.started's workspace = %+v, want source git on base %s", ws, base)
+	}
+	res := first.run.Git
+	if res == nil || !res.Pushed || res.Base != base || res.Branch != "agent/readme" || res.Commit == "" || res.Error != nil {
+		t.Fatalf("the run's git = %+v, want pushed to agent/readme on %s", res, base)
+	}
+	checkPushed(t, repo, *res)
+	checkPatchApplies(t, g, server, repo, first.run)
+
+	r = g.post(t, runRequest("cat CHANGES.md", git))
+	second := g.finish(t, r.ID)
+	if ws := second.started(t).Workspace; second.run.Status != runs.Succeeded || ws == nil || !ws.CacheHit {
+		t.Errorf("a second clone of the repository: %s %+v, workspace %+v; want served by the cache", second.run.Status, second.run.Error, ws)
+	}
+	if second.run.Git == nil || second.run.Git.Commit != "" || second.run.Git.Pushed {
+		t.Errorf("a run that changed nothing and asked for no push: git %+v", second.run.Git)
+	}
+}
+
+// checkPushed reads the pushed branch back from the server: one commit on
+// the run's base, holding the agent's edit.
+func checkPushed(t *testing.T, repo *gittest.Repo, res runs.GitResult) {
+	t.Helper()
+	if got := gittest.Branch(t, repo, res.Branch); got != res.Commit {
+		t.Fatalf("branch %s on the server is at %q, the run says %s", res.Branch, got, res.Commit)
+	}
+	if parent := gittest.Git(t, repo.Dir, "rev-parse", res.Commit+"^"); parent != res.Base {
+		t.Errorf("the pushed commit's parent is %s, want the run's base %s", parent, res.Base)
+	}
+	if got, want := gittest.Show(t, repo, res.Commit, "README.md"), "the demo repository\nedited by the agent\n"; got != want {
+		t.Errorf("README.md on the pushed branch = %q, want %q", got, want)
+	}
+}
+
+// checkPatchApplies applies the run's patch with git am to a fresh clone
+// of its base and finds the agent's edit.
+func checkPatchApplies(t *testing.T, g *gateway, server *gittest.Server, repo *gittest.Repo, run runs.Run) {
+	t.Helper()
+	code, patch := httpDo(t, http.MethodGet, g.URL+"/v1/runs/"+run.ID+"/patch", "", nil)
+	if code != http.StatusOK || !bytes.Contains(patch, []byte("+edited by the agent")) {
+		t.Fatalf("GET /patch = %d %q", code, patch)
+	}
+	work := t.TempDir()
+	gittest.Git(t, work, "clone", "-q", repo.Dir, ".")
+	gittest.Git(t, work, "checkout", "-q", run.Git.Base)
+	path := filepath.Join(t.TempDir(), "run.patch")
+	if err := os.WriteFile(path, patch, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Git(t, work, "am", "-q", path)
+	got, err := os.ReadFile(filepath.Join(work, "README.md"))
+	if err != nil || string(got) != "the demo repository\nedited by the agent\n" {
+		t.Errorf("README.md after git am = %q (%v)", got, err)
+	}
+}
