@@ -277,3 +277,88 @@ func checkPatchApplies(t *testing.T, g *gateway, server *gittest.Server, repo *g
 		t.Errorf("README.md after git am = %q (%v)", got, err)
 	}
 }
+
+// TestWorkspaceGitFailuresEndToEnd: a credential the server refuses fails
+// the run as git_auth_failed with neither token anywhere the gateway
+// writes, and a push the server refuses leaves the run succeeded with the
+// refusal in its git result.
+func TestWorkspaceGitFailuresEndToEnd(t *testing.T) {
+	const token, stale = "git-token-88e2f4", "stale-token-0c7d19"
+	server := gittest.NewServer(t, token)
+	repo := server.NewRepo(t, "demo", map[string]string{"README.md": "the demo repository\n"})
+	refusing := server.NewRepo(t, "guarded", map[string]string{"README.md": "guarded\n"})
+	gittest.RefusePushes(t, refusing, "pushes are closed")
+	// A branch at the run's base, which a plain push would fast-forward.
+	gittest.Git(t, repo.Dir, "branch", "released", "main")
+	released := gittest.Branch(t, repo, "released")
+	g, logs := gitGateway(t, server, stale)
+	checkRefusals(t, g, repo.URL)
+
+	r := g.post(t, runRequest("cat README.md", `,"workspace":{"git":{"url":"`+repo.URL+`","credential":"stale"}}`))
+	denied := g.finish(t, r.ID)
+	if denied.run.Status != runs.Failed || denied.run.Error == nil || denied.run.Error.Class != runs.GitAuthFailed {
+		t.Errorf("a clone with a token the server refuses: %s %+v, want failed as git_auth_failed", denied.run.Status, denied.run.Error)
+	}
+
+	for _, c := range []struct {
+		name, url, branch string
+	}{
+		{"a branch that exists", repo.URL, "released"},
+		{"a server that refuses every push", refusing.URL, "agent/change"},
+	} {
+		r := g.post(t, runRequest("printf 'more\\n' >> README.md",
+			`,"workspace":{"git":{"url":"`+c.url+`","ref":"main","credential":"good"}},"push":{"branch":"`+c.branch+`"}`))
+		done := g.finish(t, r.ID)
+		res := done.run.Git
+		if done.run.Status != runs.Succeeded || res == nil || res.Pushed || res.Commit == "" ||
+			res.Error == nil || res.Error.Class != runs.PushRejected {
+			t.Errorf("%s: run %s %+v, git %+v; want succeeded, not pushed, push_rejected", c.name, done.run.Status, done.run.Error, res)
+		}
+		if got := gittest.Branch(t, repo, "released"); got != released {
+			t.Errorf("%s: branch released moved from %s to %s", c.name, released, got)
+		}
+		if strings.Contains(done.raw, token) {
+			t.Errorf("%s: the token is in the run's record or events", c.name)
+		}
+	}
+	for name, secret := range map[string]string{"the good token": token, "the stale token": stale} {
+		if strings.Contains(denied.raw, secret) {
+			t.Errorf("%s is in the failed run's record or events", name)
+		}
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("%s is in the gateway's log", name)
+		}
+	}
+}
+
+// checkRefusals submits workspaces and pushes the gateway must refuse
+// with a 400 whose code and field say why, before any run is queued.
+func checkRefusals(t *testing.T, g *gateway, url string) {
+	t.Helper()
+	gitOf := func(src string) string { return `,"workspace":{"git":` + src + `}` }
+	for _, c := range []struct {
+		name, extra, code, field, says string
+	}{
+		{"plain http to a host not allowed", gitOf(`{"url":"http://git.example.com/demo.git"}`),
+			"invalid_field", "workspace.git.url", "AGENTGATE_GIT_ALLOW_HOSTS"},
+		{"an internal address not allowed", gitOf(`{"url":"https://10.1.2.3/demo.git"}`),
+			"git_url_refused", "workspace.git.url", "internal address"},
+		{"a file URL", gitOf(`{"url":"file:///etc/demo.git"}`),
+			"invalid_field", "workspace.git.url", "https"},
+		{"a credential the tenant lacks", gitOf(`{"url":"` + url + `","credential":"nosuch"}`),
+			"unknown_credential", "workspace.git.credential", "nosuch"},
+		{"a push without a git workspace", `,"push":{"branch":"agent/x"}`,
+			"invalid_field", "push", "git workspace"},
+		{"a push to the ref the run starts from", gitOf(`{"url":"`+url+`","ref":"main","credential":"good"}`) + `,"push":{"branch":"main"}`,
+			"invalid_field", "push.branch", "new branch"},
+	} {
+		status, b := g.postJSON(t, "/v1/runs", runRequest("true", c.extra))
+		var e struct {
+			Error struct{ Code, Message, Field string }
+		}
+		json.Unmarshal(b, &e)
+		if status != http.StatusBadRequest || e.Error.Code != c.code || e.Error.Field != c.field || !strings.Contains(e.Error.Message, c.says) {
+			t.Errorf("%s: POST /v1/runs = %d %s, want 400 %s on %s saying %q", c.name, status, b, c.code, c.field, c.says)
+		}
+	}
+}
