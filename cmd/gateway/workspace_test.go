@@ -7,13 +7,17 @@ package main
 // Anthropic server.
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -212,15 +216,21 @@ func TestWorkspaceGitEndToEnd(t *testing.T) {
 	g, _ := gitGateway(t, server, "stale-token-a93c02")
 	git := `,"workspace":{"git":{"url":"` + repo.URL + `","ref":"main","credential":"good"}}`
 
-	r := g.post(t, runRequest("cat README.md && printf 'edited by the agent\\n' >> README.md", git+`,"push":{"branch":"agent/readme"}`))
+	// The agent reads the repository and its history, then edits a file,
+	// removes one and adds one in a new directory.
+	r := g.post(t, runRequest("cat README.md && git log -1 --format=head=%H && cat .git/config && "+
+		"printf 'edited by the agent\\n' >> README.md && rm CHANGES.md && mkdir docs && printf 'new\\n' > docs/new.md",
+		git+`,"push":{"branch":"agent/readme"}`))
 	first := g.finish(t, r.ID)
 	if first.run.Status != runs.Succeeded {
 		t.Fatalf("run %s: %+v; events %v", first.run.Status, first.run.Error, types(first.events))
 	}
-	if out := first.toolOutput(t); !strings.Contains(out, "the demo repository") {
-		t.Errorf("the agent did not see the repository's README; its tool said %q", out)
-	}
 	base := gittest.Branch(t, repo, "main")
+	if out := first.toolOutput(t); !strings.Contains(out, "the demo repository") || !strings.Contains(out, "head="+base) {
+		t.Errorf("the agent did not see the repository's README and history at %s; its tool said %q", base, out)
+	} else if strings.Contains(out, server.Token) {
+		t.Errorf("the token is in the workspace's .git/config: %q", out)
+	}
 	if ws := first.started(t).Workspace; ws == nil || ws.Source != runs.SourceGit || ws.Base != base {
 		t.Errorf("run.started's workspace = %+v, want source git on base %s", ws, base)
 	}
@@ -228,13 +238,24 @@ func TestWorkspaceGitEndToEnd(t *testing.T) {
 	if res == nil || !res.Pushed || res.Base != base || res.Branch != "agent/readme" || res.Commit == "" || res.Error != nil {
 		t.Fatalf("the run's git = %+v, want pushed to agent/readme on %s", res, base)
 	}
+	wantFiles := []runs.ChangedFile{{Path: "CHANGES.md", Kind: runs.ChangeDelete}, {Path: "README.md", Kind: runs.ChangeUpdate, Size: 40},
+		{Path: "docs/new.md", Kind: runs.ChangeAdd, Size: 4}}
+	if !slices.Equal(first.run.Files, wantFiles) {
+		t.Errorf("the run's files = %+v, want %+v (and nothing of .git)", first.run.Files, wantFiles)
+	}
 	checkPushed(t, repo, *res)
 	checkPatchApplies(t, g, server, repo, first.run)
 
+	// A commit pushed since is in the next run's clone, which the cache
+	// serves by fetching it.
+	head := gittest.Commit(t, repo, "main", map[string]string{"CHANGES.md": "third\n"})
 	r = g.post(t, runRequest("cat CHANGES.md", git))
 	second := g.finish(t, r.ID)
-	if ws := second.started(t).Workspace; second.run.Status != runs.Succeeded || ws == nil || !ws.CacheHit {
-		t.Errorf("a second clone of the repository: %s %+v, workspace %+v; want served by the cache", second.run.Status, second.run.Error, ws)
+	if ws := second.started(t).Workspace; second.run.Status != runs.Succeeded || ws == nil || !ws.CacheHit || ws.Base != head {
+		t.Errorf("a second clone of the repository: %s %+v, workspace %+v; want served by the cache at %s", second.run.Status, second.run.Error, ws, head)
+	}
+	if out := second.toolOutput(t); !strings.Contains(out, "third") {
+		t.Errorf("the second run's clone lacks the newest commit; its tool said %q", out)
 	}
 	if second.run.Git == nil || second.run.Git.Commit != "" || second.run.Git.Pushed {
 		t.Errorf("a run that changed nothing and asked for no push: git %+v", second.run.Git)
@@ -253,6 +274,10 @@ func checkPushed(t *testing.T, repo *gittest.Repo, res runs.GitResult) {
 	}
 	if got, want := gittest.Show(t, repo, res.Commit, "README.md"), "the demo repository\nedited by the agent\n"; got != want {
 		t.Errorf("README.md on the pushed branch = %q, want %q", got, want)
+	}
+	changes := gittest.Git(t, repo.Dir, "diff", "--name-status", res.Base, res.Commit)
+	if want := "D\tCHANGES.md\nM\tREADME.md\nA\tdocs/new.md"; changes != want {
+		t.Errorf("the pushed commit changes\n%s\nwant\n%s", changes, want)
 	}
 }
 
@@ -278,10 +303,11 @@ func checkPatchApplies(t *testing.T, g *gateway, server *gittest.Server, repo *g
 	}
 }
 
-// TestWorkspaceGitFailuresEndToEnd: a credential the server refuses fails
-// the run as git_auth_failed with neither token anywhere the gateway
-// writes, and a push the server refuses leaves the run succeeded with the
-// refusal in its git result.
+// TestWorkspaceGitFailuresEndToEnd: a push the server refuses leaves the
+// run succeeded with the refusal in its git result, and a credential the
+// server refuses (or none) fails the run as git_auth_failed although the
+// replica's cache holds the repository, with neither token anywhere the
+// gateway writes.
 func TestWorkspaceGitFailuresEndToEnd(t *testing.T) {
 	const token, stale = "git-token-88e2f4", "stale-token-0c7d19"
 	server := gittest.NewServer(t, token)
@@ -293,12 +319,6 @@ func TestWorkspaceGitFailuresEndToEnd(t *testing.T) {
 	released := gittest.Branch(t, repo, "released")
 	g, logs := gitGateway(t, server, stale)
 	checkRefusals(t, g, repo.URL)
-
-	r := g.post(t, runRequest("cat README.md", `,"workspace":{"git":{"url":"`+repo.URL+`","credential":"stale"}}`))
-	denied := g.finish(t, r.ID)
-	if denied.run.Status != runs.Failed || denied.run.Error == nil || denied.run.Error.Class != runs.GitAuthFailed {
-		t.Errorf("a clone with a token the server refuses: %s %+v, want failed as git_auth_failed", denied.run.Status, denied.run.Error)
-	}
 
 	for _, c := range []struct {
 		name, url, branch string
@@ -321,9 +341,21 @@ func TestWorkspaceGitFailuresEndToEnd(t *testing.T) {
 			t.Errorf("%s: the token is in the run's record or events", c.name)
 		}
 	}
+
+	// The repository is in the replica's cache now: a run with a token the
+	// server refuses, or with none, is refused all the same.
+	var denied strings.Builder
+	for name, credential := range map[string]string{"a token the server refuses": `,"credential":"stale"`, "no credential": ""} {
+		r := g.post(t, runRequest("cat README.md", `,"workspace":{"git":{"url":"`+repo.URL+`"`+credential+`}}`))
+		done := g.finish(t, r.ID)
+		if done.run.Status != runs.Failed || done.run.Error == nil || done.run.Error.Class != runs.GitAuthFailed {
+			t.Errorf("a clone with %s: %s %+v, want failed as git_auth_failed", name, done.run.Status, done.run.Error)
+		}
+		denied.WriteString(done.raw)
+	}
 	for name, secret := range map[string]string{"the good token": token, "the stale token": stale} {
-		if strings.Contains(denied.raw, secret) {
-			t.Errorf("%s is in the failed run's record or events", name)
+		if strings.Contains(denied.String(), secret) {
+			t.Errorf("%s is in a failed run's record or events", name)
 		}
 		if strings.Contains(logs.String(), secret) {
 			t.Errorf("%s is in the gateway's log", name)
@@ -361,4 +393,81 @@ func checkRefusals(t *testing.T, g *gateway, url string) {
 			t.Errorf("%s: POST /v1/runs = %d %s, want 400 %s on %s saying %q", c.name, status, b, c.code, c.field, c.says)
 		}
 	}
+}
+
+// TestWorkspaceArchiveAndFromRunEndToEnd: a run works on an uploaded
+// tar.gz, a second run starts from the first's directory, and an archive
+// with an entry out of its directory fails its run, writing nothing.
+func TestWorkspaceArchiveAndFromRunEndToEnd(t *testing.T) {
+	settings := gatewayEnv(t, t.TempDir())
+	settings["AGENTGATE_AGENTS"] = "claude"
+	g := startGateway(t, settings, mockCreds(startMock(t, promptedCommand())))
+
+	id := upload(t, g, tarGz(t, map[string]string{"notes.txt": "notes from the archive\n", "src/main.go": "package main\n"}))
+	r := g.post(t, runRequest("cat notes.txt && cp notes.txt seen.txt", `,"workspace":{"archive":"`+id+`"}`))
+	first := g.finish(t, r.ID)
+	if first.run.Status != runs.Succeeded || !strings.Contains(first.toolOutput(t), "notes from the archive") {
+		t.Fatalf("a run on an archive: %s %+v; its tool said %q", first.run.Status, first.run.Error, first.toolOutput(t))
+	}
+	if ws := first.started(t).Workspace; ws == nil || ws.Source != runs.SourceArchive {
+		t.Errorf("run.started's workspace = %+v, want source archive", ws)
+	}
+	if code, b := httpDo(t, http.MethodGet, g.URL+"/v1/runs/"+r.ID+"/files/src/main.go", "", nil); code != http.StatusOK || string(b) != "package main\n" {
+		t.Errorf("GET /files/src/main.go = %d %q", code, b)
+	}
+
+	r = g.post(t, runRequest("cat seen.txt", `,"workspace":{"from_run":"`+first.run.ID+`"}`))
+	second := g.finish(t, r.ID)
+	if second.run.Status != runs.Succeeded || !strings.Contains(second.toolOutput(t), "notes from the archive") {
+		t.Errorf("a run from the first's directory: %s %+v; its tool said %q", second.run.Status, second.run.Error, second.toolOutput(t))
+	}
+	if ws := second.started(t).Workspace; ws == nil || ws.Source != runs.SourceFromRun || !ws.Restored {
+		t.Errorf("run.started's workspace = %+v, want source from_run, restored", ws)
+	}
+
+	id = upload(t, g, tarGz(t, map[string]string{"ok.txt": "fine\n", "../escaped.txt": "out of the directory\n"}))
+	r = g.post(t, runRequest("ls", `,"workspace":{"archive":"`+id+`"}`))
+	bad := g.finish(t, r.ID)
+	if bad.run.Status != runs.Failed || bad.run.Error == nil || bad.run.Error.Class != runs.WorkspaceFailed {
+		t.Errorf("a run on an archive with ../: %s %+v, want failed as workspace_failed", bad.run.Status, bad.run.Error)
+	}
+	filepath.WalkDir(g.DataDir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "escaped.txt" {
+			t.Errorf("the archive's ../ entry was written to %s", path)
+		}
+		return nil
+	})
+}
+
+// upload posts a tar.gz with POST /v1/files and returns its id.
+func upload(t *testing.T, g *gateway, archive []byte) string {
+	t.Helper()
+	code, b := httpDo(t, http.MethodPost, g.URL+"/v1/files", "application/gzip", archive)
+	var file struct{ ID string }
+	if err := json.Unmarshal(b, &file); code != http.StatusCreated || err != nil || file.ID == "" {
+		t.Fatalf("POST /v1/files = %d %s", code, b)
+	}
+	return file.ID
+}
+
+// tarGz is a gzipped tar of files, in the order of their names.
+func tarGz(t *testing.T, files map[string]string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	tw := tar.NewWriter(zw)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		body := files[name]
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(body))
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }
