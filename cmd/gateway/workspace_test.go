@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/auth"
 	"github.com/agentgate/agentgate/internal/gittest"
 	"github.com/agentgate/agentgate/internal/mock/anthropic"
 	"github.com/agentgate/agentgate/internal/runs"
@@ -404,7 +405,10 @@ func TestWorkspaceArchiveAndFromRunEndToEnd(t *testing.T) {
 	g := startGateway(t, settings, mockCreds(startMock(t, promptedCommand())))
 
 	id := upload(t, g, tarGz(t, map[string]string{"notes.txt": "notes from the archive\n", "src/main.go": "package main\n"}))
-	r := g.post(t, runRequest("cat notes.txt && cp notes.txt seen.txt", `,"workspace":{"archive":"`+id+`"}`))
+	// The run also leaves a file that packs far better than source does
+	// (as a build's zero-filled blobs or sparse files do).
+	r := g.post(t, runRequest("cat notes.txt && cp notes.txt seen.txt && head -c 16777216 /dev/zero > zeros.bin",
+		`,"workspace":{"archive":"`+id+`"}`))
 	first := g.finish(t, r.ID)
 	if first.run.Status != runs.Succeeded || !strings.Contains(first.toolOutput(t), "notes from the archive") {
 		t.Fatalf("a run on an archive: %s %+v; its tool said %q", first.run.Status, first.run.Error, first.toolOutput(t))
@@ -470,4 +474,66 @@ func tarGz(t *testing.T, files map[string]string) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// TestWorkspaceTenantsEndToEnd: on a gateway with keys, a tenant's git
+// credential, pushed run, directory, patch and archive are its own.
+func TestWorkspaceTenantsEndToEnd(t *testing.T) {
+	server := gittest.NewServer(t, "git-token-acme-41f0")
+	repo := server.NewRepo(t, "demo", map[string]string{"README.md": "the demo repository\n"})
+	dir := t.TempDir()
+	acme := newTestKey(t, "acme-write", "acme", auth.RoleWrite)
+	globex := newTestKey(t, "globex-write", "globex", auth.RoleWrite)
+	writeKeys(t, filepath.Join(dir, "api-keys"), acme, globex)
+	creds := filepath.Join(dir, "git-credentials")
+	if err := os.WriteFile(creds, []byte("acme repo "+server.URL+"/ "+server.Token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	settings := gatewayEnv(t, filepath.Join(dir, "data"))
+	settings["AGENTGATE_AGENTS"] = "claude"
+	settings["AGENTGATE_API_KEYS_FILE"] = filepath.Join(dir, "api-keys")
+	settings["AGENTGATE_GIT_CREDENTIALS_FILE"] = creds
+	settings["AGENTGATE_GIT_ALLOW_HOSTS"] = "127.0.0.1"
+	g := startGateway(t, settings, mockCreds(startMock(t, promptedCommand())))
+	git := `,"workspace":{"git":{"url":"` + repo.URL + `","ref":"main","credential":"repo"}}`
+
+	if st, b := call(t, "POST", g.URL+"/v1/runs", globex, runRequest("true", git)); st != http.StatusBadRequest || errCode(b) != "unknown_credential" {
+		t.Errorf("another tenant's credential: %d %s, want 400 unknown_credential", st, b)
+	}
+	first := postWith(t, g, acme, runRequest("printf 'acme was here\\n' >> README.md", git+`,"push":{"branch":"acme/change"}`))
+	done := g.waitRunWith(t, first, acme, waitFloor)
+	if done.Status != runs.Succeeded || done.Git == nil || !done.Git.Pushed {
+		t.Fatalf("acme's git run: %s %+v, git %+v", done.Status, done.Error, done.Git)
+	}
+	if got := gittest.Show(t, repo, "acme/change", "README.md"); got != "the demo repository\nacme was here\n" {
+		t.Errorf("README.md on acme's branch = %q", got)
+	}
+	fromFirst := runRequest("cat README.md", `,"workspace":{"from_run":"`+first+`"}`)
+	if st, b := call(t, "POST", g.URL+"/v1/runs", globex, fromFirst); st != http.StatusBadRequest || errCode(b) != "invalid_field" {
+		t.Errorf("a run from another tenant's run: %d %s, want 400 invalid_field", st, b)
+	}
+	if st, b := call(t, "GET", g.URL+"/v1/runs/"+first+"/patch", globex, ""); st != http.StatusNotFound {
+		t.Errorf("another tenant's patch: %d %s, want 404", st, b)
+	}
+	if st, b := call(t, "GET", g.URL+"/v1/runs/"+first+"/patch", acme, ""); st != http.StatusOK || !strings.Contains(string(b), "+acme was here") {
+		t.Errorf("the tenant's own patch: %d %q", st, b)
+	}
+	second := postWith(t, g, acme, fromFirst)
+	if done := g.waitRunWith(t, second, acme, waitFloor); done.Status != runs.Succeeded {
+		t.Fatalf("acme's run from its git run: %s %+v", done.Status, done.Error)
+	}
+	if st, b := call(t, "GET", g.URL+"/v1/runs/"+second+"/files/README.md", acme, ""); st != http.StatusOK || string(b) != "the demo repository\nacme was here\n" {
+		t.Errorf("README.md of the run from acme's git run = %d %q", st, b)
+	}
+}
+
+// postWith submits body with key and returns the run's id.
+func postWith(t *testing.T, g *gateway, key testKey, body string) string {
+	t.Helper()
+	st, b := call(t, "POST", g.URL+"/v1/runs", key, body)
+	var r runs.Run
+	if err := json.Unmarshal(b, &r); st != http.StatusCreated || err != nil {
+		t.Fatalf("POST /v1/runs = %d %s", st, b)
+	}
+	return r.ID
 }

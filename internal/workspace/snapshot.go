@@ -26,6 +26,9 @@ const restoreRatio = 8
 // generous in entries and ratio, since the gateway packed it, and bounded
 // in bytes all the same.
 func RestoreLimits(packed int64) unpack.Limits {
+	if packed <= 0 {
+		packed = 1 << 30
+	}
 	return unpack.Limits{Entries: 1_000_000, TotalBytes: packed * restoreRatio, FileBytes: packed * restoreRatio, Ratio: 2000}
 }
 

@@ -156,6 +156,9 @@ func prepareError(src runs.WorkspaceSource, err error) *runs.RunError {
 	switch {
 	case errors.As(err, &ge):
 		return runs.NewRunError(ge.Class, "the run's repository could not be cloned: "+ge.Error(), gitHint(ge.Class))
+	case errors.As(err, &ue) && src.FromRun != "":
+		return runs.NewRunError(runs.WorkspaceFailed, fmt.Sprintf("the workspace of run %s could not be restored (%s): %s", src.FromRun, ue.Code, ue.Message),
+			"start from the run's repository or an archive")
 	case errors.As(err, &ue):
 		return runs.NewRunError(runs.WorkspaceFailed, fmt.Sprintf("the uploaded archive is not safe to unpack (%s): %s", ue.Code, ue.Message),
 			"upload an archive of plain files and directories, within the gateway's bounds")
