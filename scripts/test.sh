@@ -20,6 +20,7 @@ scripts/install-openapi-client.sh # openapi-typescript, openapi-fetch and tsc, f
 # bubblewrap, the gateway's sandbox: its tests and every conformance case
 # run the agents under /usr/bin/bwrap, and fail without it.
 scripts/install-sandbox.sh
+scripts/install-git.sh # git and git-http-backend, for runs' repositories and the git server of the tests
 go mod download
 go build ./...
 # promtool, nginx -t and nats-server -t on the deployment files; it

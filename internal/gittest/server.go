@@ -36,7 +36,7 @@ type Server struct {
 func NewServer(t testing.TB, token string) *Server {
 	t.Helper()
 	if _, err := os.Stat(HTTPBackend); err != nil {
-		t.Skipf("git http-backend not installed: %v", err)
+		t.Fatalf("git http-backend not installed (apt-get install git; scripts/test.sh does): %v", err)
 	}
 	s := &Server{Root: t.TempDir(), Token: token}
 	hs := httptest.NewServer(s.handler(t))
