@@ -78,6 +78,29 @@ func (k *Keeper) RestoredPath(id string) string {
 	return filepath.Join(k.cfg.Dir, restoredDir, id)
 }
 
+// SweepRestored removes the restored copies made before cutoff: they are
+// copies of what the cluster keeps, restored again when asked for, and
+// must not fill the disk however long runs are retained.
+func (k *Keeper) SweepRestored(cutoff time.Time) {
+	if k.cfg.Dir == "" {
+		return
+	}
+	dir := filepath.Join(k.cfg.Dir, restoredDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil || fi.ModTime().After(cutoff) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			k.log.Warn("remove a restored copy", zap.String("path", e.Name()), zap.Error(err))
+		}
+	}
+}
+
 // Remove removes the run id's snapshot and diff, and its restored copy.
 func (k *Keeper) Remove(id string) {
 	for _, p := range []string{k.storeOf(id), k.RestoredPath(id)} {

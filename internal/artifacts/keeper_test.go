@@ -136,3 +136,33 @@ func TestKeeperSweep(t *testing.T) {
 		t.Errorf("left %v, want the busy run's and not-a-run", left)
 	}
 }
+
+func TestKeeperSweepRestoredByAge(t *testing.T) {
+	dir := t.TempDir()
+	k := NewKeeper(KeeperConfig{Dir: dir}, zaptest.NewLogger(t))
+	old, fresh := uuid.Must(uuid.NewV7()).String(), uuid.Must(uuid.NewV7()).String()
+	now := time.Now()
+	for id, mtime := range map[string]time.Time{old: now.Add(-2 * time.Hour), fresh: now} {
+		p := k.RestoredPath(id)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p, "f"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.SweepRestored(now.Add(-time.Hour))
+	if _, err := os.Stat(k.RestoredPath(old)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a copy restored two hours ago is still there (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(k.RestoredPath(fresh), "f")); err != nil {
+		t.Errorf("a copy restored just now was removed: %v", err)
+	}
+	k.Remove(fresh)
+	if _, err := os.Stat(k.RestoredPath(fresh)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("removing the run left its restored copy (%v)", err)
+	}
+}

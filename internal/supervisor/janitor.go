@@ -83,14 +83,21 @@ func (s *Supervisor) clearHomes() {
 	}
 }
 
+// restoredCopyAge is how long a copy of a run's directory restored from
+// the cluster to be served here is kept.
+const restoredCopyAge = time.Hour
+
 // janitor sweeps the workspace now and then until ctx ends.
 func (s *Supervisor) janitor(ctx context.Context) {
-	every := min(max(s.cfg.WorkspaceRetention/10, time.Minute), time.Hour)
+	every := min(max(s.cfg.WorkspaceRetention/10, time.Minute), restoredCopyAge/4)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		s.sweepWorkspaces()
-		s.sweepArtifacts()
+		if s.cfg.WorkspaceRetention > 0 {
+			s.sweepWorkspaces()
+			s.sweepArtifacts()
+		}
+		s.artifacts.SweepRestored(s.cfg.Now().Add(-restoredCopyAge))
 		select {
 		case <-ctx.Done():
 			return

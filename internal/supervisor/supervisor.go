@@ -484,9 +484,7 @@ func (s *Supervisor) startLoops(ctx context.Context) error {
 		}
 		s.loop(func() { s.liveness(ctx) })
 	}
-	if s.cfg.WorkspaceRetention > 0 {
-		s.loop(func() { s.janitor(ctx) })
-	}
+	s.loop(func() { s.janitor(ctx) })
 	s.loop(func() { s.queueObserver(ctx) })
 	return nil
 }
