@@ -65,6 +65,24 @@ func (k *Keeper) storeOf(id string) string {
 	return filepath.Join(k.cfg.Dir, id)
 }
 
+// ResultPath is where run id's whole diff and changes are kept, a
+// directory for Load, and the files of it that hold them; "" when the
+// keeper keeps nothing.
+func (k *Keeper) ResultPath(id string) (string, []string) {
+	return k.storeOf(id), []string{diffFile, resultFile}
+}
+
+// HasResult reports whether this replica keeps run id's whole diff and
+// changes.
+func (k *Keeper) HasResult(id string) bool {
+	store := k.storeOf(id)
+	if store == "" {
+		return false
+	}
+	_, _, _, err := Load(store)
+	return err == nil
+}
+
 // restoredDir holds, under Dir, the copies of runs' directories restored
 // from the cluster to be served here.
 const restoredDir = "restored"

@@ -320,7 +320,7 @@ func (r *Recorder) SnapshotRestored(kind runs.SnapshotKind) {
 
 func snapshotKindLabel(k runs.SnapshotKind) string {
 	switch k {
-	case runs.SnapshotWorkspace, runs.SnapshotSession, runs.SnapshotPatch:
+	case runs.SnapshotWorkspace, runs.SnapshotSession, runs.SnapshotPatch, runs.SnapshotResult:
 		return string(k)
 	}
 	return "other"

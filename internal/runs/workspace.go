@@ -129,6 +129,10 @@ const (
 	// SnapshotPatch is a git run's change as format-patch mail; its ID is
 	// the run's.
 	SnapshotPatch SnapshotKind = "patch"
+	// SnapshotResult is a finished run's whole diff and list of changes,
+	// kept when its record could hold them only cut; its ID is the
+	// run's.
+	SnapshotResult SnapshotKind = "result"
 )
 
 // SnapshotKey names one snapshot: a tenant's (empty on a gateway without

@@ -92,7 +92,7 @@ func tenantToken(tenant string) string {
 // snapshotName is the object's name of key.
 func snapshotName(key runs.SnapshotKey) (string, error) {
 	switch key.Kind {
-	case runs.SnapshotWorkspace, runs.SnapshotSession, runs.SnapshotPatch:
+	case runs.SnapshotWorkspace, runs.SnapshotSession, runs.SnapshotPatch, runs.SnapshotResult:
 	default:
 		return "", runs.Invalid("kind", fmt.Sprintf("unknown snapshot kind %q", key.Kind))
 	}

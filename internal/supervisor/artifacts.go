@@ -58,12 +58,14 @@ func (s *Supervisor) sweepArtifacts() {
 // RunDiff returns the whole unified diff of a finished run r, and whether
 // it was bounded (see artifacts.Keeper.Diff).
 func (s *Supervisor) RunDiff(ctx context.Context, r runs.Run) (io.ReadCloser, bool, error) {
+	s.restoreResult(ctx, r)
 	return s.artifacts.Diff(r)
 }
 
 // RunChanges returns the files a finished run r changed, and whether the
 // list was bounded (see artifacts.Keeper.Changes).
 func (s *Supervisor) RunChanges(ctx context.Context, r runs.Run) ([]runs.ChangedFile, bool, error) {
+	s.restoreResult(ctx, r)
 	return s.artifacts.Changes(r)
 }
 
@@ -177,4 +179,30 @@ func (s *Supervisor) RunPatch(ctx context.Context, r runs.Run) (io.ReadCloser, e
 		return nil, &artifacts.Error{Code: artifacts.CodeWorkspaceExpired, Message: "the run's patch is no longer kept"}
 	}
 	return body, err
+}
+
+// restoreResult gives this replica finished run r's whole diff and list
+// of changes from the cluster, when its record holds them only cut and
+// another replica ran it: the keeper then serves them whole.
+func (s *Supervisor) restoreResult(ctx context.Context, r runs.Run) {
+	if s.ws == nil || !r.Status.Terminal() || !r.DiffTruncated && !r.FilesTruncated || s.artifacts.HasResult(r.ID) {
+		return
+	}
+	store, _ := s.artifacts.ResultPath(r.ID)
+	if store == "" {
+		return
+	}
+	s.restoring.Lock()
+	defer s.restoring.Unlock()
+	staging := store + ".part"
+	os.RemoveAll(staging)
+	if _, err := s.ws.Restore(ctx, resultKey(r), staging); err != nil {
+		os.RemoveAll(staging)
+		return // the record's cut copy is served
+	}
+	if err := os.RemoveAll(store); err == nil {
+		err = os.Rename(staging, store)
+	}
+	os.RemoveAll(staging)
+	s.obs.SnapshotRestored(runs.SnapshotResult)
 }

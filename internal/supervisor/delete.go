@@ -48,7 +48,7 @@ func (s *Supervisor) deleteSnapshots(ctx context.Context, r runs.Run) {
 	if s.cfg.Snapshots == nil {
 		return
 	}
-	for _, kind := range []runs.SnapshotKind{runs.SnapshotWorkspace, runs.SnapshotPatch} {
+	for _, kind := range []runs.SnapshotKind{runs.SnapshotWorkspace, runs.SnapshotPatch, runs.SnapshotResult} {
 		key := runs.SnapshotKey{Tenant: r.Tenant, Kind: kind, ID: r.ID}
 		if err := s.cfg.Snapshots.DeleteSnapshot(ctx, key); err != nil {
 			s.log.Warn("remove a deleted run's snapshot", zap.String("run_id", r.ID), zap.String("kind", string(kind)), zap.Error(err))

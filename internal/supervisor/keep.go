@@ -34,7 +34,28 @@ func (s *Supervisor) keepWork(ctx context.Context, t *task, session string) {
 		s.concludeGit(ctx, t)
 	}
 	s.keepDir(ctx, t)
+	s.keepResult(ctx, t)
 	s.keepSession(ctx, t, session)
+}
+
+// keepResult stores t's whole diff and list of changes in the cluster
+// when its record holds them only cut, so that every replica serves them
+// whole.
+func (s *Supervisor) keepResult(ctx context.Context, t *task) {
+	if s.ws == nil || !t.run.DiffTruncated && !t.run.FilesTruncated || !s.artifacts.HasResult(t.run.ID) {
+		return
+	}
+	store, files := s.artifacts.ResultPath(t.run.ID)
+	info, err := s.ws.SavePaths(ctx, resultKey(t.run), store, files, s.cfg.MaxWorkspaceBytes, nil)
+	if err != nil {
+		s.warnKeep(t, "result_not_kept", "the run's whole diff could not be kept in the cluster, so other replicas serve it cut: "+err.Error())
+		return
+	}
+	s.obs.SnapshotKept(runs.SnapshotResult, info.Size)
+}
+
+func resultKey(r runs.Run) runs.SnapshotKey {
+	return runs.SnapshotKey{Tenant: r.Tenant, Kind: runs.SnapshotResult, ID: r.ID}
 }
 
 // concludeGit commits, pushes and keeps the patch of t's git workspace.

@@ -368,3 +368,22 @@ func tarNames(t *testing.T, data []byte) string {
 		names = append(names, strings.TrimPrefix(filepath.Clean(h.Name), "./"))
 	}
 }
+
+// A run whose record holds its changes only cut has them whole on every
+// replica: they are kept in the cluster with its directory.
+func TestAnotherReplicaServesTheWholeChanges(t *testing.T) {
+	c := newWSCluster(t, shAdapter{})
+	a := c.replica(t, "a")
+	run := c.submit(t, a, runs.Spec{Prompt: `for i in $(seq 1200); do echo $i > f$i; done`, Workspace: &runs.WorkspaceSource{Archive: c.archive(t)}})
+	r, _ := c.wait(t, run.ID)
+	succeeded(t, r)
+	if !r.FilesTruncated || len(r.Files) >= 1200 {
+		t.Fatalf("the record holds %d files, truncated %v: want them cut", len(r.Files), r.FilesTruncated)
+	}
+	a.stop()
+	b := c.replica(t, "b")
+	files, truncated, err := b.sup.RunChanges(context.Background(), r)
+	if err != nil || truncated || len(files) != 1200 {
+		t.Fatalf("replica b serves %d changes, truncated %v (%v); want all 1200", len(files), truncated, err)
+	}
+}
