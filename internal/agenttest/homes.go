@@ -2,8 +2,6 @@ package agenttest
 
 import (
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/workspace"
 )
 
 // HomeCarry is one proof, with a real CLI, that an adapter's
@@ -106,66 +105,13 @@ func CarrySession(t testing.TB, k runs.HomeKeeper, from, to, dir, session string
 }
 
 // copyListed copies each of names (relative, local) from one home to
-// another, files and directories, skipping what from lacks.
+// another, files and directories, skipping what from lacks: as the
+// gateway makes a run's home (workspace.BuildHome).
 func copyListed(t testing.TB, from, to string, names []string) {
 	t.Helper()
-	for _, name := range names {
-		if !filepath.IsLocal(name) {
-			t.Fatalf("listed %q: not a path inside the home", name)
-		}
-		if err := copyTree(filepath.Join(from, name), filepath.Join(to, name)); err != nil {
-			t.Fatalf("copy %s: %v", name, err)
-		}
+	if err := workspace.BuildHome(from, to, names, 0); err != nil {
+		t.Fatalf("copy %v: %v", names, err)
 	}
-}
-
-// copyTree copies src to dst: a regular file, or a directory and what it
-// holds. Anything else (a symlink a run planted) is refused.
-func copyTree(src, dst string) error {
-	fi, err := os.Lstat(src)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
-	case err != nil:
-		return err
-	case fi.Mode().IsRegular():
-		return copyFile(src, dst, fi.Mode().Perm())
-	case !fi.IsDir():
-		return fmt.Errorf("%s is a %s, neither a file nor a directory", src, fi.Mode().Type())
-	}
-	if err := os.MkdirAll(dst, 0o700); err != nil {
-		return err
-	}
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if err := copyTree(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func copyFile(src, dst string, perm fs.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return err
-	}
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // plantMark is what plant appends to a planted file.
