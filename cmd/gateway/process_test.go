@@ -26,11 +26,11 @@ import (
 func TestGatewayKilledLeavesNoProcess(t *testing.T) {
 	t.Run("reaper", func(t *testing.T) {
 		settings := gatewayEnv(t, t.TempDir())
-		evil := evilInHome(t, settings)
+		evil := evilInWorkspace(t, settings)
 		mock := startMock(t, anthropic.ToolTurn(evil.Command("hang"), "The command finished."))
 		settings["AGENTGATE_PROCESS_ISOLATION"] = "reaper"
 		g, cmd := startGatewayProcess(t, settings, mockCreds(mock))
-		r := g.post(t, `{"agent":"claude","prompt":"run the long command"}`)
+		r := g.post(t, `{"agent":"claude","prompt":"run the long command","cwd":"evil"}`)
 		evil.WaitUp(t, 60*time.Second)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
@@ -41,14 +41,14 @@ func TestGatewayKilledLeavesNoProcess(t *testing.T) {
 	})
 	t.Run("cgroup", func(t *testing.T) {
 		settings := gatewayEnv(t, t.TempDir())
-		evil := evilInHome(t, settings)
+		evil := evilInWorkspace(t, settings)
 		mock := startMock(t, anthropic.ToolTurn(evil.Command("hang"), "The command finished."))
 		settings["AGENTGATE_PROCESS_ISOLATION"] = "cgroup"
 		g, cmd := startGatewayProcess(t, settings, mockCreds(mock))
 		// Unconfined: the sandbox's own PID namespace would die with the
 		// killed reaper (bwrap's --die-with-parent) and take the tree
 		// with it, and this test is of the cgroup's sweep at restart.
-		r := g.post(t, `{"agent":"claude","prompt":"run the long command","permission":"full"}`)
+		r := g.post(t, `{"agent":"claude","prompt":"run the long command","permission":"full","cwd":"evil"}`)
 		evil.WaitUp(t, 60*time.Second)
 		killGatewayAndReaper(t, cmd, r.ID)
 		if len(evil.Alive()) == 0 {
@@ -66,11 +66,11 @@ func TestGatewayKilledLeavesNoProcess(t *testing.T) {
 		// bwrap dies with the reaper: a reaper stopped and then killed
 		// with its gateway takes the tree with it, cgroup or not.
 		settings := gatewayEnv(t, t.TempDir())
-		evil := evilInHome(t, settings)
+		evil := evilInWorkspace(t, settings)
 		mock := startMock(t, anthropic.ToolTurn(evil.Command("hang"), "The command finished."))
 		settings["AGENTGATE_PROCESS_ISOLATION"] = "reaper"
 		g, cmd := startGatewayProcess(t, settings, mockCreds(mock))
-		r := g.post(t, `{"agent":"claude","prompt":"run the long command"}`)
+		r := g.post(t, `{"agent":"claude","prompt":"run the long command","cwd":"evil"}`)
 		evil.WaitUp(t, 60*time.Second)
 		killGatewayAndReaper(t, cmd, r.ID)
 		evil.AssertGone(t, 30*time.Second)
@@ -96,14 +96,16 @@ func killGatewayAndReaper(t *testing.T, gateway *exec.Cmd, runID string) {
 	}
 }
 
-// evilInHome builds the evil agent and has it report its roles in the
-// claude agent's home, which the gateway's sandbox leaves writable: the
-// run's tool writes nowhere else outside its workspace.
-func evilInHome(t *testing.T, settings map[string]string) *proctreetest.Evil {
+// evilInWorkspace builds the evil agent and has it report its roles in
+// the directory "evil" of the workspace root, which its runs work in
+// (cwd "evil"): a place each run may write, sandboxed or not, that the
+// test reads from outside. (A run's home is its own, and the agent's base
+// home is hidden from it.)
+func evilInWorkspace(t *testing.T, settings map[string]string) *proctreetest.Evil {
 	t.Helper()
 	evil := proctreetest.Build(t, 3*time.Minute)
-	evil.Dir = filepath.Join(settings["AGENTGATE_DATA_DIR"], "agents", "claude", "evil")
-	if err := os.MkdirAll(evil.Dir, 0o700); err != nil {
+	evil.Dir = filepath.Join(settings["AGENTGATE_DATA_DIR"], "workspaces", "evil")
+	if err := os.MkdirAll(evil.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return evil

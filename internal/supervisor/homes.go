@@ -65,9 +65,12 @@ func (s *Supervisor) keepSession(ctx context.Context, t *task, session string) {
 		return
 	}
 	paths, err := hk.SessionFiles(runs.HostFiles{}, t.home, t.inv.Dir, session)
-	if err != nil || len(paths) == 0 {
-		s.warnKeep(t, "session_not_kept", "the run's session files were not found, so only this run had them")
+	if err != nil {
+		s.warnKeep(t, "session_not_kept", "the run's session files could not be listed, so only this run had them: "+err.Error())
 		return
+	}
+	if len(paths) == 0 {
+		return // the CLI kept nothing of it (a session not asked to be kept)
 	}
 	info, err := s.ws.SavePaths(ctx, sessionKey(t.run.Tenant, t.run.Agent, session), t.home, paths, s.cfg.MaxSessionBytes, nil)
 	if err != nil {
