@@ -162,6 +162,12 @@ func (s *Supervisor) restoreSessionDir(ctx context.Context, t *task) *runs.RunEr
 	if err != nil || !ok || rec.WorkDir == "" || rec.RunID == "" || s.ws == nil {
 		return nil // a session from before sessions were kept: as it was
 	}
+	if !madeForRun(rec.WorkDir) {
+		// A directory the client named (or the tenant's root) is the
+		// client's, never kept in the cluster: the run goes on in it
+		// as it is, and it must not be replaced.
+		return nil
+	}
 	root, err := s.tenantRoot(t.run.Tenant)
 	if err != nil {
 		return runs.NewRunError(runs.Internal, "the tenant's workspace is not available: "+err.Error(), "")
