@@ -7,8 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/agentgate/agentgate/internal/runs/runstest"
 
@@ -155,4 +158,52 @@ func runstestEvents(t *testing.T, c *wsCluster, id string) []runs.StoredEvent {
 		return nil
 	}
 	return runstest.StoredEvents(t, c.st, id)
+}
+
+// hidingStore hides the record of run hide from its first read: a
+// request with an idempotency key then finds the key's run still being
+// recorded by the request before it.
+type hidingStore struct {
+	runs.Store
+	hide   string
+	hidden atomic.Bool
+}
+
+func (s *hidingStore) GetRun(ctx context.Context, id string) (runs.Run, error) {
+	if id == s.hide && s.hidden.CompareAndSwap(false, true) {
+		return runs.Run{}, runs.ErrNotFound
+	}
+	return s.Store.GetRun(ctx, id)
+}
+
+func TestARetryWithTheSameKeyLeavesItsRunsSessionLocked(t *testing.T) {
+	c := homeCluster(t)
+	ctx := context.Background()
+	holder := uuid.NewString()
+	spec := runs.Spec{Agent: "sh", Prompt: "true", ResumeSessionID: "s1", Tenant: "acme"}
+	if err := c.st.SetSession(ctx, "sh", "s1", runs.SessionRecord{Tenant: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.st.CreateRun(ctx, runs.Run{ID: holder, Agent: "sh", Status: runs.Running, Tenant: "acme", Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.st.ClaimIdempotencyKey(ctx, "tenant:acme:k", runs.IdempotencyRecord{RunID: holder, RequestHash: hashSpec(spec)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.st.(runs.SessionLocks).LockSession(ctx, "acme", "sh", "s1", holder, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	c.replicaStore = &hidingStore{Store: c.st, hide: holder}
+	a := c.replica(t, "a")
+	retry := spec
+	retry.Tenant, retry.IdempotencyKey = "", "k"
+	got, err := a.sup.Submit(as("acme", "k1"), retry)
+	if err != nil || got.ID != holder {
+		t.Fatalf("the retry: run %q, %v; want the key's run %s", got.ID, err, holder)
+	}
+	_, err = a.sup.Submit(as("acme", "k1"), runs.Spec{Agent: "sh", Prompt: "true", ResumeSessionID: "s1"})
+	var ce *runs.ConflictError
+	if !errors.As(err, &ce) || ce.Code != runs.ConflictSessionBusy {
+		t.Fatalf("a run of the session the key's run holds, after the retry: %v, want a %s conflict", err, runs.ConflictSessionBusy)
+	}
 }

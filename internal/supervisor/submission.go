@@ -22,6 +22,9 @@ type submission struct {
 	root        string // the tenant's workspace root
 	runID       string
 	key         string // the idempotency key, the tenant's own
+	// sharedID: runID is the one an earlier request with the key
+	// claimed, whose run may hold the session this one locked.
+	sharedID bool
 }
 
 // newSubmission takes spec for the caller's tenant and resolves its agent,
@@ -151,7 +154,7 @@ func (s *Supervisor) claimSubmissionKey(ctx context.Context, sub *submission) (r
 	if rec.RequestHash != sub.requestHash {
 		return runs.Run{}, false, runs.ErrIdempotencyMismatch
 	}
-	sub.runID = rec.RunID
+	sub.runID, sub.sharedID = rec.RunID, true
 	if r, err := s.replay(ctx, sub.runID); !errors.Is(err, runs.ErrNotFound) {
 		return r, true, err
 	}
@@ -193,7 +196,12 @@ func (s *Supervisor) readySubmissionToRecord(ctx context.Context, sub *submissio
 }
 
 // unlockSubmitted frees the session a submission that made no run locked.
+// A run id an earlier request with the key claimed is that request's: its
+// run, recorded or being recorded, holds the lock under the same id.
 func (s *Supervisor) unlockSubmitted(sub *submission) {
+	if sub.sharedID {
+		return
+	}
 	t := &task{run: runs.Run{ID: sub.runID, Agent: sub.spec.Agent, Tenant: sub.spec.Tenant, Spec: sub.spec}}
 	s.unlockSession(context.Background(), t)
 }

@@ -74,6 +74,8 @@ type wsCluster struct {
 	sources *workspace.Sources
 	base    string // the agent's base home
 	adapter runs.Adapter
+	// replicaStore, when set, is the store replicas use in place of st.
+	replicaStore runs.Store
 }
 
 func newWSCluster(t *testing.T, adapter runs.Adapter) *wsCluster {
@@ -119,7 +121,7 @@ func (c *wsCluster) replica(t *testing.T, name string) *wsReplica {
 		Snapshots: c.st.(runs.Snapshots), SessionLocks: c.st.(runs.SessionLocks), Sources: c.sources, HomesDir: homes,
 		Uploads: runstest.Uploads(t, c.st),
 	}
-	sup := New(cfg, c.st, []*Agent{{Adapter: c.adapter, Bin: "/bin/sh", Home: c.base}}, runstest.NopObserver{},
+	sup := New(cfg, cmp.Or(c.replicaStore, c.st), []*Agent{{Adapter: c.adapter, Bin: "/bin/sh", Home: c.base}}, runstest.NopObserver{},
 		zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sup.Start(ctx); err != nil {
