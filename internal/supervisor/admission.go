@@ -239,10 +239,7 @@ func (s *Supervisor) Cancel(ctx context.Context, id string) (runs.Run, error) {
 	by := runs.ActorFrom(ctx)
 	s.audit("run.cancel", by, id)
 	if t := s.task(id); t != nil && t.isStarted() {
-		if t.claimDormant() {
-			t.cancelledBy = actorPtr(by)
-			s.finish(context.WithoutCancel(ctx), t, runs.Outcome{}, stopError(errCancelled, t.run.Agent), nil)
-			s.untrack(t)
+		if s.cancelDormant(ctx, t, by) {
 			return t.run, nil
 		}
 		s.cancelTask(t, by)
@@ -283,6 +280,18 @@ func (s *Supervisor) Cancel(ctx context.Context, id string) (runs.Run, error) {
 		return runs.Run{}, fmt.Errorf("request cancel of run %s: %w", id, err)
 	}
 	return r, nil
+}
+
+// cancelDormant finishes t, cancelled by by, when it is a dormant run: it
+// has no process to stop. It is false when t is not dormant.
+func (s *Supervisor) cancelDormant(ctx context.Context, t *task, by runs.Actor) bool {
+	if !t.claimDormant() {
+		return false
+	}
+	t.cancelledBy = actorPtr(by)
+	s.finish(context.WithoutCancel(ctx), t, runs.Outcome{}, stopError(errCancelled, t.run.Agent), nil)
+	s.untrack(t)
+	return true
 }
 
 // cancelTask stops t for a cancel that by asked for.

@@ -505,7 +505,7 @@ func (s *Supervisor) serveCancels(cancels <-chan runs.CancelRequest) {
 		s.mu.Lock()
 		t := s.tasks[req.RunID]
 		s.mu.Unlock()
-		if t != nil {
+		if t != nil && !s.cancelDormant(context.Background(), t, req.By) {
 			s.cancelTask(t, req.By)
 		}
 	}

@@ -45,20 +45,19 @@ func (d *namingDecoder) Decode(line []byte) []runs.Event {
 	return evs
 }
 
-// A run taken over from a replica that died between turns: its cut-off
-// turn ends interrupted with its approval withdrawn, run.resumed says so,
-// and the next message starts the CLI on the new replica as turn 3, in a
-// home holding the session's files and a directory holding the run's, as
-// the last finished turn left them.
-func TestAnInteractiveRunIsTakenOverFromADeadReplica(t *testing.T) {
-	st := runstest.Store(t)
+// takeOverReplica starts a replica "b" beside the run seedCutRun left of
+// a replica that died: b takes it over.
+func takeOverReplica(t *testing.T) (st runs.Store, r runs.Run, h *harness, root, homes string) {
+	t.Helper()
+	st = runstest.Store(t)
 	snaps := st.(runs.Snapshots)
 	ctx := context.Background()
-	root, homes, base := t.TempDir(), t.TempDir(), t.TempDir()
+	root, homes = t.TempDir(), t.TempDir()
+	base := t.TempDir()
 	if err := os.WriteFile(filepath.Join(base, "login"), []byte("login"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := seedCutRun(t, st, snaps)
+	r = seedCutRun(t, st, snaps)
 
 	cfg := Config{Replica: "b", WorkspaceRoot: root, Path: os.Getenv("PATH"), Reaper: os.Args[0], KillGrace: 2 * time.Second,
 		ReplicaTTL: time.Second, TempRoot: t.TempDir(), Snapshots: snaps, SessionLocks: st.(runs.SessionLocks), HomesDir: homes}
@@ -75,7 +74,16 @@ func TestAnInteractiveRunIsTakenOverFromADeadReplica(t *testing.T) {
 		cancel()
 		sup.loops.Wait()
 	})
-	h := &harness{sup: sup, root: root}
+	return st, r, &harness{sup: sup, root: root}, root, homes
+}
+
+// A run taken over from a replica that died between turns: its cut-off
+// turn ends interrupted with its approval withdrawn, run.resumed says so,
+// and the next message starts the CLI on the new replica as turn 3, in a
+// home holding the session's files and a directory holding the run's, as
+// the last finished turn left them.
+func TestAnInteractiveRunIsTakenOverFromADeadReplica(t *testing.T) {
+	st, r, h, root, homes := takeOverReplica(t)
 
 	taken := waitRecordOf(t, st, r.ID, "taken over by b", func(r runs.Run) bool { return r.Owner == "b" && r.Activity == runs.Idle })
 	if n := len(taken.Turns); n != 2 || taken.Turns[1].Status != runs.Cancelled || taken.Turns[1].Error == nil ||
@@ -206,4 +214,18 @@ func countType(evs []runs.StoredEvent, typ runs.EventType) int {
 		}
 	}
 	return n
+}
+
+// A cancel asked for on another replica reaches a dormant run here, and
+// ends it cancelled at once.
+func TestADormantRunIsCancelledFromAnotherReplica(t *testing.T) {
+	st, r, _, _, _ := takeOverReplica(t)
+	waitRecordOf(t, st, r.ID, "taken over by b", func(r runs.Run) bool { return r.Owner == "b" && r.Activity == runs.Idle })
+	if err := st.RequestCancel(context.Background(), r.ID, runs.Actor{KeyID: "k1"}); err != nil {
+		t.Fatal(err)
+	}
+	end := waitRecordOf(t, st, r.ID, "finished", func(r runs.Run) bool { return r.Status.Terminal() })
+	if end.Status != runs.Cancelled || end.CancelledBy == nil || end.CancelledBy.KeyID != "k1" {
+		t.Fatalf("the dormant run cancelled from elsewhere ended %s, cancelled by %+v; want cancelled by k1", end.Status, end.CancelledBy)
+	}
 }
