@@ -207,3 +207,36 @@ func TestARetryWithTheSameKeyLeavesItsRunsSessionLocked(t *testing.T) {
 		t.Fatalf("a run of the session the key's run holds, after the retry: %v, want a %s conflict", err, runs.ConflictSessionBusy)
 	}
 }
+
+// A turn's end that comes to keep the run's work after the run's end has
+// kept it (the run's end removes its home next) keeps nothing more, and
+// says nothing after the run's end.
+func TestATurnsKeepAfterTheRunsEndKeepsNothing(t *testing.T) {
+	c := homeCluster(t)
+	a := c.replica(t, "a")
+	id := uuid.Must(uuid.NewV7()).String()
+	root, err := a.sup.tenantRoot("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, home := filepath.Join(root, id), filepath.Join(a.homes, id)
+	for _, d := range []string{dir, filepath.Join(home, "sessions")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(home, "sessions", "s9"), []byte("turn 1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	task := &task{run: runs.Run{ID: id, Agent: "sh", Tenant: "acme", SessionID: "s9", Spec: runs.Spec{WorkDir: id, Interactive: true}},
+		inv: runs.Invocation{Dir: dir}, home: home, agent: a.sup.agents["sh"]}
+	a.sup.keepWork(context.Background(), task, "s9")
+	a.sup.removeHome(task)
+	a.sup.keepTurn(task)
+	if rec, ok, err := c.st.Session(context.Background(), "sh", "s9"); err != nil || ok {
+		t.Errorf("a turn's keep after the run's end recorded the session: %+v, %v", rec, err)
+	}
+	for _, e := range runstestEvents(t, c, id) {
+		t.Errorf("a turn's keep after the run's end said: %s", e.JSON)
+	}
+}

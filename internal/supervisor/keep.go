@@ -30,6 +30,7 @@ func (s *Supervisor) keepWork(ctx context.Context, t *task, session string) {
 	defer cancel()
 	t.keepMu.Lock()
 	defer t.keepMu.Unlock()
+	t.kept = true
 	if t.prepared != nil && t.prepared.Git != nil {
 		s.concludeGit(ctx, t)
 	}
@@ -149,8 +150,8 @@ func (s *Supervisor) keepTurn(t *task) {
 	t.mu.Lock()
 	session, done := t.run.SessionID, t.done
 	t.mu.Unlock()
-	if done {
-		return // the run's end keeps it
+	if done || t.kept {
+		return // the run's end keeps it, or has kept it
 	}
 	s.keepDir(ctx, t)
 	if session == "" {

@@ -319,9 +319,12 @@ type task struct {
 	prepared *workspace.Prepared
 	// woken: the run was taken over from a replica that died, and its
 	// CLI starts again resuming its session (takeover.go); keepMu
-	// serialises what its turns' ends keep in the cluster.
+	// serialises what its turns' ends keep in the cluster, and kept,
+	// under keepMu, says the run's end has kept its work: a turn's end
+	// that comes after keeps nothing.
 	woken  bool
 	keepMu sync.Mutex
+	kept   bool
 	// scrub removes the run's secrets from what it stores; set before
 	// the run's process starts, never changed (read without mu).
 	scrub *redact.Events
