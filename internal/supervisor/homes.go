@@ -29,6 +29,7 @@ func (s *Supervisor) makeHome(ctx context.Context, t *task) *runs.RunError {
 		return runs.NewRunError(runs.Internal, "the run's home could not be made: "+err.Error(), "")
 	}
 	if err := workspace.BuildHome(a.Home, home, hk.BaseFiles(), 0); err != nil {
+		os.RemoveAll(home) // what was copied before the failure
 		return runs.NewRunError(runs.Internal, "the run's home could not be made from the agent's: "+err.Error(),
 			"check the agent's home (AGENTGATE_"+t.run.Agent+"_HOME)")
 	}

@@ -240,3 +240,24 @@ func TestATurnsKeepAfterTheRunsEndKeepsNothing(t *testing.T) {
 		t.Errorf("a turn's keep after the run's end said: %s", e.JSON)
 	}
 }
+
+// A home that cannot be made from the base (here a symlink loop in it)
+// fails the run, and leaves nothing of itself behind.
+func TestAHomeThatCannotBeMadeIsNotLeft(t *testing.T) {
+	c := homeCluster(t)
+	if err := os.RemoveAll(filepath.Join(c.base, "conf")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(".", filepath.Join(c.base, "conf")); err != nil {
+		t.Fatal(err)
+	}
+	a := c.replica(t, "a")
+	run := c.submit(t, a, runs.Spec{Prompt: "true"})
+	r, _ := c.wait(t, run.ID)
+	if r.Status != runs.Failed || r.Error == nil || r.Error.Class != runs.Internal {
+		t.Fatalf("a run whose home cannot be made ended %s (%+v), want failed, internal", r.Status, r.Error)
+	}
+	if ents, err := os.ReadDir(a.homes); err != nil || len(ents) != 0 {
+		t.Fatalf("homes left after the run: %v (%v)", ents, err)
+	}
+}
