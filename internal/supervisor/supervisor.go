@@ -729,6 +729,11 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 		if t.sess != nil {
 			sessions = append(sessions, t.sess)
 		}
+		if t.dormant && t.dormantTimer != nil {
+			// Left to the replica that takes it over, or to this one
+			// restarted: not ended by a replica that has stopped.
+			t.dormantTimer.Stop()
+		}
 		t.mu.Unlock()
 	}
 	s.signalIdleLocked()

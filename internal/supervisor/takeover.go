@@ -50,7 +50,9 @@ func (s *Supervisor) takeOver(ctx context.Context, r runs.Run) {
 	if err != nil {
 		s.log.Warn("take over a run: read its last event", zap.String("run_id", r.ID), zap.Error(err))
 	}
-	t := &task{run: taken, seq: last.Seq, started: true, agent: s.agents[r.Agent], dormant: true, woken: true}
+	// Dormant only once it is set up: input meanwhile is told the run
+	// has not started, and a cancel is honoured at the end.
+	t := &task{run: taken, seq: last.Seq, started: true, agent: s.agents[r.Agent], woken: true}
 	s.mu.Lock()
 	if _, dup := s.tasks[r.ID]; dup {
 		s.mu.Unlock()
@@ -66,6 +68,18 @@ func (s *Supervisor) takeOver(ctx context.Context, r runs.Run) {
 	t.mu.Unlock()
 	if err := s.storeRun(t.run); err != nil {
 		s.log.Warn("store a run taken over", zap.String("run_id", r.ID), zap.Error(err))
+	}
+	t.mu.Lock()
+	t.dormant = true
+	stopped, by := t.stopErr, t.cancelledBy
+	t.mu.Unlock()
+	if stopped != nil {
+		var actor runs.Actor
+		if by != nil {
+			actor = *by
+		}
+		s.cancelDormant(ctx, t, actor)
+		return
 	}
 	s.armDormant(t)
 	s.log.Warn("interactive run taken over: its replica stopped answering", zap.String("run_id", r.ID),
