@@ -34,7 +34,7 @@ func (g *instance) openWorkspaces(context.Context) error {
 	}
 	cache, err := gitrepo.New(gitrepo.Config{
 		Dir: filepath.Join(cfg.DataDir, "git"), MaxBytes: cfg.GitCacheBytes, MaxAge: cfg.GitCacheMaxAge,
-		Logger: g.log.Named("git"),
+		Logger: g.log.Named("git"), Pin: policy.Pinner(gitrepo.SystemLookup),
 	})
 	if err != nil {
 		return fmt.Errorf("git cache: %w", err)

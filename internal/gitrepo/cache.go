@@ -36,6 +36,12 @@ type Config struct {
 	Git string
 	// Timeout bounds each git process; 0 is 10 minutes.
 	Timeout time.Duration
+	// Pin, when set, is asked for each git that reaches a remote: it
+	// resolves the URL's host, checks where it leads, and returns the
+	// entry git is pinned to ("host:port:address", http.curloptResolve),
+	// so that git dials the address that was checked and no other ("" to
+	// leave git to resolve a literal address). See Policy.Pinner.
+	Pin func(ctx context.Context, rawURL string) (string, error)
 	// AuthorName and AuthorEmail sign the commits of runs' changes;
 	// "agentgate" and "agentgate@localhost" when empty.
 	AuthorName, AuthorEmail string

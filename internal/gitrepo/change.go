@@ -162,7 +162,11 @@ func (ch *Change) Push(ctx context.Context, remote Remote, branch, startRef stri
 	// It can never overwrite anything.
 	args := []string{"--git-dir=" + ch.gitDir, "push", "--no-verify", "--force-with-lease=" + target + ":",
 		remote.URL, ch.Commit + ":" + target}
-	_, err := ch.c.git.run(ctx, call{op: "push", dir: ch.gitDir, token: remote.Token, args: args})
+	pin, err := ch.c.pin(ctx, remote.URL)
+	if err != nil {
+		return err
+	}
+	_, err = ch.c.git.run(ctx, call{op: "push", dir: ch.gitDir, token: remote.Token, pin: pin, args: args})
 	return pushFailure(err)
 }
 

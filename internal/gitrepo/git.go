@@ -108,6 +108,8 @@ type call struct {
 	args  []string
 	local bool // reads a mirror by path
 	token string
+	// pin is the curl resolve entry of a remote's host (Config.Pin).
+	pin   string
 	env   []string // more variables, e.g. the author
 	stdin io.Reader
 	// stdoutMax bounds what is kept of stdout; 0 means 1 MiB.
@@ -150,6 +152,9 @@ func (r *runner) command(ctx context.Context, c call) *exec.Cmd {
 	args := append([]string{}, safeConfig...)
 	if c.local {
 		args = append(args, localConfig...)
+	}
+	if c.pin != "" {
+		args = append(args, "-c", "http.curloptResolve="+c.pin)
 	}
 	cmd := exec.CommandContext(ctx, r.git, append(args, c.args...)...)
 	cmd.Dir = c.dir

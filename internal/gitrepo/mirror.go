@@ -112,8 +112,24 @@ func (c *Cache) fetch(ctx context.Context, gitDir string, remote Remote, refspec
 	}
 	args := append([]string{"--git-dir=" + gitDir, "fetch", "-q", "--prune", "--no-tags",
 		"--no-write-fetch-head", remote.URL}, refspecs...)
-	_, err := c.git.run(ctx, call{op: "fetch", dir: gitDir, args: args, token: remote.Token})
+	pin, err := c.pin(ctx, remote.URL)
+	if err != nil {
+		return err
+	}
+	_, err = c.git.run(ctx, call{op: "fetch", dir: gitDir, args: args, token: remote.Token, pin: pin})
 	return err
+}
+
+// pin is the resolve entry git reaching url is pinned to (Config.Pin).
+func (c *Cache) pin(ctx context.Context, url string) (string, error) {
+	if c.cfg.Pin == nil {
+		return "", nil
+	}
+	pin, err := c.cfg.Pin(ctx, url)
+	if err != nil {
+		return "", &Error{Class: runs.GitUnreachable, Op: "resolve", Msg: err.Error(), Err: err}
+	}
+	return pin, nil
 }
 
 // resolve finds ref in the mirror: a branch, then a tag, then a commit. A
@@ -170,7 +186,11 @@ func (c *Cache) commitOf(ctx context.Context, gitDir, name string) (string, bool
 
 // defaultBranch asks the remote which branch its HEAD names.
 func (c *Cache) defaultBranch(ctx context.Context, remote Remote) (string, error) {
-	out, err := c.git.run(ctx, call{op: "ls-remote", dir: c.tmp, token: remote.Token,
+	pin, err := c.pin(ctx, remote.URL)
+	if err != nil {
+		return "", err
+	}
+	out, err := c.git.run(ctx, call{op: "ls-remote", dir: c.tmp, token: remote.Token, pin: pin,
 		args: []string{"ls-remote", "--symref", remote.URL, "HEAD"}})
 	if err != nil {
 		return "", err
