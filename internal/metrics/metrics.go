@@ -158,21 +158,10 @@ func New(reg prometheus.Registerer, opts Options) (*Recorder, error) {
 			"Time from a turn's start to its end, approvals included.",
 			[]float64{0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600},
 			"agent", "status"),
-		workspacePrepare: histogramVec("workspace_prepare_seconds",
-			"Time to make a run's directory from its source: a clone, an archive unpacked, another run's directory restored.",
-			[]float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
-			"source"),
-		gitClones: counterVec("git_clones_total",
-			"Runs' directories cloned from a repository, by whether this replica's cache of it served the clone (hit) or it was cloned whole (miss).",
-			"cache"),
-		snapshotBytes: counterVec("snapshot_bytes_total",
-			"Bytes this replica stored in the cluster's snapshots, by kind: runs' workspaces, sessions' files, patches.",
-			"kind"),
-		snapshotRestores: counterVec("snapshot_restores_total",
-			"Snapshots restored on this replica, by kind.", "kind"),
 		fanout: newFanoutCollector(),
 		packs:  newPackCollector(),
 	}
+	r.workspacePrepare, r.gitClones, r.snapshotBytes, r.snapshotRestores = workspaceCollectors()
 	// One collector for all of them makes registration all or nothing.
 	set := collectorSet{
 		r.runsCreated, r.runsStarted, r.runsFinished, r.runDuration, r.queueWait,
@@ -290,6 +279,23 @@ func (r *Recorder) TurnStarted(agent string) {
 // TurnFinished records a turn's duration by its status.
 func (r *Recorder) TurnFinished(agent string, status runs.State, secs float64) {
 	r.turnDuration.WithLabelValues(r.agents.label(agent), statusLabel(status)).Observe(seconds(secs))
+}
+
+// workspaceCollectors are the metrics of runs' workspaces: how they were
+// prepared, and what is kept of them in the cluster.
+func workspaceCollectors() (prepare *prometheus.HistogramVec, clones, kept, restores *prometheus.CounterVec) {
+	return histogramVec("workspace_prepare_seconds",
+			"Time to make a run's directory from its source: a clone, an archive unpacked, another run's directory restored.",
+			[]float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
+			"source"),
+		counterVec("git_clones_total",
+			"Runs' directories cloned from a repository, by whether this replica's cache of it served the clone (hit) or it was cloned whole (miss).",
+			"cache"),
+		counterVec("snapshot_bytes_total",
+			"Bytes this replica stored in the cluster's snapshots, by kind: runs' workspaces, sessions' files, patches, whole results.",
+			"kind"),
+		counterVec("snapshot_restores_total",
+			"Snapshots restored on this replica, by kind.", "kind")
 }
 
 // WorkspacePrepared records how long making a run's directory from its

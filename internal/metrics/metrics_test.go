@@ -727,7 +727,7 @@ func TestWorkspaceAndSnapshotSeries(t *testing.T) {
 # TYPE agentgate_git_clones_total counter
 agentgate_git_clones_total{cache="hit"} 1
 agentgate_git_clones_total{cache="miss"} 1
-# HELP agentgate_snapshot_bytes_total Bytes this replica stored in the cluster's snapshots, by kind: runs' workspaces, sessions' files, patches.
+# HELP agentgate_snapshot_bytes_total Bytes this replica stored in the cluster's snapshots, by kind: runs' workspaces, sessions' files, patches, whole results.
 # TYPE agentgate_snapshot_bytes_total counter
 agentgate_snapshot_bytes_total{kind="workspace"} 150
 # HELP agentgate_snapshot_restores_total Snapshots restored on this replica, by kind.
