@@ -296,6 +296,9 @@ func (s *Supervisor) cancelDormant(ctx context.Context, t *task, by runs.Actor) 
 
 // cancelTask stops t for a cancel that by asked for.
 func (s *Supervisor) cancelTask(t *task, by runs.Actor) {
+	if s.cancelDormant(context.Background(), t, by) {
+		return
+	}
 	t.mu.Lock()
 	if t.cancelledBy == nil && !t.done && t.stopErr == nil {
 		t.cancelledBy = actorPtr(by)

@@ -49,32 +49,9 @@ func (d *namingDecoder) Decode(line []byte) []runs.Event {
 // a replica that died: b takes it over.
 func takeOverReplica(t *testing.T) (st runs.Store, r runs.Run, h *harness, root, homes string) {
 	t.Helper()
-	st = runstest.Store(t)
-	snaps := st.(runs.Snapshots)
-	ctx := context.Background()
-	root, homes = t.TempDir(), t.TempDir()
-	base := t.TempDir()
-	if err := os.WriteFile(filepath.Join(base, "login"), []byte("login"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r = seedCutRun(t, st, snaps)
-
-	cfg := Config{Replica: "b", WorkspaceRoot: root, Path: os.Getenv("PATH"), Reaper: os.Args[0], KillGrace: 2 * time.Second,
-		ReplicaTTL: time.Second, TempRoot: t.TempDir(), Snapshots: snaps, SessionLocks: st.(runs.SessionLocks), HomesDir: homes}
-	agent := &Agent{Adapter: keepingSessAdapter{}, Bin: os.Args[0], Home: base}
-	sup := New(cfg, st, []*Agent{agent}, runstest.NopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
-	loopCtx, cancel := context.WithCancel(ctx)
-	if err := sup.Start(loopCtx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
-		defer scancel()
-		_ = sup.Shutdown(sctx)
-		cancel()
-		sup.loops.Wait()
-	})
-	return st, r, &harness{sup: sup, root: root}, root, homes
+	st, root, homes = runstest.Store(t), t.TempDir(), t.TempDir()
+	r = seedCutRun(t, st, st.(runs.Snapshots))
+	return st, r, startTakingOver(t, st, root, homes), root, homes
 }
 
 // A run taken over from a replica that died between turns: its cut-off
@@ -125,6 +102,33 @@ func TestAnInteractiveRunIsTakenOverFromADeadReplica(t *testing.T) {
 	if end.Status != runs.Succeeded {
 		t.Fatalf("the run ended %s (%+v), want succeeded, the status of its last turn", end.Status, end.Error)
 	}
+}
+
+// startTakingOver starts replica "b", which takes over what replica
+// "dead" left in st, its workspaces under root and its homes under homes.
+func startTakingOver(t *testing.T, st runs.Store, root, homes string) *harness {
+	t.Helper()
+	ctx := context.Background()
+	base := t.TempDir()
+	if err := os.WriteFile(filepath.Join(base, "login"), []byte("login"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Replica: "b", WorkspaceRoot: root, Path: os.Getenv("PATH"), Reaper: os.Args[0], KillGrace: 2 * time.Second,
+		ReplicaTTL: time.Second, TempRoot: t.TempDir(), Snapshots: st.(runs.Snapshots), SessionLocks: st.(runs.SessionLocks), HomesDir: homes}
+	agent := &Agent{Adapter: keepingSessAdapter{}, Bin: os.Args[0], Home: base}
+	sup := New(cfg, st, []*Agent{agent}, runstest.NopObserver{}, zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)))
+	loopCtx, cancel := context.WithCancel(ctx)
+	if err := sup.Start(loopCtx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+		defer scancel()
+		_ = sup.Shutdown(sctx)
+		cancel()
+		sup.loops.Wait()
+	})
+	return &harness{sup: sup, root: root}
 }
 
 // seedCutRun stores what a replica "dead" left of an interactive run it
