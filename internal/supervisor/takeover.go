@@ -154,12 +154,16 @@ func (s *Supervisor) endDormant(t *task) {
 }
 
 // dormantInput is what a dormant run does with an input: a message wakes
-// it, a close ends it; nothing else has anything to act on.
+// it (a steer too, there being no turn to add it to), a close ends it;
+// nothing else has anything to act on.
 func (s *Supervisor) dormantInput(t *task, in runs.Input) (runs.InputResult, error) {
 	switch in.Kind {
 	case runs.InputMessage:
-		if in.Mode == runs.MessageSteer {
-			return runs.InputResult{}, runs.Conflict(runs.ConflictNoTurn, "no turn is running to steer: send the message with mode queue")
+		// As in a live idle session: a steer is queued, where the agent
+		// can steer at all.
+		if in.Mode == runs.MessageSteer && !t.agent.Adapter.Describe().Interaction.Steer {
+			return runs.InputResult{}, runs.Unsupported(t.run.Agent, "mode",
+				"this agent cannot add a message to a running turn; send it with mode queue, or interrupt first")
 		}
 		return s.wake(t, in)
 	case runs.InputClose:

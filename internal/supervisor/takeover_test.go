@@ -131,6 +131,27 @@ func startTakingOver(t *testing.T, st runs.Store, root, homes string) *harness {
 	return &harness{sup: sup, root: root}
 }
 
+// A steer sent to a run taken over, which has no turn running, starts
+// its next turn, as it does in any idle session of an agent that steers.
+func TestASteerWakesADormantRun(t *testing.T) {
+	st := runstest.Store(t)
+	r := seedCutRun(t, st, st.(runs.Snapshots))
+	h := startTakingOver(t, st, t.TempDir(), t.TempDir())
+	waitRecordOf(t, st, r.ID, "taken over by b", func(r runs.Run) bool { return r.Owner == "b" && r.Activity == runs.Idle })
+
+	res, err := h.sup.Input(context.Background(), r.ID, runs.Input{Kind: runs.InputMessage, Text: "again", Mode: runs.MessageSteer})
+	if err != nil {
+		t.Fatalf("a steer to the idle run taken over: %v, want it to start turn 3", err)
+	}
+	third := waitRecordOf(t, st, r.ID, "done with turn 3", func(r runs.Run) bool {
+		n := len(r.Turns)
+		return n == 3 && r.Turns[2].Status != "" && r.Activity == runs.Idle
+	})
+	if got := third.Turns[2]; got.Turn != 3 || got.MessageID != res.MessageID || got.Status != runs.Succeeded {
+		t.Fatalf("the steered turn is %+v, want turn 3 of message %s, succeeded", got, res.MessageID)
+	}
+}
+
 // seedCutRun stores what a replica "dead" left of an interactive run it
 // was running when it died: turn 1 finished, and kept its directory and
 // its session's files; turn 2 was cut off waiting for an approval.
