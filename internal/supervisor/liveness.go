@@ -78,7 +78,9 @@ func (s *Supervisor) sweepOrphans(ctx context.Context, live map[string]bool) err
 			s.log.Warn("queued run given back: its replica stopped answering", zap.String("run_id", r.ID), zap.String("owner", r.Owner))
 			s.giveBack(&task{run: r})
 		case r.Owner != "" && s.canTakeOver(ctx, r):
-			s.takeOver(ctx, r)
+			if err := s.takeOver(ctx, r); err != nil {
+				s.log.Warn("take over a run of a replica that stopped answering; the next sweep tries again", zap.String("run_id", r.ID), zap.Error(err))
+			}
 		case r.Owner != "":
 			s.interruptOrphan(ctx, r.ID)
 		case s.cfg.Now().Sub(r.CreatedAt) > orphanQueuedAfter:

@@ -41,7 +41,11 @@ func (s *Supervisor) recover(ctx context.Context) error {
 			return err
 		}
 		if s.canTakeOver(ctx, r) {
-			s.takeOver(ctx, r) // from this replica, as it was before it stopped
+			// From this replica, as it was before it stopped. No sweep
+			// takes over a live replica's run: an error fails the start.
+			if err := s.takeOver(ctx, r); err != nil {
+				return err
+			}
 			continue
 		}
 		last, err := s.store.LastEvent(ctx, id)

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -38,17 +39,22 @@ func (s *Supervisor) canTakeOver(ctx context.Context, r runs.Run) bool {
 }
 
 // takeOver makes r, whose replica died, a dormant run of this replica,
-// unless another replica took it first or the run ended.
-func (s *Supervisor) takeOver(ctx context.Context, r runs.Run) {
-	taken, err := s.store.TakeOverRun(ctx, r.ID, r.Owner, s.cfg.Replica)
-	if err != nil {
-		// Another replica took it, or it ended, or the store failed and
-		// the next sweep tries again: none of them is this one's to end.
-		return
-	}
+// unless another replica took it first or the run ended. An error is the
+// store's: the run is not taken, and a later sweep may try again.
+func (s *Supervisor) takeOver(ctx context.Context, r runs.Run) error {
+	// Read before the run is this replica's, which no sweep then takes
+	// over again: without it, its events would be numbered from 1, in
+	// place of those stored. The dead replica appends no more.
 	last, err := s.store.LastEvent(ctx, r.ID)
 	if err != nil {
-		s.log.Warn("take over a run: read its last event", zap.String("run_id", r.ID), zap.Error(err))
+		return fmt.Errorf("take over run %s: read its last event: %w", r.ID, err)
+	}
+	taken, err := s.store.TakeOverRun(ctx, r.ID, r.Owner, s.cfg.Replica)
+	if errors.Is(err, runs.ErrClaimed) {
+		return nil // another replica took it, or it ended
+	}
+	if err != nil {
+		return err
 	}
 	// Dormant only once it is set up: input meanwhile is told the run
 	// has not started, and a cancel is honoured at the end.
@@ -56,7 +62,7 @@ func (s *Supervisor) takeOver(ctx context.Context, r runs.Run) {
 	s.mu.Lock()
 	if _, dup := s.tasks[r.ID]; dup {
 		s.mu.Unlock()
-		return
+		return nil
 	}
 	s.tasks[r.ID] = t
 	s.mu.Unlock()
@@ -84,6 +90,7 @@ func (s *Supervisor) takeOver(ctx context.Context, r runs.Run) {
 	s.armDormant(t)
 	s.log.Warn("interactive run taken over: its replica stopped answering", zap.String("run_id", r.ID),
 		zap.String("agent", r.Agent), zap.String("previous_replica", r.Owner), zap.Int("turn", finished))
+	return nil
 }
 
 // endCutTurn withdraws the approvals t's run waited for and ends, as

@@ -3,8 +3,10 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,6 +151,45 @@ func TestASteerWakesADormantRun(t *testing.T) {
 	})
 	if got := third.Turns[2]; got.Turn != 3 || got.MessageID != res.MessageID || got.Status != runs.Succeeded {
 		t.Fatalf("the steered turn is %+v, want turn 3 of message %s, succeeded", got, res.MessageID)
+	}
+}
+
+// lastEventFailsOnce is a store whose first read of a run's last event
+// fails, as a store does while its cluster elects a leader.
+type lastEventFailsOnce struct {
+	runs.Store
+	runs.Snapshots
+	runs.SessionLocks
+	failed atomic.Bool
+}
+
+func (s *lastEventFailsOnce) LastEvent(ctx context.Context, id string) (runs.StoredEvent, error) {
+	if s.failed.CompareAndSwap(false, true) {
+		return runs.StoredEvent{}, errors.New("no leader")
+	}
+	return s.Store.LastEvent(ctx, id)
+}
+
+// A replica that cannot read the last event of a run it would take over
+// leaves it for its next sweep: its events go on after the dead
+// replica's, none of them in place of one already stored.
+func TestATakeOverWaitsForTheRunsLastEvent(t *testing.T) {
+	inner := runstest.Store(t)
+	st := &lastEventFailsOnce{Store: inner, Snapshots: inner.(runs.Snapshots), SessionLocks: inner.(runs.SessionLocks)}
+	r := seedCutRun(t, st, st)
+	startTakingOver(t, st, t.TempDir(), t.TempDir())
+	waitRecordOf(t, st, r.ID, "taken over by b", func(r runs.Run) bool { return r.Owner == "b" && r.Activity == runs.Idle })
+
+	evs := runstest.StoredEvents(t, inner, r.ID)
+	var types []runs.EventType
+	for i, e := range evs {
+		types = append(types, e.Type)
+		if e.Seq != uint64(i+1) {
+			t.Fatalf("stored events %v: position %d holds seq %d", types, i+1, e.Seq)
+		}
+	}
+	if countType(evs, runs.EventRunResumed) != 1 || countType(evs, runs.EventTurnStarted) != 2 {
+		t.Fatalf("stored events %v: want the dead replica's 4 and then the takeover's, with one run.resumed", types)
 	}
 }
 
