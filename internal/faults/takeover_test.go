@@ -26,8 +26,11 @@ const takeoverTTL = 4 * time.Second
 // claude run, which writes a file, kills -9 the replica that holds the
 // run's CLI while the run is idle, and sends turn 2 through nginx once
 // another replica has taken the run over: turn 2 is numbered 2, the model
-// sees turn 1's prompt and answer, its tool reads turn 1's file, and the
-// run closes succeeded with no process left. (A one-shot run cut off
+// sees turn 1's prompt and answers, its tool reads turn 1's file. The
+// replica that took it over is killed in turn after turn 2, and the one
+// after that in the middle of turn 4: each time the run goes on
+// elsewhere, turn 4 ends cancelled, interrupted, and turn 5 is numbered 5.
+// The run closes succeeded with no process left. (A one-shot run cut off
 // mid-turn still ends failed, interrupted: TestReplicaKilledMidRun.)
 func TestInteractiveRunTakenOverAfterKill(t *testing.T) {
 	began := time.Now()
@@ -48,50 +51,149 @@ func TestInteractiveRunTakenOverAfterKill(t *testing.T) {
 		t.Fatalf("POST an interactive run through nginx = %d %s %v", sub.Status, sub.Raw, err)
 	}
 	id := sub.Run.ID
+	first.ID = id
 	s.track(id)
-	rec := s.waitTurns(id, 1)
-	first.ID, first.Session = id, rec.SessionID
-	killed := s.owner(id)
-	if killed == 0 {
-		t.Fatalf("run %s is idle after turn 1, but no gateway's process tree holds its CLI", id)
-	}
-	t.Logf("turn 1 of run %s done on gateway %d (%s so far)", id, killed, time.Since(began).Round(time.Millisecond))
+	s.waitTurns(id, 1)
 
-	s.do("kill-gateway", killed)
-	at := time.Now()
-	var problems []string
-	resumed, ok := waitResumed(s.Nginx, id, settleWithin)
-	switch {
-	case !ok:
-		t.Fatalf("no run.resumed for run %s within %s of kill -9 of gateway %d", id, settleWithin, killed)
-	case resumed.PreviousReplica != fmt.Sprintf("gateway-%d", killed) || resumed.Turn != 1 ||
-		resumed.Reason != runs.ResumedReplicaLost || resumed.Replica == resumed.PreviousReplica:
-		problems = append(problems, fmt.Sprintf("run.resumed = %+v, want previous_replica gateway-%d, turn 1, reason %s", resumed, killed, runs.ResumedReplicaLost))
-	}
-	t.Logf("run.resumed %+v, %s after the kill", resumed, time.Since(at).Round(time.Millisecond))
-
+	// Killed between turns: the next turn goes on elsewhere.
+	killed, _, problems := s.killAndTakeOver(id, 1, 1)
 	second := turn{Tag: "ws-take-2", ID: id}
-	if status, raw := postMessage(s.Nginx, id, "read-file "+second.Tag); status != http.StatusAccepted {
-		t.Fatalf("POST a message to run %s through nginx after the takeover = %d %s", id, status, raw)
-	}
-	rec = s.waitTurns(id, 2)
-	if tr := rec.Turns[1]; tr.Turn != 2 || tr.Status != runs.Succeeded {
-		problems = append(problems, fmt.Sprintf("turn 2 is recorded as %+v, want turn 2 succeeded", tr))
-	}
-	problems = append(problems, s.continuedConversation(second, first)...)
+	problems = append(problems, s.nextTurn(second, "read-file", 2, first)...)
 	if !s.modelReadFile(second.Tag) {
 		problems = append(problems, fmt.Sprintf("turn 2 of run %s: the model never saw %s's content through the tool: the run's files did not follow it", id, sessionFile))
 	}
+	t.Logf("turn 2 done (%s so far)", time.Since(began).Round(time.Millisecond))
+
+	// The replica that took it over dies too, between turns.
+	s.do("start-gateway", killed)
+	killed, _, more := s.killAndTakeOver(id, 2, 2)
+	problems = append(problems, more...)
+	third := turn{Tag: "ws-take-3", ID: id}
+	problems = append(problems, s.nextTurn(third, "append-file", 3, first, second)...)
+	t.Logf("turn 3 done (%s so far)", time.Since(began).Round(time.Millisecond))
+
+	// And the next one dies in the middle of turn 4, its tool running.
+	s.do("start-gateway", killed)
+	problems = append(problems, s.cutTurn(id, turn{Tag: "ws-take-4", ID: id})...)
+	fifth := turn{Tag: "ws-take-5", ID: id}
+	problems = append(problems, s.nextTurn(fifth, "say hello", 5, first, second, third)...)
 
 	if status, raw := postControl(s.Nginx, id, "close"); status != http.StatusAccepted {
 		problems = append(problems, fmt.Sprintf("POST close to run %s = %d %s", id, status, raw))
 	}
 	problems = append(problems, s.verify(t, id, want{Status: runs.Succeeded}, settleWithin)...)
-	if got, status := getFile(s.Nginx, id, sessionFile); status != http.StatusOK || got != sessionContent {
-		problems = append(problems, fmt.Sprintf("run %s: GET its %s through nginx once it ended = %d %q, want 200 %q", id, sessionFile, status, got, sessionContent))
+	// Its directory is as turns 1 and 3 left it, on whichever replica
+	// serves it (a running run's is served by its owner only).
+	for name, want := range map[string]string{sessionFile: sessionContent, turnsFile: third.Tag + "\n"} {
+		if got, status := getFile(s.Nginx, id, name); status != http.StatusOK || got != want {
+			problems = append(problems, fmt.Sprintf("run %s: GET its %s through nginx once it ended = %d %q, want 200 %q", id, name, status, got, want))
+		}
 	}
-	report(t, append(problems, checkListing(s.Nginx, []string{id})...))
+
+	cancelled := s.cancelTakenOver()
+	problems = append(problems, s.verify(t, cancelled, want{Status: runs.Cancelled, Class: runs.ClassCancelled}, settleWithin)...)
+	report(t, append(problems, checkListing(s.Nginx, []string{id, cancelled})...))
 	t.Logf("the case took %s", time.Since(began).Round(time.Millisecond))
+}
+
+// cancelTakenOver runs turn 1 of another interactive run, kills the
+// gateway holding it, and once another has taken it over cancels it on
+// the third gateway, which must pass the cancel on to the run's new
+// owner. It returns the run's id.
+func (s *sessionRig) cancelTakenOver() string {
+	s.t.Helper()
+	body, _ := json.Marshal(map[string]any{"agent": "claude", "prompt": "say hello ws-take-cancel", "interactive": true})
+	sub, err := post(s.Nginx, string(body), "")
+	if err != nil || sub.Status != http.StatusCreated {
+		s.t.Fatalf("POST another interactive run through nginx = %d %s %v", sub.Status, sub.Raw, err)
+	}
+	id := sub.Run.ID
+	s.track(id)
+	s.waitTurns(id, 1)
+	killed, taker, _ := s.killAndTakeOver(id, 1, 1)
+	defer s.do("start-gateway", killed)
+	other := 6 - killed - taker // the gateway neither dead nor the owner
+	if taker == 0 || other < 1 || other > 3 || other == killed || other == taker {
+		s.t.Fatalf("run %s: taken over by gateway %d after gateway %d died: no third gateway to cancel it on", id, taker, killed)
+	}
+	if status, raw := postJSON(s.Gateways[other-1]+"/v1/runs/"+url.PathEscape(id)+"/cancel", "{}"); status != http.StatusOK {
+		s.t.Fatalf("run %s: POST cancel on gateway %d = %d %s", id, other, status, raw)
+	}
+	s.t.Logf("run %s taken over by gateway %d, cancelled on gateway %d", id, taker, other)
+	return id
+}
+
+// killAndTakeOver kills -9 the gateway whose process tree holds the run's
+// CLI and waits for the run's nth run.resumed, which must name that
+// gateway and finished as the last turn that finished. It returns the
+// gateway killed and the gateway that took the run over (0 when unknown).
+func (s *sessionRig) killAndTakeOver(id string, nth, finished int) (killed, taker int, problems []string) {
+	s.t.Helper()
+	killed = s.owner(id)
+	if killed == 0 {
+		s.t.Fatalf("run %s: no gateway's process tree holds its CLI before kill %d", id, nth)
+	}
+	s.do("kill-gateway", killed)
+	at := time.Now()
+	resumed, ok := waitResumed(s.Nginx, id, nth, settleWithin)
+	if !ok {
+		s.t.Fatalf("run %s: no run.resumed number %d within %s of kill -9 of gateway %d", id, nth, settleWithin, killed)
+	}
+	s.t.Logf("run.resumed %+v, %s after kill -9 of gateway %d", resumed, time.Since(at).Round(time.Millisecond), killed)
+	fmt.Sscanf(resumed.Replica, "gateway-%d", &taker)
+	if resumed.PreviousReplica != fmt.Sprintf("gateway-%d", killed) || resumed.Turn != finished ||
+		resumed.Reason != runs.ResumedReplicaLost || resumed.Replica == resumed.PreviousReplica {
+		problems = []string{fmt.Sprintf("run %s: run.resumed number %d = %+v, want previous_replica gateway-%d, turn %d, reason %s",
+			id, nth, resumed, killed, finished, runs.ResumedReplicaLost)}
+	}
+	return killed, taker, problems
+}
+
+// nextTurn sends prompt and tr's tag as the run's next message through
+// nginx and waits for it to finish: it must be turn number n, succeeded,
+// and the model's first request of it must carry the earlier turns.
+func (s *sessionRig) nextTurn(tr turn, prompt string, n int, earlier ...turn) []string {
+	s.t.Helper()
+	if status, raw := postMessage(s.Nginx, tr.ID, prompt+" "+tr.Tag); status != http.StatusAccepted {
+		s.t.Fatalf("POST %s to run %s through nginx = %d %s", tr.Tag, tr.ID, status, raw)
+	}
+	rec := s.waitTurns(tr.ID, n)
+	var problems []string
+	if got := rec.Turns[len(rec.Turns)-1]; got.Turn != n || got.Status != runs.Succeeded {
+		problems = append(problems, fmt.Sprintf("run %s: %s is recorded as %+v, want turn %d succeeded", tr.ID, tr.Tag, got, n))
+	}
+	for _, e := range earlier {
+		problems = append(problems, s.continuedConversation(tr, e)...)
+	}
+	return problems
+}
+
+// cutTurn sends tr as a turn whose tool sleeps, kills -9 the gateway
+// running it once the tool runs, and waits until another takes the run
+// over: the turn is recorded cancelled, interrupted. The killed gateway
+// starts again, which ends what its tool left running.
+func (s *sessionRig) cutTurn(id string, tr turn) []string {
+	s.t.Helper()
+	if status, raw := postMessage(s.Nginx, id, "run the tool sleep:60 "+tr.Tag); status != http.StatusAccepted {
+		s.t.Fatalf("POST %s to run %s through nginx = %d %s", tr.Tag, id, status, raw)
+	}
+	if !waitFor(90*time.Second, func() bool { return perlRuns(id) }) {
+		s.t.Fatalf("run %s: the tool of %s never ran", id, tr.Tag)
+	}
+	killed, _, problems := s.killAndTakeOver(id, 3, 3)
+	// run.resumed is emitted before the record is stored idle.
+	var rec record
+	var err error
+	if !waitFor(30*time.Second, func() bool {
+		rec, _, err = getRun(s.Nginx, id)
+		return err == nil && rec.Activity == runs.Idle
+	}) || len(rec.Turns) != 4 || rec.Turns[3].Status != runs.Cancelled || rec.Turns[3].Error == nil ||
+		rec.Turns[3].Error.Class != runs.Interrupted {
+		problems = append(problems, fmt.Sprintf("run %s once taken over in %s: %s, turns %+v (%v); want turn 4 cancelled, interrupted, and the run idle",
+			id, tr.Tag, rec.Activity, rec.Turns, err))
+	}
+	s.do("start-gateway", killed)
+	return problems
 }
 
 // waitTurns waits, through nginx, until the run is idle with n turns
@@ -116,27 +218,32 @@ func (s *sessionRig) waitTurns(id string, n int) record {
 	return rec
 }
 
-// waitResumed follows the run's stream on base until its run.resumed,
-// and returns that event's data; false when the run ended or within
-// passed first.
-func waitResumed(base, id string, within time.Duration) (runs.RunResumedData, bool) {
+// waitResumed follows the run's stream on base until its nth
+// run.resumed, and returns that event's data; false when the run ended or
+// within passed first.
+func waitResumed(base, id string, nth int, within time.Duration) (runs.RunResumedData, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	var last uint64
+	var resumed []string // each run.resumed's data, in order
 	for ctx.Err() == nil {
 		seg := readSSEUntil(ctx, base, id, last, func(e event) bool {
-			return e.Type == string(runs.EventRunResumed) || e.Type == string(runs.EventRunCompleted)
-		})
-		for _, e := range seg.Events {
-			switch e.Type {
-			case string(runs.EventRunResumed):
-				var env struct{ Data runs.RunResumedData }
-				err := json.Unmarshal([]byte(e.Data), &env)
-				return env.Data, err == nil
-			case string(runs.EventRunCompleted):
-				return runs.RunResumedData{}, false
+			if e.Seq <= last {
+				return false
 			}
-			last = max(last, e.Seq)
+			last = e.Seq
+			if e.Type == string(runs.EventRunResumed) {
+				resumed = append(resumed, e.Data)
+			}
+			return len(resumed) == nth || e.Type == string(runs.EventRunCompleted)
+		})
+		if len(resumed) == nth {
+			var env struct{ Data runs.RunResumedData }
+			err := json.Unmarshal([]byte(resumed[nth-1]), &env)
+			return env.Data, err == nil
+		}
+		if n := len(seg.Events); n > 0 && seg.Events[n-1].Type == string(runs.EventRunCompleted) {
+			return runs.RunResumedData{}, false
 		}
 		// The stream was cut (its replica died): open it again where it
 		// stopped, as an EventSource would.
