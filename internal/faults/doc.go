@@ -30,7 +30,13 @@
 //     turn, each turn finds the files the turns before left, every replica
 //     serves a finished run's files as it left them, a resume after kill -9
 //     of the replica that began the session goes on, and a second resume
-//     while one runs is a 409 session_busy.
+//     while one runs is a 409 session_busy;
+//   - TestInteractiveRunTakenOverAfterKill: kill -9 of the replica holding
+//     an interactive run, between turns and again mid-turn: another
+//     replica takes the run over (run.resumed), its next message goes on
+//     with the same conversation in the same files as the next turn, the
+//     cut turn ends interrupted, and a cancel sent to a third replica
+//     ends a run taken over.
 //
 // Every case checks the same four things of every run it made: no event
 // lost, duplicated or reordered (the whole stream, read through nginx with
