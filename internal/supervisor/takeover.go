@@ -85,7 +85,7 @@ func (s *Supervisor) takeOver(ctx context.Context, r runs.Run) error {
 			actor = *by
 		}
 		s.cancelDormant(ctx, t, actor)
-		return
+		return nil
 	}
 	s.armDormant(t)
 	s.log.Warn("interactive run taken over: its replica stopped answering", zap.String("run_id", r.ID),
