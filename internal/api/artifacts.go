@@ -113,19 +113,8 @@ func (s *server) runDiff(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, artifactFailure(fmt.Errorf("diff of run %s: %w", run.ID, err)))
 		return
 	}
-	defer body.Close()
-	h := w.Header()
-	h.Set("Content-Type", "text/x-diff; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("X-Diff-Truncated", fmt.Sprint(truncated))
-	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodHead {
-		return
-	}
-	if _, err := io.Copy(w, body); err != nil {
-		s.log.Debug("write diff", zap.String("run_id", run.ID), zap.Error(err))
-	}
+	w.Header().Set("X-Diff-Truncated", fmt.Sprint(truncated))
+	s.writeText(w, r, run.ID, "text/x-diff; charset=utf-8", body)
 }
 
 // runPatch serves GET /v1/runs/{id}/patch: a git run's change as one
@@ -140,9 +129,15 @@ func (s *server) runPatch(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, artifactFailure(fmt.Errorf("patch of run %s: %w", run.ID, err)))
 		return
 	}
+	s.writeText(w, r, run.ID, "text/x-patch; charset=utf-8", body)
+}
+
+// writeText answers with body, a text of one of run's artifacts, never
+// cached nor sniffed; it closes body.
+func (s *server) writeText(w http.ResponseWriter, r *http.Request, runID, contentType string, body io.ReadCloser) {
 	defer body.Close()
 	h := w.Header()
-	h.Set("Content-Type", "text/x-patch; charset=utf-8")
+	h.Set("Content-Type", contentType)
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
@@ -150,7 +145,7 @@ func (s *server) runPatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := io.Copy(w, body); err != nil {
-		s.log.Debug("write patch", zap.String("run_id", run.ID), zap.Error(err))
+		s.log.Debug("write a run's text", zap.String("run_id", runID), zap.String("content_type", contentType), zap.Error(err))
 	}
 }
 
