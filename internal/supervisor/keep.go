@@ -47,12 +47,19 @@ func (s *Supervisor) keepResult(ctx context.Context, t *task) {
 		return
 	}
 	store, files := s.artifacts.ResultPath(t.run.ID)
-	info, err := s.ws.SavePaths(ctx, resultKey(t.run), store, files, s.cfg.MaxWorkspaceBytes, nil)
+	info, err := s.ws.SavePaths(ctx, keyOf(t, runs.SnapshotResult), store, files, s.cfg.MaxWorkspaceBytes, nil)
 	if err != nil {
 		s.warnKeep(t, "result_not_kept", "the run's whole diff could not be kept in the cluster, so other replicas serve it cut: "+err.Error())
 		return
 	}
 	s.obs.SnapshotKept(runs.SnapshotResult, info.Size)
+}
+
+// keyOf names a snapshot of kind of t's run from the record's fixed
+// fields alone: a turn's keep runs beside the session, which writes the
+// rest of the record under t.mu.
+func keyOf(t *task, kind runs.SnapshotKind) runs.SnapshotKey {
+	return runs.SnapshotKey{Tenant: t.run.Tenant, Kind: kind, ID: t.run.ID}
 }
 
 func resultKey(r runs.Run) runs.SnapshotKey {
@@ -90,7 +97,7 @@ func (s *Supervisor) keepDir(ctx context.Context, t *task) {
 	// Here the directory is as this run left it, kept in the cluster or
 	// not: a resume on this replica must not replace it.
 	s.setLocalRun(dir, t.run.ID)
-	info, err := s.ws.SaveDir(ctx, workspaceKey(t.run), dir, s.cfg.MaxWorkspaceBytes, nil)
+	info, err := s.ws.SaveDir(ctx, keyOf(t, runs.SnapshotWorkspace), dir, s.cfg.MaxWorkspaceBytes, nil)
 	if err != nil {
 		s.warnKeep(t, "workspace_not_kept", "the run's directory could not be kept in the cluster, so only this replica serves it: "+err.Error())
 		return

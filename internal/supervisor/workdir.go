@@ -72,6 +72,9 @@ func (s *Supervisor) checkFromRun(ctx context.Context, tenant, id string) error 
 	return body.Close()
 }
 
+// workspaceKey names r's directory in the cluster. It takes the run, not
+// a task: a task's record changes under its lock while it runs, and only
+// its fixed fields may be read without it (see keyOf).
 func workspaceKey(r runs.Run) runs.SnapshotKey {
 	return runs.SnapshotKey{Tenant: r.Tenant, Kind: runs.SnapshotWorkspace, ID: r.ID}
 }
