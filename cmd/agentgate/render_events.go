@@ -20,6 +20,7 @@ var eventRenderers = map[string]func(r *renderer, env envelope){
 	"message.delta":       (*renderer).messageDelta,
 	"message.completed":   (*renderer).messageCompleted,
 	"message.queued":      (*renderer).messageQueued,
+	"run.resumed":         (*renderer).runResumed,
 	"reasoning.delta":     (*renderer).reasoningDelta,
 	"reasoning.completed": (*renderer).reasoningCompleted,
 	"tool_call.started":   (*renderer).toolStarted,
@@ -164,6 +165,20 @@ func (r *renderer) messageQueued(env envelope) {
 		tag = "[steer]"
 	}
 	r.line(paint(r.opt.color, ansiMagenta, tag) + " " + oneLine(d.Text, 200))
+}
+
+// runResumed says that another replica took the run over, and from which
+// turn it goes on.
+func (r *renderer) runResumed(env envelope) {
+	var d struct {
+		Replica  string `json:"replica"`
+		Previous string `json:"previous_replica"`
+		Turn     int    `json:"turn"`
+	}
+	_ = json.Unmarshal(env.Data, &d)
+	r.errLine(paint(r.opt.errColor, ansiYellow, fmt.Sprintf("taken over by %s after %s stopped answering; goes on from turn %d",
+		oneLine(d.Replica, 80), oneLine(d.Previous, 80), d.Turn)))
+	r.activity = "idle"
 }
 
 func (r *renderer) reasoningDelta(envelope) { r.activity = "thinking" }

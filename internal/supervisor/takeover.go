@@ -56,9 +56,18 @@ func (s *Supervisor) takeOver(ctx context.Context, r runs.Run) error {
 	if err != nil {
 		return err
 	}
-	// Dormant only once it is set up: input meanwhile is told the run
-	// has not started, and a cancel is honoured at the end.
-	t := &task{run: taken, seq: last.Seq, started: true, agent: s.agents[r.Agent], woken: true}
+	// Set up before it is seen here: input that comes first finds no
+	// task, and a client that waits for run.resumed finds the run
+	// dormant, its record idle.
+	if s.task(r.ID) != nil {
+		return nil
+	}
+	t := &task{run: taken, seq: last.Seq, started: true, agent: s.agents[r.Agent], woken: true, dormant: true}
+	finished := s.endCutTurn(t)
+	t.run.Activity, t.run.PendingApprovals = runs.Idle, nil
+	if err := s.storeRun(t.run); err != nil {
+		s.log.Warn("store a run taken over", zap.String("run_id", r.ID), zap.Error(err))
+	}
 	s.mu.Lock()
 	if _, dup := s.tasks[r.ID]; dup {
 		s.mu.Unlock()
@@ -66,27 +75,8 @@ func (s *Supervisor) takeOver(ctx context.Context, r runs.Run) error {
 	}
 	s.tasks[r.ID] = t
 	s.mu.Unlock()
-	finished := s.endCutTurn(t)
 	s.emit(t, runs.NewEvent(runs.EventRunResumed, runs.RunResumedData{
 		Replica: s.cfg.Replica, PreviousReplica: r.Owner, Turn: finished, Reason: runs.ResumedReplicaLost}))
-	t.mu.Lock()
-	t.run.Activity, t.run.PendingApprovals = runs.Idle, nil
-	t.mu.Unlock()
-	if err := s.storeRun(t.run); err != nil {
-		s.log.Warn("store a run taken over", zap.String("run_id", r.ID), zap.Error(err))
-	}
-	t.mu.Lock()
-	t.dormant = true
-	stopped, by := t.stopErr, t.cancelledBy
-	t.mu.Unlock()
-	if stopped != nil {
-		var actor runs.Actor
-		if by != nil {
-			actor = *by
-		}
-		s.cancelDormant(ctx, t, actor)
-		return nil
-	}
 	s.armDormant(t)
 	s.log.Warn("interactive run taken over: its replica stopped answering", zap.String("run_id", r.ID),
 		zap.String("agent", r.Agent), zap.String("previous_replica", r.Owner), zap.Int("turn", finished))

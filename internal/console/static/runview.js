@@ -323,6 +323,10 @@ export class RunView {
       case "message.queued":
         this.userMessage(d.message_id, d.text, d.mode === "steer" ? "steered into the turn" : "queued");
         break;
+      case "run.resumed":
+        this.setActivity("idle");
+        this.note("resumed", `Taken over by ${d.replica} after ${d.previous_replica} stopped answering; goes on from turn ${d.turn}`);
+        break;
       case "message.delta":
         this.messageDelta(d.message_id, d.text);
         break;
