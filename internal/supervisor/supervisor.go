@@ -356,6 +356,7 @@ type task struct {
 	// CLI again, until dormantTimer ends it; wakeMessageID is that
 	// message's, its next turn's.
 	dormant       bool
+	settled       chan struct{} // closed once a run taken over is set up
 	dormantTimer  *time.Timer
 	wakeMessageID string
 	// usageDirty: the record's usage changed since it was last stored;

@@ -56,18 +56,11 @@ func (s *Supervisor) takeOver(ctx context.Context, r runs.Run) error {
 	if err != nil {
 		return err
 	}
-	// Set up before it is seen here: input that comes first finds no
-	// task, and a client that waits for run.resumed finds the run
-	// dormant, its record idle.
-	if s.task(r.ID) != nil {
-		return nil
-	}
-	t := &task{run: taken, seq: last.Seq, started: true, agent: s.agents[r.Agent], woken: true, dormant: true}
-	finished := s.endCutTurn(t)
-	t.run.Activity, t.run.PendingApprovals = runs.Idle, nil
-	if err := s.storeRun(t.run); err != nil {
-		s.log.Warn("store a run taken over", zap.String("run_id", r.ID), zap.Error(err))
-	}
+	// Seen here at once, so that input finds it, but acted on only once
+	// it is set up (claimDormant waits for settled): its cut-off turn
+	// ended, its record idle, run.resumed emitted.
+	t := &task{run: taken, seq: last.Seq, started: true, agent: s.agents[r.Agent], woken: true, dormant: true,
+		settled: make(chan struct{})}
 	s.mu.Lock()
 	if _, dup := s.tasks[r.ID]; dup {
 		s.mu.Unlock()
@@ -75,6 +68,14 @@ func (s *Supervisor) takeOver(ctx context.Context, r runs.Run) error {
 	}
 	s.tasks[r.ID] = t
 	s.mu.Unlock()
+	defer close(t.settled)
+	finished := s.endCutTurn(t)
+	t.mu.Lock()
+	t.run.Activity, t.run.PendingApprovals = runs.Idle, nil
+	t.mu.Unlock()
+	if err := s.storeRun(t.run); err != nil {
+		s.log.Warn("store a run taken over", zap.String("run_id", r.ID), zap.Error(err))
+	}
 	s.emit(t, runs.NewEvent(runs.EventRunResumed, runs.RunResumedData{
 		Replica: s.cfg.Replica, PreviousReplica: r.Owner, Turn: finished, Reason: runs.ResumedReplicaLost}))
 	s.armDormant(t)
@@ -119,8 +120,20 @@ func (s *Supervisor) armDormant(t *task) {
 	t.mu.Unlock()
 }
 
-// claimDormant makes t no longer dormant; false when it was not.
+// settleWait bounds how long input to a run being taken over waits for
+// the take-over to finish setting it up: a few writes to the store.
+const settleWait = time.Minute
+
+// claimDormant makes t no longer dormant; false when it was not. A run
+// still being taken over is claimed once it is set up.
 func (t *task) claimDormant() bool {
+	if t.settled != nil {
+		select {
+		case <-t.settled:
+		case <-time.After(settleWait):
+			return false
+		}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.dormant {
