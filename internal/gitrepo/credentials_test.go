@@ -210,7 +210,7 @@ func TestTokenFile(t *testing.T) {
 func TestTokenFileThatIsAFIFODoesNotBlock(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skipf("mkfifo: %v", err)
+		t.Fatalf("mkfifo: %v", err)
 	}
 	_, err := ParseCredentials(strings.NewReader("acme gh https://h/o @" + fifo))
 	if err == nil || !strings.Contains(err.Error(), "not a regular file") {

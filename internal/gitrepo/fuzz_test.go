@@ -193,7 +193,7 @@ func FuzzCheckRef(f *testing.F) {
 func TestCheckRefAgreesWithGit(t *testing.T) {
 	git, err := exec.LookPath("git")
 	if err != nil {
-		t.Skip("no git")
+		t.Fatalf("git is missing (scripts/install-git.sh installs it): %v", err)
 	}
 	refs := []string{
 		"main", "v1.2.3", "feature/x-y_z", "refs/heads/main", "HEAD", "a@b", "x.y/z", "ünïcode",
