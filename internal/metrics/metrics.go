@@ -65,6 +65,7 @@ type Recorder struct {
 	gitClones        *prometheus.CounterVec
 	snapshotBytes    *prometheus.CounterVec
 	snapshotRestores *prometheus.CounterVec
+	networkDenied    *prometheus.CounterVec
 
 	fanout *fanoutCollector
 	packs  *packCollector
@@ -158,6 +159,9 @@ func New(reg prometheus.Registerer, opts Options) (*Recorder, error) {
 			"Time from a turn's start to its end, approvals included.",
 			[]float64{0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600},
 			"agent", "status"),
+		networkDenied: counterVec("network_denied_total",
+			"Connections runs' network policies refused, by agent and tenant (the tenants are the keys file's, a bounded set).",
+			"agent", "tenant"),
 		fanout: newFanoutCollector(),
 		packs:  newPackCollector(),
 	}
@@ -170,6 +174,7 @@ func New(reg prometheus.Registerer, opts Options) (*Recorder, error) {
 		r.httpRequests, r.httpDurations,
 		r.approvalsRequested, r.approvalsResolved, r.approvalWait, r.turnsStarted, r.turnDuration,
 		r.workspacePrepare, r.gitClones, r.snapshotBytes, r.snapshotRestores,
+		r.networkDenied,
 		r.fanout,
 		r.packs,
 	}
@@ -322,6 +327,14 @@ func (r *Recorder) SnapshotKept(kind runs.SnapshotKind, bytes int64) {
 // SnapshotRestored counts a snapshot restored on this replica.
 func (r *Recorder) SnapshotRestored(kind runs.SnapshotKind) {
 	r.snapshotRestores.WithLabelValues(snapshotKindLabel(kind)).Inc()
+}
+
+// NetworkDenied counts a connection a run's network policy refused.
+func (r *Recorder) NetworkDenied(agent, tenant string) {
+	if tenant == "" {
+		tenant = "default"
+	}
+	r.networkDenied.WithLabelValues(r.agents.label(agent), tenant).Inc()
 }
 
 func snapshotKindLabel(k runs.SnapshotKind) string {

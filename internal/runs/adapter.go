@@ -351,6 +351,9 @@ type AgentInfo struct {
 	// Sandbox names the gateway's sandbox ("bubblewrap") when Enforcement
 	// is EnforcementSandbox.
 	Sandbox string `json:"sandbox,omitempty"`
+	// Networks are the network policies the gateway can give the
+	// agent's runs (see Network).
+	Networks []Network `json:"networks"`
 }
 
 // What enforces a run's permission, in AgentInfo.Enforcement.
@@ -358,3 +361,18 @@ const (
 	EnforcementSandbox = "sandbox"
 	EnforcementCLI     = "cli"
 )
+
+// NetworkNeeds is implemented by an adapter that knows where its CLI
+// reaches its model, so that the gateway can confine the CLI's network to
+// it (network "model" and "allow"). The runs of an agent whose adapter
+// lacks it can only have network "open".
+type NetworkNeeds interface {
+	// ModelEndpoints returns the host:port of every endpoint the CLI
+	// calls for its model, as its environment (getenv) and its home
+	// configure it. None: the CLI needs no network for its model.
+	ModelEndpoints(getenv func(string) string, home string) []string
+	// ProxyEnv returns the variables, beyond HTTP_PROXY and HTTPS_PROXY
+	// (which every CLI gets), that point the CLI and the commands its
+	// tools run at the egress proxy at proxyURL. Most CLIs need none.
+	ProxyEnv(proxyURL string) []string
+}

@@ -107,6 +107,12 @@ type Spec struct {
 	// Push asks for what the agent changed in a git workspace to be
 	// pushed on a new branch.
 	Push *PushSpec `json:"push,omitempty"`
+	// Network is what the agent may reach (see Network); empty until the
+	// supervisor resolves the default of the run's tenant at submission.
+	Network Network `json:"network,omitempty"`
+	// AllowHosts are the hosts NetworkAllow adds: names, addresses or
+	// CIDRs, each with or without a port (internal/egress.ParseRule).
+	AllowHosts []string `json:"allow_hosts,omitempty"`
 
 	// WorkDir is the run's directory, relative to its tenant's workspace
 	// root, as the supervisor made or restored it: Cwd lies in it. Set by
@@ -186,11 +192,16 @@ type Run struct {
 	Files []ChangedFile `json:"files,omitempty"`
 	// FilesTruncated says Files was cut at the record's bound
 	// (artifacts.MaxRecordedFiles); GET /v1/runs/{id}/files has them all.
-	FilesTruncated bool              `json:"files_truncated,omitempty"`
-	Error          *RunError         `json:"error,omitempty"`
-	Exit           *Exit             `json:"exit,omitempty"`
-	AgentVersion   string            `json:"agent_version,omitempty"`
-	Metadata       map[string]string `json:"metadata,omitempty"`
+	FilesTruncated bool      `json:"files_truncated,omitempty"`
+	Error          *RunError `json:"error,omitempty"`
+	Exit           *Exit     `json:"exit,omitempty"`
+	AgentVersion   string    `json:"agent_version,omitempty"`
+	// Network repeats the run's policy; NetworkDenied counts the
+	// connections it refused (each also a warning network_denied, once
+	// per host and port).
+	Network       Network           `json:"network,omitempty"`
+	NetworkDenied int               `json:"network_denied,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
 	// QueuePosition is, while the run is queued, its place in the queue
 	// all replicas share: 1 is the next run to start. It is read when
 	// the run is, not stored.

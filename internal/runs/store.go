@@ -219,4 +219,6 @@ type Observer interface {
 	// SnapshotRestored a snapshot restored on this replica.
 	SnapshotKept(kind SnapshotKind, bytes int64)
 	SnapshotRestored(kind SnapshotKind)
+	// NetworkDenied counts a connection a run's network policy refused.
+	NetworkDenied(agent, tenant string)
 }

@@ -54,6 +54,7 @@ var specChecks = []func(Spec) error{
 	checkMetadata,
 	checkCwd,
 	checkWorkspace,
+	checkNetwork,
 	func(s Spec) error { return checkWebhookSyntax(s.WebhookURL) },
 }
 

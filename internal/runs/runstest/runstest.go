@@ -108,3 +108,4 @@ func (NopObserver) TurnFinished(string, runs.State, float64)                {}
 func (NopObserver) WorkspacePrepared(string, float64, bool)                 {}
 func (NopObserver) SnapshotKept(runs.SnapshotKind, int64)                   {}
 func (NopObserver) SnapshotRestored(runs.SnapshotKind)                      {}
+func (NopObserver) NetworkDenied(string, string)                            {}
