@@ -14,18 +14,27 @@
 // proctree.Reap itself, and each reaper costs the Go runtime's start and
 // memory. A gateway built with cgo carries the same C, so it needs this
 // binary only where it is built without cgo, as the image's is.
+//
+// Given netns.ShimArg instead, it is a run's network shim (netns.RunShim),
+// which hands the run's proxy listener to the gateway and execs the CLI:
+// lighter to start than the gateway's binary, for the same reason.
 package main
 
 import (
 	"os"
 
+	"github.com/agentgate/agentgate/internal/netns"
 	"github.com/agentgate/agentgate/internal/proctree"
 	_ "github.com/agentgate/agentgate/internal/proctree/lightreaper"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == netns.ShimArg {
+		os.Exit(netns.RunShim(os.Args[2:]))
+	}
 	if len(os.Args) < 2 || os.Args[1] != proctree.ReaperArg {
 		os.Stderr.WriteString("usage: agentgate-reaper " + proctree.ReaperArg + " [-gateway=PID] ARGV...\n" +
+			"       agentgate-reaper " + netns.ShimArg + " -socket=PATH -- ARGV...\n" +
 			"agentgate-reaper is started by the agentgate gateway, one per run; it is not run by hand.\n")
 		os.Exit(125)
 	}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/agenttest"
 	"github.com/agentgate/agentgate/internal/mock/anthropic"
+	"github.com/agentgate/agentgate/internal/netns"
 	"github.com/agentgate/agentgate/internal/proctree"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
@@ -44,6 +45,9 @@ func TestMain(m *testing.M) {
 	mcptest.Main() // the MCP server of TestGivenAndLeftEndToEnd is this binary
 	if len(os.Args) > 1 && os.Args[1] == proctree.ReaperArg {
 		testproc.Exit(proctree.Reap(os.Args[2:])) // the gateway runs agents under its own binary
+	}
+	if len(os.Args) > 1 && os.Args[1] == netns.ShimArg {
+		testproc.Exit(netns.RunShim(os.Args[2:])) // a sandboxed run's network shim
 	}
 	if os.Getenv(asGatewayEnv) != "" {
 		main()

@@ -28,6 +28,7 @@ import (
 	"github.com/agentgate/agentgate/internal/adapters/copilot"
 	"github.com/agentgate/agentgate/internal/adapters/gemini"
 	"github.com/agentgate/agentgate/internal/adapters/opencode"
+	"github.com/agentgate/agentgate/internal/netns"
 	"github.com/agentgate/agentgate/internal/probe"
 	"github.com/agentgate/agentgate/internal/proctree"
 	_ "github.com/agentgate/agentgate/internal/proctree/lightreaper"
@@ -43,6 +44,11 @@ func main() {
 		// reapers never get here: lightreaper reaps before the Go
 		// runtime, and so before every package here, starts.
 		os.Exit(proctree.Reap(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == netns.ShimArg {
+		// A run's sandbox starts its CLI under this binary, inside the
+		// run's network namespace; see netns.RunShim.
+		os.Exit(netns.RunShim(os.Args[2:]))
 	}
 	if len(os.Args) > 1 {
 		if c, ok := lookupCommand(os.Args[1]); ok {

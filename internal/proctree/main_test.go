@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/netns"
 	"github.com/agentgate/agentgate/internal/testproc"
 )
 
@@ -31,6 +32,9 @@ const ownCgroupEnv = "PROCTREE_TEST_OWN_CGROUP"
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == ReaperArg {
 		testproc.Exit(Reap(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == netns.ShimArg {
+		testproc.Exit(netns.RunShim(os.Args[2:])) // a sandboxed run's network shim
 	}
 	if os.Getenv(ownCgroupEnv) != "" {
 		dir, ok := ownCgroup(os.Getppid())

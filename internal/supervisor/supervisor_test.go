@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/agentgate/agentgate/internal/netns"
 	"github.com/agentgate/agentgate/internal/proctree"
 	"github.com/agentgate/agentgate/internal/proctree/proctreetest"
 	"github.com/agentgate/agentgate/internal/runs"
@@ -42,6 +43,9 @@ func TestMain(m *testing.M) {
 	}
 	if len(os.Args) > 1 && os.Args[1] == proctree.ReaperArg {
 		testproc.Exit(proctree.Reap(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == netns.ShimArg {
+		testproc.Exit(netns.RunShim(os.Args[2:])) // a sandboxed run's network shim
 	}
 	if mode := os.Getenv(fakeAgentEnv); mode != "" {
 		testproc.Exit(fakeAgent(mode))
