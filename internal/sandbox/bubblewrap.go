@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/netns"
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/supervisor"
 )
@@ -63,6 +65,10 @@ func New(opts Options) (*Bubblewrap, error) {
 		return nil, fmt.Errorf("%w: %s not found (install the bubblewrap package): %w", ErrUnavailable, opts.Bwrap, err)
 	}
 	env, err := exec.LookPath(opts.Env)
+	if err == nil {
+		// Absolute: the network shim execs it by its path alone.
+		env, err = filepath.Abs(env)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s not found (coreutils): %w", ErrUnavailable, opts.Env, err)
 	}
@@ -86,10 +92,10 @@ func New(opts Options) (*Bubblewrap, error) {
 // Enforcement returns Name.
 func (b *Bubblewrap) Enforcement() string { return Name }
 
-// Wrap returns the argv that runs argv confined as c says. Under Full it
-// is argv itself. Otherwise it is
+// Wrap returns the argv that runs argv confined as c says. Under Full
+// without c.Network it is argv itself. Otherwise it is
 //
-//	env --ignore-signal=INT,TERM bwrap <mounts> -- env --default-signal=INT,TERM argv...
+//	env --ignore-signal=INT,TERM bwrap <flags> -- [shim] env --default-signal=INT,TERM argv...
 //
 // bwrap's outer process forwards no signal, and dies of the SIGTERM the
 // supervisor sends to the run's process group, taking the whole sandbox
@@ -99,15 +105,20 @@ func (b *Bubblewrap) Enforcement() string { return Name }
 // dispositions back. An interrupt sent to the started process alone (not
 // its group) is thereby lost: the supervisor's SIGTERM follows it.
 //
+// With c.Network the sandbox has a network namespace of its own, and the
+// shim, when there is one, hands the gateway its proxy listener before it
+// execs env (netns.RunShim). Under Full the flags are then those of
+// fullNetFlags: the run keeps the whole file system, writable.
+//
 // The dirs of c must exist; a hidden path that does not exist is skipped.
 func (b *Bubblewrap) Wrap(c supervisor.Confinement, argv []string) ([]string, error) {
-	if c.Permission == runs.Full {
+	if c.Permission == runs.Full && c.Network == nil {
 		return argv, nil
 	}
 	if len(argv) == 0 {
 		return nil, errors.New("sandbox: empty argv")
 	}
-	if c.Permission != runs.ReadOnly && c.Permission != runs.WorkspaceWrite {
+	if c.Permission != runs.ReadOnly && c.Permission != runs.WorkspaceWrite && c.Permission != runs.Full {
 		return nil, fmt.Errorf("sandbox: unknown permission %q", c.Permission)
 	}
 	for name, d := range map[string]string{"dir": c.Dir, "home": c.Home, "temp dir": c.TempDir} {
@@ -118,9 +129,30 @@ func (b *Bubblewrap) Wrap(c supervisor.Confinement, argv []string) ([]string, er
 			return nil, fmt.Errorf("sandbox: the run's %s %s is not a directory", name, d)
 		}
 	}
-	dir, home, tmp := resolve(c.Dir), resolve(c.Home), resolve(c.TempDir)
+	dir, tmp := resolve(c.Dir), resolve(c.TempDir)
+	inner, err := b.inner(c, tmp, argv)
+	if err != nil {
+		return nil, err
+	}
 	out := []string{b.env, "--ignore-signal=INT,TERM", b.bwrap}
-	out = append(out, baseFlags...)
+	if c.Permission == runs.Full {
+		out = append(out, fullNetFlags...)
+		if b.root {
+			out = append(out, "--cap-drop", "ALL")
+		}
+	} else {
+		out = append(out, b.mounts(c, dir, tmp)...)
+	}
+	out = append(out, "--chdir", dir, "--")
+	return append(out, inner...), nil
+}
+
+// mounts returns the flags of a read_only or workspace_write run.
+func (b *Bubblewrap) mounts(c supervisor.Confinement, dir, tmp string) []string {
+	out := slices.Clone(baseFlags)
+	if c.Network != nil {
+		out = append(out, "--unshare-net")
+	}
 	if b.root {
 		out = append(out, rootFlags...)
 	}
@@ -137,6 +169,7 @@ func (b *Bubblewrap) Wrap(c supervisor.Confinement, argv []string) ([]string, er
 			out = append(out, "--ro-bind", os.DevNull, p)
 		}
 	}
+	home := resolve(c.Home)
 	out = append(out, "--bind", home, home, "--bind", tmp, tmp)
 	if c.Permission == runs.WorkspaceWrite {
 		out = append(out, "--bind", dir, dir)
@@ -148,7 +181,25 @@ func (b *Bubblewrap) Wrap(c supervisor.Confinement, argv []string) ([]string, er
 	for _, p := range readOnly {
 		out = append(out, "--remount-ro", p)
 	}
-	out = append(out, "--chdir", dir, "--", b.env, "--default-signal=INT,TERM")
+	return out
+}
+
+// inner returns what bwrap runs: argv under env, which gives it the
+// default signal dispositions back, under the shim when c has one. tmp is
+// c.TempDir resolved, where the sandbox sees the shim's socket.
+func (b *Bubblewrap) inner(c supervisor.Confinement, tmp string, argv []string) ([]string, error) {
+	var out []string
+	if n := c.Network; n != nil && n.Shim != "" {
+		socket, err := socketInside(c, tmp)
+		if err != nil {
+			return nil, err
+		}
+		if !filepath.IsAbs(n.Shim) {
+			return nil, fmt.Errorf("sandbox: the network shim %q is not an absolute path", n.Shim)
+		}
+		out = append([]string{n.Shim}, netns.ShimArgs(socket, nil)...)
+	}
+	out = append(out, b.env, "--default-signal=INT,TERM")
 	if strings.Contains(argv[0], "=") {
 		// env takes every word with "=" before the command for a
 		// variable to set, and has no way to say otherwise: a CLI
@@ -157,6 +208,16 @@ func (b *Bubblewrap) Wrap(c supervisor.Confinement, argv []string) ([]string, er
 		out = append(out, "/bin/sh", "-c", `exec "$0" "$@"`)
 	}
 	return append(out, argv...), nil
+}
+
+// socketInside returns the path of c.Network's socket under tmp, where the
+// sandbox mounts the run's temporary directory.
+func socketInside(c supervisor.Confinement, tmp string) (string, error) {
+	rel, err := filepath.Rel(c.TempDir, c.Network.Socket)
+	if err != nil || !filepath.IsAbs(c.Network.Socket) || rel == "." || strings.HasPrefix(rel, "..") {
+		return "", fmt.Errorf("sandbox: the shim's socket %q is not inside the run's temp dir %s", c.Network.Socket, c.TempDir)
+	}
+	return filepath.Join(tmp, rel), nil
 }
 
 // baseFlags are the namespaces and mounts of every confined run, before
@@ -178,6 +239,19 @@ var baseFlags = []string{
 // what it still allows.
 var rootFlags = []string{"--cap-drop", "ALL", "--cap-add", "CAP_SETFCAP"}
 
+// fullNetFlags confine a full run with a network namespace of its own, and
+// nothing else: the host's whole tree stays writable. The PID namespace
+// and its /proc keep the run from the gateway's processes, whose network
+// namespace /proc/<pid>/ns/net would be a way back to the host's; as root
+// every capability is dropped too (Wrap), since with CAP_SYS_ADMIN a
+// process can setns(2) into any namespace it can open.
+var fullNetFlags = []string{
+	"--die-with-parent",
+	"--dev-bind", "/", "/",
+	"--unshare-net",
+	"--unshare-pid", "--proc", "/proc",
+}
+
 // probeTimeout bounds Probe's bwrap run.
 const probeTimeout = 15 * time.Second
 
@@ -186,12 +260,24 @@ const probeTimeout = 15 * time.Second
 // ErrUnavailable: no user or mount namespaces for this user, a seccomp
 // profile in a container that refuses them, a missing /proc.
 func (b *Bubblewrap) Probe(ctx context.Context) error {
+	return b.probe(ctx, nil)
+}
+
+// ProbeNetwork is Probe with a network namespace of the run's own
+// (--unshare-net), which a container's seccomp profile or a kernel
+// without network namespaces may refuse where the rest works. The probe
+// has no shim: it tests the namespace, not the gateway's binary.
+func (b *Bubblewrap) ProbeNetwork(ctx context.Context) error {
+	return b.probe(ctx, &supervisor.NetConfinement{})
+}
+
+func (b *Bubblewrap) probe(ctx context.Context, network *supervisor.NetConfinement) error {
 	root, err := os.MkdirTemp("", "agentgate-sandbox-probe-")
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	defer os.RemoveAll(root)
-	c := supervisor.Confinement{RunID: "probe", Permission: runs.WorkspaceWrite,
+	c := supervisor.Confinement{RunID: "probe", Permission: runs.WorkspaceWrite, Network: network,
 		Dir: filepath.Join(root, "dir"), Home: filepath.Join(root, "home"), TempDir: filepath.Join(root, "tmp")}
 	for _, d := range []string{c.Dir, c.Home, c.TempDir} {
 		if err := os.Mkdir(d, 0o700); err != nil {
@@ -206,6 +292,11 @@ func (b *Bubblewrap) Probe(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	return runProbe(ctx, argv)
+}
+
+// runProbe runs argv, bounded by probeTimeout, and says why it failed.
+func runProbe(ctx context.Context, argv []string) error {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)

@@ -10,8 +10,9 @@
 // Under read_only and workspace_write the whole file system is read-only,
 // except the agent's home, the run's own temporary directory (its TMPDIR,
 // TMP and TEMP, made under supervisor.Config.TempRoot and removed with the run)
-// and, under workspace_write only, the run's directory. full is unconfined:
-// Wrap returns the argv unchanged. The mounts, in order (order matters:
+// and, under workspace_write only, the run's directory. full is unconfined
+// (Wrap returns the argv unchanged) unless the run's network is (below).
+// The mounts, in order (order matters:
 // a later mount covers an earlier one):
 //
 //	--ro-bind / /              the host's tree, read-only (the host's /tmp stays, read-only:
@@ -37,6 +38,27 @@
 // in the sandbox's mount namespace, root undoes it (umount of a hiding
 // tmpfs showed the data dir again, and `mount -o remount,bind,rw /` made
 // the root writable; both were tried and worked before the drop).
+//
+// # The network
+//
+// A run whose Confinement has a Network gets a network namespace of its
+// own (--unshare-net): only lo, which bwrap brings up. Nothing reaches the
+// host's network from there, not its loopback, nor a DNS server, by TCP,
+// UDP or raw sockets. The CLI's only way out is the gateway's egress
+// proxy: bwrap runs the shim first (netns.RunShim), which listens on the
+// namespace's 127.0.0.1:3128, hands that listener to the gateway and execs
+// the CLI (shim → env → CLI, one process), so the gateway serves the
+// proxy from outside and decides each connection. With no shim (policy
+// none) the run has no way out at all.
+//
+// A full run with a Network is wrapped too, minimally: the host's whole
+// tree stays writable (--dev-bind / /), with --unshare-net, --unshare-pid
+// and a fresh /proc (the gateway's /proc/<pid>/ns/net would lead back to
+// the host's network), --die-with-parent, and as root every capability
+// dropped, since with CAP_SYS_ADMIN a process can setns(2) into any
+// network namespace it can open. Such a root keeps uid 0 but loses what
+// the capabilities gave it, such as reading files of other users
+// regardless of their mode.
 //
 // # Signals and exit status
 //
@@ -81,8 +103,11 @@
 //
 // # What is not enforced
 //
-// The network is shared: the agent must reach its model API, and so it can
-// reach anything the gateway's host can. The agent's home is shared by all
+// Without a Network in its Confinement, a run shares the host's network:
+// it can reach anything the gateway's host can, the gateway's own ports
+// and the cloud's metadata address included. With one, what it reaches
+// through the proxy is the proxy's policy, not this package's. The
+// agent's home is shared by all
 // the runs of that agent (its login and sessions live there): a run can
 // read and change what earlier runs of the same agent left in it. The
 // adapters' Preflight commands run unconfined, before the sandboxed CLI.

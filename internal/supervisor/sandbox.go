@@ -42,6 +42,20 @@ type Confinement struct {
 	// TempDir is the run's own temporary directory (its TMPDIR):
 	// writable, and removed when the run ends.
 	TempDir string
+	// Network, when set, gives the run a network namespace of its own
+	// (only lo), and starts the CLI under the shim so that the gateway's
+	// egress proxy is its only way out. Nil: the host's network.
+	Network *NetConfinement
+}
+
+// NetConfinement is how a run with a network namespace of its own reaches
+// out: through the listener the shim hands the gateway (see netns).
+type NetConfinement struct {
+	// Shim is the binary that runs netns.RunShim when given
+	// netns.ShimArg; "" gives the run no way out at all (policy none).
+	Shim string
+	// Socket is the netns.Handoff's path, inside the run's TempDir.
+	Socket string
 }
 
 // sandboxExit undoes what bubblewrap does to a CLI killed by a signal: it
