@@ -15,6 +15,8 @@ type fakeResolver struct {
 	mu      sync.Mutex
 	answers map[string][]netip.Addr
 	lookups map[string]int
+	// afterLookup, if set, is called after each lookup, outside the lock.
+	afterLookup func(host string)
 }
 
 func newFakeResolver(answers map[string]string) *fakeResolver {
@@ -37,12 +39,17 @@ func (f *fakeResolver) set(name, addrs string) {
 
 func (f *fakeResolver) LookupNetIP(_ context.Context, network, host string) ([]netip.Addr, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.lookups[host]++
-	if a, ok := f.answers[host]; ok && network == "ip" {
-		return a, nil
+	a, ok := f.answers[host]
+	after := f.afterLookup
+	f.mu.Unlock()
+	if after != nil {
+		after(host)
 	}
-	return nil, errors.New("no such host")
+	if !ok || network != "ip" {
+		return nil, errors.New("no such host")
+	}
+	return a, nil
 }
 
 func (f *fakeResolver) count(host string) int {
