@@ -57,7 +57,9 @@ type Proxy struct {
 // why; a target that cannot be resolved or reached, 502; any other request
 // (origin-form, a bad CONNECT target, an https:// URL), 400; a connection
 // beyond MaxConns, 503. denied(host, port) is called once per distinct
-// refused host:port per Serve, from the connection's goroutine.
+// refused host:port per Serve (for at most 1024 of them; later ones are
+// only logged), from the refused connection's goroutine: it may be called
+// concurrently, and should not block.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener, pol Policy, denied func(host string, port int)) error {
 	s := p.newSession(pol, denied)
 	return s.serve(ctx, ln)
@@ -74,7 +76,7 @@ type session struct {
 	srv         *http.Server
 
 	conns    sync.WaitGroup // the server's connections not yet closed or hijacked
-	handlers sync.WaitGroup // handlers of hijacked connections (tunnels)
+	handlers sync.WaitGroup // handlers running, hijacked connections' included
 
 	mu         sync.Mutex
 	tunnelling map[net.Conn]struct{} // both ends of every tunnel
@@ -174,6 +176,11 @@ func (s *session) connState(_ net.Conn, st http.ConnState) {
 
 // ServeHTTP checks each request's target and tunnels or forwards it.
 func (s *session) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Counted so that serve waits for it: a handler goes on after its
+	// connection is hijacked (a tunnel, an upgraded forward), when the
+	// server no longer counts the connection.
+	s.handlers.Add(1)
+	defer s.handlers.Done()
 	t, err := parseTarget(r.Method, r.RequestURI)
 	if err == nil && r.Method != http.MethodConnect {
 		// net/http read the URL too, and the forwarded request is its
@@ -195,8 +202,6 @@ func (s *session) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case !d.Allowed:
 		s.refuse(w, t, d.Reason)
 	case r.Method == http.MethodConnect:
-		s.handlers.Add(1)
-		defer s.handlers.Done()
 		s.tunnel(w, r, t, d.Addr)
 	default:
 		s.forward(w, r, t, d.Addr)
