@@ -241,6 +241,19 @@
 // exit before the result; see Outcome). A Session is interrupted with the
 // control protocol's interrupt instead (see Sessions).
 //
+// # Network
+//
+// ModelEndpoints is the host of ANTHROPIC_BASE_URL (from the gateway or
+// the "env" of the home's settings.json), else api.anthropic.com:443, and
+// platform.claude.com:443, where a login in ~/.claude/.credentials.json
+// is refreshed. With HTTP_PROXY, HTTPS_PROXY and ALL_PROXY set (NO_PROXY
+// empty) 2.1.332 (a native binary) sends everything through the proxy,
+// the mock on 127.0.0.1 included (TestProxyRealCLI): its model requests
+// as absolute-form POST /v1/messages, a Bash command's curl (which reads
+// the lower-case variables), and every request of its MCP client to a
+// server given by URL. It asked the proxy for nothing else. ProxyEnv adds
+// nothing.
+//
 // # Events
 //
 //	system/init                           session.started (session id, model, tools)

@@ -15,7 +15,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -266,4 +268,49 @@ func hostPort(host, scheme string) string {
 		port = "80"
 	}
 	return net.JoinHostPort(strings.Trim(host, "[]"), port)
+}
+
+// StartSink starts a server on 127.0.0.1 that answers every request with
+// "sink": the target of a tool's command in a test, which the proxy
+// records when the command goes through it. It returns the sink's URL.
+func StartSink(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "sink")
+	})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		<-done
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// Target returns the host:port of an http URL such as StartSink's.
+func Target(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	return hostPort(u.Host, u.Scheme)
+}
+
+// Unexpected returns the requests for targets not in allowed: what a CLI
+// reached beyond what it was meant to.
+func (p *Proxy) Unexpected(allowed ...string) []Request {
+	var out []Request
+	for _, r := range p.Requests() {
+		if !slices.Contains(allowed, r.Target) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
