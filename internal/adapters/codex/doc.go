@@ -247,6 +247,22 @@
 // them Codex talks to its model endpoint only (without them it tries
 // GitHub and ChatGPT hosts and adds about 5 s to a run).
 //
+// # Network
+//
+// ModelEndpoints is the host of the base_url of the provider config.toml
+// selects, else the built-in provider's: api.openai.com:443, with
+// chatgpt.com:443 (the model of a ChatGPT login) and auth.openai.com:443
+// (its token refresh) when auth.json holds a ChatGPT login, or the local
+// ports of ollama and lmstudio. With HTTP_PROXY, HTTPS_PROXY and ALL_PROXY
+// set (NO_PROXY empty) 0.171.0 sends its model requests through the
+// proxy as absolute-form POST /v1/responses, the mock on 127.0.0.1
+// included (its HTTP client makes no exception for loopback); a command
+// run with danger-full-access gets the variables (its curl went through
+// the proxy), and its MCP client's requests to a server given by URL go
+// through it too (TestProxyRealCLI). It asked the proxy for nothing else.
+// ProxyEnv adds nothing. Under workspace-write and read-only Codex's own
+// sandbox takes a command's network away whatever the proxy.
+//
 // # Binary
 //
 // The npm package's `codex` is a Node launcher that starts the native
