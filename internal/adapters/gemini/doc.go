@@ -103,6 +103,24 @@
 // logged in, and beside GEMINI_API_KEY it is ignored, whatever the SDK's
 // warning "Using GOOGLE_API_KEY" says.
 //
+// # Network
+//
+// ModelEndpoints follows the settings' security.auth.selectedType: for an
+// API key the host of GOOGLE_GEMINI_BASE_URL, else
+// generativelanguage.googleapis.com:443; aiplatform.googleapis.com:443
+// for vertex-ai; for oauth-personal cloudcode-pa.googleapis.com (the
+// model), oauth2.googleapis.com (token refresh) and www.googleapis.com
+// (the account). Node 20 (the CLI's runtime here) has no NODE_USE_ENV_PROXY
+// and its fetch ignores the proxy variables, but the CLI installs a proxy
+// dispatcher of its own from HTTPS_PROXY/HTTP_PROXY: with them set
+// (NO_PROXY empty) 0.61.0 sent its model requests through the proxy as a
+// CONNECT tunnel, also to the mock's plain http://127.0.0.1, and a
+// run_shell_command's curl got the variables and went through it
+// (TestProxyRealCLI). It asked the proxy for nothing else. ProxyEnv adds
+// nothing. A "proxy" in the operator's settings.json wins over the
+// variables (the CLI then fails to connect: only the proxy leads out).
+// An MCP server given by URL runs over ACP and was not checked here.
+//
 // # Processes
 //
 // The npm command is a Node script. Left to itself it re-executes itself
