@@ -89,6 +89,18 @@
 // times (about 26 s); a 400 not at all. The run's deadline bounds the
 // rest.
 //
+// # Network
+//
+// ModelEndpoints is the host of COPILOT_PROVIDER_BASE_URL (BYOK), else
+// GitHub's: api.github.com and the githubcopilot.com API hosts. With
+// HTTP_PROXY, HTTPS_PROXY and ALL_PROXY set (NO_PROXY empty) 1.0.102 (a
+// native binary with a Node runtime of its own) sent its model requests,
+// offline BYOK on the mock at 127.0.0.1, through the proxy as
+// absolute-form POST /v1/responses, and a bash command's curl got the
+// variables and went through it (TestProxyRealCLI); it asked the proxy
+// for nothing else. ProxyEnv adds nothing. An MCP server given by URL was
+// not checked here.
+//
 // # Interactive runs and approvals (ACP)
 //
 // A run whose Spec.Session() (interactive, or approvals "ask") runs the
