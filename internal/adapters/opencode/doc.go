@@ -45,6 +45,22 @@
 // each step from the model's cost in its configuration), and asks for
 // output_schema in the prompt; it strips those fields before Command.
 //
+// # Network
+//
+// ModelEndpoints is the baseURL (or api) of every provider the
+// configurations OpenCode reads declare, the built-in host of a provider
+// they name without one, of the default model's provider and of those the
+// passed key variables (OPENAI_API_KEY, ANTHROPIC_API_KEY) or `opencode
+// auth login` give credentials, since a run may pick any provider's
+// model; OpenCode's own (opencode.ai) when there is none. With
+// HTTP_PROXY, HTTPS_PROXY and ALL_PROXY set (NO_PROXY empty) 1.18.33 sent
+// its model requests to the mock at 127.0.0.1 through the proxy as
+// absolute-form POST /v1/chat/completions, and a bash command's curl got
+// the variables and went through it (TestProxyRealCLI). It also asked the
+// proxy for registry.npmjs.org:443 (a CONNECT, for its provider's npm
+// package) and, refused, ran on. ProxyEnv adds nothing. An MCP server
+// given by URL was not checked here.
+//
 // # Permissions
 //
 // The level goes in OPENCODE_PERMISSION, which OpenCode merges into the
