@@ -69,6 +69,9 @@ type execution struct {
 	// run's changes to its directory.
 	emitLine func(...runs.Event)
 	changes  *artifacts.Watch
+	// egress is the process's way out of its network namespace, nil
+	// under network open (network.go).
+	egress *egressRun
 }
 
 // execute runs t's process to the end and records the outcome.
@@ -91,6 +94,7 @@ func (s *Supervisor) execute(t *task) {
 		return
 	}
 	exit, stderrTail, err := x.supervise(p)
+	x.stopEgress()
 	x.conclude(exit, stderrTail, err)
 }
 
@@ -250,11 +254,13 @@ func (x *execution) command() (process, bool) {
 	}
 	if err == nil {
 		env = append(env, "TMPDIR="+tmp, "TMP="+tmp, "TEMP="+tmp)
-		if s.cfg.Sandbox != nil {
-			argv, x.confined, err = s.confine(t, argv, tmp)
+		var net *NetConfinement
+		if net, env, err = x.startEgress(env, tmp); err == nil && s.cfg.Sandbox != nil {
+			argv, x.confined, err = s.confine(t, argv, tmp, net)
 		}
 	}
 	if err != nil {
+		x.stopEgress()
 		x.drain()
 		log.Error("confine agent process", zap.Error(err))
 		x.finish(runs.Outcome{}, runs.NewRunError(runs.Internal, "could not prepare the agent's process: "+err.Error(), ""), nil)

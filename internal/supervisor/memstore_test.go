@@ -217,6 +217,7 @@ func (nopObserver) TurnFinished(string, runs.State, float64)                {}
 func (nopObserver) WorkspacePrepared(string, float64, bool)                 {}
 func (nopObserver) SnapshotKept(runs.SnapshotKind, int64)                   {}
 func (nopObserver) SnapshotRestored(runs.SnapshotKind)                      {}
+func (nopObserver) NetworkDenied(string, string)                            {}
 
 func (m *memStore) SendInput(ctx context.Context, replica, runID string, body []byte) ([]byte, error) {
 	m.mu.Lock()

@@ -135,6 +135,7 @@ func (s *Supervisor) recordFinished(t *task, out runs.Outcome, status runs.State
 	t.mu.Unlock()
 	r.Result, r.StructuredOutput, r.Usage, r.CostUSD, r.NumTurns = out.Result, out.StructuredOutput, out.Usage, out.CostUSD, out.NumTurns
 	r.Diff = out.Diff
+	r.NetworkDenied = int(t.netDenied.Load())
 	*r = s.redactor(t).Run(*r) // what is stored, returned and retried later
 	if out.SessionID != "" {
 		r.SessionID = out.SessionID

@@ -94,8 +94,8 @@ func (s *Supervisor) runTempDir(t *task) (string, error) {
 // confine returns argv wrapped in the run's confinement, whose temporary
 // directory is tmp, and whether argv was wrapped at all (Full runs
 // unconfined).
-func (s *Supervisor) confine(t *task, argv []string, tmp string) (wrapped []string, confined bool, err error) {
-	c := Confinement{RunID: t.run.ID, Permission: t.inv.Spec.Permission, TempDir: tmp}
+func (s *Supervisor) confine(t *task, argv []string, tmp string, net *NetConfinement) (wrapped []string, confined bool, err error) {
+	c := Confinement{RunID: t.run.ID, Permission: t.inv.Spec.Permission, TempDir: tmp, Network: net}
 	if c.Dir, err = filepath.Abs(t.inv.Dir); err == nil {
 		c.Home, err = filepath.Abs(t.inv.Home)
 	}
@@ -109,7 +109,7 @@ func (s *Supervisor) confine(t *task, argv []string, tmp string) (wrapped []stri
 	if err != nil {
 		return nil, false, err
 	}
-	return wrapped, c.Permission != runs.Full, nil
+	return wrapped, c.Permission != runs.Full || net != nil, nil
 }
 
 // confined points the session's kill of an interrupted turn's tools

@@ -57,6 +57,9 @@ func (s *Supervisor) checkSubmittedSpec(ctx context.Context, sub *submission) er
 	if err := runs.CheckFields(d, *spec); err != nil {
 		return err
 	}
+	if err := s.resolveNetwork(spec, sub.agent); err != nil {
+		return err
+	}
 	if err := s.checkWebhook(*spec); err != nil {
 		return err
 	}
@@ -214,7 +217,7 @@ func (s *Supervisor) recordSubmission(storeCtx context.Context, sub *submission)
 	r = runs.Run{
 		ID: sub.runID, Agent: spec.Agent, Model: spec.Model, Status: runs.Queued,
 		CreatedAt: s.cfg.Now().UTC(), AgentVersion: a.info.Version, Metadata: spec.Metadata,
-		Spec: spec, Interactive: spec.Interactive, Approvals: spec.Approvals,
+		Spec: spec, Interactive: spec.Interactive, Approvals: spec.Approvals, Network: spec.Network,
 		Tenant: spec.Tenant, CreatedBy: actorPtr(sub.actor),
 	}
 	if err := s.store.CreateRun(storeCtx, s.cfg.Limits.record(r)); err != nil {

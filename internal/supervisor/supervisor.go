@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -113,6 +114,8 @@ type Config struct {
 	// when the run ends (see proctree.Cgroups); without it a run's
 	// processes are contained by the reaper and the cookie alone.
 	Cgroups *proctree.Cgroups
+	// Network gives runs their network policy and enforces it.
+	Network NetworkConfig
 	// WorkspaceRetention, when positive, is how long the run directories
 	// the supervisor creates are kept; older ones are removed.
 	WorkspaceRetention time.Duration
@@ -334,6 +337,8 @@ type task struct {
 	// while the run runs (its session, usage, turns, approvals, files)
 	// is written under mu.
 	run runs.Run
+	// netDenied counts the connections the run's network policy refused.
+	netDenied atomic.Int64
 
 	// Everything below changes while the run runs, and is guarded by mu.
 	mu      sync.Mutex
@@ -524,6 +529,7 @@ func (s *Supervisor) Agents() []runs.AgentInfo {
 		if s.cfg.Sandbox != nil {
 			info.Enforcement, info.Sandbox = runs.EnforcementSandbox, s.cfg.Sandbox.Enforcement()
 		}
+		info.Networks = s.networks(s.agents[n])
 		out = append(out, info)
 	}
 	return out
