@@ -43,6 +43,8 @@ var runFields = []runField{
 	{runs.FieldWorkspace, decodeWorkspace},
 	{runs.FieldPush, decodePush},
 	{runs.FieldPermission, oneOf(permissions, runs.WorkspaceWrite, func(s *runs.Spec) *runs.Permission { return &s.Permission })},
+	{runs.FieldNetwork, oneOf(networkPolicies, "", func(s *runs.Spec) *runs.Network { return &s.Network })},
+	{runs.FieldAllowHosts, decodeAllowHosts},
 	{runs.FieldApprovals, oneOf(approvalModes, "", func(s *runs.Spec) *runs.Approvals { return &s.Approvals })},
 	{runs.FieldApprovalTimeoutSeconds, integerField(1, int(runs.MaxApprovalTimeout.Seconds()),
 		func(s *runs.Spec) *int { return &s.ApprovalTimeoutSeconds })},

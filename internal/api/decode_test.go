@@ -172,6 +172,12 @@ func TestDecodeRunRequestErrors(t *testing.T) {
 		{`{` + ok + `,"push":"b"}`, CodeInvalidField, "push", `must be an object: {"branch": …, "message": …}`},
 		{`{` + ok + `,"cwd":"` + strings.Repeat("d", maxCwdBytes+1) + `"}`, CodeInvalidField, "cwd", "must be a relative path that stays inside the workspace"},
 		{`{` + ok + `,"permission":""}`, CodeInvalidField, "permission", "must be one of read_only, workspace_write, full"},
+		{`{` + ok + `,"network":"internet"}`, CodeInvalidField, "network", "must be one of model, allow, open, none"},
+		{`{` + ok + `,"network":1}`, CodeInvalidField, "network", "must be a string"},
+		{`{` + ok + `,"network":"allow","allow_hosts":"a.example.com"}`, CodeInvalidField, "allow_hosts", "must be an array of strings"},
+		{`{` + ok + `,"network":"allow","allow_hosts":[1]}`, CodeInvalidField, "allow_hosts", "must be an array of strings"},
+		{`{` + ok + `,"network":"allow","allow_hosts":["` + strings.Repeat("h", 261) + `"]}`, CodeInvalidField, "allow_hosts", "entry 0 is longer than 260 bytes"},
+		{`{` + ok + `,"network":"allow","allow_hosts":[` + strings.Repeat(`"h.example.com",`, 64) + `"x"]}`, CodeInvalidField, "allow_hosts", "must have at most 64 entries"},
 		{`{` + ok + `,"approvals":1}`, CodeInvalidField, "approvals", "must be a string"},
 		{`{` + ok + `,"approvals":"always"}`, CodeInvalidField, "approvals", "must be one of never, ask"},
 		{`{` + ok + `,"approval_timeout_seconds":86401}`, CodeInvalidField, "approval_timeout_seconds", "must be an integer from 1 to 86400"},
@@ -218,7 +224,8 @@ func TestDecodeRunRequestAllFields(t *testing.T) {
 		"resume_session_id":"s-1","keep_session":true,"metadata":{"k":"v"},"cwd":"a/b","permission":"read_only",
 		"approvals":"ask","approval_timeout_seconds":30,"interactive":true,"idle_timeout_seconds":40,
 		"max_total_tokens":1099511627776,"mcp_servers":{"m":{"url":"https://h/"}},
-		"attachments":[{"file_id":"file-0196a7c8-5a3e-7b1e-9d0a-2f4c6b8e1a3d"}],"webhook_url":"https://hook/x"}`
+		"attachments":[{"file_id":"file-0196a7c8-5a3e-7b1e-9d0a-2f4c6b8e1a3d"}],"webhook_url":"https://hook/x",
+		"network":"allow","allow_hosts":["registry.npmjs.org:443","10.0.0.0/8"]}`
 	got, err := decodeRunRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +235,8 @@ func TestDecodeRunRequestAllFields(t *testing.T) {
 		ResumeSessionID: "s-1", KeepSession: true, Metadata: map[string]string{"k": "v"}, Cwd: "a/b",
 		Permission: runs.ReadOnly, Approvals: runs.ApprovalsAsk, ApprovalTimeoutSeconds: 30, Interactive: true,
 		IdleTimeoutSeconds: 40, MaxTotalTokens: 1 << 40, MCPServers: map[string]runs.MCPServer{"m": {URL: "https://h/"}},
-		Attachments: []runs.Attachment{{FileID: "file-0196a7c8-5a3e-7b1e-9d0a-2f4c6b8e1a3d"}}, WebhookURL: "https://hook/x"}
+		Attachments: []runs.Attachment{{FileID: "file-0196a7c8-5a3e-7b1e-9d0a-2f4c6b8e1a3d"}}, WebhookURL: "https://hook/x",
+		Network: runs.NetworkAllow, AllowHosts: []string{"registry.npmjs.org:443", "10.0.0.0/8"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("spec\n%+v, want\n%+v", got, want)
 	}
