@@ -88,6 +88,12 @@ type config struct {
 	// the agents must not see.
 	Sandbox     string   `envconfig:"SANDBOX" default:"auto" desc:"auto or bubblewrap: confine every agent with bubblewrap, or refuse to start; cli-only: only the CLIs' flags enforce permission"`
 	SandboxHide []string `envconfig:"SANDBOX_HIDE" desc:"more paths agents must not see, comma-separated"`
+	// Network is the policy of runs that name none (runs.Network):
+	// unset, model where the sandbox can give runs network namespaces,
+	// else open.
+	Network           string            `envconfig:"NETWORK" desc:"network policy of runs that name none: model, open or none; unset: model where the sandbox can make network namespaces, else open"`
+	TenantNetwork     map[string]string `envconfig:"TENANT_NETWORK" desc:"tenants' own default network policies, tenant:policy pairs, comma-separated"`
+	NetworkForbidOpen []string          `envconfig:"NETWORK_FORBID_OPEN" desc:"tenants whose runs may not have network open, comma-separated; * for every tenant"`
 	// RedactPatternsFile names a file of regular expressions, one a line,
 	// whose matches are redacted from events, records and logs.
 	RedactPatternsFile string `envconfig:"REDACT_PATTERNS_FILE" desc:"regular expressions, one a line, redacted from events, records and logs"`

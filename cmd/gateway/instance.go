@@ -74,6 +74,7 @@ type instance struct {
 	// start, hidden from agents with the credentials file.
 	gitTokenFiles []string
 	sandbox       supervisor.Sandbox
+	network       supervisor.NetworkConfig
 	sup           *supervisor.Supervisor
 	stopLoops     context.CancelFunc
 	draining      chan struct{}
@@ -107,6 +108,7 @@ func (g *instance) start(ctx context.Context) error {
 		g.openIdentity,
 		g.openWorkspaces,
 		g.openSandbox,
+		g.openEgress,
 		g.startSupervisor,
 		g.serveAPI,
 	} {
@@ -388,7 +390,7 @@ func (g *instance) supervisorConfig() supervisor.Config {
 		Snapshots: g.st, SessionLocks: g.st, Sources: g.sources, HomesDir: filepath.Join(cfg.DataDir, "homes"),
 		MaxWorkspaceBytes: cfg.MaxWorkspaceBytes, MaxSessionBytes: cfg.MaxSessionBytes,
 		MCPCommands: cfg.MCPCommands, MCPURLs: cfg.MCPURLs, SealKey: g.seal,
-		Cursors: g.hub, Webhooks: g.hooks,
+		Cursors: g.hub, Webhooks: g.hooks, Network: g.network,
 		VersionOutput: g.sm.versionOutput, RunDeadline: g.sm.runDeadline,
 	}
 }
