@@ -67,6 +67,7 @@ func Run(t *testing.T, kit Kit) {
 	cases = append(cases, s.schemaCases()...)
 	cases = append(cases, s.artifactCases()...)
 	cases = append(cases, s.homeCases()...)
+	cases = append(cases, s.networkCases()...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

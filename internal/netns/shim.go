@@ -111,3 +111,12 @@ func listenProxy() (int, error) {
 	}
 	return fd, nil
 }
+
+// Main runs the shim and exits when the process was started as one
+// (os.Args[1] is ShimArg), and returns otherwise: for the main of a
+// binary, a test binary's among them, that the gateway uses as the shim.
+func Main() {
+	if len(os.Args) > 1 && os.Args[1] == ShimArg {
+		os.Exit(RunShim(os.Args[2:]))
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentgate/agentgate/internal/netns"
+
 	"go.uber.org/goleak"
 
 	"github.com/agentgate/agentgate/internal/mcptest"
@@ -16,6 +18,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	netns.Main()   // the conformance suite's network shim is this binary
 	mcptest.Main() // the conformance suite's MCP server is this binary
 	goleak.VerifyTestMain(m)
 }

@@ -4,13 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentgate/agentgate/internal/mcptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentgate/agentgate/internal/mcptest"
+	"github.com/agentgate/agentgate/internal/netns"
 
 	"go.uber.org/goleak"
 
@@ -24,6 +26,7 @@ var testCache string
 // TestMain checks that the tests leave no goroutine behind, and removes
 // the shared package cache.
 func TestMain(m *testing.M) {
+	netns.Main()   // the conformance suite's network shim is this binary
 	mcptest.Main() // the conformance suite's MCP server is this binary
 	dir, err := os.MkdirTemp("", "agentgate-copilot-cache-")
 	if err != nil {

@@ -3,13 +3,15 @@ package gemini
 import (
 	"encoding/json"
 	"errors"
-	"github.com/agentgate/agentgate/internal/mcptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentgate/agentgate/internal/mcptest"
+	"github.com/agentgate/agentgate/internal/netns"
 
 	"go.uber.org/goleak"
 
@@ -19,6 +21,7 @@ import (
 // TestMain checks that the real-CLI tests leave no goroutine behind: the
 // mock servers, the supervisors and the process readers they start.
 func TestMain(m *testing.M) {
+	netns.Main()   // the conformance suite's network shim is this binary
 	mcptest.Main() // the conformance suite's MCP server is this binary
 	goleak.VerifyTestMain(m)
 }

@@ -3,7 +3,6 @@ package opencode
 import (
 	"context"
 	"errors"
-	"github.com/agentgate/agentgate/internal/mcptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,10 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/mcptest"
+	"github.com/agentgate/agentgate/internal/netns"
+
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
 func TestMain(m *testing.M) {
+	netns.Main()   // the conformance suite's network shim is this binary
 	mcptest.Main() // the conformance suite's MCP server is this binary
 	os.Exit(m.Run())
 }
