@@ -70,7 +70,7 @@ func withEgress(t *testing.T, tg netTargets) func(*supervisor.Config, runs.Store
 	}
 }
 
-// networkPolicy runs one tool call that fetches each target through the
+// networkPolicy runs one tool call, under permission full, that fetches each target through the
 // proxy the CLI's tools are pointed at, and checks what it reached, what
 // the run reported refused, and that the run itself succeeded (its model
 // calls went through the proxy).
@@ -82,7 +82,12 @@ func (s *suite) networkPolicy(t *testing.T, policy runs.Network) {
 	}
 	cmd.WriteString("echo net-done")
 	g := s.start(t, Scenario{Kind: Tool, Command: cmd.String(), Text: "done"}, credentials, withEgress(t, tg))
-	spec := runs.Spec{Prompt: "Run the command.", Permission: runs.WorkspaceWrite, Network: policy}
+	// Under full, no CLI's own sandbox is in play (Codex's cuts its
+	// commands' network under workspace_write, whatever the gateway's
+	// policy): the policy alone decides what the tool reaches, and the
+	// gateway's file sandbox is off, so it is the network namespace alone
+	// that holds.
+	spec := runs.Spec{Prompt: "Run the command.", Permission: runs.Full, Network: policy}
 	if policy == runs.NetworkAllow {
 		spec.AllowHosts = []string{"127.0.0.1:" + strconv.Itoa(tg.service), "127.0.0.1:" + strconv.Itoa(tg.gateway)}
 	}

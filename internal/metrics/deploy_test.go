@@ -77,6 +77,7 @@ func gatewayMetrics(t *testing.T) exported {
 	r.WorkspacePrepared(runs.SourceGit, 1.5, true)
 	r.SnapshotKept(runs.SnapshotWorkspace, 1024)
 	r.SnapshotRestored(runs.SnapshotSession)
+	r.NetworkDenied("claude", "acme")
 	r.HTTPRequest("/v1/runs", "POST", 201, 0.01)
 	r.SSEClientsAdd(1)
 	r.SetAgents([]runs.AgentInfo{{Name: "claude", Version: "2.1.3", Compatibility: runs.CompatVerified}})

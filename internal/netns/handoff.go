@@ -29,6 +29,7 @@ const maxPayload = 16
 // on which one shim sends the listener it made in the run's namespace.
 type Handoff struct {
 	path      string
+	dir       *os.File // held while ln is bound through it (socketAddr)
 	ln        *net.UnixListener
 	closeOnce sync.Once
 	closeErr  error
@@ -40,18 +41,46 @@ type Handoff struct {
 // covers the moment between.
 func NewHandoff(dir string) (*Handoff, error) {
 	path := filepath.Join(dir, socketName)
-	if len(path) > maxSocketPath {
-		return nil, fmt.Errorf("handoff socket %s: longer than the %d bytes a Unix socket path may have", path, maxSocketPath)
-	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	addr, d, err := socketAddr(path)
 	if err != nil {
 		return nil, fmt.Errorf("handoff socket: %w", err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: addr, Net: "unix"})
+	if err == nil {
+		err = os.Chmod(path, 0o600)
+		if err != nil {
+			ln.Close()
+		}
+	}
+	if err != nil {
+		if d != nil {
+			d.Close()
+		}
 		return nil, fmt.Errorf("handoff socket: %w", err)
 	}
-	return &Handoff{path: path, ln: ln}, nil
+	return &Handoff{path: path, dir: d, ln: ln}, nil
+}
+
+// socketAddr is the name to bind or connect to for the socket at path:
+// path itself when it fits in sun_path, else the same file reached
+// through an open descriptor of its directory (/proc/self/fd/N/name),
+// whose descriptor the caller holds until it is done with the name. A
+// run's temporary directory lies deep under the data directory: its
+// path alone can pass the 107 bytes a socket's name may have.
+func socketAddr(path string) (string, *os.File, error) {
+	if len(path) <= maxSocketPath {
+		return path, nil, nil
+	}
+	d, err := os.OpenFile(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	short := fmt.Sprintf("/proc/self/fd/%d/%s", d.Fd(), filepath.Base(path))
+	if len(short) > maxSocketPath {
+		d.Close()
+		return "", nil, fmt.Errorf("%s: the name %s is longer than the %d bytes a Unix socket's may be", path, filepath.Base(path), maxSocketPath)
+	}
+	return short, d, nil
 }
 
 // Path is the socket's path, for ShimArgs.
@@ -60,7 +89,12 @@ func (h *Handoff) Path() string { return h.path }
 // Close closes and removes the socket. It may be called more than once,
 // and after Receive.
 func (h *Handoff) Close() error {
-	h.closeOnce.Do(func() { h.closeErr = h.ln.Close() })
+	h.closeOnce.Do(func() {
+		h.closeErr = h.ln.Close()
+		if h.dir != nil {
+			h.dir.Close()
+		}
+	})
 	return h.closeErr
 }
 

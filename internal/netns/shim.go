@@ -83,7 +83,14 @@ func handOver(socket string) error {
 		return fmt.Errorf("unix socket: %w", err)
 	}
 	defer unix.Close(conn)
-	if err := unix.Connect(conn, &unix.SockaddrUnix{Name: socket}); err != nil {
+	addr, dir, err := socketAddr(socket)
+	if err != nil {
+		return fmt.Errorf("the gateway's socket: %w", err)
+	}
+	if dir != nil {
+		defer dir.Close()
+	}
+	if err := unix.Connect(conn, &unix.SockaddrUnix{Name: addr}); err != nil {
 		return fmt.Errorf("connect to the gateway at %s: %w", socket, err)
 	}
 	if err := unix.Sendmsg(conn, []byte{'L'}, unix.UnixRights(ln), nil, 0); err != nil {
