@@ -183,9 +183,10 @@ func (x *execution) networkDenied(host string, port int) {
 		Message: fmt.Sprintf("the run's network policy %q refused a connection to %s", t.inv.Spec.Network, addr)}))
 }
 
-// egressPolicy is the proxy's policy for the run: the model endpoints its
-// CLI is configured with, trusted; its allow_hosts and its MCP servers'
-// URLs.
+// egressPolicy is the proxy's policy for the run: trusted, the model
+// endpoints its CLI is configured with and its MCP servers' URLs, which
+// the operator's allow-list (Config.MCPURLs) admitted; its own, its
+// allow_hosts.
 func (x *execution) egressPolicy(env []string) (egress.Policy, error) {
 	t := x.t
 	spec := t.inv.Spec
@@ -194,17 +195,22 @@ func (x *execution) egressPolicy(env []string) (egress.Policy, error) {
 		return egress.Policy{}, fmt.Errorf("agent %s cannot run with network %q", t.run.Agent, spec.Network)
 	}
 	pol := egress.Policy{Mode: egress.Mode(spec.Network)}
-	var err error
-	if pol.Trusted, err = egress.ParseRules(needs.ModelEndpoints(envLookup(env), t.inv.Home)); err != nil {
-		return egress.Policy{}, fmt.Errorf("the agent's model endpoints: %w", err)
-	}
-	allowed := slices.Clone(spec.AllowHosts)
+	trusted := needs.ModelEndpoints(envLookup(env), t.inv.Home)
 	for _, m := range spec.MCPServers {
 		if hp := urlHostPort(m.URL); hp != "" {
-			allowed = append(allowed, hp)
+			trusted = append(trusted, hp)
 		}
 	}
-	if pol.Allowed, err = egress.ParseRules(allowed); err != nil {
+	// The operator's list is not bounded as a run's is.
+	for _, hp := range trusted {
+		r, err := egress.ParseRule(hp)
+		if err != nil {
+			return egress.Policy{}, fmt.Errorf("the agent's model endpoint or MCP server %q: %w", hp, err)
+		}
+		pol.Trusted = append(pol.Trusted, r)
+	}
+	var err error
+	if pol.Allowed, err = egress.ParseRules(spec.AllowHosts); err != nil {
 		return egress.Policy{}, fmt.Errorf("the run's hosts: %w", err)
 	}
 	return pol, nil
