@@ -449,10 +449,11 @@ func (s *Supervisor) untrackTaken(t *task) {
 // replica or a later take, and gives it back.
 func (s *Supervisor) leaveTaken(t *task, q runs.QueuedRun) bool {
 	bg := context.Background()
-	// A replica without the run's agent leaves it to one that has it:
-	// the replica that took the submission had it.
+	// A replica without the run's agent, or that cannot enforce its
+	// network policy, leaves it to one that can: the replica that took
+	// the submission could.
 	cur, err := s.store.GetRun(bg, q.RunID)
-	if err == nil && cur.Status == runs.Queued && !s.canRun(cur.Agent) {
+	if err == nil && cur.Status == runs.Queued && (!s.canRun(cur.Agent) || !s.enforces(s.agents[cur.Agent], cur.Spec.Network)) {
 		_ = q.Nak()
 		return true
 	}

@@ -95,6 +95,13 @@ func (s *Supervisor) resolveNetwork(spec *runs.Spec, a *Agent) error {
 	return nil
 }
 
+// enforces reports whether this replica can run a's runs under policy n,
+// as it was resolved at submission (possibly on another replica): a
+// replica that cannot leaves such a run to one that can.
+func (s *Supervisor) enforces(a *Agent, n runs.Network) bool {
+	return n == "" || slices.Contains(s.networks(a), n)
+}
+
 // networkRefusal says why a's runs cannot have policy n.
 func (s *Supervisor) networkRefusal(n runs.Network, a *Agent) string {
 	if s.cfg.Network.Egress == nil {
@@ -124,8 +131,14 @@ func (x *execution) startEgress(env []string, tmp string) (*NetConfinement, []st
 	s, t := x.s, x.t
 	n := t.inv.Spec.Network
 	eg := s.cfg.Network.Egress
-	if n == "" || n == runs.NetworkOpen || eg == nil {
+	if n == "" || n == runs.NetworkOpen {
 		return nil, env, nil
+	}
+	if eg == nil {
+		// The run was admitted where its policy could be enforced;
+		// here it cannot: running it on the host's network would
+		// quietly give it what its policy refuses.
+		return nil, nil, fmt.Errorf("this replica cannot enforce the run's network %q: %s", n, s.networkRefusal(n, t.agent))
 	}
 	if n == runs.NetworkNone {
 		return &NetConfinement{}, env, nil

@@ -141,3 +141,40 @@ func TestURLHostPort(t *testing.T) {
 		}
 	}
 }
+
+// A run admitted under a policy on a replica that enforces it may start
+// on one that cannot (the shared queue, a takeover): there it must fail,
+// not run on the host's network.
+func TestStartEgressRefusesAPolicyThisReplicaCannotEnforce(t *testing.T) {
+	s, a := netSupervisor(NetworkConfig{}, netAdapter{endpoints: []string{"api.example.com:443"}})
+	for _, n := range []runs.Network{runs.NetworkModel, runs.NetworkAllow, runs.NetworkNone} {
+		x := &execution{s: s, t: &task{agent: a, inv: runs.Invocation{Spec: runs.Spec{Agent: "fake", Network: n}}}}
+		net, env, err := x.startEgress([]string{"PATH=/bin"}, t.TempDir())
+		if err == nil || !strings.Contains(err.Error(), string(n)) {
+			t.Errorf("network %q without egress: confinement %+v, env %v, err %v; want an error naming the policy", n, net, env, err)
+		}
+	}
+	x := &execution{s: s, t: &task{agent: a, inv: runs.Invocation{Spec: runs.Spec{Agent: "fake", Network: runs.NetworkOpen}}}}
+	if net, env, err := x.startEgress([]string{"PATH=/bin"}, t.TempDir()); err != nil || net != nil || len(env) != 1 {
+		t.Errorf("open without egress: %+v, %v, %v; want the environment as it was", net, env, err)
+	}
+}
+
+// A replica leaves a run whose policy it cannot enforce to one that can.
+func TestEnforces(t *testing.T) {
+	model := netAdapter{endpoints: []string{"api.example.com:443"}}
+	without, a := netSupervisor(NetworkConfig{}, model)
+	with, _ := netSupervisor(NetworkConfig{Egress: someEgress}, model)
+	for _, tc := range []struct {
+		s    *Supervisor
+		n    runs.Network
+		want bool
+	}{
+		{without, runs.NetworkModel, false}, {without, runs.NetworkNone, false}, {without, runs.NetworkOpen, true}, {without, "", true},
+		{with, runs.NetworkModel, true}, {with, runs.NetworkAllow, true}, {with, runs.NetworkNone, false},
+	} {
+		if got := tc.s.enforces(a, tc.n); got != tc.want {
+			t.Errorf("egress %v, network %q: enforces = %v, want %v", tc.s.cfg.Network.Egress != nil, tc.n, got, tc.want)
+		}
+	}
+}

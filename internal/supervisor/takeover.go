@@ -28,7 +28,7 @@ import (
 func (s *Supervisor) canTakeOver(ctx context.Context, r runs.Run) bool {
 	a, ok := s.agents[r.Agent]
 	if !ok || !a.info.Installed || !r.Spec.Interactive || r.Status != runs.Running || r.SessionID == "" ||
-		s.ws == nil || s.cfg.HomesDir == "" {
+		s.ws == nil || s.cfg.HomesDir == "" || !s.enforces(a, r.Spec.Network) {
 		return false
 	}
 	if _, keeps := a.Adapter.(runs.HomeKeeper); !keeps {

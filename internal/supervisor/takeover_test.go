@@ -295,3 +295,21 @@ func TestADormantRunIsCancelledFromAnotherReplica(t *testing.T) {
 		t.Fatalf("the dormant run cancelled from elsewhere ended %s, cancelled by %+v; want cancelled by k1", end.Status, end.CancelledBy)
 	}
 }
+
+// A replica that cannot enforce a run's network policy does not take the
+// run over: woken there, it would run on the host's network.
+func TestNoTakeOverOfAPolicyThisReplicaCannotEnforce(t *testing.T) {
+	st := runstest.Store(t)
+	r := seedCutRun(t, st, st.(runs.Snapshots))
+	cfg := Config{Replica: "b", WorkspaceRoot: t.TempDir(), TempRoot: t.TempDir(), Snapshots: st.(runs.Snapshots), HomesDir: t.TempDir()}
+	agent := &Agent{Adapter: keepingSessAdapter{}, Bin: os.Args[0], Home: t.TempDir()}
+	sup := New(cfg, st, []*Agent{agent}, runstest.NopObserver{}, zaptest.NewLogger(t))
+	agent.info.Installed = true // as probed
+	if !sup.canTakeOver(context.Background(), r) {
+		t.Fatal("the run under network open is not taken over: the test's replica cannot take any")
+	}
+	r.Spec.Network = runs.NetworkModel
+	if sup.canTakeOver(context.Background(), r) {
+		t.Error("a replica without egress takes over a run under network model")
+	}
+}
