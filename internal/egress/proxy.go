@@ -56,13 +56,24 @@ type Proxy struct {
 // refused target gets 403 with a one-line text body saying host, port and
 // why; a target that cannot be resolved or reached, 502; any other request
 // (origin-form, a bad CONNECT target, an https:// URL), 400; a connection
-// beyond MaxConns, 503. denied(host, port) is called once per distinct
-// refused host:port per Serve (for at most 1024 of them; later ones are
-// only logged), from the refused connection's goroutine: it may be called
-// concurrently, and should not block.
-func (p *Proxy) Serve(ctx context.Context, ln net.Listener, pol Policy, denied func(host string, port int)) error {
+// beyond MaxConns, 503. denied is called for every refusal, with First
+// set the first time a host:port is refused in this Serve (for at most
+// 1024 of them: a refusal beyond is not First, and is logged), from the
+// refused connection's goroutine: it may be called concurrently, and
+// should not block.
+func (p *Proxy) Serve(ctx context.Context, ln net.Listener, pol Policy, denied func(Denial)) error {
 	s := p.newSession(pol, denied)
 	return s.serve(ctx, ln)
+}
+
+// Denial is one connection the policy refused.
+type Denial struct {
+	Host string
+	Port int
+	// Reason says why, as the 403's body does.
+	Reason string
+	// First: this host and port were not refused before in this Serve.
+	First bool
 }
 
 // session is one Serve call's state.
@@ -83,11 +94,11 @@ type session struct {
 	closed     bool
 
 	deniedMu   sync.Mutex
-	denied     func(host string, port int)
+	denied     func(Denial)
 	deniedSeen map[target]struct{}
 }
 
-func (p *Proxy) newSession(pol Policy, denied func(string, int)) *session {
+func (p *Proxy) newSession(pol Policy, denied func(Denial)) *session {
 	s := &session{
 		checker:     p.Checker,
 		log:         p.Log,
@@ -208,7 +219,8 @@ func (s *session) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// refuse answers a refused target and reports it once.
+// refuse answers a refused target and reports it, as First the first
+// time.
 func (s *session) refuse(w http.ResponseWriter, t target, reason string) {
 	s.log.Debug("egress refused", zap.Stringer("target", t), zap.String("reason", reason))
 	s.reply(w, http.StatusForbidden, "refused "+t.String()+": "+reason)
@@ -223,11 +235,11 @@ func (s *session) refuse(w http.ResponseWriter, t target, reason string) {
 	switch {
 	case first:
 		s.log.Info("egress refused", zap.Stringer("target", t), zap.String("reason", reason))
-		if s.denied != nil {
-			s.denied(t.host, t.port)
-		}
 	case full:
-		s.log.Warn("egress refused, not reported: too many distinct refused targets", zap.Stringer("target", t))
+		s.log.Warn("egress refused, not reported as new: too many distinct refused targets", zap.Stringer("target", t))
+	}
+	if s.denied != nil {
+		s.denied(Denial{Host: t.host, Port: t.port, Reason: reason, First: first})
 	}
 }
 

@@ -37,16 +37,27 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// deniedLog records the denied calls of a Serve.
+// deniedLog records the denied calls of a Serve: calls the first of each
+// target, all every one.
 type deniedLog struct {
 	mu    sync.Mutex
 	calls []string
+	all   int
 }
 
-func (d *deniedLog) record(host string, port int) {
+func (d *deniedLog) record(r Denial) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.calls = append(d.calls, net.JoinHostPort(host, strconv.Itoa(port)))
+	d.all++
+	if r.First {
+		d.calls = append(d.calls, net.JoinHostPort(r.Host, strconv.Itoa(r.Port)))
+	}
+}
+
+func (d *deniedLog) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.all
 }
 
 func (d *deniedLog) get() []string {
@@ -291,7 +302,10 @@ func TestProxyRefusesAndReportsOnce(t *testing.T) {
 		}
 	}
 	if got := rp.denied.get(); len(got) != 1 || got[0] != "evil.example:443" {
-		t.Errorf("denied called %q, want once for evil.example:443", got)
+		t.Errorf("denied called first for %q, want once for evil.example:443", got)
+	}
+	if n := rp.denied.count(); n != 2 {
+		t.Errorf("denied called %d times for two refusals", n)
 	}
 	if n := res.count("evil.example"); n != 0 {
 		t.Errorf("evil.example was looked up %d times", n)

@@ -156,8 +156,12 @@ func (b *Bubblewrap) mounts(c supervisor.Confinement, dir, tmp string) []string 
 	if b.root {
 		out = append(out, rootFlags...)
 	}
+	hide := b.hide
+	if c.Network != nil {
+		hide = append(slices.Clone(hide), networkHidden()...)
+	}
 	var readOnly []string
-	for _, p := range b.hide {
+	for _, p := range hide {
 		fi, err := os.Stat(p)
 		switch {
 		case err != nil:
@@ -183,6 +187,13 @@ func (b *Bubblewrap) mounts(c supervisor.Confinement, dir, tmp string) []string 
 	}
 	return out
 }
+
+// networkHidden are the directories a run confined to its network
+// namespace must not see besides: the host's /run holds Unix sockets
+// (systemd-resolved's, the D-Bus system bus, a container engine's) that
+// are ways out no network namespace closes, DNS among them. A read-only
+// mount does not stop a connect() to a socket: the directory is hidden.
+func networkHidden() []string { return []string{resolve("/run")} }
 
 // inner returns what bwrap runs: argv under env, which gives it the
 // default signal dispositions back, under the shim when c has one. tmp is

@@ -51,6 +51,12 @@
 // proxy from outside and decides each connection. With no shim (policy
 // none) the run has no way out at all.
 //
+// A Unix socket on the file system is reached by its path, whatever the
+// network namespace, and a read-only mount does not stop a connect(2) to
+// it: the host's /run, where systemd-resolved, the D-Bus system bus and
+// container engines keep theirs, is hidden from such a run as the hidden
+// paths are (networkHidden). Sockets kept elsewhere need Options.Hide.
+//
 // A full run with a Network is wrapped too, minimally: the host's whole
 // tree stays writable (--dev-bind / /), with --unshare-net, --unshare-pid
 // and a fresh /proc (the gateway's /proc/<pid>/ns/net would lead back to

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -343,5 +347,31 @@ func TestProbeNetwork(t *testing.T) {
 	err = b.ProbeNetwork(context.Background())
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "RTM_NEWADDR") {
 		t.Errorf("probe of a bwrap that cannot unshare the network = %v", err)
+	}
+}
+
+// TestNetworkHidesTheHostsSockets: a Unix socket in the host's /run,
+// which a read-only mount leaves open to connect(), is out of sight of a
+// run confined to its network namespace, and reached without one.
+func TestNetworkHidesTheHostsSockets(t *testing.T) {
+	path := filepath.Join("/run", "agentgate-sandbox-test-"+strconv.Itoa(os.Getpid())+".sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatalf("a socket in /run (the suite runs as root): %v", err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "reached-host") })}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	b := newBwrap(t)
+	script := "curl -sS -m 30 --unix-socket " + path + " http://host/ 2>&1; echo; echo exit=$?"
+	for _, confined := range []bool{true, false} {
+		c := confinement(t, runs.WorkspaceWrite)
+		if confined {
+			c.Network = &supervisor.NetConfinement{}
+		}
+		out, _ := shell(t, b, c, script)
+		if reached := strings.Contains(out, "reached-host"); reached == confined {
+			t.Errorf("network confined %v: the host's socket in /run reached %v: %q", confined, reached, out)
+		}
 	}
 }

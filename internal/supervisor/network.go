@@ -185,15 +185,20 @@ func (x *execution) stopEgress() {
 	x.egress = nil
 }
 
-// networkDenied records a connection the run's policy refused: a warning
-// event, the first time for host and port, a metric and the run's count.
-func (x *execution) networkDenied(host string, port int) {
+// networkDenied records a connection the run's policy refused: the run's
+// count and a metric, and, the first time for its host and port, a
+// warning event. The message ends with the host:port, which clients may
+// read off it.
+func (x *execution) networkDenied(d egress.Denial) {
 	t := x.t
 	t.netDenied.Add(1)
 	x.s.obs.NetworkDenied(t.run.Agent, t.run.Tenant)
-	addr := net.JoinHostPort(host, fmt.Sprint(port))
+	if !d.First {
+		return
+	}
+	addr := net.JoinHostPort(d.Host, fmt.Sprint(d.Port))
 	x.s.emit(t, runs.NewEvent(runs.EventWarning, runs.WarningData{Code: runs.WarningNetworkDenied,
-		Message: fmt.Sprintf("the run's network policy %q refused a connection to %s", t.inv.Spec.Network, addr)}))
+		Message: fmt.Sprintf("the run's network policy %q refused a connection (%s) to %s", t.inv.Spec.Network, d.Reason, addr)}))
 }
 
 // egressPolicy is the proxy's policy for the run: trusted, the model
