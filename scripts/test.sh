@@ -63,7 +63,7 @@ done
 # Each package has a budget (scripts/test-budgets.txt, at most half of
 # this timeout); scripts/package-times.sh prints every package's time
 # against it once the tests end.
-tests=(go test -race -count=1 -p 3 -timeout 60m "$@" "${slow[@]}" "${rest[@]}")
+tests=(go test -race -count=1 -p 3 -timeout 90m "$@" "${slow[@]}" "${rest[@]}")
 # The race detector empties sync.Pools at random, so the tests that count
 # what pooled paths allocate skip that count under -race; they run once
 # without it first (scripts/alloc-tests.sh).

@@ -92,7 +92,7 @@ func TestFullDisk(t *testing.T) {
 	}
 
 	r := g.post(t, `{"agent":"claude","prompt":"Fill the disk"}`)
-	done := g.waitRun(t, r.ID, 3*time.Minute)
+	done := g.waitRun(t, r.ID, 12*time.Minute)
 	if done.Status != runs.Failed || done.Error == nil || done.Error.Class != runs.DiskFull {
 		t.Fatalf("the filling run ended %s %+v; want failed disk_full", done.Status, done.Error)
 	}

@@ -80,7 +80,9 @@ func gatewayEnv(t *testing.T, dataDir string) map[string]string {
 		"AGENTGATE_REPLICA_ID":  "test-replica",
 		"AGENTGATE_KILL_GRACE":  "1s",
 		"AGENTGATE_LOG_LEVEL":   "warn",
-		"AGENTGATE_RUN_TIMEOUT": "2m",
+		// A bound against a hang, not a target: a real CLI's short run
+		// took over 2 minutes with two suites and more on the machine.
+		"AGENTGATE_RUN_TIMEOUT": "10m",
 	}
 }
 

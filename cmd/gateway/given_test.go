@@ -78,7 +78,7 @@ func TestGivenAndLeftEndToEnd(t *testing.T) {
 	r := g.post(t, `{"agent":"claude","prompt":"Show the token, and look at the image.","permission":"workspace_write",`+
 		`"attachments":[{"file_id":"`+file.ID+`"}],"mcp_servers":`+string(servers)+`}`)
 	_, evs := g.stream(t, r.ID, "")
-	done := g.waitRun(t, r.ID, 3*time.Minute)
+	done := g.waitRun(t, r.ID, 12*time.Minute)
 	if done.Status != runs.Succeeded {
 		t.Fatalf("run %s: %+v; events %v", done.Status, done.Error, types(evs))
 	}
@@ -112,7 +112,7 @@ func TestGivenAndLeftEndToEnd(t *testing.T) {
 
 	// A run that writes a file leaves its diff, list, file and archive.
 	r = g.post(t, `{"agent":"claude","prompt":"Write hello to made.txt","permission":"workspace_write"}`)
-	if done := g.waitRun(t, r.ID, 3*time.Minute); done.Status != runs.Succeeded || len(done.Files) != 1 ||
+	if done := g.waitRun(t, r.ID, 12*time.Minute); done.Status != runs.Succeeded || len(done.Files) != 1 ||
 		done.Files[0] != (runs.ChangedFile{Path: "made.txt", Kind: runs.ChangeAdd, Size: 6}) {
 		t.Fatalf("run %s, files %+v, error %+v", done.Status, done.Files, done.Error)
 	}

@@ -158,7 +158,7 @@ type runEvents struct {
 // finish waits for run id to end and reads its record and events.
 func (g *gateway) finish(t *testing.T, id string) runEvents {
 	t.Helper()
-	g.waitRun(t, id, 3*time.Minute)
+	g.waitRun(t, id, 12*time.Minute)
 	_, record := httpDo(t, http.MethodGet, g.URL+"/v1/runs/"+id, "", nil)
 	var out runEvents
 	if err := json.Unmarshal(record, &out.run); err != nil {
