@@ -76,10 +76,10 @@ func gatewayEnv(t *testing.T, dataDir string) map[string]string {
 		"AGENTGATE_CLAUDE_BIN": agenttest.ClaudeBin(t),
 		"AGENTGATE_CODEX_BIN":  agenttest.Bin(t, "codex"),
 		// The agents these tests run; TestAllAgentsAreListed probes all.
-		"AGENTGATE_AGENTS":      "claude,codex",
-		"AGENTGATE_REPLICA_ID":  "test-replica",
-		"AGENTGATE_KILL_GRACE":  "1s",
-		"AGENTGATE_LOG_LEVEL":   "warn",
+		"AGENTGATE_AGENTS":     "claude,codex",
+		"AGENTGATE_REPLICA_ID": "test-replica",
+		"AGENTGATE_KILL_GRACE": "1s",
+		"AGENTGATE_LOG_LEVEL":  "warn",
 		// A bound against a hang, not a target: a real CLI's short run
 		// took over 2 minutes with two suites and more on the machine.
 		"AGENTGATE_RUN_TIMEOUT": "10m",
