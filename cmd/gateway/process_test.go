@@ -45,10 +45,11 @@ func TestGatewayKilledLeavesNoProcess(t *testing.T) {
 		mock := startMock(t, anthropic.ToolTurn(evil.Command("hang"), "The command finished."))
 		settings["AGENTGATE_PROCESS_ISOLATION"] = "cgroup"
 		g, cmd := startGatewayProcess(t, settings, mockCreds(mock))
-		// Unconfined: the sandbox's own PID namespace would die with the
-		// killed reaper (bwrap's --die-with-parent) and take the tree
+		// Unconfined, files and network alike (a network policy wraps a
+		// full run too): the sandbox's own PID namespace would die with
+		// the killed reaper (bwrap's --die-with-parent) and take the tree
 		// with it, and this test is of the cgroup's sweep at restart.
-		r := g.post(t, `{"agent":"claude","prompt":"run the long command","permission":"full","cwd":"evil"}`)
+		r := g.post(t, `{"agent":"claude","prompt":"run the long command","permission":"full","network":"open","cwd":"evil"}`)
 		evil.WaitUp(t, 60*time.Second)
 		killGatewayAndReaper(t, cmd, r.ID)
 		if len(evil.Alive()) == 0 {
