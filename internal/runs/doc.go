@@ -31,6 +31,8 @@
 //	store.go        Store (RunStore, EventLog, Queue, Bus, Sessions), Cursor,
 //	                Observer: what the supervisor needs kept and told
 //	actor.go        who asks: an API key's id and its tenant
+//	network.go      a run's network policy (Network), its fields and codes;
+//	                adapter.go's NetworkNeeds is where an agent's model is
 //	mcpserver.go, webhook.go, attachment.go
 //	                the records and codes of MCP servers, webhooks and
 //	                attachments

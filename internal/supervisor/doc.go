@@ -73,6 +73,9 @@
 //	artifacts.go   a run's artifacts, over an artifacts.Keeper
 //	mcp.go         MCP servers, checked and sealed at rest
 //	redaction.go   which redactor a run gets (internal/redact/runs.go redacts)
+//	network.go     a run's network policy: resolved at submission, enforced
+//	               around its process by the egress proxy (internal/egress)
+//	               behind the shim's handoff (internal/netns)
 //	budget.go      a run's budgets: turns, tokens, dollars; schema.go its
 //	               structured output checked against its output_schema
 //
