@@ -69,7 +69,9 @@ func TestAnInteractiveRunIsTakenOverFromADeadReplica(t *testing.T) {
 		taken.Turns[1].Error.Class != runs.Interrupted || len(taken.PendingApprovals) != 0 {
 		t.Fatalf("the cut-off turn, as recorded: %+v, pending %v", taken.Turns, taken.PendingApprovals)
 	}
-	evs := runstest.StoredEvents(t, st, r.ID)
+	// The record says taken over before run.resumed is stored: wait for
+	// the event, which a loaded machine stores a moment later.
+	evs := waitEventsOf(t, st, r.ID, runs.EventRunResumed)
 	resumed := eventData[runs.RunResumedData](t, evs, runs.EventRunResumed)
 	if resumed.Replica != "b" || resumed.PreviousReplica != "dead" || resumed.Turn != 1 || resumed.Reason != runs.ResumedReplicaLost {
 		t.Fatalf("run.resumed = %+v", resumed)
@@ -270,6 +272,20 @@ func waitRecordOf(t *testing.T, st runs.Store, id, what string, ok func(runs.Run
 	r, _ := st.GetRun(context.Background(), id)
 	t.Fatalf("run %s: never %s; record %+v", id, what, r)
 	return runs.Run{}
+}
+
+// waitEventsOf returns the run's stored events once one of type typ is
+// among them.
+func waitEventsOf(t *testing.T, st runs.Store, id string, typ runs.EventType) []runs.StoredEvent {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second) // a hang guard, not a target
+	for {
+		evs := runstest.StoredEvents(t, st, id)
+		if countType(evs, typ) > 0 || time.Now().After(deadline) {
+			return evs
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func countType(evs []runs.StoredEvent, typ runs.EventType) int {
