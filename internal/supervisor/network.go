@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -181,9 +182,19 @@ func (x *execution) stopEgress() {
 		return
 	}
 	x.egress.cancel()
-	<-x.egress.done
+	select {
+	case <-x.egress.done:
+	case <-time.After(egressStopWait):
+		// The run's record must not wait on its proxy: a run that never
+		// concludes is worse than a goroutine left to end on its own.
+		x.log.Error("the run's egress proxy did not stop", zap.Duration("waited", egressStopWait))
+	}
 	x.egress = nil
 }
+
+// egressStopWait bounds how long a run's end waits for its proxy, which
+// closes every connection it holds once its context ends.
+const egressStopWait = 30 * time.Second
 
 // networkDenied records a connection the run's policy refused: the run's
 // count and a metric, and, the first time for its host and port, a
