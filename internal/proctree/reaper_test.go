@@ -456,7 +456,8 @@ func TestReaperKillsByItsCgroup(t *testing.T) {
 }
 
 // TestLightReaperImportsLittle: the light reaper is light because it
-// imports nothing but this package, x/sys and the standard library; a
+// imports nothing but this package, the network shim's (netns), x/sys and
+// the standard library; a
 // dependency of the gateway's (the store, the API, metrics, logging) that
 // crept in would initialise itself in every run's reaper again.
 func TestLightReaperImportsLittle(t *testing.T) {
@@ -471,6 +472,8 @@ func TestLightReaperImportsLittle(t *testing.T) {
 		"github.com/agentgate/agentgate/cmd/agentgate-reaper":          true,
 		"github.com/agentgate/agentgate/internal/proctree":             true,
 		"github.com/agentgate/agentgate/internal/proctree/lightreaper": true,
+		"github.com/agentgate/agentgate/internal/netns":                true, // the shim's Go, for builds without cgo
+		"github.com/agentgate/agentgate/internal/netns/lightshim":      true,
 		"golang.org/x/sys/unix":                                        true,
 	}
 	deps := strings.Fields(string(out))
