@@ -17,13 +17,14 @@
 //
 // Given netns.ShimArg instead, it is a run's network shim (netns.RunShim),
 // which hands the run's proxy listener to the gateway and execs the CLI:
-// lighter to start than the gateway's binary, for the same reason.
+// built with cgo, in C before the Go runtime starts (internal/netns/lightshim).
 package main
 
 import (
 	"os"
 
 	"github.com/agentgate/agentgate/internal/netns"
+	_ "github.com/agentgate/agentgate/internal/netns/lightshim"
 	"github.com/agentgate/agentgate/internal/proctree"
 	_ "github.com/agentgate/agentgate/internal/proctree/lightreaper"
 )
@@ -38,7 +39,7 @@ func main() {
 			"agentgate-reaper is started by the agentgate gateway, one per run; it is not run by hand.\n")
 		os.Exit(125)
 	}
-	// Built with cgo, a reaper's arguments never reach this line:
-	// lightreaper has done the run and exited.
+	// Built with cgo, neither a reaper's arguments nor a shim's reach
+	// these lines: lightreaper and lightshim have done the work in C.
 	os.Exit(proctree.Reap(os.Args[2:]))
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/agentgate/agentgate/internal/adapters/gemini"
 	"github.com/agentgate/agentgate/internal/adapters/opencode"
 	"github.com/agentgate/agentgate/internal/netns"
+	_ "github.com/agentgate/agentgate/internal/netns/lightshim"
 	"github.com/agentgate/agentgate/internal/probe"
 	"github.com/agentgate/agentgate/internal/proctree"
 	_ "github.com/agentgate/agentgate/internal/proctree/lightreaper"
@@ -47,7 +48,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == netns.ShimArg {
 		// A run's sandbox starts its CLI under this binary, inside the
-		// run's network namespace; see netns.RunShim.
+		// run's network namespace; see netns.RunShim. Built with cgo,
+		// this binary's shims never get here: lightshim does the same
+		// before the Go runtime starts.
 		os.Exit(netns.RunShim(os.Args[2:]))
 	}
 	if len(os.Args) > 1 {

@@ -3,12 +3,15 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/agentgate/agentgate/internal/netns"
 	"github.com/agentgate/agentgate/internal/proctree"
 	"github.com/agentgate/agentgate/internal/proctree/proctreetest"
 )
@@ -40,5 +43,23 @@ func TestGatewayBinaryIsALightReaper(t *testing.T) {
 	}
 	if err := cmd.Wait(); err == nil || cmd.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
 		t.Fatalf("the reaper ended with %v, want the agent's SIGTERM", err)
+	}
+}
+
+// TestGatewayBinaryIsALightShim: a gateway built with cgo that starts its
+// confined CLIs under its own binary runs their network shim in C, before
+// the Go runtime and every package here start. GODEBUG=inittrace=1 makes
+// a Go runtime that starts say so on stderr: the C shim, refusing its
+// arguments, says its one line and nothing else.
+func TestGatewayBinaryIsALightShim(t *testing.T) {
+	cmd := exec.Command(os.Args[0], netns.ShimArg, "-socket=/nonexistent/handoff.sock", "/bin/true")
+	cmd.Env = []string{"GODEBUG=inittrace=1"}
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 125 {
+		t.Fatalf("the shim ended with %v, want exit 125; it said: %s", err, out)
+	}
+	if !strings.HasPrefix(string(out), "agentgate netshim: usage") || strings.Count(string(out), "\n") != 1 {
+		t.Errorf("the shim said %q, want its one usage line and no Go runtime's init trace", out)
 	}
 }

@@ -11,6 +11,10 @@
 // to the process that holds it, so the gateway serves the namespace's
 // 127.0.0.1:3128 from outside, and no process inside forwards bytes.
 //
+// Built with cgo, both binaries run the shim in C before the Go runtime
+// starts (package lightshim), step by step as RunShim does; RunShim is
+// what runs without cgo.
+//
 // The shim runs before the CLI, alone in the sandbox with bubblewrap's
 // init, so the one connection Receive accepts is the shim's. Receive then
 // removes the Unix socket: the CLI, which can write in the temporary

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentgate/agentgate/internal/netns"
+	_ "github.com/agentgate/agentgate/internal/netns/lightshim"
 
 	"go.uber.org/goleak"
 
@@ -18,7 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	netns.Main()   // the conformance suite's network shim is this binary
+	netns.Main()   // the conformance suite's network shim is this binary (in C, by lightshim, with cgo)
 	mcptest.Main() // the conformance suite's MCP server is this binary
 	goleak.VerifyTestMain(m)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/mcptest"
 	"github.com/agentgate/agentgate/internal/netns"
+	_ "github.com/agentgate/agentgate/internal/netns/lightshim"
 
 	"go.uber.org/goleak"
 
@@ -26,7 +27,7 @@ var testCache string
 // TestMain checks that the tests leave no goroutine behind, and removes
 // the shared package cache.
 func TestMain(m *testing.M) {
-	netns.Main()   // the conformance suite's network shim is this binary
+	netns.Main()   // the conformance suite's network shim is this binary (in C, by lightshim, with cgo)
 	mcptest.Main() // the conformance suite's MCP server is this binary
 	dir, err := os.MkdirTemp("", "agentgate-copilot-cache-")
 	if err != nil {

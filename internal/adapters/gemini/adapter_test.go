@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/mcptest"
 	"github.com/agentgate/agentgate/internal/netns"
+	_ "github.com/agentgate/agentgate/internal/netns/lightshim"
 
 	"go.uber.org/goleak"
 
@@ -21,7 +22,7 @@ import (
 // TestMain checks that the real-CLI tests leave no goroutine behind: the
 // mock servers, the supervisors and the process readers they start.
 func TestMain(m *testing.M) {
-	netns.Main()   // the conformance suite's network shim is this binary
+	netns.Main()   // the conformance suite's network shim is this binary (in C, by lightshim, with cgo)
 	mcptest.Main() // the conformance suite's MCP server is this binary
 	goleak.VerifyTestMain(m)
 }

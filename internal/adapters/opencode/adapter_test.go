@@ -13,12 +13,13 @@ import (
 
 	"github.com/agentgate/agentgate/internal/mcptest"
 	"github.com/agentgate/agentgate/internal/netns"
+	_ "github.com/agentgate/agentgate/internal/netns/lightshim"
 
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
 func TestMain(m *testing.M) {
-	netns.Main()   // the conformance suite's network shim is this binary
+	netns.Main()   // the conformance suite's network shim is this binary (in C, by lightshim, with cgo)
 	mcptest.Main() // the conformance suite's MCP server is this binary
 	os.Exit(m.Run())
 }
