@@ -45,6 +45,10 @@ func TestColdStartReplicasAtOnce(t *testing.T) {
 // queued or running after the 2 minutes this once was.
 const settleWithin = 5 * time.Minute
 
+// steadyWindow is how many of TestRollingRestartThroughNginx's steady
+// runs may be unfinished at once: two a replica.
+const steadyWindow = 6
+
 // seed is the random seed of a case: FAULTS_SEED when set, so that a
 // logged failure can be replayed.
 func seed(t *testing.T) uint64 {
@@ -315,17 +319,28 @@ func TestRollingRestartThroughNginx(t *testing.T) {
 		}
 	}
 
-	// The steady client: one POST every 700 ms, each tried once.
+	// The steady client: one POST every 700 ms, each tried once, with
+	// at most steadyWindow of its runs unfinished at a time, as a client
+	// with a pool of workers has. Unbounded, it posted faster than a
+	// loaded machine ran real CLIs: a restart that took two minutes left
+	// a hundred runs queued, and what the test then measured was the
+	// machine's throughput, not what the restart lost.
 	stop := make(chan struct{})
 	var mu sync.Mutex
 	var steady []submitted
 	var steadyErrs []string
+	slots := make(chan struct{}, steadyWindow)
 	wg.Go(func() {
 		for k := 0; ; k++ {
 			select {
 			case <-stop:
 				return
 			case <-time.After(700 * time.Millisecond):
+			}
+			select {
+			case <-stop:
+				return
+			case slots <- struct{}{}:
 			}
 			tag := fmt.Sprintf("rolling-steady-%d", k)
 			s, err := post(r.Nginx, runBody(0, tag), "rolling-"+tag)
@@ -336,6 +351,14 @@ func TestRollingRestartThroughNginx(t *testing.T) {
 				steady = append(steady, s)
 			}
 			mu.Unlock()
+			if err != nil || s.Run.ID == "" {
+				<-slots
+				continue
+			}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				_, _ = waitTerminal(t, r.Nginx, s.Run.ID, settleWithin) // verifyAll reports a run that never ends
+			})
 		}
 	})
 	var drained time.Time
