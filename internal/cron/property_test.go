@@ -80,7 +80,7 @@ func TestNextAgreesWithTheDefinition(t *testing.T) {
 	cases := 0
 	for name, changes := range zones {
 		loc := mustLoad(t, name)
-		for range 60 {
+		for range 30 {
 			expr := randomExpr(r)
 			s, err := Parse(expr, loc)
 			if err != nil {
