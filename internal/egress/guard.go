@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/agentgate/agentgate/internal/ipclass"
 )
 
 // Resolver looks names up; *net.Resolver is one. network is "ip".
@@ -28,33 +30,6 @@ type Guard struct {
 	// NewGuard is guarded too.
 	localAddrs func() []netip.Addr
 }
-
-// metadataAddrs are the clouds' instance metadata services: they hand out
-// the host's credentials to whoever asks.
-var metadataAddrs = map[netip.Addr]bool{
-	netip.MustParseAddr("169.254.169.254"): true, // AWS, GCP, Azure, OpenStack...
-	netip.MustParseAddr("fd00:ec2::254"):   true, // AWS over IPv6
-	netip.MustParseAddr("100.100.100.200"): true, // Alibaba Cloud
-}
-
-// guardedPrefixes are refused to every run but an open one, with why.
-var guardedPrefixes = []struct {
-	prefix netip.Prefix
-	what   string
-}{
-	{netip.MustParsePrefix("0.0.0.0/8"), "an unspecified address, which reaches this host"},
-	{netip.MustParsePrefix("::/128"), "an unspecified address, which reaches this host"},
-	{netip.MustParsePrefix("169.254.0.0/16"), "a link-local address"},
-	{netip.MustParsePrefix("fe80::/10"), "a link-local address"},
-	{netip.MustParsePrefix("224.0.0.0/4"), "a multicast address"},
-	{netip.MustParsePrefix("ff00::/8"), "a multicast address"},
-	{netip.MustParsePrefix("255.255.255.255/32"), "the broadcast address"},
-	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved address"},
-}
-
-// nat64 is the well-known NAT64 prefix: an address in it reaches the IPv4
-// address in its last 32 bits through the local translator.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
 
 // NewGuard builds the guard. ports are the gateway's listening ports (API,
 // metrics...), refused on every local address: loopback, unspecified and
@@ -127,18 +102,17 @@ func (g *Guard) Refuses(a netip.AddrPort) (reason string, refused bool) {
 		return "not an address", true
 	case ip.Zone() != "":
 		return "an address with a zone, which only reaches a link", true
-	case metadataAddrs[ip]:
-		return "a cloud metadata address, which hands out the host's credentials", true
-	case nat64.Contains(ip):
-		embedded := netip.AddrFrom4([4]byte(ip.AsSlice()[12:]))
+	}
+	if embedded, ok := ipclass.NAT64(ip); ok {
+		// The translator reaches the embedded address on the same port:
+		// the gateway's, or a service of its, as well as what ipclass
+		// knows.
 		if why, refused := g.Refuses(netip.AddrPortFrom(embedded, a.Port())); refused {
 			return "a NAT64 address of " + embedded.String() + ", " + why, true
 		}
 	}
-	for _, gp := range guardedPrefixes {
-		if gp.prefix.Contains(ip) {
-			return gp.what, true
-		}
+	if kind, what := ipclass.Of(ip); kind == ipclass.Infrastructure {
+		return what, true
 	}
 	if g == nil {
 		return "", false

@@ -12,50 +12,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/ipclass"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
 // MaxURLBytes bounds a webhook URL: the bound of a run's webhook_url, for
 // the operator's URLs too.
 const MaxURLBytes = runs.MaxWebhookURLBytes
-
-// refusedPrefixes are the destinations a webhook may not reach unless the
-// operator allows them: this machine, private networks and what is only
-// reachable from inside one, and addresses no host has.
-var refusedPrefixes = func() []netip.Prefix {
-	var out []netip.Prefix
-	for _, s := range []string{
-		"0.0.0.0/8",       // "this network"; 0.0.0.0 reaches this machine on Linux
-		"10.0.0.0/8",      // private (RFC 1918)
-		"100.64.0.0/10",   // carrier-grade NAT (RFC 6598)
-		"127.0.0.0/8",     // loopback
-		"169.254.0.0/16",  // link-local, with the clouds' metadata service at 169.254.169.254
-		"172.16.0.0/12",   // private (RFC 1918)
-		"192.0.0.0/24",    // IETF protocol assignments
-		"192.0.2.0/24",    // documentation
-		"192.168.0.0/16",  // private (RFC 1918)
-		"198.18.0.0/15",   // benchmarking
-		"198.51.100.0/24", // documentation
-		"203.0.113.0/24",  // documentation
-		"224.0.0.0/4",     // multicast
-		"240.0.0.0/4",     // reserved, and the broadcast address
-		"::/96",           // unspecified, loopback, and IPv4-compatible (::127.0.0.1)
-		"::ffff:0:0:0/96", // IPv4-translated (SIIT)
-		"64:ff9b::/96",    // NAT64: reaches an IPv4 address through the local translator
-		"64:ff9b:1::/48",  // local-use NAT64
-		"100::/64",        // discard
-		"2001::/32",       // Teredo, which tunnels to an IPv4 address
-		"2001:db8::/32",   // documentation
-		"2002::/16",       // 6to4, which embeds an IPv4 address
-		"fc00::/7",        // unique local (ULA)
-		"fe80::/10",       // link-local
-		"fec0::/10",       // site-local, deprecated
-		"ff00::/8",        // multicast
-	} {
-		out = append(out, netip.MustParsePrefix(s))
-	}
-	return out
-}()
 
 // Policy decides where webhooks may go. By default a webhook URL must be
 // https and reach a public address; the operator's entries (AllowHosts)
@@ -139,17 +102,12 @@ func (p Policy) Refused(ip netip.Addr) bool {
 	return internal(ip)
 }
 
-// internal reports whether ip is in one of refusedPrefixes.
+// internal reports whether ip is not a public address (ipclass's table,
+// which runs' egress shares): this machine, private networks and what is
+// only reachable from inside one, and addresses no host has.
 func internal(ip netip.Addr) bool {
-	if !ip.IsValid() {
-		return true
-	}
-	for _, pfx := range refusedPrefixes {
-		if pfx.Contains(ip) {
-			return true
-		}
-	}
-	return false
+	kind, _ := ipclass.Of(ip)
+	return kind != ipclass.Public
 }
 
 // allowedHost reports whether host (a name or a literal address) is one

@@ -11,37 +11,39 @@ import (
 func TestRefusedAddresses(t *testing.T) {
 	var p Policy
 	for addr, refused := range map[string]bool{
-		"127.0.0.1":        true,
-		"127.255.0.9":      true,
-		"::1":              true,
-		"10.0.0.1":         true,
-		"172.16.0.1":       true,
-		"172.31.255.255":   true,
-		"192.168.1.1":      true,
-		"fc00::1":          true,
-		"fd12:3456::1":     true,
-		"169.254.169.254":  true, // the metadata service
-		"fe80::1":          true,
-		"100.64.0.1":       true, // CGNAT
-		"100.127.255.254":  true,
-		"224.0.0.1":        true,
-		"239.255.255.250":  true,
-		"ff02::1":          true,
-		"0.0.0.0":          true,
-		"::":               true,
-		"255.255.255.255":  true,
-		"::ffff:127.0.0.1": true, // IPv4-mapped
-		"::ffff:10.0.0.1":  true,
-		"64:ff9b::a00:1":   true, // NAT64 of 10.0.0.1
-		"2002:a00:1::":     true, // 6to4 of 10.0.0.1
-		"192.0.2.1":        true,
-		"8.8.8.8":          false,
-		"93.184.215.14":    false,
-		"172.32.0.1":       false,
-		"100.128.0.1":      false,
-		"169.255.0.1":      false,
-		"2606:4700::1111":  false,
-		"::ffff:8.8.8.8":   false,
+		"127.0.0.1":          true,
+		"127.255.0.9":        true,
+		"::1":                true,
+		"10.0.0.1":           true,
+		"172.16.0.1":         true,
+		"172.31.255.255":     true,
+		"192.168.1.1":        true,
+		"fc00::1":            true,
+		"fd12:3456::1":       true,
+		"169.254.169.254":    true, // the metadata service
+		"fe80::1":            true,
+		"100.64.0.1":         true, // CGNAT
+		"100.127.255.254":    true,
+		"224.0.0.1":          true,
+		"239.255.255.250":    true,
+		"ff02::1":            true,
+		"0.0.0.0":            true,
+		"::":                 true,
+		"255.255.255.255":    true,
+		"::ffff:127.0.0.1":   true, // IPv4-mapped
+		"::ffff:10.0.0.1":    true,
+		"64:ff9b::a00:1":     true, // NAT64 of 10.0.0.1
+		"2002:a00:1::":       true, // 6to4 of 10.0.0.1
+		"192.0.2.1":          true,
+		"8.8.8.8":            false,
+		"93.184.215.14":      false,
+		"172.32.0.1":         false,
+		"100.128.0.1":        false,
+		"169.255.0.1":        false,
+		"2606:4700::1111":    false,
+		"::ffff:8.8.8.8":     false,
+		"64:ff9b::808:808":   false, // NAT64 of 8.8.8.8: what its IPv4 address is
+		"64:ff9b::a9fe:a9fe": true,  // NAT64 of the metadata service
 	} {
 		if got := p.Refused(netip.MustParseAddr(addr)); got != refused {
 			t.Errorf("Refused(%s) = %v, want %v", addr, got, refused)

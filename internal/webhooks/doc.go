@@ -43,7 +43,9 @@
 // CIDRs). Internal is loopback, RFC 1918 and ULA, link-local (the clouds'
 // metadata service 169.254.169.254 among them), CGNAT, multicast,
 // unspecified, documentation and reserved ranges, and the IPv6 forms that
-// reach IPv4 (mapped, compatible, translated, NAT64, 6to4, Teredo). At
+// reach IPv4 (mapped, compatible, translated, 6to4, Teredo; NAT64 is what
+// its embedded IPv4 address is): package ipclass's table, which runs'
+// egress shares. At
 // submission a literal address in any form a reader takes for one
 // (2130706433, 0x7f.1, 127.1, [::ffff:7f00:1], percent-encoded,
 // full-width), or a name internal by definition (localhost, .internal,
