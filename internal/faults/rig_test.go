@@ -349,6 +349,25 @@ func (r *rig) logTails() {
 	}
 }
 
+// logged returns when the gateway of role ("gateway1") first logged msg
+// at or after since, as its log line's own time says.
+func (r *rig) logged(role, msg string, since time.Time) (time.Time, bool) {
+	b, err := os.ReadFile(filepath.Join(r.dir, role, "log"))
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		var line struct {
+			Time time.Time `json:"time"`
+			Msg  string    `json:"msg"`
+		}
+		if json.Unmarshal([]byte(l), &line) == nil && line.Msg == msg && !line.Time.Before(since) {
+			return line.Time, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // leader returns the nats node (1-3) that leads stream, as the nodes'
 // monitoring endpoint tells, 0 when no live node knows.
 func (r *rig) leader(stream string) int {
