@@ -164,12 +164,17 @@ func TestSlowlorisLeavesHealthzAnswering(t *testing.T) {
 	if healthyAt.IsZero() {
 		t.Fatalf("/healthz did not answer 200 under the attack: %v", lastErr)
 	}
-	open, refusedWith429 := 0, 0
+	open, refusedWith429, duringDial := 0, 0, 0
 	for _, a := range as {
 		closedAt, answer := a.closed()
 		switch {
 		case closedAt.IsZero() || closedAt.After(healthyAt):
 			open++
+		case closedAt.Sub(a.dialedAt) >= held && closedAt.Before(attackedAt):
+			// Its timeout came while this test was still dialing the
+			// attack (seconds, on a loaded machine), before /healthz
+			// was asked: it says nothing of /healthz.
+			duringDial++
 		case closedAt.Sub(a.dialedAt) >= held:
 			t.Errorf("a connection held %v was closed before /healthz answered: it did not answer until a timeout freed the gateway (answer %q)",
 				closedAt.Sub(a.dialedAt), answer)
@@ -177,8 +182,8 @@ func TestSlowlorisLeavesHealthzAnswering(t *testing.T) {
 			refusedWith429++
 		}
 	}
-	t.Logf("/healthz answered %v after the attack, with %d attackers held open; %d refused with a 429",
-		healthyAt.Sub(attackedAt), open, refusedWith429)
+	t.Logf("/healthz answered %v after the attack, with %d attackers held open; %d refused with a 429; %d timed out while the attack was being dialed",
+		healthyAt.Sub(attackedAt), open, refusedWith429, duringDial)
 	if open == 0 {
 		t.Fatal("no attacker was still connected when /healthz answered")
 	}
