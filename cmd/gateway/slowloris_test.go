@@ -69,8 +69,9 @@ func TestSlowlorisLeavesHealthzAnswering(t *testing.T) {
 		attackers = 1100
 		bodyLate  = 100 // of them send headers and part of a body
 		// held is how long after its dial a connection must have
-		// lived to count as held by the server rather than refused:
-		// a refusal closes within milliseconds of the accept, the
+		// lived to count as held by the server rather than refused
+		// without an answer: such a refusal closes within
+		// milliseconds of the accept (a 429 may come later), the
 		// timeouts (body 8 s, headers 10 s) come after seconds.
 		held = 3 * time.Second
 	)

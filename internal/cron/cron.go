@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentgate/agentgate/internal/clip"
 )
 
 // MaxLen bounds an expression: the longest sensible one lists every
@@ -91,7 +93,7 @@ func Parse(expr string, loc *time.Location) (*Schedule, error) {
 		loc = time.UTC
 	}
 	if len(expr) > MaxLen {
-		return nil, &Error{Value: expr[:32] + "…", Reason: fmt.Sprintf("longer than %d bytes", MaxLen)}
+		return nil, &Error{Value: clip.Text(expr, 32), Reason: fmt.Sprintf("longer than %d bytes", MaxLen)}
 	}
 	text := strings.TrimSpace(expr)
 	if strings.HasPrefix(text, "@") {
@@ -223,6 +225,3 @@ func (f field) value(text string) (int, error) {
 
 // String is the expression as it was given.
 func (s *Schedule) String() string { return s.expr }
-
-// Location is the zone the schedule is read in.
-func (s *Schedule) Location() *time.Location { return s.loc }
