@@ -110,7 +110,7 @@ func TestNextAgreesWithTheDefinition(t *testing.T) {
 // FuzzParse: no expression makes Parse or Next panic or loop; an accepted
 // one fires, later than asked, and reads the same from its String.
 func FuzzParse(f *testing.F) {
-	for _, seed := range []string{strings.Repeat("é", 200), "* * * * *", "*/5 1-3,7 */2 jan-mar mon,fri", "0 0 29 2 *", "@daily", "0 0 31 4 *", "5/7 * 1-31/3 * 0-7/2", "60 * * * *"} {
+	for _, seed := range []string{"a" + strings.Repeat("é", 200), "* * * * *", "*/5 1-3,7 */2 jan-mar mon,fri", "0 0 29 2 *", "@daily", "0 0 31 4 *", "5/7 * 1-31/3 * 0-7/2", "60 * * * *"} {
 		f.Add(seed)
 	}
 	loc, err := time.LoadLocation("America/New_York")
