@@ -121,11 +121,12 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, expr string) {
 		s, err := Parse(expr, loc)
 		if err != nil {
-			if _, ok := err.(*Error); !ok {
+			e, ok := err.(*Error)
+			if !ok {
 				t.Fatalf("Parse(%q) = %T %v, want an *Error", expr, err, err)
 			}
-			if utf8.ValidString(expr) && !utf8.ValidString(err.Error()) {
-				t.Fatalf("Parse(%q): the error %q is not valid UTF-8", expr, err)
+			if utf8.ValidString(expr) && !utf8.ValidString(e.Value) {
+				t.Fatalf("Parse(%q): the error's value %q is not valid UTF-8", expr, e.Value)
 			}
 			return
 		}
