@@ -1,0 +1,45 @@
+package autorun
+
+import (
+	"context"
+
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Records is the store role of schedules, triggers and their States:
+// values under keys, each with a revision that compare-and-set checks.
+// Keys are "."-separated tokens of letters, digits, "-" and "_".
+type Records interface {
+	// Create stores data under key if the key is free; an error
+	// wrapping runs.ErrConflict if not.
+	Create(ctx context.Context, key string, data []byte) (rev uint64, err error)
+	// Get returns the value of key and its revision; an error wrapping
+	// runs.ErrNotFound when there is none.
+	Get(ctx context.Context, key string) (data []byte, rev uint64, err error)
+	// Update replaces the value of key if its revision is still rev (0:
+	// if the key is free); an error wrapping runs.ErrConflict if not.
+	Update(ctx context.Context, key string, data []byte, rev uint64) (uint64, error)
+	// Delete removes key; removing a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+	// Keys lists the keys that begin with prefix and a ".".
+	Keys(ctx context.Context, prefix string) ([]string, error)
+}
+
+// Claims is the store role of claims: keys one replica in the cluster
+// creates, kept long enough for no fire or delivery to come twice.
+type Claims interface {
+	// Claim creates key with data. When the key exists, fresh is false
+	// and held and rev are its value and revision.
+	Claim(ctx context.Context, key string, data []byte) (fresh bool, held []byte, rev uint64, err error)
+	// Reclaim replaces the value of a claim whose revision is still
+	// rev; an error wrapping runs.ErrConflict if it is not.
+	Reclaim(ctx context.Context, key string, data []byte, rev uint64) error
+}
+
+// Runs is what a start needs of the gateway's runs: the supervisor. The
+// tenant of a submission is the Actor of its context (runs.WithActor).
+type Runs interface {
+	Submit(ctx context.Context, spec runs.Spec) (runs.Run, error)
+	Record(ctx context.Context, id string) (runs.Run, error)
+	Cancel(ctx context.Context, id string) (runs.Run, error)
+}

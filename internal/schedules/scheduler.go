@@ -1,0 +1,209 @@
+package schedules
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/agentgate/agentgate/internal/autorun"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Run fires every replica's share of the schedules until ctx ends: each
+// Tick it finds the fire times due and claims each once in the cluster.
+// Every replica runs it; which one fires a given time is whichever
+// claims it first.
+func (s *Service) Run(ctx context.Context) {
+	t := time.NewTicker(s.cfg.Tick)
+	defer t.Stop()
+	for {
+		s.Tick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Tick handles the fires due now of every schedule.
+func (s *Service) Tick(ctx context.Context) {
+	keys, err := s.Records.Keys(ctx, "schedule")
+	if err != nil {
+		if ctx.Err() == nil {
+			s.Log.Warn("list schedules", zap.Error(err))
+		}
+		return
+	}
+	for _, k := range keys {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := s.tickOne(ctx, k); err != nil && ctx.Err() == nil {
+			s.Log.Warn("schedule", zap.String("key", k), zap.Error(err))
+		}
+	}
+}
+
+func (s *Service) tickOne(ctx context.Context, key string) error {
+	data, _, err := s.Records.Get(ctx, key)
+	if errors.Is(err, runs.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var sc Schedule
+	if err := json.Unmarshal(data, &sc); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	if _, err := s.Starter.Drain(ctx, sc.owner(), func(autorun.Waiting) (runs.Spec, error) {
+		return autorun.OpenSpec(s.Box, sc.ID, sc.Run)
+	}); err != nil {
+		return fmt.Errorf("start the fire that waited: %w", err)
+	}
+	if sc.Paused {
+		return nil
+	}
+	return s.fireDue(ctx, sc)
+}
+
+// maxDue bounds the fire times one tick handles for a schedule: after a
+// long outage the older ones are summed up in one record.
+const maxDue = 100
+
+// fireDue handles the fire times of sc due now, oldest first, and moves
+// its cursor past the ones handled. A fire claimed by a replica still
+// starting it stops the cursor there until that replica is done or its
+// claim's lease ends.
+func (s *Service) fireDue(ctx context.Context, sc Schedule) error {
+	tm, err := sc.timing()
+	if err != nil {
+		return err
+	}
+	st, _, err := s.Starter.State(ctx, sc.owner())
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	due, older := dueTimes(tm, later(st.Cursor, sc.Since), now)
+	handled := time.Time{}
+	for i, t := range due {
+		f := fireTime{at: t, last: i == len(due)-1}
+		if i == 0 {
+			f.older = older
+		}
+		err := s.fire(ctx, sc, f, now)
+		if errors.Is(err, errInFlight) {
+			break
+		}
+		if err != nil && !errors.Is(err, errDone) {
+			return err
+		}
+		handled = t
+	}
+	if handled.IsZero() {
+		return nil
+	}
+	return s.Starter.Change(ctx, sc.owner(), func(st *autorun.State) {
+		if handled.After(st.Cursor) {
+			st.Cursor = handled
+		}
+	})
+}
+
+// dueTimes are the fire times after cursor up to now, at most maxDue of
+// the latest; older counts those left out.
+func dueTimes(tm Timing, cursor, now time.Time) (due []time.Time, older int) {
+	for t, ok := tm.Next(cursor); ok && !t.After(now); t, ok = tm.Next(t) {
+		if len(due) == maxDue {
+			due, older = append(due[1:], t), older+1
+			continue
+		}
+		due = append(due, t)
+	}
+	return due, older
+}
+
+// fireTime is one fire time due: last, the latest due now; older, the
+// fires before it that no record will name.
+type fireTime struct {
+	at    time.Time
+	last  bool
+	older int
+}
+
+// errInFlight: another replica claimed the fire and is still starting it.
+var errInFlight = errors.New("fire claimed by another replica, still starting")
+
+// claim is the value of a fire's claim.
+type claim struct {
+	At time.Time `json:"at"`
+}
+
+// fire claims one fire time of sc and starts it, or records it missed.
+func (s *Service) fire(ctx context.Context, sc Schedule, f fireTime, now time.Time) error {
+	key := fmt.Sprintf("fire.%s.%d", sc.ID, f.at.Unix())
+	if err := s.claimFire(ctx, sc, key, now); err != nil {
+		return err
+	}
+	rec := autorun.Record{Key: key, Time: f.at}
+	if now.Sub(f.at) > s.cfg.MissAfter && !(sc.CatchUp == CatchUpOnce && f.last) {
+		rec.Outcome = autorun.Missed
+		rec.Error = &autorun.ErrorInfo{Code: "missed", Message: missedMessage(f)}
+		s.Observer.ScheduleFire(string(autorun.Missed), -1)
+		return s.Starter.Change(ctx, sc.owner(), func(st *autorun.State) { st.Put(rec) })
+	}
+	_, err := s.start(ctx, sc, rec)
+	return err
+}
+
+func missedMessage(f fireTime) string {
+	var b strings.Builder
+	b.WriteString("no replica of the gateway ran at this fire time, and the schedule's catch_up is \"none\"")
+	if f.older > 0 {
+		fmt.Fprintf(&b, "; %d earlier fire times were missed as well", f.older)
+	}
+	return b.String()
+}
+
+// claimFire takes the fire of key for this replica: it is free, or its
+// holder has had PendingLease to record it and did not (it died). It
+// returns errDone when the fire has its record, and errInFlight while
+// another replica holds it.
+func (s *Service) claimFire(ctx context.Context, sc Schedule, key string, now time.Time) error {
+	mine, err := json.Marshal(claim{At: now})
+	if err != nil {
+		return err
+	}
+	fresh, held, rev, err := s.Claims.Claim(ctx, key, mine)
+	if err != nil || fresh {
+		return err
+	}
+	st, _, err := s.Starter.State(ctx, sc.owner())
+	if err != nil {
+		return err
+	}
+	if _, ok := st.Find(key); ok {
+		return errDone
+	}
+	var c claim
+	if err := json.Unmarshal(held, &c); err == nil && now.Sub(c.At) < autorun.PendingLease {
+		return errInFlight
+	}
+	if err := s.Claims.Reclaim(ctx, key, mine, rev); errors.Is(err, runs.ErrConflict) {
+		return errInFlight
+	} else if err != nil {
+		return err
+	}
+	s.Log.Info("took over a fire whose replica did not record it", zap.String("schedule", sc.ID), zap.String("fire", key))
+	return nil
+}
+
+// errDone: the fire has its record already.
+var errDone = errors.New("fire recorded already")
