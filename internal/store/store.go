@@ -100,6 +100,8 @@ type Store struct {
 	queue      jetstream.Stream      // runs waiting for a slot on any replica
 	workers    jetstream.Consumer    // the replicas' pulls from queue
 	idem       jetstream.KeyValue    // Idempotency-Key → the run it made
+	autoruns   jetstream.KeyValue    // schedules, triggers, their states (autoruns.go)
+	claims     jetstream.KeyValue    // fire times' and deliveries' claims, expiring
 	tenants    jetstream.KeyValue    // tenant → its quota usage
 	files      jetstream.ObjectStore // uploaded files, expiring
 	hooks      jetstream.KeyValue    // webhook deliveries (webhooks.go)
@@ -219,7 +221,7 @@ func (s *Store) create(ctx context.Context, opts Options) error {
 	}
 	for _, open := range []func(context.Context, Options) error{
 		s.openQueue, s.openTenants, s.openIdempotency, s.openFiles, s.openWebhooks,
-		s.openSnapshots, s.openSessionLocks,
+		s.openSnapshots, s.openSessionLocks, s.openAutoruns,
 	} {
 		if err := open(ctx, opts); err != nil {
 			return fmt.Errorf("open store: %w", err)
