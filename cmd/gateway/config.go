@@ -114,6 +114,8 @@ type config struct {
 	// the store; unset, a key derived from the stream token secret.
 	SecretsKey        string `envconfig:"SECRETS_KEY" desc:"seals the env and header values of runs' MCP servers in the store (at least 32 bytes); unset: derived from the stream token secret"`
 	MaxFilesPerTenant int    `envconfig:"MAX_FILES_PER_TENANT" default:"1000" desc:"uploaded files a tenant keeps (429 too_many_files beyond)"`
+	// MaxSchedulesPerTenant bounds a tenant's schedules.
+	MaxSchedulesPerTenant int `envconfig:"MAX_SCHEDULES_PER_TENANT" default:"100" desc:"schedules a tenant keeps (429 too_many_schedules beyond)"`
 	// MaxConnsPerClient and MaxConns bound open connections per client
 	// address and in all (0: the defaults; negative: no bound, behind a
 	// load balancer that bounds its clients itself).

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/agentgate/agentgate/internal/schedules"
 	"io"
 	"net/http"
 	"os"
@@ -77,6 +78,8 @@ type instance struct {
 	network       supervisor.NetworkConfig
 	sup           *supervisor.Supervisor
 	stopLoops     context.CancelFunc
+	schedules     *schedules.Service
+	stopSchedules context.CancelFunc
 	draining      chan struct{}
 
 	closers []func()
@@ -110,6 +113,7 @@ func (g *instance) start(ctx context.Context) error {
 		g.openSandbox,
 		g.openEgress,
 		g.startSupervisor,
+		g.startSchedules,
 		g.serveAPI,
 	} {
 		if err := phase(ctx); err != nil {
@@ -410,7 +414,7 @@ func (g *instance) serveAPI(context.Context) error {
 		httpCfg.LoopbackHostsOnly = !g.cfg.InsecureNoAuth
 	}
 	metricsHandler := promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg})
-	g.handler.set(api.New(httpCfg, service{g.sup, g.hooks}, g.rec, metricsHandler, g.log))
+	g.handler.set(api.New(httpCfg, service{g.sup, g.hooks, g.schedules}, g.rec, metricsHandler, g.log))
 	fmt.Fprintf(g.stdout, "agentgate listening on http://%s\n", g.ln.Addr())
 	g.log.Info("gateway started", zap.String("addr", g.ln.Addr().String()), zap.String("data_dir", g.cfg.DataDir),
 		zap.Bool("embedded_nats", g.cfg.NATSURL == ""))
@@ -435,6 +439,7 @@ func (g *instance) shutdown() {
 	g.log.Info("shutting down", zap.Duration("grace", g.cfg.ShutdownGrace))
 	graceCtx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownGrace)
 	defer cancel()
+	g.stopSchedules()
 	shutdown := make(chan error, 1)
 	go func() { shutdown <- g.sup.Shutdown(graceCtx) }()
 	close(g.draining)

@@ -7,6 +7,9 @@
 package main
 
 import (
+	// Schedules read IANA zones, which a container image may not hold.
+	_ "time/tzdata"
+
 	"context"
 	"errors"
 	"fmt"

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/agentgate/agentgate/internal/schedules"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -116,7 +117,8 @@ func openWebhooks(ctx context.Context, cfg config, st webhooks.Store, reg promet
 // deliveries of its runs (api.Webhooks).
 type service struct {
 	*supervisor.Supervisor
-	hooks *webhooks.Deliverer
+	hooks     *webhooks.Deliverer
+	schedules *schedules.Service
 }
 
 // RunWebhooks implements api.Webhooks.

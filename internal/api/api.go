@@ -274,6 +274,14 @@ func New(cfg Config, svc Service, obs Observer, metrics http.Handler, log *zap.L
 	r.With(read, own).Get("/v1/runs/{id}/files/*", s.runFile)
 	r.With(read, own).Get("/v1/runs/{id}/archive", s.runArchive)
 	r.With(read, own).Get("/v1/runs/{id}/webhooks", s.runWebhooks) // webhooks.go
+	// Runs that start themselves (schedules.go).
+	r.With(write).Post("/v1/schedules", s.createSchedule)
+	r.With(read).Get("/v1/schedules", s.listSchedules)
+	r.With(read).Get("/v1/schedules/{id}", s.getSchedule)
+	r.With(write).Patch("/v1/schedules/{id}", s.updateSchedule)
+	r.With(write).Delete("/v1/schedules/{id}", s.deleteSchedule)
+	r.With(write).Post("/v1/schedules/{id}/run", s.fireSchedule)
+	r.With(read).Get("/v1/schedules/{id}/fires", s.scheduleFires)
 	s.router = r
 	return r
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/agentgate/agentgate/internal/autorun"
 	"math"
 	"net/http"
 	"slices"
@@ -158,6 +159,10 @@ func (s *server) problem(err error) problem {
 		return problem{status: http.StatusTooManyRequests, detail: ErrorDetail{Code: code, Message: qe.Message},
 			retryAfter: true, retryIn: qe.RetryAfter}
 	}
+	var le *autorun.LimitError
+	if errors.As(err, &le) {
+		return problem{status: http.StatusTooManyRequests, detail: ErrorDetail{Code: le.Code, Message: le.Message}}
+	}
 	var fe *runs.FieldError
 	hasField := errors.As(err, &fe)
 	detail := ErrorDetail{Message: err.Error()}
@@ -229,8 +234,19 @@ func (s *server) problem(err error) problem {
 	return problem{status: http.StatusInternalServerError, detail: ErrorDetail{Code: CodeInternal, Message: "internal error"}}
 }
 
+// Explain is the API's code and sentence for err: what a run that starts
+// itself (a schedule's fire, a trigger's delivery) records when its
+// submission is refused, as a client's POST /v1/runs would have got it.
+func Explain(err error) autorun.ErrorInfo {
+	p := (&server{}).problem(err)
+	return autorun.ErrorInfo{Code: p.detail.Code, Message: p.detail.Message}
+}
+
 // agentNames lists the configured agents, sorted.
 func (s *server) agentNames() []string {
+	if s.svc == nil {
+		return nil
+	}
 	var names []string
 	for _, a := range s.svc.Agents() {
 		names = append(names, a.Name)

@@ -149,8 +149,10 @@ func (s *Starter) submit(ctx context.Context, o Owner, rec Record, spec runs.Spe
 	actor := runs.Actor{KeyID: o.Kind + ":" + o.ID, Tenant: o.Tenant}
 	run, err := s.runs.Submit(runs.WithActor(ctx, actor), spec)
 	if err != nil {
-		if ctx.Err() != nil {
-			return rec, ctx.Err() // not refused: the gateway is stopping
+		if ctx.Err() != nil || errors.Is(err, runs.ErrShuttingDown) {
+			// Not refused: this replica is stopping. The start is
+			// left to another, once its lease is over.
+			return rec, fmt.Errorf("start %s: %w", rec.Key, err)
 		}
 		rec.Outcome, rec.Error = Refused, ptr(s.explain(err))
 	} else {

@@ -67,6 +67,9 @@ type Recorder struct {
 	snapshotRestores *prometheus.CounterVec
 	networkDenied    *prometheus.CounterVec
 
+	scheduleFires, triggerDeliveries *prometheus.CounterVec
+	scheduleLag                      prometheus.Histogram
+
 	fanout *fanoutCollector
 	packs  *packCollector
 }
@@ -166,6 +169,7 @@ func New(reg prometheus.Registerer, opts Options) (*Recorder, error) {
 		packs:  newPackCollector(),
 	}
 	r.workspacePrepare, r.gitClones, r.snapshotBytes, r.snapshotRestores = workspaceCollectors()
+	r.scheduleFires, r.triggerDeliveries, r.scheduleLag = autorunCollectors()
 	// One collector for all of them makes registration all or nothing.
 	set := collectorSet{
 		r.runsCreated, r.runsStarted, r.runsFinished, r.runDuration, r.queueWait,
@@ -175,6 +179,7 @@ func New(reg prometheus.Registerer, opts Options) (*Recorder, error) {
 		r.approvalsRequested, r.approvalsResolved, r.approvalWait, r.turnsStarted, r.turnDuration,
 		r.workspacePrepare, r.gitClones, r.snapshotBytes, r.snapshotRestores,
 		r.networkDenied,
+		r.scheduleFires, r.triggerDeliveries, r.scheduleLag,
 		r.fanout,
 		r.packs,
 	}

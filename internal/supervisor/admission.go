@@ -553,3 +553,14 @@ func (s *Supervisor) giveBack(t *task) {
 	}
 	s.log.Info("queued run given back", zap.String("run_id", r.ID))
 }
+
+// Check admits spec as Submit would, for the caller's tenant, without
+// making the run: for a run request kept to be submitted later, a
+// schedule's or a trigger's, whose mistakes are best told at once.
+func (s *Supervisor) Check(ctx context.Context, spec runs.Spec) error {
+	sub, err := s.newSubmission(ctx, spec)
+	if err != nil {
+		return err
+	}
+	return s.checkSubmittedSpec(ctx, sub)
+}
