@@ -62,6 +62,9 @@ type Deps struct {
 	Log      *zap.Logger
 }
 
+// CodeTooMany is the API's code for a tenant at its bound of schedules.
+const CodeTooMany = "too_many_schedules"
+
 // Service keeps a tenant's schedules and fires them, on every replica.
 type Service struct {
 	cfg Config
@@ -133,6 +136,9 @@ func (s *Service) check(ctx context.Context, sc Schedule, run runs.Spec) error {
 		return err
 	}
 	if err := s.Check(ctx, run); err != nil {
+		if errors.Is(err, runs.ErrUnknownAgent) {
+			return &runs.FieldError{Field: "run.agent", Reason: err.Error(), Kind: runs.ErrInvalid, Code: "unknown_agent"}
+		}
 		return prefixField(err, "run.")
 	}
 	return nil
@@ -155,7 +161,7 @@ func (s *Service) checkCount(ctx context.Context, tenant string) error {
 		return fmt.Errorf("count schedules: %w", err)
 	}
 	if len(keys) >= s.cfg.MaxPerTenant {
-		return &autorun.LimitError{Code: "too_many_schedules",
+		return &autorun.LimitError{Code: CodeTooMany,
 			Message: fmt.Sprintf("this tenant keeps %d schedules, its most (AGENTGATE_MAX_SCHEDULES_PER_TENANT); delete one first", len(keys))}
 	}
 	return nil
