@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -78,6 +79,8 @@ func gatewayMetrics(t *testing.T) exported {
 	r.SnapshotKept(runs.SnapshotWorkspace, 1024)
 	r.SnapshotRestored(runs.SnapshotSession)
 	r.NetworkDenied("claude", "acme")
+	r.ScheduleFire("started", 2*time.Second)
+	r.TriggerDelivery("duplicate")
 	r.HTTPRequest("/v1/runs", "POST", 201, 0.01)
 	r.SSEClientsAdd(1)
 	r.SetAgents([]runs.AgentInfo{{Name: "claude", Version: "2.1.3", Compatibility: runs.CompatVerified}})

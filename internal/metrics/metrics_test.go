@@ -624,6 +624,7 @@ func TestLint(t *testing.T) {
 		"agentgate_runs_finished_total",
 		"agentgate_runs_queued",
 		"agentgate_runs_started_total",
+		"agentgate_schedule_lag_seconds",
 		"agentgate_sse_clients",
 		"agentgate_store_packs_abandoned_total",
 		"agentgate_store_packs_reads_total",
