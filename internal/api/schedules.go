@@ -30,6 +30,10 @@ type Schedules interface {
 	ScheduleFires(ctx context.Context, id string, limit int) ([]schedules.Fire, error)
 }
 
+// CodeTooManySchedules: the tenant keeps
+// AGENTGATE_MAX_SCHEDULES_PER_TENANT schedules (429).
+const CodeTooManySchedules = schedules.CodeTooMany
+
 // The fields of a schedule's request body.
 var scheduleFields = []string{"name", "cron", "timezone", "every", "run", "when_busy", "catch_up", "paused"}
 
