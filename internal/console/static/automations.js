@@ -78,7 +78,7 @@ export function describeOutcome(item) {
   const links = [];
   if (runId) links.push({ runId, text: "run " + shortRunId(runId), label: "Run " + runId });
   if (busyRunId && busyRunId !== runId) {
-    links.push({ runId: busyRunId, text: "busy: run " + shortRunId(busyRunId), label: "Busy run " + busyRunId });
+    links.push({ runId: busyRunId, text: "busy: run " + shortRunId(busyRunId), label: "Busy: run " + busyRunId });
   }
   return {
     outcome,
@@ -169,6 +169,13 @@ function runLink(link) {
   return h("a", { href: "#/runs/" + encodeURIComponent(link.runId), class: "run-link", title: link.runId, "aria-label": link.label, text: link.text });
 }
 
+// spaced drops the missing parts and puts a space between the others, so
+// that their text reads as words (to a screen reader, and in
+// textContent), not run together.
+function spaced(parts) {
+  return parts.filter(Boolean).flatMap((p, i) => (i ? [" ", p] : [p]));
+}
+
 // outcomeParts are the pieces of one fire or delivery: its outcome as a
 // badge, whether it was fired by hand, why, and its run links.
 function outcomeParts(e) {
@@ -186,7 +193,9 @@ function eventList(items, none) {
   return h(
     "ol",
     { class: "events" },
-    ...items.map((e) => h("li", { data: { outcome: e.outcome } }, timeEl(e.at), e.event ? h("span", { class: "tag", text: e.event }) : null, ...outcomeParts(e))),
+    ...items.map((e) =>
+      h("li", { data: { outcome: e.outcome } }, ...spaced([timeEl(e.at), e.event ? h("span", { class: "tag", text: e.event }) : null, ...outcomeParts(e)])),
+    ),
   );
 }
 
@@ -211,7 +220,6 @@ class AutomationList {
     this.stale = false;
     this.errorFromLoad = false;
     this.el = {
-      title: byId(collection + "-title"),
       table: byId(collection + "-table"),
       body: byId(collection + "-body"),
       empty: byId(collection + "-empty"),
@@ -378,7 +386,7 @@ export class SchedulesView extends AutomationList {
     const fire = this.fired.get(s.id);
     if (fire) {
       row.result.dataset.outcome = fire.outcome;
-      row.result.replaceChildren("Fired now: ", ...outcomeParts(fire));
+      row.result.replaceChildren(...spaced(["Fired now:", ...outcomeParts(fire)]));
     }
   }
 
@@ -388,7 +396,7 @@ export class SchedulesView extends AutomationList {
       const fire = await this.api.json("POST", automationPath("schedules", row.data.id, "run"));
       // The row says "Fired now" already: no "by hand" tag.
       this.fired.set(row.data.id, { ...describeOutcome(fire), manual: false });
-      this.say(`Fired “${row.data.name}”: ${outcomeSentence(fire)}.`);
+      this.say(`Fired “${row.data.name}”: ${outcomeSentence(fire)}`);
     });
   }
 

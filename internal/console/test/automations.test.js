@@ -73,7 +73,7 @@ test("a busy fire links the run that was still going", () => {
   const skipped = describeOutcome({ outcome: "skipped_busy", busy_run_id: "ffffeeee-1111" });
   assert.equal(skipped.label, "skipped: busy");
   assert.equal(skipped.detail, "a run of it was still going");
-  assert.deepEqual(skipped.links, [{ runId: "ffffeeee-1111", text: "busy: run ffffeeee…", label: "Busy run ffffeeee-1111" }]);
+  assert.deepEqual(skipped.links, [{ runId: "ffffeeee-1111", text: "busy: run ffffeeee…", label: "Busy: run ffffeeee-1111" }]);
 
   const queued = describeOutcome({ outcome: "queued", busy_run_id: "b1" });
   assert.equal(queued.tone, "info");
