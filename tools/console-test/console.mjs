@@ -5,7 +5,7 @@
 //   node tools/console-test/console.mjs <console URL> <output directory>
 //
 // CONSOLE_TEST_PLAN (JSON) says what to do and what to expect:
-//   flow            "interactive" (the default) or "oneshot"
+//   flow            "interactive" (the default), "oneshot" or "schedules"
 //   key             the API key to type in, when the gateway has keys
 //   prompt          the new run's prompt
 //   answer          text of the (first) answer, as the page renders it
@@ -18,6 +18,13 @@
 //                   text (oneshot)
 //   expectReconnect the stream is dropped once while the run waits for
 //                   its approval, and the page must say it reconnected
+//   schedule        the name of a schedule the gateway has, not paused
+//                   (schedules): the page lists it, fires it now and shows
+//                   a started fire with a link to its run, pauses it, and
+//                   opens that run by its link; runId is that run
+//   trigger         the name of a trigger the gateway has (schedules,
+//                   optional): the triggers page lists it; without one, it
+//                   must say how to create one
 // CONSOLE_TEST_CHROMIUM is the browser (default /usr/bin/chromium).
 //
 // It writes <output directory>/report.json and screenshots beside it, and
@@ -44,6 +51,10 @@ try {
   process.exit(2);
 }
 plan.flow ??= "interactive";
+if (plan.flow === "schedules" && !plan.schedule) {
+  console.error('CONSOLE_TEST_PLAN: the flow "schedules" needs "schedule", the name of a schedule the gateway has');
+  process.exit(2);
+}
 mkdirSync(outdir, { recursive: true });
 
 const report = {
@@ -287,6 +298,107 @@ async function oneshotFlow() {
   });
 }
 
+// unlabeledControls are the visible controls that have no label.
+function unlabeledControls() {
+  return page.evaluate(() => {
+    const visible = (el) => !!(el.offsetWidth || el.offsetHeight || el.getClientRects().length);
+    return [...document.querySelectorAll("input, select, textarea, button")]
+      .filter((el) => visible(el) && !(el.labels?.length || el.getAttribute("aria-label") || (el.tagName === "BUTTON" && el.textContent.trim())))
+      .map((el) => el.outerHTML.slice(0, 80));
+  });
+}
+
+// goTo follows the page's navigation to one of its views.
+async function goTo(name, hash) {
+  await page.getByRole("navigation", { name: "Views" }).getByRole("link", { name, exact: true }).click();
+  await page.waitForFunction((h) => location.hash === h, hash);
+}
+
+async function schedulesFlow() {
+  const rowOf = (name) => page.locator("#schedules-body tr").filter({ has: page.getByRole("rowheader", { name, exact: true }) });
+  const row = rowOf(plan.schedule);
+  const d = (report.dom.schedule = { name: plan.schedule });
+  await run("open", open);
+  await run("list", async () => {
+    await goTo("Schedules", "#/schedules");
+    await row.waitFor();
+    d.id = (await row.getAttribute("data-schedule-id")) ?? "";
+    d.when = ((await row.locator("td").nth(0).textContent()) ?? "").trim();
+    d.pausedAtFirst = (await row.getAttribute("data-paused")) === "true";
+    expect(!d.pausedAtFirst, `the schedule "${plan.schedule}" is shown paused before the test paused it`);
+    d.current = await page.locator('nav a[aria-current="page"]').textContent();
+    expect(d.current === "Schedules", `the navigation marks "${d.current}" as the current page`);
+    d.runsPageHidden = await page.locator("#runs-page").isHidden();
+    expect(d.runsPageHidden, "the runs page is still shown beside the schedules");
+    d.unlabeled = await unlabeledControls();
+    expect(d.unlabeled.length === 0, `controls without a label on the schedules page: ${JSON.stringify(d.unlabeled)}`);
+    await shot("01-schedules");
+  });
+  await run("fire now", async () => {
+    await row.getByRole("button", { name: "Fire now", exact: true }).click();
+    const link = row.locator(".fire-result a.run-link");
+    await link.waitFor();
+    d.fireOutcome = (await row.locator(".fire-result").getAttribute("data-outcome")) ?? "";
+    expect(d.fireOutcome === "started", `Fire now showed the outcome "${d.fireOutcome}"`);
+    const href = (d.runHref = (await link.getAttribute("href")) ?? "");
+    report.runId = decodeURIComponent(href.slice("#/runs/".length));
+    expect(href.startsWith("#/runs/") && report.runId !== "", `the fire's run link is "${href}"`);
+    d.fireText = ((await row.locator(".fire-result").textContent()) ?? "").replace(/\s+/g, " ").trim();
+    expect(/^Fired now: started run \S+$/.test(d.fireText), `the fire's result reads "${d.fireText}"`);
+    // The list was refreshed after the fire: its last fires hold this one,
+    // marked as fired by hand, with the same link.
+    const listed = row.locator('.events li[data-outcome="started"]').filter({ has: page.locator(`a[href="${href}"]`) });
+    await listed.waitFor();
+    d.listedByHand = (await listed.locator(".tag", { hasText: "by hand" }).count()) > 0;
+    expect(d.listedByHand, "the fire in the list is not marked as fired by hand");
+    d.status = ((await page.locator("#schedules-status").textContent()) ?? "").trim();
+    await shot("02-fired");
+  });
+  await run("pause", async () => {
+    // By keyboard: the focus stays on the button, which now resumes.
+    await row.getByRole("button", { name: "Pause", exact: true }).focus();
+    await page.keyboard.press("Enter");
+    await page.locator(`#schedules-body tr[data-schedule-id="${d.id}"][data-paused="true"]`).waitFor();
+    await row.getByRole("button", { name: "Resume", exact: true }).waitFor();
+    d.focusAfterPause = await page.evaluate(() => document.activeElement?.textContent ?? "");
+    expect(d.focusAfterPause === "Resume", `the focus after Pause is on "${d.focusAfterPause}", not the Resume button`);
+    d.stateAfterPause = ((await row.locator(".badge.state-paused").textContent()) ?? "").trim();
+    d.nextAfterPause = ((await row.locator("td").nth(1).textContent()) ?? "").trim();
+    expect(d.stateAfterPause === "paused" && d.nextAfterPause === "–",
+      `after Pause the row shows state "${d.stateAfterPause}", next fire "${d.nextAfterPause}"`);
+    const error = ((await page.locator("#schedules-error").textContent()) ?? "").trim();
+    expect(error === "", `the schedules page shows an error: ${error}`);
+    await shot("03-paused");
+  });
+  await run("triggers", async () => {
+    await goTo("Triggers", "#/triggers");
+    const t = (report.dom.triggers = {});
+    if (plan.trigger) {
+      await page.locator("#triggers-body tr").filter({ has: page.getByRole("rowheader", { name: plan.trigger, exact: true }) }).waitFor();
+      t.listed = true;
+    } else {
+      const empty = page.locator("#triggers-empty");
+      await empty.waitFor();
+      t.empty = ((await empty.textContent()) ?? "").replace(/\s+/g, " ").trim();
+      expect(t.empty.includes("agentgate trigger create") && t.empty.includes("POST /v1/triggers"),
+        `the empty triggers page does not say how to create one: ${t.empty}`);
+    }
+    await shot("04-triggers");
+  });
+  await run("run link", async () => {
+    await goTo("Schedules", "#/schedules");
+    // The fire result is gone with the page it was on; the last fires
+    // still link the run.
+    const link = row.locator(`.events a.run-link[href="${d.runHref}"]`).first();
+    await link.click();
+    await page.waitForFunction(() => location.hash.startsWith("#/runs/"));
+    await page.locator("#run-title", { hasText: report.runId }).waitFor();
+    d.openedRun = decodeURIComponent((await page.evaluate(() => location.hash)).slice("#/runs/".length));
+    expect(d.openedRun === report.runId, `the schedule's newest run link opened ${d.openedRun}, not the fired run ${report.runId}`);
+    await shot("05-run");
+  });
+}
+
 // collect reads from the page what the screenshots show.
 async function collect() {
   report.dom = {
@@ -351,8 +463,19 @@ async function collect() {
 
 // check holds what the page showed to the plan.
 function check() {
+  if (plan.flow !== "schedules") checkRun();
   const d = report.dom;
   expect(report.runId !== "", "no run id");
+  expect(d.unlabeled.length === 0, `controls without a label: ${JSON.stringify(d.unlabeled)}`);
+  expect(report.pageErrors.length === 0, `page errors: ${JSON.stringify(report.pageErrors)}`);
+  expect(report.cspViolations.length === 0, `policy violations: ${JSON.stringify(report.cspViolations)}`);
+  const refused = report.consoleErrors.filter((m) => /Content Security Policy|Trusted Type|Refused to/i.test(m));
+  expect(refused.length === 0, `the browser refused: ${JSON.stringify(refused)}`);
+}
+
+// checkRun holds what the page showed of the run it drove to the plan.
+function checkRun() {
+  const d = report.dom;
   expect(d.runStatus === "succeeded", `run status on the page: ${d.runStatus}`);
   expect(d.streamState === "ended", `stream state: ${d.streamState}`);
   expect(d.listStatus === "succeeded", `the runs list shows the run as "${d.listStatus}"`);
@@ -364,7 +487,6 @@ function check() {
   expect(d.costUSD > 0 || d.inputTokens > 0, `neither cost (${d.costUSD}) nor usage (${d.inputTokens}) shown`);
   expect(d.streamRegion.role === "log" && d.streamRegion.live === "polite" && d.streamRegion.statusLive === "polite",
     `live regions: ${JSON.stringify(d.streamRegion)}`);
-  expect(d.unlabeled.length === 0, `controls without a label: ${JSON.stringify(d.unlabeled)}`);
   if (plan.flow === "interactive") {
     const call = d.toolCalls.find((c) => c.input.includes(plan.tool.command));
     expect(call?.name === plan.tool.name && call?.status === "ok", `tool call: ${JSON.stringify(d.toolCalls)}`);
@@ -378,15 +500,12 @@ function check() {
     expect(d.reasoning.length > 0 && d.reasoning.every((r) => !r.open), `reasoning: ${JSON.stringify(d.reasoning)}`);
     if (plan.expectReconnect) expect(d.reconnects >= 1, `reconnects: ${d.reconnects}`);
   }
-  expect(report.pageErrors.length === 0, `page errors: ${JSON.stringify(report.pageErrors)}`);
-  expect(report.cspViolations.length === 0, `policy violations: ${JSON.stringify(report.cspViolations)}`);
-  const refused = report.consoleErrors.filter((m) => /Content Security Policy|Trusted Type|Refused to/i.test(m));
-  expect(refused.length === 0, `the browser refused: ${JSON.stringify(refused)}`);
 }
 
 let code = 1;
 try {
   if (plan.flow === "oneshot") await oneshotFlow();
+  else if (plan.flow === "schedules") await schedulesFlow();
   else await interactiveFlow();
   await collect();
   check();
