@@ -118,3 +118,27 @@ func waitFire(t *testing.T, g *gateway, key testKey, id string, ok func(schedule
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// The console's schedules page, in Chromium: the schedule the API made is
+// listed, fired now (the run it started is the gateway's record of the
+// fire) and paused with the keyboard.
+func TestConsoleSchedules(t *testing.T) {
+	consoleTools(t)
+	mock := startMock(t, anthropic.TextAnswer("Checked."))
+	g := startGateway(t, gatewayEnv(t, t.TempDir()), mockCreds(mock))
+	v := scheduleOf(t, 201)(call(t, "POST", g.URL+"/v1/schedules", testKey{},
+		`{"name":"nightly console check","every":"1h","run":{"agent":"claude","prompt":"Check the console."}}`))
+	rep := runConsoleScript(t, g.URL+"/", artifactDir(t), map[string]any{"flow": "schedules", "schedule": v.Name})
+	if !rep.OK || rep.RunID == "" {
+		t.Fatalf("the page: %+v", rep)
+	}
+	got := scheduleOf(t, 200)(call(t, "GET", g.URL+"/v1/schedules/"+v.ID, testKey{}, ""))
+	if !got.Paused || got.NextFireAt != nil {
+		t.Fatalf("after the page paused it: %+v", got)
+	}
+	if len(got.LastFires) == 0 || !got.LastFires[0].Manual || got.LastFires[0].Outcome != "started" || got.LastFires[0].RunID != rep.RunID {
+		t.Fatalf("fires %+v, want the page's fire of run %s newest", got.LastFires, rep.RunID)
+	}
+	g.waitRun(t, rep.RunID, 3*time.Minute)
+	assertNoProcesses(t, rep.RunID)
+}
