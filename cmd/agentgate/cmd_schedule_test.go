@@ -415,7 +415,7 @@ func TestScheduleHelp(t *testing.T) {
 		args []string
 		want []string // parts of stdout
 	}{
-		{[]string{"help"}, []string{"\n  schedule "}},
+		{[]string{"help"}, []string{"\n  schedule ", "\n  trigger "}},
 		{[]string{"help", "schedule"}, []string{"Usage: agentgate schedule COMMAND", "schedule fires [--limit N] ID", "schedule rm ID"}},
 		{[]string{"schedule", "-h"}, []string{"Usage: agentgate schedule COMMAND", "schedule set ID"}},
 		{[]string{"help", "schedule", "create"}, []string{"Usage: agentgate schedule create --name NAME", "--cron expression", "--run file", "-a, --agent agent"}},

@@ -124,6 +124,7 @@ func commands() []command {
 		{name: "agents", args: "", summary: "list the agents the gateway runs", setup: setupAgents},
 		{name: "files", args: "[flags] ID [PATH]", summary: "list the files a run changed, or download one, its diff or its archive", help: filesHelp, setup: setupFiles},
 		{name: "schedule", args: "COMMAND [flags] [arguments]", summary: "make runs start on a cron expression or an interval", help: scheduleHelp, subcommands: scheduleCommands()},
+		{name: "trigger", args: "COMMAND [flags] [arguments]", summary: "make runs start when a webhook is delivered", help: triggerHelp, subcommands: triggerCommands()},
 		{name: "version", args: "", summary: "print the client's version", setup: setupVersion},
 		{name: "help", args: "[COMMAND]", summary: "show help", setup: setupHelp},
 	}
