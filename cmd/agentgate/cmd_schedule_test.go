@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentgate/agentgate/internal/doccheck"
 )
 
 // sentRequest is what a command sent to the gateway.
@@ -432,5 +434,51 @@ func TestScheduleHelp(t *testing.T) {
 	// A subcommand's flags are not the group's, nor another's.
 	if res := runCLI(t, map[string]string{}, "help", "schedule", "get"); strings.Contains(res.stdout, "--cron") {
 		t.Errorf("help schedule get shows create's flags:\n%s", res.stdout)
+	}
+}
+
+// TestDocumentedSubcommands: every schedule and trigger command the
+// documentation shows is one the client has, with flags it takes, and
+// the documentation shows each of them.
+func TestDocumentedSubcommands(t *testing.T) {
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, err := doccheck.Find(append(docs, "../../README.md")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, c := range cmds {
+		words := doccheck.Subcommand(c.Args, "url", "api-key")
+		if c.Program != doccheck.Client || len(words) == 0 {
+			continue
+		}
+		group, ok := lookupCommand(words[0])
+		if !ok || group.subcommands == nil {
+			continue
+		}
+		if len(words) < 2 {
+			t.Errorf("%s: %s without its subcommand", c, words[0])
+			continue
+		}
+		if _, ok := lookupSubcommand(group, words[1]); !ok {
+			t.Errorf("%s: the client has no command %q", c, words[0]+" "+words[1])
+			continue
+		}
+		seen[words[0]+" "+words[1]] = true
+		// Its flags as written: a flag the command lacks fails before -h.
+		if res := runCLI(t, map[string]string{}, append(c.Args, "-h")...); res.code != exitOK {
+			t.Errorf("%s: with -h: %s", c, res)
+		}
+	}
+	for _, group := range []string{"schedule", "trigger"} {
+		cmd, _ := lookupCommand(group)
+		for _, sub := range cmd.subcommands {
+			if !seen[group+" "+sub.name] {
+				t.Errorf("the documentation never shows %s %s", group, sub.name)
+			}
+		}
 	}
 }
