@@ -85,6 +85,21 @@ func commandHelp(w io.Writer, cmd command, fs *flag.FlagSet) {
 	}
 }
 
+// groupHelp is the help of a group of commands: its text and the
+// synopsis and summary of each subcommand.
+func groupHelp(w io.Writer, group command) {
+	fmt.Fprintf(w, "Usage: agentgate %s %s\n\n%s.\n", group.name, group.args, capitalize(group.summary))
+	if group.help != "" {
+		fmt.Fprintf(w, "\n%s\n", group.help)
+	}
+	fmt.Fprint(w, "\nCommands:\n")
+	for _, c := range group.subcommands {
+		fmt.Fprintf(w, "  %s\n      %s\n", strings.TrimSpace(group.name+" "+c.name+" "+c.args), c.summary)
+	}
+	fmt.Fprintf(w, "\nGlobal flags: --url URL, --api-key KEY, --json, --no-color (see agentgate help).\n"+
+		"Run 'agentgate help %s COMMAND' for a command's flags.\n", group.name)
+}
+
 func capitalize(s string) string {
 	if s == "" {
 		return s
@@ -94,22 +109,32 @@ func capitalize(s string) string {
 
 func setupHelp(fs *flag.FlagSet) func(a *app, args []string) int {
 	return func(a *app, args []string) int {
-		switch len(args) {
-		case 0:
+		if len(args) == 0 {
 			a.usage(a.stdout)
 			return exitOK
-		case 1:
-			cmd, ok := lookupCommand(args[0])
-			if !ok {
-				return a.usageFail("help", "unknown command %q", args[0])
-			}
-			cfs := flag.NewFlagSet("agentgate "+cmd.name, flag.ContinueOnError)
-			g := a.g
-			g.register(cfs)
-			cmd.setup(cfs)
-			commandHelp(a.stdout, cmd, cfs)
-			return exitOK
 		}
-		return a.usageFail("help", "want at most one command")
+		cmd, ok := lookupCommand(args[0])
+		if !ok {
+			return a.usageFail("help", "unknown command %q", args[0])
+		}
+		switch {
+		case cmd.subcommands != nil && len(args) == 1:
+			groupHelp(a.stdout, cmd)
+			return exitOK
+		case cmd.subcommands != nil && len(args) > 2:
+			return a.usageFail("help", "want a command and at most one of its subcommands")
+		case cmd.subcommands != nil && len(args) == 2:
+			if cmd, ok = lookupSubcommand(cmd, args[1]); !ok {
+				return a.usageFail("help", "unknown command %q", strings.Join(args, " "))
+			}
+		case len(args) != 1:
+			return a.usageFail("help", "want at most one command")
+		}
+		cfs := flag.NewFlagSet("agentgate "+cmd.name, flag.ContinueOnError)
+		g := a.g
+		g.register(cfs)
+		cmd.setup(cfs)
+		commandHelp(a.stdout, cmd, cfs)
+		return exitOK
 	}
 }

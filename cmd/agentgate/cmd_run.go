@@ -27,9 +27,17 @@ approvals (--approvals ask) from another shell with agentgate approve/deny.`
 
 // runFlags are run's flags: the request's fields and how to follow it.
 type runFlags struct {
-	req                                runRequest
-	schema, idemKey                    string
+	spec                               runSpec
+	idemKey                            string
 	detach, cancelOnInterrupt, verbose bool
+}
+
+// runSpec is what a run is asked to do: the flags of a POST /v1/runs
+// body, which run shares with the commands that make runs start later
+// (schedule create, trigger create).
+type runSpec struct {
+	req    runRequest
+	schema string
 }
 
 func setupRun(fs *flag.FlagSet) func(a *app, args []string) int {
@@ -40,6 +48,17 @@ func setupRun(fs *flag.FlagSet) func(a *app, args []string) int {
 
 // register puts run's flags on fs.
 func (f *runFlags) register(fs *flag.FlagSet) {
+	f.spec.register(fs)
+	fs.StringVar(&f.idemKey, "idempotency-key", "", "a `key` that makes retrying this command create one run only")
+	fs.BoolVar(&f.detach, "detach", false, "print the run's id and exit, without following it")
+	fs.BoolVar(&f.detach, "d", false, "short for --detach")
+	fs.BoolVar(&f.cancelOnInterrupt, "cancel-on-interrupt", false, "Ctrl-C cancels the run, instead of only stopping watching it")
+	fs.BoolVar(&f.verbose, "verbose", false, "also show reasoning, tool results and unparsed agent output")
+	fs.BoolVar(&f.verbose, "v", false, "short for --verbose")
+}
+
+// register puts the request's flags on fs.
+func (f *runSpec) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.req.Agent, "agent", "claude", "the `agent` to run (see agentgate agents)")
 	fs.StringVar(&f.req.Agent, "a", "claude", "short for --agent")
 	fs.StringVar(&f.req.Model, "model", "", "the `model`, as the agent names it")
@@ -61,12 +80,23 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.req.Approvals, "approvals", "", "approvals `mode`: never (the default) or ask, before every tool call that can change something")
 	fs.Var(secondsFlag{&f.req.ApprovalTimeoutSeconds}, "approval-timeout", "deny an approval unanswered after this `duration`")
 	fs.Var(secondsFlag{&f.req.IdleTimeoutSeconds}, "idle-timeout", "close an interactive run idle for this `duration`")
-	fs.StringVar(&f.idemKey, "idempotency-key", "", "a `key` that makes retrying this command create one run only")
-	fs.BoolVar(&f.detach, "detach", false, "print the run's id and exit, without following it")
-	fs.BoolVar(&f.detach, "d", false, "short for --detach")
-	fs.BoolVar(&f.cancelOnInterrupt, "cancel-on-interrupt", false, "Ctrl-C cancels the run, instead of only stopping watching it")
-	fs.BoolVar(&f.verbose, "verbose", false, "also show reasoning, tool results and unparsed agent output")
-	fs.BoolVar(&f.verbose, "v", false, "short for --verbose")
+}
+
+// request is the body of POST /v1/runs: the flags, with the prompt of
+// args (stdin for a lone "-") and the output schema read.
+func (f *runSpec) request(a *app, args []string) (runRequest, error) {
+	prompt, err := a.textArg(args)
+	if err != nil {
+		return runRequest{}, err
+	}
+	req := f.req
+	req.Prompt = prompt
+	if f.schema != "" {
+		if req.OutputSchema, err = readSchema(f.schema); err != nil {
+			return runRequest{}, err
+		}
+	}
+	return req, nil
 }
 
 // create creates the run and follows it, unless --detach.
@@ -74,15 +104,9 @@ func (f *runFlags) create(a *app, args []string) int {
 	if len(args) == 0 {
 		return a.usageFail("run", "a prompt is needed (or - to read it from stdin)")
 	}
-	prompt, err := a.textArg(args)
+	req, err := f.spec.request(a, args)
 	if err != nil {
 		return errorExit(a.stderr, err)
-	}
-	f.req.Prompt = prompt
-	if f.schema != "" {
-		if f.req.OutputSchema, err = readSchema(f.schema); err != nil {
-			return errorExit(a.stderr, err)
-		}
 	}
 	c, err := a.client()
 	if err != nil {
@@ -94,7 +118,7 @@ func (f *runFlags) create(a *app, args []string) int {
 		hdr = http.Header{"Idempotency-Key": {f.idemKey}}
 	}
 	var rec runRecord
-	raw, err := c.callWith(a.ctx, http.MethodPost, "/v1/runs", nil, hdr, f.req, &rec)
+	raw, err := c.callWith(a.ctx, http.MethodPost, "/v1/runs", nil, hdr, req, &rec)
 	if err != nil {
 		return errorExit(a.stderr, err)
 	}

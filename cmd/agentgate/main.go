@@ -104,6 +104,9 @@ type command struct {
 	summary string
 	help    string
 	setup   func(fs *flag.FlagSet) func(a *app, args []string) int
+	// subcommands, when not nil, make this a group (schedule, trigger):
+	// its first argument names one of them, and setup is nil.
+	subcommands []command
 }
 
 func commands() []command {
@@ -120,6 +123,8 @@ func commands() []command {
 		{name: "cancel", args: "ID", summary: "cancel a run", setup: setupCancel},
 		{name: "agents", args: "", summary: "list the agents the gateway runs", setup: setupAgents},
 		{name: "files", args: "[flags] ID [PATH]", summary: "list the files a run changed, or download one, its diff or its archive", help: filesHelp, setup: setupFiles},
+		{name: "schedule", args: "COMMAND [flags] [arguments]", summary: "make runs start on a cron expression or an interval", help: scheduleHelp, subcommands: scheduleCommands()},
+		{name: "trigger", args: "COMMAND [flags] [arguments]", summary: "make runs start when a webhook is delivered", help: triggerHelp, subcommands: triggerCommands()},
 		{name: "version", args: "", summary: "print the client's version", setup: setupVersion},
 		{name: "help", args: "[COMMAND]", summary: "show help", setup: setupHelp},
 	}
@@ -134,9 +139,49 @@ func lookupCommand(name string) (command, bool) {
 	return command{}, false
 }
 
+// lookupSubcommand returns the subcommand of group called name, named
+// in full ("schedule create") for its messages and help.
+func lookupSubcommand(group command, name string) (command, bool) {
+	for _, c := range group.subcommands {
+		if c.name == name {
+			c.name = group.name + " " + c.name
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// execGroup runs a group's subcommand: global flags may come before its
+// name, the subcommand's own flags only after it.
+func (a *app) execGroup(group command, args []string) int {
+	fs := flag.NewFlagSet("agentgate "+group.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	a.g.register(fs)
+	err := fs.Parse(args) // stops at the subcommand's name
+	if errors.Is(err, flag.ErrHelp) {
+		groupHelp(a.stdout, group)
+		return exitOK
+	}
+	if err != nil {
+		return a.usageFail(group.name, "%v", err)
+	}
+	if fs.NArg() == 0 {
+		groupHelp(a.stderr, group)
+		return exitUsage
+	}
+	sub, ok := lookupSubcommand(group, fs.Arg(0))
+	if !ok {
+		return a.usageFail(group.name, "unknown command %q", fs.Arg(0))
+	}
+	return a.exec(sub, fs.Args()[1:])
+}
+
 // exec parses the command's flags (anywhere among its arguments, until
 // "--") and runs it.
 func (a *app) exec(cmd command, args []string) int {
+	if cmd.subcommands != nil {
+		return a.execGroup(cmd, args)
+	}
 	fs := flag.NewFlagSet("agentgate "+cmd.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	a.g.register(fs)
