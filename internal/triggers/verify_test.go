@@ -50,7 +50,7 @@ func standardHeaders(t *testing.T, secret, id string, at time.Time, body []byte)
 	return h
 }
 
-func newSecret(t *testing.T, v Verify) string {
+func newSecret(t testing.TB, v Verify) string {
 	t.Helper()
 	s, err := NewSecret(v)
 	if err != nil {
