@@ -121,18 +121,15 @@ func templateMessage(err error) string {
 // headers, given to the template by canonical name with their first value,
 // less those that carry secrets (Authorization, Proxy-Authorization,
 // Cookie, X-Hub-Signature*, Webhook-Signature, X-Gitlab-Token). The
-// prompt is at most limit bytes. Every failure is a *RenderError: "the
-// prompt would be longer than N bytes", or "the prompt template failed:
-// ..." with the template's own message. The payload's text is only ever
-// data: "{{...}}" in it prints as is.
+// prompt is at most limit bytes. A failure of the template is a
+// *RenderError: "the prompt would be longer than N bytes", or "the prompt
+// template failed: ..." with the template's own message; a payload of
+// another type than encoding/json makes is a plain error. The payload's
+// text is only ever data: "{{...}}" in it prints as is.
 func (t *Template) Render(payload any, headers http.Header, limit int) (string, error) {
 	shown := promptHeaders(headers)
-	widest, err := widestValue(payload)
-	if err != nil {
+	if err := t.checkSteps(payload, shown); err != nil {
 		return "", err
-	}
-	if steps := max(widest, len(shown), 2); t.rangeNodes > 0 && steps > MaxRangeSteps/t.rangeNodes {
-		return "", &RenderError{Reason: fmt.Sprintf("the prompt template failed: its ranges (%d nodes) over a list or object of %d items would take more than %d steps", t.rangeNodes, steps, MaxRangeSteps)}
 	}
 	tmpl, err := t.tmpl.Clone()
 	if err != nil {
@@ -149,6 +146,20 @@ func (t *Template) Render(payload any, headers http.Header, limit int) (string, 
 		return "", &RenderError{Reason: "the prompt template failed: " + templateMessage(err)}
 	}
 	return out.buf.String(), nil
+}
+
+// checkSteps refuses a payload over which the template's ranges could
+// take more than MaxRangeSteps: each range goes over one list or object,
+// of the payload, of the headers or the data's two keys.
+func (t *Template) checkSteps(payload any, shown map[string]string) error {
+	widest, err := widestValue(payload)
+	if err != nil {
+		return err
+	}
+	if steps := max(widest, len(shown), 2); t.rangeNodes > 0 && steps > MaxRangeSteps/t.rangeNodes {
+		return &RenderError{Reason: fmt.Sprintf("the prompt template failed: its ranges (%d nodes) over a list or object of %d items would take more than %d steps", t.rangeNodes, steps, MaxRangeSteps)}
+	}
+	return nil
 }
 
 // promptHeaders returns what a template sees of headers: each by its
