@@ -17,6 +17,7 @@ scripts/install-browser.sh # headless Chromium, for the EventSource test
 scripts/install-console-test.sh # playwright-core, for the web console's browser test
 scripts/install-agui.sh # @ag-ui/core and @ag-ui/client, which check the AG-UI stream (tools/agui/validate.mjs)
 scripts/install-openapi-client.sh # openapi-typescript, openapi-fetch and tsc, for the generated-client test
+scripts/install-webhooks.sh # standardwebhooks, whose signatures inbound triggers must accept (tools/webhooks/sign.mjs)
 # bubblewrap, the gateway's sandbox: its tests and every conformance case
 # run the agents under /usr/bin/bwrap, and fail without it.
 scripts/install-sandbox.sh
