@@ -26,8 +26,9 @@
 // # Secrets at rest
 //
 // An HMAC needs its key, so the github and standard_webhooks secrets are
-// kept sealed with the operator's key (Sealer: AES-256-GCM, the trigger's
-// id bound in, so a sealed secret copied to another trigger does not open).
+// kept sealed with the operator's key (internal/seal: AES-256-GCM, the
+// trigger's id bound in, so a sealed secret copied to another trigger does
+// not open). A token is kept as its hash only.
 //
 // # The prompt
 //

@@ -73,7 +73,7 @@ var ErrBadProof = errors.New("the delivery's proof is missing or wrong")
 // For VerifyToken, Current and Previous are HashToken values, never the
 // tokens themselves: a token is compared, not used as a key, so the store
 // need not hold it. For VerifyGitHub and VerifyStandardWebhooks they are
-// the plain secrets (an HMAC needs its key; see Sealer for keeping them at
+// the plain secrets (an HMAC needs its key; the service keeps them sealed, internal/seal, at
 // rest). An empty string is no secret, and never matches.
 type Secrets struct {
 	Current  string
