@@ -116,6 +116,8 @@ type config struct {
 	MaxFilesPerTenant int    `envconfig:"MAX_FILES_PER_TENANT" default:"1000" desc:"uploaded files a tenant keeps (429 too_many_files beyond)"`
 	// MaxSchedulesPerTenant bounds a tenant's schedules.
 	MaxSchedulesPerTenant int `envconfig:"MAX_SCHEDULES_PER_TENANT" default:"100" desc:"schedules a tenant keeps (429 too_many_schedules beyond)"`
+	// MaxTriggersPerTenant bounds a tenant's triggers.
+	MaxTriggersPerTenant int `envconfig:"MAX_TRIGGERS_PER_TENANT" default:"100" desc:"triggers a tenant keeps (429 too_many_triggers beyond)"`
 	// MaxConnsPerClient and MaxConns bound open connections per client
 	// address and in all (0: the defaults; negative: no bound, behind a
 	// load balancer that bounds its clients itself).

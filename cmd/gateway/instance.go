@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/agentgate/agentgate/internal/schedules"
+	"github.com/agentgate/agentgate/internal/triggers"
 	"io"
 	"net/http"
 	"os"
@@ -79,6 +80,7 @@ type instance struct {
 	sup           *supervisor.Supervisor
 	stopLoops     context.CancelFunc
 	schedules     *schedules.Service
+	triggers      *triggers.Service
 	stopSchedules context.CancelFunc
 	draining      chan struct{}
 
@@ -414,7 +416,7 @@ func (g *instance) serveAPI(context.Context) error {
 		httpCfg.LoopbackHostsOnly = !g.cfg.InsecureNoAuth
 	}
 	metricsHandler := promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg})
-	g.handler.set(api.New(httpCfg, service{g.sup, g.hooks, g.schedules}, g.rec, metricsHandler, g.log))
+	g.handler.set(api.New(httpCfg, service{g.sup, g.hooks, g.schedules, g.triggers}, g.rec, metricsHandler, g.log))
 	fmt.Fprintf(g.stdout, "agentgate listening on http://%s\n", g.ln.Addr())
 	g.log.Info("gateway started", zap.String("addr", g.ln.Addr().String()), zap.String("data_dir", g.cfg.DataDir),
 		zap.Bool("embedded_nats", g.cfg.NATSURL == ""))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/agentgate/agentgate/internal/schedules"
+	"github.com/agentgate/agentgate/internal/triggers"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -119,6 +120,7 @@ type service struct {
 	*supervisor.Supervisor
 	hooks     *webhooks.Deliverer
 	schedules *schedules.Service
+	triggers  *triggers.Service
 }
 
 // RunWebhooks implements api.Webhooks.

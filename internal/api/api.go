@@ -150,6 +150,15 @@ type Config struct {
 	TenantRate    float64 `envconfig:"TENANT_RATE" default:"0" desc:"requests a second of one tenant on this replica (429 rate_limited); 0: no limit"`
 	TenantBurst   int     `envconfig:"TENANT_BURST" default:"0" desc:"burst of TENANT_RATE; 0: twice the rate"`
 	TenantStreams int     `envconfig:"TENANT_STREAMS" default:"200" desc:"event streams one tenant has open on this replica (429 too_many_streams); 0: no limit"`
+	// PublicURL is the gateway's address as senders of deliveries reach
+	// it, for triggers' URLs; unset, the request's own host.
+	PublicURL string `envconfig:"PUBLIC_URL" desc:"the gateway's base URL as webhook senders reach it (https://agents.example.com), for triggers' URLs; unset: the request's host"`
+	// TriggerMaxBodyBytes bounds a delivery's body (413 beyond);
+	// TriggerRate and TriggerBurst bound each trigger's deliveries a
+	// second on this replica (429 rate_limited).
+	TriggerMaxBodyBytes int64   `envconfig:"TRIGGER_MAX_BODY_BYTES" default:"1048576" desc:"bound of a delivery's body to a trigger (413 body_too_large beyond)"`
+	TriggerRate         float64 `envconfig:"TRIGGER_RATE" default:"1" desc:"deliveries a second one trigger takes on this replica (429 rate_limited beyond its burst)"`
+	TriggerBurst        int     `envconfig:"TRIGGER_BURST" default:"10" desc:"burst of TRIGGER_RATE"`
 	// BodyReadTimeout bounds reading a request body, however slowly it
 	// trickles in.
 	BodyReadTimeout time.Duration `envconfig:"BODY_READ_TIMEOUT" default:"30s" desc:"a request body must arrive in this time (408 body_timeout)"`
@@ -188,6 +197,12 @@ func (c Config) withDefaults() Config {
 	if c.StreamTokenTTL <= 0 {
 		c.StreamTokenTTL = DefaultStreamTokenTTL
 	}
+	if c.TriggerMaxBodyBytes <= 0 {
+		c.TriggerMaxBodyBytes = DefaultTriggerMaxBodyBytes
+	}
+	if c.TriggerRate <= 0 {
+		c.TriggerRate, c.TriggerBurst = DefaultTriggerRate, DefaultTriggerBurst
+	}
 	if c.BodyReadTimeout <= 0 {
 		c.BodyReadTimeout = 30 * time.Second
 	}
@@ -210,6 +225,8 @@ type server struct {
 	// audit logs each use of a key.
 	audit  *zap.Logger
 	limits *tenantLimits
+	// triggerLimits bounds each trigger's deliveries on this replica.
+	triggerLimits *tenantLimits
 }
 
 // New returns the gateway's HTTP handler. svc is required; obs, metrics
@@ -229,6 +246,7 @@ func New(cfg Config, svc Service, obs Observer, metrics http.Handler, log *zap.L
 	s.streamCfg = stream.Config{BatchSize: s.cfg.BatchSize, PingInterval: s.cfg.PingInterval,
 		ReconnectDelay: s.cfg.ReconnectDelay, WriteTimeout: s.cfg.WriteTimeout, Draining: s.cfg.Draining}
 	s.limits = newTenantLimits(s.cfg.TenantRate, s.cfg.TenantBurst, s.cfg.TenantStreams)
+	s.triggerLimits = newTenantLimits(s.cfg.TriggerRate, s.cfg.TriggerBurst, 0)
 	r := chi.NewRouter()
 	r.Use(s.instrument, s.checkHost, s.cors, s.checkQuery, s.bounded, middleware.GetHead, s.authenticate)
 	r.NotFound(s.notFound)
@@ -282,6 +300,16 @@ func New(cfg Config, svc Service, obs Observer, metrics http.Handler, log *zap.L
 	r.With(write).Delete("/v1/schedules/{id}", s.deleteSchedule)
 	r.With(write).Post("/v1/schedules/{id}/run", s.fireSchedule)
 	r.With(read).Get("/v1/schedules/{id}/fires", s.scheduleFires)
+	// Runs that start on inbound events (triggers.go); a delivery answers
+	// without an API key, by the trigger's own proof.
+	r.With(write).Post("/v1/triggers", s.createTrigger)
+	r.With(read).Get("/v1/triggers", s.listTriggers)
+	r.With(read).Get("/v1/triggers/{id}", s.getTrigger)
+	r.With(write).Patch("/v1/triggers/{id}", s.updateTrigger)
+	r.With(write).Delete("/v1/triggers/{id}", s.deleteTrigger)
+	r.With(write).Post("/v1/triggers/{id}/rotate", s.rotateTrigger)
+	r.With(read).Get("/v1/triggers/{id}/deliveries", s.triggerDeliveries)
+	r.Post("/v1/triggers/{id}/deliveries", s.deliver)
 	s.router = r
 	return r
 }

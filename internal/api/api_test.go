@@ -635,7 +635,8 @@ func TestConfigDefaults(t *testing.T) {
 	got := Config{BatchSize: 7, PingInterval: -time.Second}.withDefaults()
 	want := Config{PingInterval: DefaultPingInterval, WriteTimeout: DefaultWriteTimeout, BatchSize: 7,
 		MaxBodyBytes: DefaultMaxBodyBytes, RetryAfter: DefaultRetryAfter, ReconnectDelay: DefaultReconnectDelay,
-		StreamTokenTTL: DefaultStreamTokenTTL, BodyReadTimeout: 30 * time.Second, RequestTimeout: time.Minute}
+		StreamTokenTTL: DefaultStreamTokenTTL, BodyReadTimeout: 30 * time.Second, RequestTimeout: time.Minute,
+		TriggerMaxBodyBytes: DefaultTriggerMaxBodyBytes, TriggerRate: DefaultTriggerRate, TriggerBurst: DefaultTriggerBurst}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("withDefaults = %+v, want %+v", got, want)
 	}

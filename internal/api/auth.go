@@ -116,7 +116,7 @@ func consoleFile(r *http.Request) bool {
 func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if slices.Contains(unauthenticatedRoutes, r.URL.Path) || r.Method == http.MethodOptions ||
-			(slices.Contains(specRoutes, r.URL.Path) && safeMethod(r.Method)) || consoleFile(r) {
+			(slices.Contains(specRoutes, r.URL.Path) && safeMethod(r.Method)) || consoleFile(r) || triggerDelivery(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

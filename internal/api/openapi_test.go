@@ -303,7 +303,7 @@ var allCodes = []string{
 	runs.CodeMCPCommandNotAllowed, runs.CodeMCPURLNotAllowed,
 	runs.CodeWebhooksDisabled, runs.CodeWebhookURLRefused,
 	CodeInvalidPath, CodeWorkspaceExpired, CodeWorkspaceOnOtherReplica, CodeArchiveTooLarge,
-	CodeNoGitWorkspace, CodeSessionBusy, CodeTooManySchedules,
+	CodeNoGitWorkspace, CodeSessionBusy, CodeTooManySchedules, CodeTooManyTriggers, CodeInvalidPayload, CodeDeliveryInProgress,
 	gitrepo.CodeGitURLRefused, gitrepo.CodeUnknownCredential, gitrepo.CodeCredentialNotForURL,
 	// Written by the listener (internal/netguard) before any request is
 	// read, or for one the HTTP server cannot parse, in the same shape.
