@@ -51,26 +51,69 @@ func (s *Service) Tick(ctx context.Context) {
 }
 
 func (s *Service) tickOne(ctx context.Context, key string) error {
-	data, _, err := s.Records.Get(ctx, key)
+	data, rev, err := s.Records.Get(ctx, key)
 	if errors.Is(err, runs.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	if s.isQuiet(key, rev) {
+		return nil
+	}
 	var sc Schedule
 	if err := json.Unmarshal(data, &sc); err != nil {
 		return fmt.Errorf("decode: %w", err)
 	}
+	// A tick's store calls are bounded: a store that hangs must not stop
+	// every other schedule's fires for ever.
+	ctx, cancel := context.WithTimeout(ctx, tickTimeout)
+	defer cancel()
 	if _, err := s.Starter.Drain(ctx, sc.owner(), func(autorun.Waiting) (runs.Spec, error) {
 		return autorun.OpenSpec(s.Box, sc.ID, sc.Run)
 	}); err != nil {
 		return fmt.Errorf("start the fire that waited: %w", err)
 	}
-	if sc.Paused {
-		return nil
+	next, err := s.fireDue(ctx, sc)
+	if err == nil && !next.IsZero() {
+		s.setQuiet(key, rev, next)
 	}
-	return s.fireDue(ctx, sc)
+	return err
+}
+
+// tickTimeout bounds one schedule's work in a tick.
+const tickTimeout = time.Minute
+
+// quietSpan is what a replica knows of a schedule between ticks: while
+// its record keeps revision rev and until comes, it has nothing to fire
+// and no start waits. A start this replica queues forgets it; one another
+// replica queues is started by that replica, or by this one at the next
+// fire time.
+type quietSpan struct {
+	rev   uint64
+	until time.Time
+}
+
+func (s *Service) isQuiet(key string, rev uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, ok := s.quiet[key]
+	return ok && q.rev == rev && s.now().Before(q.until)
+}
+
+func (s *Service) setQuiet(key string, rev uint64, until time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.quiet == nil {
+		s.quiet = map[string]quietSpan{}
+	}
+	s.quiet[key] = quietSpan{rev: rev, until: until}
+}
+
+func (s *Service) forgetQuiet(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.quiet, key)
 }
 
 // maxDue bounds the fire times one tick handles for a schedule: after a
@@ -80,33 +123,54 @@ const maxDue = 100
 // fireDue handles the fire times of sc due now, oldest first, and moves
 // its cursor past the ones handled. A fire claimed by a replica still
 // starting it stops the cursor there until that replica is done or its
-// claim's lease ends.
-func (s *Service) fireDue(ctx context.Context, sc Schedule) error {
+// claim's lease ends. next is when sc has something to do again: its
+// next fire time, or zero when it is not known to be quiet until then.
+func (s *Service) fireDue(ctx context.Context, sc Schedule) (next time.Time, err error) {
 	tm, err := sc.timing()
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	st, _, err := s.Starter.State(ctx, sc.owner())
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	now := s.now()
+	waiting := st.Waiting != nil
+	if sc.Paused {
+		if waiting {
+			return time.Time{}, nil
+		}
+		return now.Add(time.Hour), nil // until its record changes
+	}
 	due, older := dueTimes(tm, later(st.Cursor, sc.Since), now)
-	handled := time.Time{}
+	handled, cursor := time.Time{}, later(st.Cursor, sc.Since)
 	for i, t := range due {
 		f := fireTime{at: t, last: i == len(due)-1}
 		if i == 0 {
 			f.older = older
 		}
-		err := s.fire(ctx, sc, f, now)
+		outcome, err := s.fire(ctx, sc, f, now)
+		waiting = waiting || outcome == autorun.Queued
 		if errors.Is(err, errInFlight) {
-			break
+			return time.Time{}, s.advance(ctx, sc, handled)
 		}
 		if err != nil && !errors.Is(err, errDone) {
-			return err
+			return time.Time{}, err
 		}
-		handled = t
+		handled, cursor = t, t
 	}
+	if err := s.advance(ctx, sc, handled); err != nil {
+		return time.Time{}, err
+	}
+	if waiting {
+		return time.Time{}, nil // look again each tick until it starts
+	}
+	next, _ = tm.Next(cursor)
+	return next, nil
+}
+
+// advance moves sc's cursor to handled, unless it is there already.
+func (s *Service) advance(ctx context.Context, sc Schedule, handled time.Time) error {
 	if handled.IsZero() {
 		return nil
 	}
@@ -147,20 +211,20 @@ type claim struct {
 }
 
 // fire claims one fire time of sc and starts it, or records it missed.
-func (s *Service) fire(ctx context.Context, sc Schedule, f fireTime, now time.Time) error {
+func (s *Service) fire(ctx context.Context, sc Schedule, f fireTime, now time.Time) (autorun.Outcome, error) {
 	key := fmt.Sprintf("fire.%s.%d", sc.ID, f.at.Unix())
 	if err := s.claimFire(ctx, sc, key, now); err != nil {
-		return err
+		return "", err
 	}
 	rec := autorun.Record{Key: key, Time: f.at}
 	if now.Sub(f.at) > s.cfg.MissAfter && !(sc.CatchUp == CatchUpOnce && f.last) {
 		rec.Outcome = autorun.Missed
 		rec.Error = &autorun.ErrorInfo{Code: "missed", Message: missedMessage(f)}
 		s.Observer.ScheduleFire(string(autorun.Missed), -1)
-		return s.Starter.Change(ctx, sc.owner(), func(st *autorun.State) { st.Put(rec) })
+		return autorun.Missed, s.Starter.Change(ctx, sc.owner(), func(st *autorun.State) { st.Put(rec) })
 	}
-	_, err := s.start(ctx, sc, rec)
-	return err
+	rec, err := s.start(ctx, sc, rec)
+	return rec.Outcome, err
 }
 
 func missedMessage(f fireTime) string {

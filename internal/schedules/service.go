@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -69,6 +70,9 @@ const CodeTooMany = "too_many_schedules"
 type Service struct {
 	cfg Config
 	Deps
+
+	mu    sync.Mutex
+	quiet map[string]quietSpan // schedule's key → nothing to do until
 }
 
 // New returns a Service. Observer, Now and Log may be nil.
@@ -337,6 +341,9 @@ func (s *Service) start(ctx context.Context, sc Schedule, rec autorun.Record) (a
 		return rec, fmt.Errorf("open schedule %s: %w", sc.ID, err)
 	}
 	rec, err = s.Starter.Start(ctx, sc.owner(), rec, spec)
+	if rec.Outcome == autorun.Queued {
+		s.forgetQuiet(scheduleKey(sc.Tenant, sc.ID)) // a start now waits: look each tick
+	}
 	if err == nil {
 		lag := time.Duration(-1)
 		if rec.Outcome == autorun.Started && !rec.Manual {

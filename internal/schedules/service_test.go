@@ -407,3 +407,55 @@ func TestSecretsOfTheRunAreSealedAndHidden(t *testing.T) {
 		t.Fatalf("the fire's run got env %q", got)
 	}
 }
+
+// Between its fire times a schedule costs a replica one read a tick, of
+// its record: not of its state.
+func TestAQuietScheduleIsNotReadAgainUntilItsNextFire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t)
+		r := c.replica(Config{})
+		if _, err := r.Create(tenantCtx, every("1h")); err != nil {
+			t.Fatal(err)
+		}
+		for range 120 {
+			r.Tick(context.Background())
+			time.Sleep(time.Second)
+		}
+		if n := c.mem.Reads("state"); n > 3 { // the view of Create, and the first tick
+			t.Fatalf("%d reads of the state in 120 quiet ticks", n)
+		}
+		time.Sleep(time.Hour)
+		r.Tick(context.Background())
+		if n := len(c.runs.Submitted()); n != 1 {
+			t.Fatalf("%d runs at the hour", n)
+		}
+	})
+}
+
+// A start that waits (queue) is started by the replica that queued it as
+// soon as the run it waits for ends, not at the next fire time.
+func TestAWaitingStartIsNotLeftUntilTheNextFire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t)
+		r := c.replica(Config{})
+		req := every("1h")
+		req.WhenBusy = autorun.Queue
+		v, err := r.Create(tenantCtx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f, err := r.FireNow(tenantCtx, v.ID); err != nil || f.Outcome != autorun.Started {
+			t.Fatal(f, err)
+		}
+		time.Sleep(time.Until(*v.NextFireAt) + time.Second)
+		r.Tick(context.Background()) // the hour's fire waits for the manual run
+		c.runs.FinishAll()
+		for range 3 {
+			time.Sleep(time.Second)
+			r.Tick(context.Background())
+		}
+		if n := len(c.runs.Submitted()); n != 2 {
+			t.Fatalf("%d runs: the waiting fire did not start once the first run ended", n)
+		}
+	})
+}

@@ -24,6 +24,8 @@ type Mem struct {
 	rev  uint64
 	// Fail, when set, is returned by the next call instead of its work.
 	Fail error
+	// reads counts Get calls by key prefix up to the first ".".
+	reads map[string]int
 }
 
 type entry struct {
@@ -57,6 +59,11 @@ func (m *Mem) Create(_ context.Context, key string, data []byte) (uint64, error)
 func (m *Mem) Get(_ context.Context, key string) ([]byte, uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.reads == nil {
+		m.reads = map[string]int{}
+	}
+	kind, _, _ := strings.Cut(key, ".")
+	m.reads[kind]++
 	if err := m.failed(); err != nil {
 		return nil, 0, err
 	}
@@ -65,6 +72,13 @@ func (m *Mem) Get(_ context.Context, key string) ([]byte, uint64, error) {
 		return nil, 0, fmt.Errorf("%s: %w", key, runs.ErrNotFound)
 	}
 	return slices.Clone(e.data), e.rev, nil
+}
+
+// Reads counts the Get calls of keys that begin with kind and a ".".
+func (m *Mem) Reads(kind string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reads[kind]
 }
 
 func (m *Mem) Update(_ context.Context, key string, data []byte, rev uint64) (uint64, error) {
