@@ -632,3 +632,75 @@ func TestCommandLine(t *testing.T) {
 		}
 	}
 }
+
+// Schedules and triggers from the command line, against a real gateway
+// and the real CLI: a schedule fired now runs to its end, a trigger's
+// secret is printed once and a token delivery starts its run.
+func TestScheduleAndTriggerCommands(t *testing.T) {
+	g := sharedGateway(t)
+	res := g.cli(t, "--json", "schedule", "create", "--name", "hourly hello", "--every", "1h", "Write hello to out.txt")
+	var sc struct {
+		ID         string `json:"id"`
+		NextFireAt string `json:"next_fire_at"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &sc); res.code != exitOK || err != nil || sc.ID == "" || sc.NextFireAt == "" {
+		t.Fatalf("schedule create: %s (%v)", res, err)
+	}
+	res = g.cli(t, "--json", "schedule", "fire", sc.ID)
+	var fire struct {
+		Outcome string `json:"outcome"`
+		RunID   string `json:"run_id"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &fire); res.code != exitOK || err != nil || fire.Outcome != "started" || fire.RunID == "" {
+		t.Fatalf("schedule fire: %s (%v)", res, err)
+	}
+	if res := g.cli(t, "watch", fire.RunID); res.code != exitOK {
+		t.Fatalf("watch the fire's run: %s", res)
+	}
+	if res := g.cli(t, "schedule", "ls"); res.code != exitOK || !strings.Contains(res.stdout, "hourly hello") {
+		t.Fatalf("schedule ls: %s", res)
+	}
+	if res := g.cli(t, "schedule", "fires", sc.ID); res.code != exitOK || !strings.Contains(res.stdout, fire.RunID) {
+		t.Fatalf("schedule fires: %s", res)
+	}
+	if res := g.cli(t, "schedule", "pause", sc.ID); res.code != exitOK {
+		t.Fatalf("schedule pause: %s", res)
+	}
+	if res := g.cli(t, "schedule", "set", sc.ID, "--every", "5s"); res.code != exitAPIError || !strings.Contains(res.stderr, "every") {
+		t.Fatalf("schedule set --every 5s: %s", res)
+	}
+	if res := g.cli(t, "schedule", "rm", sc.ID); res.code != exitOK {
+		t.Fatalf("schedule rm: %s", res)
+	}
+
+	res = g.cli(t, "--json", "trigger", "create", "--name", "alerts", "--verify", "token", "Say what {{.payload.alert}} means")
+	var tr struct {
+		URL    string `json:"url"`
+		Secret string `json:"secret"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &tr); res.code != exitOK || err != nil || tr.Secret == "" || !strings.HasPrefix(tr.URL, g.URL) {
+		t.Fatalf("trigger create: %s (%v)", res, err)
+	}
+	req, _ := http.NewRequest("POST", tr.URL, strings.NewReader(`{"alert":"disk full"}`))
+	req.Header.Set("Authorization", "Bearer "+tr.Secret)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		RunID string `json:"run_id"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&d)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || err != nil || d.RunID == "" {
+		t.Fatalf("a token delivery = %d (%v)", resp.StatusCode, err)
+	}
+	if res := g.cli(t, "watch", d.RunID); res.code != exitOK {
+		t.Fatalf("watch the delivery's run: %s", res)
+	}
+	id := strings.TrimSuffix(strings.TrimPrefix(tr.URL, g.URL+"/v1/triggers/"), "/deliveries")
+	if res := g.cli(t, "trigger", "deliveries", id); res.code != exitOK || !strings.Contains(res.stdout, d.RunID) {
+		t.Fatalf("trigger deliveries: %s", res)
+	}
+}
