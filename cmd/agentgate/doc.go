@@ -1,7 +1,8 @@
 // Command agentgate is the command-line client of an agentgate gateway. It
 // speaks only the gateway's HTTP API (openapi.yaml): it creates runs and
 // follows their events over SSE, answers approvals, sends follow-up
-// messages, lists runs and agents, and fetches what a run changed.
+// messages, lists runs and agents, fetches what a run changed, and keeps
+// the schedules and triggers that start runs by themselves.
 //
 //	agentgate [--url URL] [--api-key KEY] [--json] [--no-color] COMMAND [flags] [args]
 //
@@ -17,6 +18,8 @@
 //	cancel ID
 //	agents
 //	files ID [PATH] [--diff | --archive] [-o FILE]
+//	schedule create|ls|get|fires|pause|resume|fire|set|rm     runs on a clock
+//	trigger create|ls|get|rm|pause|resume|rotate|deliveries   runs on webhooks
 //	version, help [COMMAND]
 //
 // The gateway is $AGENTGATE_URL (default http://127.0.0.1:8080) and the API
