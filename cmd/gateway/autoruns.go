@@ -106,8 +106,8 @@ func (s service) DeleteSchedule(ctx context.Context, id string) error {
 	return s.schedules.Delete(ctx, id)
 }
 
-func (s service) FireSchedule(ctx context.Context, id string) (schedules.Fire, error) {
-	return s.schedules.FireNow(ctx, id)
+func (s service) FireSchedule(ctx context.Context, id, idempotencyKey string) (schedules.Fire, error) {
+	return s.schedules.FireNow(ctx, id, idempotencyKey)
 }
 
 func (s service) ScheduleFires(ctx context.Context, id string, limit int) ([]schedules.Fire, error) {

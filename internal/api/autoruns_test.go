@@ -65,8 +65,8 @@ func (a *autorunService) UpdateSchedule(ctx context.Context, id string, p schedu
 func (a *autorunService) DeleteSchedule(ctx context.Context, id string) error {
 	return a.sched.Delete(ctx, id)
 }
-func (a *autorunService) FireSchedule(ctx context.Context, id string) (schedules.Fire, error) {
-	return a.sched.FireNow(ctx, id)
+func (a *autorunService) FireSchedule(ctx context.Context, id, key string) (schedules.Fire, error) {
+	return a.sched.FireNow(ctx, id, key)
 }
 func (a *autorunService) ScheduleFires(ctx context.Context, id string, limit int) ([]schedules.Fire, error) {
 	return a.sched.Fires(ctx, id, limit)

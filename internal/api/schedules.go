@@ -26,7 +26,9 @@ type Schedules interface {
 	ListSchedules(ctx context.Context) ([]schedules.View, error)
 	UpdateSchedule(ctx context.Context, id string, p schedules.Patch) (schedules.View, error)
 	DeleteSchedule(ctx context.Context, id string) error
-	FireSchedule(ctx context.Context, id string) (schedules.Fire, error)
+	// FireSchedule fires a schedule now; a retry with the same
+	// idempotency key ("" for none) fires once.
+	FireSchedule(ctx context.Context, id, idempotencyKey string) (schedules.Fire, error)
 	ScheduleFires(ctx context.Context, id string, limit int) ([]schedules.Fire, error)
 }
 
@@ -253,7 +255,11 @@ func (s *server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
 // when it started a run, 200 with it when not.
 func (s *server) fireSchedule(w http.ResponseWriter, r *http.Request) {
 	s.withSchedule(w, r, func(sc Schedules, id string) (int, any, error) {
-		f, err := sc.FireSchedule(r.Context(), id)
+		key, err := idempotencyKey(r.Header)
+		if err != nil {
+			return 0, nil, err
+		}
+		f, err := sc.FireSchedule(r.Context(), id, key)
 		if err == nil && f.Outcome == autorun.Started {
 			w.Header().Set("Location", "/v1/runs/"+url.PathEscape(f.RunID))
 			return http.StatusCreated, f, nil

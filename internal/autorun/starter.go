@@ -16,6 +16,9 @@ type Owner struct {
 	ID       string
 	Tenant   string
 	WhenBusy WhenBusy
+	// PromptPerStart: each start renders its own prompt (a trigger's),
+	// which a start that waits keeps; else the owner's is read again.
+	PromptPerStart bool
 }
 
 func (o Owner) stateKey() string { return StateKey(o.Kind, o.ID) }
@@ -54,8 +57,9 @@ var errRetry = errors.New("state changed meanwhile")
 // unless the owner's previous run has not ended and its rule says
 // otherwise, and records its outcome in the owner's State. Starting a
 // key that already has a final Record returns that Record. An error is
-// the store's: the outcome is then unknown, and starting rec again is
-// safe (the run's idempotency key is rec.Key).
+// the store's, or a passing one of the gateway's (ErrTransient): the
+// outcome is then unknown, and starting rec again is safe (the run's
+// idempotency key is rec.Key).
 func (s *Starter) Start(ctx context.Context, o Owner, rec Record, spec runs.Spec) (Record, error) {
 	for range maxAttempts {
 		st, rev, err := s.State(ctx, o)
@@ -69,6 +73,13 @@ func (s *Starter) Start(ctx context.Context, o Owner, rec Record, spec runs.Spec
 		if err != nil {
 			return rec, err
 		}
+		if busy == startingElsewhere && o.WhenBusy == CancelPrevious {
+			// The run to cancel is being made: wait for its record.
+			if err := s.waitPending(ctx, o); err != nil {
+				return rec, err
+			}
+			continue
+		}
 		if busy != "" {
 			out, stop, err := s.whileBusy(ctx, o, st, rev, rec, spec.Prompt, busy)
 			if errors.Is(err, errRetry) {
@@ -77,8 +88,11 @@ func (s *Starter) Start(ctx context.Context, o Owner, rec Record, spec runs.Spec
 			if err != nil || stop {
 				return out, err
 			}
+			rec = out
 		}
-		st.Pending, st.Waiting = &Pending{Key: rec.Key, At: s.now()}, dropWaiting(st.Waiting, rec.Key)
+		// Waiting stays until the start's record is written: a replica
+		// that dies meanwhile leaves it for another to start.
+		st.Pending = &Pending{Key: rec.Key, At: s.now()}
 		if _, err := s.put(ctx, o, st, rev); errors.Is(err, runs.ErrConflict) {
 			continue
 		} else if err != nil {
@@ -89,11 +103,15 @@ func (s *Starter) Start(ctx context.Context, o Owner, rec Record, spec runs.Spec
 	return rec, fmt.Errorf("start %s %s: the owner's state kept changing", o.Kind, o.ID)
 }
 
-// busyRun returns the id of the owner's run that has not ended, "?" for
-// a start in progress elsewhere, or "" when the owner is free.
+// startingElsewhere is busyRun's answer for a start in progress on
+// another replica, whose run is not known yet.
+const startingElsewhere = "?"
+
+// busyRun returns the id of the owner's run that has not ended,
+// startingElsewhere, or "" when the owner is free.
 func (s *Starter) busyRun(ctx context.Context, st State, key string) (string, error) {
 	if st.pendingHeld(key, s.now()) {
-		return "?", nil
+		return startingElsewhere, nil
 	}
 	if st.LastRunID == "" {
 		return "", nil
@@ -110,21 +128,45 @@ func (s *Starter) busyRun(ctx context.Context, st State, key string) (string, er
 	return r.ID, nil
 }
 
+// pendingPoll is how often a start waiting for another's record looks.
+const pendingPoll = 200 * time.Millisecond
+
+// waitPending waits until no other start holds the owner, or its lease
+// ran out.
+func (s *Starter) waitPending(ctx context.Context, o Owner) error {
+	t := time.NewTicker(pendingPoll)
+	defer t.Stop()
+	for {
+		st, _, err := s.State(ctx, o)
+		if err != nil || !st.pendingHeld("", s.now()) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
 // whileBusy applies the owner's rule to a start that found busy running.
 // stop is true when the start ends here with out; false to go on and
-// start (cancel_previous).
+// start (cancel_previous), with out the start to make.
 func (s *Starter) whileBusy(ctx context.Context, o Owner, st State, rev uint64, rec Record, prompt, busy string) (out Record, stop bool, err error) {
-	if busy != "?" {
+	if busy != startingElsewhere {
 		rec.BusyRunID = busy
 	}
 	switch {
-	case o.WhenBusy == CancelPrevious && busy != "?":
+	case o.WhenBusy == CancelPrevious && busy != startingElsewhere:
 		if _, err := s.runs.Cancel(runs.WithActor(ctx, runs.Actor{Tenant: o.Tenant}), busy); err != nil && !errors.Is(err, runs.ErrNotFound) {
 			return rec, true, fmt.Errorf("cancel the previous run %s: %w", busy, err)
 		}
 		return rec, false, nil
 	case o.WhenBusy == Queue && (st.Waiting == nil || st.Waiting.Record.Key == rec.Key):
 		rec.Outcome = Queued
+		if !o.PromptPerStart {
+			prompt = "" // the owner's own, read again when it starts
+		}
 		st.Waiting = &Waiting{Record: rec, Prompt: prompt}
 	default:
 		rec.Outcome = SkippedBusy
@@ -142,18 +184,38 @@ func (s *Starter) whileBusy(ctx context.Context, o Owner, st State, rev uint64, 
 	return rec, true, nil
 }
 
+// RetryFor is how long after its time a start whose submission failed
+// for a passing reason (ErrTransient) is left to be tried again, rather
+// than recorded refused.
+const RetryFor = 2 * time.Minute
+
+// ErrTransient wraps a submission that failed for a reason of the
+// gateway's that may pass (shutting down, its store, its disk).
+var ErrTransient = errors.New("the gateway could not take the run now")
+
+// submitTimeout bounds a start's submission and its record, which go on
+// when the caller leaves: a run made and not recorded would be an owner's
+// run nobody knows of.
+const submitTimeout = 30 * time.Second
+
 // submit submits the start's run, the owner held by its Pending, and
 // records the outcome, freeing the owner.
 func (s *Starter) submit(ctx context.Context, o Owner, rec Record, spec runs.Spec) (Record, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
+	defer cancel()
 	spec.IdempotencyKey = rec.Key
 	actor := runs.Actor{KeyID: o.Kind + ":" + o.ID, Tenant: o.Tenant}
 	run, err := s.runs.Submit(runs.WithActor(ctx, actor), spec)
+	if err != nil && s.transient(err) && s.now().Sub(rec.Time) < RetryFor {
+		// Free the owner, and leave the start to be tried again.
+		_ = s.change(ctx, o, func(st *State) {
+			if st.Pending != nil && st.Pending.Key == rec.Key {
+				st.Pending = nil
+			}
+		})
+		return rec, fmt.Errorf("start %s: %w: %w", rec.Key, ErrTransient, err)
+	}
 	if err != nil {
-		if ctx.Err() != nil || errors.Is(err, runs.ErrShuttingDown) {
-			// Not refused: this replica is stopping. The start is
-			// left to another, once its lease is over.
-			return rec, fmt.Errorf("start %s: %w", rec.Key, err)
-		}
 		rec.Outcome, rec.Error = Refused, ptr(s.explain(err))
 	} else {
 		rec.Outcome, rec.RunID, rec.Error = Started, run.ID, nil
@@ -165,11 +227,25 @@ func (s *Starter) submit(ctx context.Context, o Owner, rec Record, spec runs.Spe
 		if st.Pending != nil && st.Pending.Key == rec.Key {
 			st.Pending = nil
 		}
+		st.Waiting = dropWaiting(st.Waiting, rec.Key)
 		if rec.Outcome == Started {
 			st.LastRunID = run.ID
 		}
 		st.Put(rec)
 	})
+}
+
+// transientCodes are the API's codes of refusals that may pass, for
+// which a client would retry: the gateway's own trouble, not the request's.
+var transientCodes = map[string]bool{
+	"internal": true, "shutting_down": true, "disk_full": true, "owner_unavailable": true,
+	"request_timeout": true, "not_ready": true,
+}
+
+// transient reports a submission refused for a reason that may pass, as
+// the API would classify it.
+func (s *Starter) transient(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || transientCodes[s.explain(err).Code]
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -241,6 +317,12 @@ func (s *Starter) Drain(ctx context.Context, o Owner, specFor func(Waiting) (run
 	st, _, err := s.State(ctx, o)
 	if err != nil || st.Waiting == nil {
 		return nil, err
+	}
+	if done, ok := st.Find(st.Waiting.Record.Key); ok && done.Final() {
+		// Recorded, but its Waiting was left: drop it, or it blocks
+		// every later start that would wait.
+		key := done.Key
+		return nil, s.change(ctx, o, func(st *State) { st.Waiting = dropWaiting(st.Waiting, key) })
 	}
 	busy, err := s.busyRun(ctx, st, st.Waiting.Record.Key)
 	if err != nil || busy != "" {

@@ -28,8 +28,9 @@ type Records interface {
 // Claims is the store role of claims: keys one replica in the cluster
 // creates, kept long enough for no fire or delivery to come twice.
 type Claims interface {
-	// Claim creates key with data. When the key exists, fresh is false
-	// and held and rev are its value and revision.
+	// Claim creates key with data: fresh, and rev its revision. When the
+	// key exists, fresh is false and held and rev are its value and
+	// revision.
 	Claim(ctx context.Context, key string, data []byte) (fresh bool, held []byte, rev uint64, err error)
 	// Reclaim replaces the value of a claim whose revision is still
 	// rev; an error wrapping runs.ErrConflict if it is not.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -40,15 +41,27 @@ func (s *Service) Tick(ctx context.Context) {
 		}
 		return
 	}
+	// A few schedules at once: one whose store calls are slow must not
+	// hold the others.
+	sem := make(chan struct{}, tickWorkers)
+	var wg sync.WaitGroup
 	for _, k := range keys {
 		if ctx.Err() != nil {
-			return
+			break
 		}
-		if err := s.tickOne(ctx, k); err != nil && ctx.Err() == nil {
-			s.Log.Warn("schedule", zap.String("key", k), zap.Error(err))
-		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := s.tickOne(ctx, k); err != nil && ctx.Err() == nil {
+				s.Log.Warn("schedule", zap.String("key", k), zap.Error(err))
+			}
+		})
 	}
+	wg.Wait()
 }
+
+// tickWorkers bounds the schedules one replica handles at once.
+const tickWorkers = 8
 
 func (s *Service) tickOne(ctx context.Context, key string) error {
 	data, rev, err := s.Records.Get(ctx, key)
@@ -69,20 +82,26 @@ func (s *Service) tickOne(ctx context.Context, key string) error {
 	// every other schedule's fires for ever.
 	ctx, cancel := context.WithTimeout(ctx, tickTimeout)
 	defer cancel()
-	if _, err := s.Starter.Drain(ctx, sc.owner(), func(autorun.Waiting) (runs.Spec, error) {
-		return autorun.OpenSpec(s.Box, sc.ID, sc.Run)
-	}); err != nil {
-		return fmt.Errorf("start the fire that waited: %w", err)
+	if !sc.Paused {
+		if _, err := s.Starter.Drain(ctx, sc.owner(), func(autorun.Waiting) (runs.Spec, error) {
+			return autorun.OpenSpec(s.Box, sc.ID, sc.Run)
+		}); err != nil {
+			return fmt.Errorf("start the fire that waited: %w", err)
+		}
 	}
 	next, err := s.fireDue(ctx, sc)
-	if err == nil && !next.IsZero() {
+	// A schedule that queues may have a start waiting that another
+	// replica queued: it is looked at each tick.
+	if err == nil && !next.IsZero() && sc.WhenBusy != autorun.Queue {
 		s.setQuiet(key, rev, next)
 	}
 	return err
 }
 
-// tickTimeout bounds one schedule's work in a tick.
-const tickTimeout = time.Minute
+// tickTimeout bounds one schedule's work in a tick, well within
+// MissAfter: a schedule whose store calls hang must not make the others
+// late enough to be missed.
+const tickTimeout = 20 * time.Second
 
 // quietSpan is what a replica knows of a schedule between ticks: while
 // its record keeps revision rev and until comes, it has nothing to fire
@@ -202,29 +221,42 @@ type fireTime struct {
 	older int
 }
 
-// errInFlight: another replica claimed the fire and is still starting it.
-var errInFlight = errors.New("fire claimed by another replica, still starting")
-
-// claim is the value of a fire's claim.
-type claim struct {
-	At time.Time `json:"at"`
-}
-
 // fire claims one fire time of sc and starts it, or records it missed.
+// A fire taken over from a replica that died is started however late:
+// that replica may have made its run, which the start then finds.
 func (s *Service) fire(ctx context.Context, sc Schedule, f fireTime, now time.Time) (autorun.Outcome, error) {
 	key := fmt.Sprintf("fire.%s.%d", sc.ID, f.at.Unix())
-	if err := s.claimFire(ctx, sc, key, now); err != nil {
+	held, err := s.claimFire(ctx, sc, key, now)
+	if err != nil {
 		return "", err
 	}
 	rec := autorun.Record{Key: key, Time: f.at}
-	if now.Sub(f.at) > s.cfg.MissAfter && !(sc.CatchUp == CatchUpOnce && f.last) {
+	if !held.TakenOver && now.Sub(f.at) > s.cfg.MissAfter && !(sc.CatchUp == CatchUpOnce && f.last) {
 		rec.Outcome = autorun.Missed
 		rec.Error = &autorun.ErrorInfo{Code: "missed", Message: missedMessage(f)}
 		s.Observer.ScheduleFire(string(autorun.Missed), -1)
-		return autorun.Missed, s.Starter.Change(ctx, sc.owner(), func(st *autorun.State) { st.Put(rec) })
+		err := s.Starter.Change(ctx, sc.owner(), func(st *autorun.State) {
+			if done, ok := st.Find(key); !ok || !done.Final() {
+				st.Put(rec)
+			}
+		})
+		s.done(ctx, held, rec, err)
+		return autorun.Missed, err
 	}
-	rec, err := s.start(ctx, sc, rec)
+	rec, err = s.start(ctx, sc, rec)
+	s.done(ctx, held, rec, err)
 	return rec.Outcome, err
+}
+
+// done writes a recorded fire into its claim, which outlives the
+// schedule's list of fires.
+func (s *Service) done(ctx context.Context, held *autorun.Held, rec autorun.Record, err error) {
+	if err != nil {
+		return
+	}
+	if err := held.Done(ctx, rec); err != nil && ctx.Err() == nil {
+		s.Log.Debug("record a fire in its claim", zap.String("fire", rec.Key), zap.Error(err))
+	}
 }
 
 func missedMessage(f fireTime) string {
@@ -236,38 +268,36 @@ func missedMessage(f fireTime) string {
 	return b.String()
 }
 
-// claimFire takes the fire of key for this replica: it is free, or its
-// holder has had PendingLease to record it and did not (it died). It
-// returns errDone when the fire has its record, and errInFlight while
+// claimFire takes the fire of key for this replica (autorun.TakeClaim).
+// It returns errDone when the fire has its record, and errInFlight while
 // another replica holds it.
-func (s *Service) claimFire(ctx context.Context, sc Schedule, key string, now time.Time) error {
-	mine, err := json.Marshal(claim{At: now})
-	if err != nil {
-		return err
+func (s *Service) claimFire(ctx context.Context, sc Schedule, key string, now time.Time) (*autorun.Held, error) {
+	held, done, err := autorun.TakeClaim(ctx, s.Claims, key, now)
+	switch {
+	case errors.Is(err, autorun.ErrInFlight):
+		return nil, errInFlight
+	case err != nil:
+		return nil, err
+	case done != nil:
+		return nil, errDone
 	}
-	fresh, held, rev, err := s.Claims.Claim(ctx, key, mine)
-	if err != nil || fresh {
-		return err
+	if held.TakenOver {
+		// Its record may be in the schedule's state, written before the
+		// claim's: then it is done.
+		st, _, err := s.Starter.State(ctx, sc.owner())
+		if err != nil {
+			return nil, err
+		}
+		if rec, ok := st.Find(key); ok && rec.Final() {
+			return nil, errDone
+		}
+		s.Log.Info("took over a fire whose replica did not record it", zap.String("schedule", sc.ID), zap.String("fire", key))
 	}
-	st, _, err := s.Starter.State(ctx, sc.owner())
-	if err != nil {
-		return err
-	}
-	if _, ok := st.Find(key); ok {
-		return errDone
-	}
-	var c claim
-	if err := json.Unmarshal(held, &c); err == nil && now.Sub(c.At) < autorun.PendingLease {
-		return errInFlight
-	}
-	if err := s.Claims.Reclaim(ctx, key, mine, rev); errors.Is(err, runs.ErrConflict) {
-		return errInFlight
-	} else if err != nil {
-		return err
-	}
-	s.Log.Info("took over a fire whose replica did not record it", zap.String("schedule", sc.ID), zap.String("fire", key))
-	return nil
+	return held, nil
 }
+
+// errInFlight: another replica claimed the fire and is still starting it.
+var errInFlight = errors.New("fire claimed by another replica, still starting")
 
 // errDone: the fire has its record already.
 var errDone = errors.New("fire recorded already")

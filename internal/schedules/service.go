@@ -2,6 +2,8 @@ package schedules
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -320,13 +322,19 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 }
 
 // FireNow fires a schedule of the caller's tenant at once, under its
-// when_busy rule, paused or not.
-func (s *Service) FireNow(ctx context.Context, id string) (Fire, error) {
+// when_busy rule, paused or not. A retry with the same idempotency key
+// (the request's Idempotency-Key; "" for none) fires once.
+func (s *Service) FireNow(ctx context.Context, id, idempotencyKey string) (Fire, error) {
 	sc, _, err := s.load(ctx, id)
 	if err != nil {
 		return Fire{}, err
 	}
-	rec := autorun.Record{Key: "fire." + sc.ID + ".manual." + uuid.NewString(), Time: s.now().Truncate(time.Second), Manual: true}
+	attempt := uuid.NewString()
+	if idempotencyKey != "" {
+		sum := sha256.Sum256([]byte(idempotencyKey))
+		attempt = hex.EncodeToString(sum[:16])
+	}
+	rec := autorun.Record{Key: "fire." + sc.ID + ".manual." + attempt, Time: s.now().Truncate(time.Second), Manual: true}
 	rec, err = s.start(ctx, sc, rec)
 	if err != nil {
 		return Fire{}, err

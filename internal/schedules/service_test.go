@@ -33,8 +33,19 @@ func newCluster(t *testing.T) *cluster {
 	return &cluster{mem: autoruntest.NewMem(), runs: autoruntest.NewRuns(), box: box}
 }
 
+// errFlaky is a refusal of the gateway's own that may pass, as the API
+// classifies a 500.
+var errFlaky = errors.New("the store did not answer")
+
+func explain(err error) autorun.ErrorInfo {
+	if errors.Is(err, errFlaky) {
+		return autorun.ErrorInfo{Code: "internal", Message: "internal error"}
+	}
+	return autorun.ErrorInfo{Code: "refused", Message: err.Error()}
+}
+
 func (c *cluster) replica(cfg Config) *Service {
-	starter := autorun.NewStarter(c.runs, c.mem, nil, nil)
+	starter := autorun.NewStarter(c.runs, c.mem, explain, nil)
 	check := func(_ context.Context, spec runs.Spec) error {
 		if spec.Agent != "fake" {
 			return runs.Invalid("agent", "unknown agent")
@@ -325,16 +336,22 @@ func TestFireNow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := r.FireNow(tenantCtx, v.ID)
+		f, err := r.FireNow(tenantCtx, v.ID, "")
 		if err != nil || f.Outcome != autorun.Started || !f.Manual || f.RunID == "" {
 			t.Fatalf("FireNow = %+v, %v", f, err)
 		}
-		f, err = r.FireNow(tenantCtx, v.ID)
+		f, err = r.FireNow(tenantCtx, v.ID, "")
 		if err != nil || f.Outcome != autorun.SkippedBusy || f.BusyRunID == "" {
 			t.Fatalf("FireNow while the first runs = %+v, %v: want skipped_busy", f, err)
 		}
+		c.runs.FinishAll()
+		first, err := r.FireNow(tenantCtx, v.ID, "retry-1")
+		again, err2 := r.FireNow(tenantCtx, v.ID, "retry-1")
+		if err != nil || err2 != nil || first.Outcome != autorun.Started || again.RunID != first.RunID || len(c.runs.Submitted()) != 2 {
+			t.Fatalf("a fire retried with its key = %+v then %+v (%v, %v); %d runs", first, again, err, err2, len(c.runs.Submitted()))
+		}
 		other := runs.WithActor(context.Background(), runs.Actor{Tenant: "other"})
-		if _, err := r.FireNow(other, v.ID); !errors.Is(err, runs.ErrNotFound) {
+		if _, err := r.FireNow(other, v.ID, ""); !errors.Is(err, runs.ErrNotFound) {
 			t.Fatalf("another tenant fired the schedule: %v", err)
 		}
 	})
@@ -399,7 +416,7 @@ func TestSecretsOfTheRunAreSealedAndHidden(t *testing.T) {
 	if strings.Contains(string(data), "hunter2") {
 		t.Fatal("the store holds the MCP secret in the clear")
 	}
-	f, err := r.FireNow(tenantCtx, v.ID)
+	f, err := r.FireNow(tenantCtx, v.ID, "")
 	if err != nil || f.Outcome != autorun.Started {
 		t.Fatal(f, err)
 	}
@@ -445,7 +462,7 @@ func TestAWaitingStartIsNotLeftUntilTheNextFire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f, err := r.FireNow(tenantCtx, v.ID); err != nil || f.Outcome != autorun.Started {
+		if f, err := r.FireNow(tenantCtx, v.ID, ""); err != nil || f.Outcome != autorun.Started {
 			t.Fatal(f, err)
 		}
 		time.Sleep(time.Until(*v.NextFireAt) + time.Second)
@@ -457,6 +474,68 @@ func TestAWaitingStartIsNotLeftUntilTheNextFire(t *testing.T) {
 		}
 		if n := len(c.runs.Submitted()); n != 2 {
 			t.Fatalf("%d runs: the waiting fire did not start once the first run ended", n)
+		}
+	})
+}
+
+// A fire taken over late from a replica that made its run and died
+// before recording it is started, and finds that run: it is not missed,
+// and no second run is made.
+func TestALateTakeoverFindsTheDeadReplicasRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t)
+		r := c.replica(Config{})
+		v, err := r.Create(tenantCtx, every("10m"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(*v.NextFireAt) + 40*time.Second)
+		key := "fire." + v.ID + "." + itoa(v.NextFireAt.Unix())
+		// The dead replica: it claimed the fire, submitted its run, and
+		// died before it recorded either.
+		if _, err := c.mem.Create(context.Background(), key, []byte(`{"at":"`+time.Now().Format(time.RFC3339Nano)+`","nonce":"dead"}`)); err != nil {
+			t.Fatal(err)
+		}
+		orphan, _ := c.runs.Submit(runs.WithActor(context.Background(), runs.Actor{Tenant: "acme"}), runs.Spec{Agent: "fake", Prompt: "tick", IdempotencyKey: key})
+		time.Sleep(autorun.PendingLease + time.Second) // 71 s late: past MissAfter
+		r.Tick(context.Background())
+		fires, _ := r.Fires(tenantCtx, v.ID, 10)
+		if len(fires) != 1 || fires[0].Outcome != autorun.Started || fires[0].RunID != orphan.ID || len(c.runs.Submitted()) != 1 {
+			t.Fatalf("fires %+v, %d runs: want the dead replica's run %s recorded", fires, len(c.runs.Submitted()), orphan.ID)
+		}
+	})
+}
+
+// A waiting start whose submission fails for a passing reason stays
+// waiting, and starts once the gateway takes runs again.
+func TestAWaitingStartSurvivesAFailedSubmission(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t)
+		r := c.replica(Config{})
+		req := every("1h")
+		req.WhenBusy = autorun.Queue
+		v, err := r.Create(tenantCtx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f, err := r.FireNow(tenantCtx, v.ID, ""); err != nil || f.Outcome != autorun.Started {
+			t.Fatal(f, err)
+		}
+		if f, err := r.FireNow(tenantCtx, v.ID, ""); err != nil || f.Outcome != autorun.Queued {
+			t.Fatal(f, err)
+		}
+		c.runs.FinishAll()
+		c.runs.Refuse = errFlaky
+		r.Tick(context.Background())
+		if n := len(c.runs.Submitted()); n != 1 {
+			t.Fatalf("%d runs while the gateway refused", n)
+		}
+		c.runs.Refuse = nil
+		time.Sleep(time.Second)
+		r.Tick(context.Background())
+		fires, _ := r.Fires(tenantCtx, v.ID, 10)
+		if len(c.runs.Submitted()) != 2 || fires[0].Outcome != autorun.Started {
+			t.Fatalf("fires %+v, %d runs: want the waiting start started once the refusal passed", fires, len(c.runs.Submitted()))
 		}
 	})
 }

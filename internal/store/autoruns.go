@@ -142,9 +142,9 @@ func (a *Autoruns) Keys(ctx context.Context, prefix string) ([]string, error) {
 
 // Claim creates key with data; when it exists, its value and revision.
 func (a *Autoruns) Claim(ctx context.Context, key string, data []byte) (bool, []byte, uint64, error) {
-	_, err := a.Create(ctx, key, data)
+	rev, err := a.Create(ctx, key, data)
 	if err == nil {
-		return true, nil, 0, nil
+		return true, nil, rev, nil
 	}
 	if !errors.Is(err, runs.ErrConflict) {
 		return false, nil, 0, err

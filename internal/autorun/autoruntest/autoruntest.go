@@ -119,8 +119,8 @@ func (m *Mem) Keys(_ context.Context, prefix string) ([]string, error) {
 }
 
 func (m *Mem) Claim(ctx context.Context, key string, data []byte) (bool, []byte, uint64, error) {
-	if _, err := m.Create(ctx, key, data); err == nil {
-		return true, nil, 0, nil
+	if rev, err := m.Create(ctx, key, data); err == nil {
+		return true, nil, rev, nil
 	}
 	held, rev, err := m.Get(ctx, key)
 	return false, held, rev, err
