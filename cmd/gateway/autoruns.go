@@ -76,8 +76,8 @@ func (s service) TriggerDeliveries(ctx context.Context, id string, limit int) ([
 	return s.triggers.Deliveries(ctx, id, limit)
 }
 
-func (s service) Deliver(ctx context.Context, id string, h http.Header, body []byte) (triggers.Delivery, bool, error) {
-	return s.triggers.Deliver(ctx, id, h, body)
+func (s service) Deliver(ctx context.Context, id string, h http.Header, body []byte, admit func() error) (triggers.Delivery, bool, error) {
+	return s.triggers.Deliver(ctx, id, h, body, admit)
 }
 
 func (s service) DeliveryRefused(outcome string) { s.triggers.Refused(outcome) }

@@ -92,8 +92,8 @@ func (a *autorunService) RotateTrigger(ctx context.Context, id string, keep time
 func (a *autorunService) TriggerDeliveries(ctx context.Context, id string, limit int) ([]triggers.Delivery, error) {
 	return a.trig.Deliveries(ctx, id, limit)
 }
-func (a *autorunService) Deliver(ctx context.Context, id string, h http.Header, body []byte) (triggers.Delivery, bool, error) {
-	return a.trig.Deliver(ctx, id, h, body)
+func (a *autorunService) Deliver(ctx context.Context, id string, h http.Header, body []byte, admit func() error) (triggers.Delivery, bool, error) {
+	return a.trig.Deliver(ctx, id, h, body, admit)
 }
 func (a *autorunService) DeliveryRefused(outcome string) { a.trig.Refused(outcome) }
 
@@ -148,7 +148,7 @@ func TestScheduleRoutesAnswerAsTheSpecSays(t *testing.T) {
 // delivery needs the trigger's proof and no key.
 func TestTriggerRoutesAnswerAsTheSpecSays(t *testing.T) {
 	svc := newAutorunService(t)
-	h := newHarness(t, Config{TriggerMaxBodyBytes: 256, TriggerRate: 0.001, TriggerBurst: 5}, svc)
+	h := newHarness(t, Config{TriggerMaxBodyBytes: 256, TriggerRate: 0.001, TriggerBurst: 4}, svc)
 	resp, b := h.do(t, "POST", "/v1/triggers", `{"name":"alerts","verify":"token","run":{"agent":"claude","prompt":"{{.payload.alert}}"}}`, jsonBody...)
 	if resp.StatusCode != 201 {
 		t.Fatalf("create = %d %s", resp.StatusCode, b)
@@ -170,9 +170,11 @@ func TestTriggerRoutesAnswerAsTheSpecSays(t *testing.T) {
 		{"a delivery", `{"alert":"disk full"}`, auth, "Delivery", 202},
 		{"the same again", `{"alert":"disk full"}`, auth, "Delivery", 200},
 		{"no proof", `{"alert":"x"}`, jsonBody, "Error", 401},
+		{"no proof, again", `{"alert":"x"}`, jsonBody, "Error", 401}, // a stranger spends no rate
 		{"not JSON", `alert: x`, append(auth[:4:4], "Idempotency-Key", "alert-2"), "Error", 400},
 		{"too large", `{"alert":"` + strings.Repeat("x", 300) + `"}`, auth, "Error", 413},
-		{"rate limited", `{"alert":"x"}`, auth, "Error", 429},
+		{"another", `{"alert":"y"}`, append(auth[:4:4], "Idempotency-Key", "alert-3"), "Delivery", 202},
+		{"rate limited", `{"alert":"z"}`, append(auth[:4:4], "Idempotency-Key", "alert-4"), "Error", 429},
 	} {
 		resp, b := h.do(t, "POST", deliveries, c.body, c.header...)
 		if resp.StatusCode != c.status {
@@ -182,7 +184,7 @@ func TestTriggerRoutesAnswerAsTheSpecSays(t *testing.T) {
 		validateOpenAPI(t, c.schema, b)
 	}
 	if n := len(svc.runs.Submitted()); n != 1 {
-		t.Fatalf("%d runs, want the one delivery's", n)
+		t.Fatalf("%d runs, want the first delivery's (the other was skipped: the first runs)", n)
 	}
 	for _, c := range []struct {
 		method, path, body, schema string

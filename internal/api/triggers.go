@@ -27,8 +27,9 @@ type Triggers interface {
 	DeleteTrigger(ctx context.Context, id string) error
 	RotateTrigger(ctx context.Context, id string, keep time.Duration) (triggers.View, error)
 	TriggerDeliveries(ctx context.Context, id string, limit int) ([]triggers.Delivery, error)
-	// Deliver answers a delivery: dup when its id came before.
-	Deliver(ctx context.Context, id string, h http.Header, body []byte) (d triggers.Delivery, dup bool, err error)
+	// Deliver answers a delivery: dup when it came before. admit, called
+	// once the delivery is proved, refuses it past the trigger's rate.
+	Deliver(ctx context.Context, id string, h http.Header, body []byte, admit func() error) (d triggers.Delivery, dup bool, err error)
 	// DeliveryRefused counts a delivery the API refused itself.
 	DeliveryRefused(outcome string)
 }
@@ -304,15 +305,6 @@ func (s *server) deliver(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badProof())
 		return
 	}
-	if err := s.triggerLimits.allow(id); err != nil {
-		tr.DeliveryRefused(triggers.OutcomeRateLimited)
-		var edge *edgeError
-		if errors.As(err, &edge) {
-			edge.msg = fmt.Sprintf("this trigger takes at most %g deliveries a second (burst %g); slow down", s.triggerLimits.rate, s.triggerLimits.burst)
-		}
-		s.fail(w, r, err)
-		return
-	}
 	body, err := readBody(w, r, s.cfg.TriggerMaxBodyBytes, s.cfg.BodyReadTimeout)
 	if err != nil {
 		var edge *edgeError
@@ -322,7 +314,17 @@ func (s *server) deliver(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	d, dup, err := tr.Deliver(r.Context(), id, r.Header, body)
+	// Only a proved delivery spends the trigger's rate: a stranger who
+	// knows its URL cannot use it up.
+	admit := func() error {
+		err := s.triggerLimits.allow(id)
+		var edge *edgeError
+		if errors.As(err, &edge) {
+			edge.msg = fmt.Sprintf("this trigger takes at most %g deliveries a second (burst %g); slow down", s.triggerLimits.rate, s.triggerLimits.burst)
+		}
+		return err
+	}
+	d, dup, err := tr.Deliver(r.Context(), id, r.Header, body, admit)
 	switch {
 	case errors.Is(err, triggers.ErrBadProof):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agentgate"`)

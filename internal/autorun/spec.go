@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 
 	"github.com/agentgate/agentgate/internal/runs"
@@ -74,8 +75,17 @@ func OpenSpec(box *seal.Box, id string, sealed []byte) (runs.Spec, error) {
 }
 
 // PublicSpec is spec as the API shows it: the names of its MCP servers'
-// env and headers, never their values.
+// env and headers, never their values, and its webhook_url without what
+// may carry a token (its query, fragment and user).
 func PublicSpec(spec runs.Spec) runs.Spec {
+	if spec.WebhookURL != "" {
+		if u, err := url.Parse(spec.WebhookURL); err == nil {
+			u.RawQuery, u.Fragment, u.User = "", "", nil
+			spec.WebhookURL = u.String()
+		} else {
+			spec.WebhookURL = ""
+		}
+	}
 	if len(spec.MCPServers) == 0 {
 		return spec
 	}

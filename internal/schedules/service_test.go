@@ -404,24 +404,28 @@ func TestSecretsOfTheRunAreSealedAndHidden(t *testing.T) {
 	r := c.replica(Config{})
 	req := every("1m")
 	req.Run.MCPServers = map[string]runs.MCPServer{"db": {Command: "db-mcp", Env: map[string]string{"DB_PASSWORD": "hunter2-secret"}}}
+	req.Run.WebhookURL = "https://hooks.example.com/done?token=hook-secret"
 	v, err := r.Create(tenantCtx, req)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if v.Run.WebhookURL != "https://hooks.example.com/done" {
+		t.Errorf("the view shows webhook_url %q: want it without its query", v.Run.WebhookURL)
 	}
 	if m := v.Run.MCPServers["db"]; m.Env != nil || !slices.Equal(m.EnvNames, []string{"DB_PASSWORD"}) {
 		t.Errorf("the view shows %+v: want the env's names only", m)
 	}
 	keys, _ := c.mem.Keys(context.Background(), "schedule")
 	data, _, _ := c.mem.Get(context.Background(), keys[0])
-	if strings.Contains(string(data), "hunter2") {
+	if strings.Contains(string(data), "hunter2") || strings.Contains(string(data), "hook-secret") {
 		t.Fatal("the store holds the MCP secret in the clear")
 	}
 	f, err := r.FireNow(tenantCtx, v.ID, "")
 	if err != nil || f.Outcome != autorun.Started {
 		t.Fatal(f, err)
 	}
-	if got := c.runs.Submitted()[0].MCPServers["db"].Env["DB_PASSWORD"]; got != "hunter2-secret" {
-		t.Fatalf("the fire's run got env %q", got)
+	if got := c.runs.Submitted()[0]; got.MCPServers["db"].Env["DB_PASSWORD"] != "hunter2-secret" || got.WebhookURL != req.Run.WebhookURL {
+		t.Fatalf("the fire's run got env %v and webhook_url %q", got.MCPServers["db"].Env, got.WebhookURL)
 	}
 }
 

@@ -39,13 +39,18 @@ const ConflictInProgress = "delivery_in_progress"
 // (too large, rate limited).
 func (s *Service) Refused(outcome string) { s.Observer.TriggerDelivery(outcome) }
 
-// Deliver answers one delivery to the trigger id: its proof, its id seen
+// Deliver answers one delivery to the trigger id: its proof, then admit
+// (the trigger's rate, which only a proved delivery spends), its id seen
 // before or not, and the start it makes. An unknown trigger and a wrong
-// proof are the same ErrBadProof. dup is true when the delivery's id came
+// proof are the same ErrBadProof. dup is true when the delivery came
 // before: the Delivery is then the first one's.
-func (s *Service) Deliver(ctx context.Context, id string, h http.Header, body []byte) (d Delivery, dup bool, err error) {
+func (s *Service) Deliver(ctx context.Context, id string, h http.Header, body []byte, admit func() error) (d Delivery, dup bool, err error) {
 	t, err := s.verified(ctx, id, h, body)
 	if err != nil {
+		return Delivery{}, false, err
+	}
+	if err := admit(); err != nil {
+		s.Observer.TriggerDelivery(OutcomeRateLimited)
 		return Delivery{}, false, err
 	}
 	rec, payload, err := s.readDelivery(t, h, body)
@@ -53,19 +58,20 @@ func (s *Service) Deliver(ctx context.Context, id string, h http.Header, body []
 		s.Observer.TriggerDelivery(OutcomeInvalidPayload)
 		return Delivery{}, false, err
 	}
-	if rec.DeliveryID != "" {
-		done, err := s.claimDelivery(ctx, t, rec.Key)
-		if err != nil || done != nil {
-			if done != nil {
-				s.Observer.TriggerDelivery(OutcomeDuplicate)
-				return deliveryOf(*done), true, nil
-			}
-			return Delivery{}, false, err
-		}
+	held, done, err := s.claimDelivery(ctx, t, rec.Key)
+	switch {
+	case err != nil:
+		return Delivery{}, false, err
+	case done != nil:
+		s.Observer.TriggerDelivery(OutcomeDuplicate)
+		return deliveryOf(*done), true, nil
 	}
 	rec, err = s.start(ctx, t, rec, h, payload)
 	if err != nil {
 		return Delivery{}, false, err
+	}
+	if err := held.Done(ctx, rec); err != nil {
+		s.Log.Debug("record a delivery in its claim", zap.String("trigger", t.ID), zap.Error(err))
 	}
 	s.Observer.TriggerDelivery(string(rec.Outcome))
 	return deliveryOf(rec), false, nil
@@ -123,8 +129,8 @@ func (s *Service) readDelivery(t Trigger, h http.Header, body []byte) (autorun.R
 	}
 	ours := uuid.NewString()
 	rec := autorun.Record{ID: ours, Key: "delivery." + t.ID + "." + ours, Time: s.Now(), DeliveryID: deliveryID, Event: Event(h)}
-	if deliveryID != "" {
-		sum := sha256.Sum256([]byte(deliveryID))
+	if same := sameDelivery(t.Verify, deliveryID, body); same != "" {
+		sum := sha256.Sum256([]byte(same))
 		rec.Key = "delivery." + t.ID + "." + hex.EncodeToString(sum[:16])
 	}
 	var payload any
@@ -136,42 +142,44 @@ func (s *Service) readDelivery(t Trigger, h http.Header, body []byte) (autorun.R
 	return rec, payload, nil
 }
 
-// claim is the value of a delivery's claim.
-type claim struct {
-	At time.Time `json:"at"`
+// sameDelivery is what tells a delivery sent again: for GitHub, whose
+// signature covers the body alone, the body (a signed body replayed with
+// another X-GitHub-Delivery is the same delivery); else the sender's
+// delivery id, which Standard Webhooks signs; "" for none.
+func sameDelivery(v Verify, deliveryID string, body []byte) string {
+	if v == VerifyGitHub {
+		return "body\x00" + string(body)
+	}
+	if deliveryID != "" {
+		return "id\x00" + deliveryID
+	}
+	return ""
 }
 
-// claimDelivery takes the delivery id of key for this request. When the
-// id came before, done is its Record; while another request still starts
-// it, the error is a ConflictInProgress.
-func (s *Service) claimDelivery(ctx context.Context, t Trigger, key string) (done *autorun.Record, err error) {
-	now := s.Now()
-	mine, _ := json.Marshal(claim{At: now})
-	fresh, held, rev, err := s.Claims.Claim(ctx, key, mine)
-	if err != nil || fresh {
-		return nil, err
-	}
-	st, _, err := s.Starter.State(ctx, t.owner())
-	if err != nil {
-		return nil, err
-	}
-	if rec, ok := st.Find(key); ok {
-		return &rec, nil
-	}
-	var c claim
-	if json.Unmarshal(held, &c) == nil && now.Sub(c.At) < autorun.PendingLease {
-		return nil, runs.Conflict(ConflictInProgress, "a delivery with this id is being started now; send it again in a few seconds")
-	}
-	if err := s.Claims.Reclaim(ctx, key, mine, rev); err != nil {
-		if errors.Is(err, runs.ErrConflict) {
-			return nil, runs.Conflict(ConflictInProgress, "a delivery with this id is being started now; send it again in a few seconds")
+// claimDelivery takes the delivery of key for this request
+// (autorun.TakeClaim). When it came before, done is its Record; while
+// another request still starts it, the error is a ConflictInProgress.
+func (s *Service) claimDelivery(ctx context.Context, t Trigger, key string) (held *autorun.Held, done *autorun.Record, err error) {
+	held, done, err = autorun.TakeClaim(ctx, s.Claims, key, s.Now())
+	switch {
+	case errors.Is(err, autorun.ErrInFlight):
+		return nil, nil, runs.Conflict(ConflictInProgress, "a delivery with this id is being started now; send it again in a few seconds")
+	case err != nil || done != nil:
+		return nil, done, err
+	case held.TakenOver:
+		st, _, err := s.Starter.State(ctx, t.owner())
+		if err != nil {
+			return nil, nil, err
 		}
-		return nil, err
+		if rec, ok := st.Find(key); ok && rec.Final() {
+			return nil, &rec, nil
+		}
+		// The one who claimed it died before it recorded the delivery:
+		// the run it may have made has the delivery's key as its
+		// idempotency key.
+		s.Log.Info("took over a delivery whose replica did not record it", zap.String("trigger", t.ID))
 	}
-	// The one who claimed it died before it recorded the delivery: the
-	// run it may have made has the delivery's key as its idempotency key.
-	s.Log.Info("took over a delivery whose replica did not record it", zap.String("trigger", t.ID))
-	return nil, nil
+	return held, nil, nil
 }
 
 // start renders the delivery's prompt and starts its run; a paused
@@ -181,15 +189,20 @@ func (s *Service) start(ctx context.Context, t Trigger, rec autorun.Record, h ht
 	if err != nil {
 		return rec, fmt.Errorf("open trigger %s: %w", t.ID, err)
 	}
-	prompt, reason := renderPrompt(spec.Prompt, h, payload)
+	var prompt string
+	var reason *autorun.ErrorInfo
 	switch {
-	case reason != nil:
-		rec.Outcome, rec.Error = autorun.Refused, reason
 	case t.Paused:
 		rec.Outcome, rec.Error = autorun.Ignored, &autorun.ErrorInfo{Code: "paused", Message: "the trigger is paused"}
 	case rec.Event == "ping":
 		rec.Outcome = autorun.Ignored
-	case strings.TrimSpace(prompt) == "":
+	default:
+		prompt, reason = renderPrompt(spec.Prompt, h, payload)
+	}
+	switch {
+	case reason != nil:
+		rec.Outcome, rec.Error = autorun.Refused, reason
+	case rec.Outcome == "" && strings.TrimSpace(prompt) == "":
 		rec.Outcome, rec.Error = autorun.Ignored, &autorun.ErrorInfo{Code: "empty_prompt", Message: "the prompt rendered empty for this delivery: nothing to run"}
 	}
 	if rec.Outcome != "" {
@@ -210,6 +223,9 @@ func renderPrompt(text string, h http.Header, payload any) (string, *autorun.Err
 	}
 	return "", &autorun.ErrorInfo{Code: "template_failed", Message: err.Error()}
 }
+
+// drainTimeout bounds the store calls of one trigger's waiting start.
+const drainTimeout = 20 * time.Second
 
 // Run starts, until ctx ends, the deliveries that waited (when_busy
 // "queue") once their trigger's previous run has ended.
@@ -233,8 +249,10 @@ func (s *Service) Run(ctx context.Context) {
 }
 
 func (s *Service) drain(ctx context.Context, key string) {
+	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
+	defer cancel()
 	t, _, err := s.read(ctx, key, key)
-	if err != nil {
+	if err != nil || t.Paused || t.WhenBusy != autorun.Queue {
 		return
 	}
 	rec, err := s.Starter.Drain(ctx, t.owner(), func(w autorun.Waiting) (runs.Spec, error) {

@@ -108,9 +108,23 @@ func (s *Service) Create(ctx context.Context, req Request) (View, error) {
 	if err := s.keep(ctx, t); err != nil {
 		return View{}, err
 	}
+	return s.viewWithSecret(ctx, t, secret), nil
+}
+
+// viewWithSecret is t's view with its new secret, which is not kept and
+// must not be lost to a failed read of its state: the view then shows
+// none of its deliveries.
+func (s *Service) viewWithSecret(ctx context.Context, t Trigger, secret string) View {
 	v, err := s.view(ctx, t)
+	if err != nil {
+		s.Log.Warn("read a trigger's state for its answer", zap.String("trigger", t.ID), zap.Error(err))
+		v = s.viewOf(t, autorun.State{}, runs.Spec{})
+		if run, err := autorun.OpenSpec(s.RunBox, t.ID, t.Run); err == nil {
+			v.Run = autorun.PublicSpec(run)
+		}
+	}
 	v.Secret = secret
-	return v, err
+	return v
 }
 
 // newSecret gives t a new secret and returns it in the clear.
@@ -333,9 +347,7 @@ func (s *Service) Rotate(ctx context.Context, id string, keep time.Duration) (Vi
 	if err != nil {
 		return View{}, err
 	}
-	v, err := s.view(ctx, t)
-	v.Secret = secret
-	return v, err
+	return s.viewWithSecret(ctx, t, secret), nil
 }
 
 // Delete removes a trigger of the caller's tenant and its deliveries.
@@ -382,6 +394,10 @@ func (s *Service) view(ctx context.Context, t Trigger) (View, error) {
 	if err != nil {
 		return View{}, err
 	}
+	return s.viewOf(t, st, run), nil
+}
+
+func (s *Service) viewOf(t Trigger, st autorun.State, run runs.Spec) View {
 	v := View{ID: t.ID, Name: t.Name, Run: autorun.PublicSpec(run), WhenBusy: t.WhenBusy, Verify: t.Verify, Paused: t.Paused,
 		URL: DeliveriesPath(t.ID), LastRunID: st.LastRunID, LastDeliveries: deliveriesOf(st.Recent, lastDeliveriesShown),
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC()}
@@ -389,5 +405,5 @@ func (s *Service) view(ctx context.Context, t Trigger) (View, error) {
 		until := t.PreviousUntil.UTC()
 		v.PreviousSecretExpiresAt = &until
 	}
-	return v, nil
+	return v
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -44,6 +45,10 @@ func newRig(t *testing.T, cfg Config) *rig {
 	return r
 }
 
+func admitAll() error { return nil }
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
 var acme = runs.WithActor(context.Background(), runs.Actor{Tenant: "acme"})
 
 const issuePrompt = `Triage issue {{.payload.issue.number}}: {{.payload.issue.title}} ({{index .headers "X-Github-Event"}})`
@@ -75,7 +80,7 @@ const issueBody = `{"action":"opened","issue":{"number":42,"title":"Crash on {{.
 func TestGitHubDeliveryStartsOneRunWithThePayloadInItsPrompt(t *testing.T) {
 	r := newRig(t, Config{})
 	v := githubTrigger(t, r, autorun.Skip)
-	d, dup, err := r.svc.Deliver(context.Background(), v.ID, signed(v.Secret, "d-1", issueBody), []byte(issueBody))
+	d, dup, err := r.svc.Deliver(context.Background(), v.ID, signed(v.Secret, "d-1", issueBody), []byte(issueBody), admitAll)
 	if err != nil || dup || d.Outcome != autorun.Started || d.RunID == "" || d.DeliveryID != "d-1" || d.Event != "issues" {
 		t.Fatalf("Deliver = %+v, %v, %v", d, dup, err)
 	}
@@ -84,19 +89,25 @@ func TestGitHubDeliveryStartsOneRunWithThePayloadInItsPrompt(t *testing.T) {
 		t.Fatalf("runs %+v", subs)
 	}
 	r.runs.FinishAll()
-	again, dup, err := r.svc.Deliver(context.Background(), v.ID, signed(v.Secret, "d-1", issueBody), []byte(issueBody))
+	again, dup, err := r.svc.Deliver(context.Background(), v.ID, signed(v.Secret, "d-1", issueBody), []byte(issueBody), admitAll)
 	if err != nil || !dup || again.RunID != d.RunID || len(r.runs.Submitted()) != 1 {
 		t.Fatalf("the same delivery again = %+v, dup %v, %v; %d runs", again, dup, err, len(r.runs.Submitted()))
+	}
+	// GitHub signs the body alone: the signed body replayed under another
+	// delivery id is the same delivery.
+	replay, dup, err := r.svc.Deliver(context.Background(), v.ID, signed(v.Secret, "forged-id", issueBody), []byte(issueBody), admitAll)
+	if err != nil || !dup || replay.RunID != d.RunID || len(r.runs.Submitted()) != 1 {
+		t.Fatalf("the signed body replayed with a new delivery id = %+v, dup %v, %v", replay, dup, err)
 	}
 	for name, h := range map[string]http.Header{
 		"wrong secret": signed("not the secret", "d-2", issueBody),
 		"no signature": {"X-Github-Delivery": {"d-3"}},
 	} {
-		if _, _, err := r.svc.Deliver(context.Background(), v.ID, h, []byte(issueBody)); !errors.Is(err, ErrBadProof) {
+		if _, _, err := r.svc.Deliver(context.Background(), v.ID, h, []byte(issueBody), admitAll); !errors.Is(err, ErrBadProof) {
 			t.Errorf("%s: %v, want ErrBadProof", name, err)
 		}
 	}
-	if _, _, err := r.svc.Deliver(context.Background(), "no-such-trigger", signed(v.Secret, "d-4", issueBody), []byte(issueBody)); !errors.Is(err, ErrBadProof) {
+	if _, _, err := r.svc.Deliver(context.Background(), "no-such-trigger", signed(v.Secret, "d-4", issueBody), []byte(issueBody), admitAll); !errors.Is(err, ErrBadProof) {
 		t.Errorf("an unknown trigger: %v, want the same ErrBadProof", err)
 	}
 	if n := len(r.runs.Submitted()); n != 1 {
@@ -126,7 +137,7 @@ func TestSecretsAreNotKeptInTheClear(t *testing.T) {
 		t.Fatal("GET shows the secret")
 	}
 	h := http.Header{"Authorization": {"Bearer " + tok.Secret}, "Idempotency-Key": {"a-1"}}
-	if d, _, err := r.svc.Deliver(context.Background(), tok.ID, h, []byte(`{"alert":"disk full"}`)); err != nil || d.Outcome != autorun.Started {
+	if d, _, err := r.svc.Deliver(context.Background(), tok.ID, h, []byte(`{"alert":"disk full"}`), admitAll); err != nil || d.Outcome != autorun.Started {
 		t.Fatalf("token delivery = %+v, %v", d, err)
 	}
 }
@@ -142,12 +153,12 @@ func TestRotationKeepsThePreviousSecretForItsTime(t *testing.T) {
 		}
 		for i, secret := range []string{old, rotated.Secret} {
 			id := "r-" + string(rune('a'+i))
-			if _, _, err := r.svc.Deliver(context.Background(), v.ID, signed(secret, id, issueBody), []byte(issueBody)); err != nil {
+			if d, _, err := r.svc.Deliver(context.Background(), v.ID, signed(secret, id, issueBody), []byte(issueBody), admitAll); err != nil || d.DeliveryID != "r-a" {
 				t.Fatalf("secret %d within the hour: %v", i, err)
 			}
 		}
 		time.Sleep(time.Hour)
-		if _, _, err := r.svc.Deliver(context.Background(), v.ID, signed(old, "r-c", issueBody), []byte(issueBody)); !errors.Is(err, ErrBadProof) {
+		if _, _, err := r.svc.Deliver(context.Background(), v.ID, signed(old, "r-c", issueBody), []byte(issueBody), admitAll); !errors.Is(err, ErrBadProof) {
 			t.Fatalf("the old secret after its hour: %v", err)
 		}
 		if _, err := r.svc.Rotate(acme, v.ID, 8*24*time.Hour); err == nil {
@@ -164,20 +175,20 @@ func TestDeliveriesThatStartNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed := `{"action":"closed","issue":{"title":"x"}}`
-	d, _, err := r.svc.Deliver(context.Background(), v.ID, signed(v.Secret, "c-1", closed), []byte(closed))
+	d, _, err := r.svc.Deliver(context.Background(), v.ID, signed(v.Secret, "c-1", closed), []byte(closed), admitAll)
 	if err != nil || d.Outcome != autorun.Ignored || d.Error == nil || d.Error.Code != "empty_prompt" {
 		t.Fatalf("an event the template filters out = %+v, %v", d, err)
 	}
 	ping := signed(v.Secret, "p-1", `{"zen":"x"}`)
 	ping.Set("X-GitHub-Event", "ping")
-	if d, _, err := r.svc.Deliver(context.Background(), v.ID, ping, []byte(`{"zen":"x"}`)); err != nil || d.Outcome != autorun.Ignored {
+	if d, _, err := r.svc.Deliver(context.Background(), v.ID, ping, []byte(`{"zen":"x"}`), admitAll); err != nil || d.Outcome != autorun.Ignored {
 		t.Fatalf("ping = %+v, %v", d, err)
 	}
 	bad := `{"action":"opened","issue":"not an object"}`
-	if d, _, err := r.svc.Deliver(context.Background(), v.ID, signed(v.Secret, "b-1", bad), []byte(bad)); err != nil || d.Outcome != autorun.Refused || d.Error.Code != "template_failed" {
+	if d, _, err := r.svc.Deliver(context.Background(), v.ID, signed(v.Secret, "b-1", bad), []byte(bad), admitAll); err != nil || d.Outcome != autorun.Refused || d.Error.Code != "template_failed" {
 		t.Fatalf("a payload the template cannot read = %+v, %v", d, err)
 	}
-	if _, _, err := r.svc.Deliver(context.Background(), v.ID, signed(v.Secret, "j-1", "not json"), []byte("not json")); err == nil {
+	if _, _, err := r.svc.Deliver(context.Background(), v.ID, signed(v.Secret, "j-1", "not json"), []byte("not json"), admitAll); err == nil {
 		t.Fatal("took a body that is not JSON")
 	}
 	paused := true
@@ -185,7 +196,7 @@ func TestDeliveriesThatStartNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	opened := `{"action":"opened","issue":{"title":"x"}}`
-	if d, _, err := r.svc.Deliver(context.Background(), v.ID, signed(v.Secret, "o-1", opened), []byte(opened)); err != nil || d.Outcome != autorun.Ignored {
+	if d, _, err := r.svc.Deliver(context.Background(), v.ID, signed(v.Secret, "o-1", opened), []byte(opened), admitAll); err != nil || d.Outcome != autorun.Ignored {
 		t.Fatalf("a paused trigger = %+v, %v", d, err)
 	}
 	if n := len(r.runs.Submitted()); n != 0 {
@@ -202,7 +213,8 @@ func TestQueuedDeliveryStartsWhenThePreviousRunEnds(t *testing.T) {
 		go func() { r.svc.Run(ctx); close(done) }()
 		for i, want := range []autorun.Outcome{autorun.Started, autorun.Queued, autorun.SkippedBusy} {
 			id := "q-" + string(rune('a'+i))
-			d, _, err := r.svc.Deliver(context.Background(), v.ID, signed(v.Secret, id, issueBody), []byte(issueBody))
+			body := `{"action":"opened","issue":{"number":` + itoa(i) + `,"title":"t"}}`
+			d, _, err := r.svc.Deliver(context.Background(), v.ID, signed(v.Secret, id, body), []byte(body), admitAll)
 			if err != nil || d.Outcome != want {
 				t.Fatalf("delivery %d = %+v, %v, want %s", i, d, err, want)
 			}
@@ -261,8 +273,37 @@ func TestStandardWebhooksDelivery(t *testing.T) {
 	body := []byte(`{"type":"build.failed"}`)
 	h := http.Header{}
 	webhooks.SetHeaders(h, []webhooks.Secret{secret}, "msg_1", time.Now(), body)
-	d, _, err := r.svc.Deliver(context.Background(), v.ID, h, body)
+	d, _, err := r.svc.Deliver(context.Background(), v.ID, h, body, admitAll)
 	if err != nil || d.Outcome != autorun.Started || d.DeliveryID != "msg_1" || r.runs.Submitted()[0].Prompt != "event build.failed" {
 		t.Fatalf("Deliver = %+v, %v", d, err)
+	}
+}
+
+// A delivery id is known as long as its claim lives, not only while it is
+// among the last hundred deliveries listed.
+func TestADeliveryIDIsKnownPastTheListedHundred(t *testing.T) {
+	r := newRig(t, Config{})
+	v, err := r.svc.Create(acme, Request{Name: "alerts", Verify: VerifyToken, Run: runs.Spec{Agent: "fake", Prompt: "{{.payload.n}}"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(id string) (Delivery, bool) {
+		h := http.Header{"Authorization": {"Bearer " + v.Secret}, "Idempotency-Key": {id}}
+		d, dup, err := r.svc.Deliver(context.Background(), v.ID, h, []byte(`{"n":1}`), admitAll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, dup
+	}
+	first, _ := send("first")
+	for i := range autorun.MaxRecent + 5 {
+		send("other-" + itoa(i))
+	}
+	if list, _ := r.svc.Deliveries(acme, v.ID, 100); len(list) != autorun.MaxRecent || list[len(list)-1].DeliveryID == "first" {
+		t.Fatalf("the list keeps %d, the oldest %+v", len(list), list[len(list)-1])
+	}
+	again, dup := send("first")
+	if !dup || again.ID != first.ID || len(r.runs.Submitted()) != 1 {
+		t.Fatalf("the first delivery again = %+v, dup %v; %d runs", again, dup, len(r.runs.Submitted()))
 	}
 }
