@@ -59,8 +59,9 @@ func (s *server) schedulesOf(w http.ResponseWriter, r *http.Request) (Schedules,
 	return sc, ok
 }
 
-// scheduleID is the route's {id}: a UUID, or a 404 without a lookup.
-func scheduleID(r *http.Request, what string) (string, error) {
+// ownerID is the route's {id} of a schedule or a trigger: a UUID, or a
+// 404 without a lookup.
+func ownerID(r *http.Request, what string) (string, error) {
 	id := chi.URLParam(r, "id")
 	if u, err := uuid.Parse(id); err != nil || u.String() != id {
 		return "", edgeErr(http.StatusNotFound, CodeNotFound, "", "no "+what+" with id "+quote(id))
@@ -290,7 +291,7 @@ func (s *server) withSchedule(w http.ResponseWriter, r *http.Request, h func(Sch
 	if !ok {
 		return
 	}
-	id, err := scheduleID(r, "schedule")
+	id, err := ownerID(r, "schedule")
 	if err != nil {
 		s.fail(w, r, err)
 		return

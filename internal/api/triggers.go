@@ -271,7 +271,7 @@ func (s *server) withTrigger(w http.ResponseWriter, r *http.Request, h func(Trig
 	if !ok {
 		return
 	}
-	id, err := scheduleID(r, "trigger")
+	id, err := ownerID(r, "trigger")
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -300,7 +300,7 @@ func badProof() *edgeError {
 // a delivery id that came before.
 func (s *server) deliver(w http.ResponseWriter, r *http.Request) {
 	tr, ok := s.svc.(Triggers)
-	id, err := scheduleID(r, "trigger")
+	id, err := ownerID(r, "trigger")
 	if !ok || err != nil {
 		s.fail(w, r, badProof())
 		return
