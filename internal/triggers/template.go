@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"text/template"
@@ -33,6 +34,14 @@ const (
 	// if costs as much as json printed): each is as long as the payload.
 	MaxComputedBytes = 16 << 20
 )
+
+// comparisonCost is what comparing two values counts as computed besides
+// the strings compared, so that comparing numbers counts too. Every
+// comparison takes a node of the template (an argument, or a call in a
+// pipeline for le and gt, which compare twice), so MaxRangeSteps bounds
+// their number: this cost alone stays within a quarter of
+// MaxComputedBytes, and fails no template the range bound lets run.
+const comparisonCost = 1
 
 // fieldPrompt is the run field the template is.
 const fieldPrompt = "prompt"
@@ -238,8 +247,17 @@ type renderFuncs struct {
 	computed int
 }
 
+// funcMap holds json, trunc and show, and eq, ne, lt, le, gt and ge in
+// place of text/template's built-ins (a template's own functions come
+// first), to count the strings they compare: two long equal strings
+// compared in a range, item after item, take seconds of CPU, which the
+// built-ins would not count. len stays the built-in: it is O(1) on every
+// value a template sees.
 func (f *renderFuncs) funcMap() template.FuncMap {
-	return template.FuncMap{"json": f.json, "trunc": f.trunc, showFunc: f.show}
+	return template.FuncMap{
+		"json": f.json, "trunc": f.trunc, showFunc: f.show,
+		"eq": f.eq, "ne": f.ne, "lt": f.lt, "le": f.le, "gt": f.gt, "ge": f.ge,
+	}
 }
 
 // json returns v as compact JSON, with <, > and & as they are: a prompt
@@ -261,7 +279,7 @@ func (f *renderFuncs) json(v any) (string, error) {
 func (f *renderFuncs) spend(n int) error {
 	f.computed += n
 	if f.computed > MaxComputedBytes {
-		return fmt.Errorf("json, trunc and printing would compute more than %d bytes", MaxComputedBytes)
+		return fmt.Errorf("json, trunc, printing and comparisons would compute more than %d bytes", MaxComputedBytes)
 	}
 	return nil
 }
@@ -299,6 +317,180 @@ func (f *renderFuncs) show(v any) (string, error) {
 		return f.json(v)
 	}
 	return fmt.Sprint(v), nil
+}
+
+// The comparisons below mean what text/template's built-ins of the same
+// names mean, errors included; they only count their work first.
+
+// errBadComparisonType is the built-in lt's error for a value it cannot order.
+var errBadComparisonType = errors.New("invalid type for comparison")
+
+// eq reports whether arg1 equals any of others.
+func (f *renderFuncs) eq(arg1 reflect.Value, others ...reflect.Value) (bool, error) {
+	if len(others) == 0 {
+		return false, errors.New("missing argument for comparison")
+	}
+	for _, arg2 := range others {
+		if equal, err := f.equal(arg1, arg2); equal || err != nil {
+			return equal, err
+		}
+	}
+	return false, nil
+}
+
+func (f *renderFuncs) ne(a, b reflect.Value) (bool, error) {
+	equal, err := f.equal(a, b)
+	return !equal, err
+}
+
+func (f *renderFuncs) lt(a, b reflect.Value) (bool, error) { return f.less(a, b) }
+
+func (f *renderFuncs) le(a, b reflect.Value) (bool, error) {
+	if less, err := f.less(a, b); less || err != nil {
+		return less, err
+	}
+	return f.equal(a, b)
+}
+
+func (f *renderFuncs) gt(a, b reflect.Value) (bool, error) {
+	lessOrEqual, err := f.le(a, b)
+	return !lessOrEqual && err == nil, err
+}
+
+func (f *renderFuncs) ge(a, b reflect.Value) (bool, error) {
+	less, err := f.less(a, b)
+	return !less && err == nil, err
+}
+
+// equal is the built-in eq of two values: the same kind of basic value
+// compares by value, an int with a uint too; nil equals only nil, and is
+// unequal to anything else; two lists, or two objects, may not be compared.
+func (f *renderFuncs) equal(a, b reflect.Value) (bool, error) {
+	a, b = indirectInterface(a), indirectInterface(b)
+	if err := f.spendComparing(a, b); err != nil {
+		return false, err
+	}
+	ka, kb := basicKind(a), basicKind(b)
+	switch {
+	case ka == reflect.Int && kb == reflect.Uint:
+		return a.Int() >= 0 && uint64(a.Int()) == b.Uint(), nil
+	case ka == reflect.Uint && kb == reflect.Int:
+		return b.Int() >= 0 && a.Uint() == uint64(b.Int()), nil
+	case ka != kb && a.IsValid() && b.IsValid():
+		return false, fmt.Errorf("incompatible types for comparison: %v and %v", a.Type(), b.Type())
+	case ka != kb:
+		return false, nil
+	case ka == reflect.Invalid:
+		return equalComposite(a, b)
+	}
+	switch ka {
+	case reflect.Bool:
+		return a.Bool() == b.Bool(), nil
+	case reflect.Complex128:
+		return a.Complex() == b.Complex(), nil
+	case reflect.Float64:
+		return a.Float() == b.Float(), nil
+	case reflect.Int:
+		return a.Int() == b.Int(), nil
+	case reflect.Uint:
+		return a.Uint() == b.Uint(), nil
+	}
+	return a.String() == b.String(), nil
+}
+
+// equalComposite is the built-in eq of two values that are not basic:
+// nil, lists, objects.
+func equalComposite(a, b reflect.Value) (bool, error) {
+	switch {
+	case a.Kind() != b.Kind() && a.IsValid() && b.IsValid():
+		return false, fmt.Errorf("non-comparable types %s: %v, %s: %v", a, a.Type(), b.Type(), b)
+	case isNil(a) || isNil(b):
+		return isNil(a) == isNil(b), nil
+	case !b.Type().Comparable():
+		return false, fmt.Errorf("non-comparable type %s: %v", b, b.Type())
+	}
+	return a.Interface() == b.Interface(), nil
+}
+
+// less is the built-in lt: numbers and strings of one kind (an int and a
+// uint too) are ordered, nothing else.
+func (f *renderFuncs) less(a, b reflect.Value) (bool, error) {
+	a, b = indirectInterface(a), indirectInterface(b)
+	if err := f.spendComparing(a, b); err != nil {
+		return false, err
+	}
+	ka, kb := basicKind(a), basicKind(b)
+	switch {
+	case ka == reflect.Invalid || kb == reflect.Invalid:
+		return false, errBadComparisonType
+	case ka == reflect.Int && kb == reflect.Uint:
+		return a.Int() < 0 || uint64(a.Int()) < b.Uint(), nil
+	case ka == reflect.Uint && kb == reflect.Int:
+		return b.Int() >= 0 && a.Uint() < uint64(b.Int()), nil
+	case ka != kb:
+		return false, fmt.Errorf("incompatible types for comparison: %v and %v", a.Type(), b.Type())
+	}
+	switch ka {
+	case reflect.Float64:
+		return a.Float() < b.Float(), nil
+	case reflect.Int:
+		return a.Int() < b.Int(), nil
+	case reflect.Uint:
+		return a.Uint() < b.Uint(), nil
+	case reflect.String:
+		return a.String() < b.String(), nil
+	}
+	return false, errBadComparisonType // bool, complex
+}
+
+// spendComparing counts a comparison of a and b: comparisonCost, and for
+// two strings the bytes that comparing them may read, as many as the
+// shorter has.
+func (f *renderFuncs) spendComparing(a, b reflect.Value) error {
+	cost := comparisonCost
+	if a.Kind() == reflect.String && b.Kind() == reflect.String {
+		cost += min(a.Len(), b.Len())
+	}
+	return f.spend(cost)
+}
+
+// basicKind is the kind by which the built-in comparisons compare v:
+// Bool, Int, Uint, Float64, Complex128 or String, or Invalid for nil and
+// for values that are not basic.
+func basicKind(v reflect.Value) reflect.Kind {
+	switch v.Kind() {
+	case reflect.Bool, reflect.String:
+		return v.Kind()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return reflect.Int
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return reflect.Uint
+	case reflect.Float32, reflect.Float64:
+		return reflect.Float64
+	case reflect.Complex64, reflect.Complex128:
+		return reflect.Complex128
+	}
+	return reflect.Invalid
+}
+
+// indirectInterface is what an interface value holds, or the zero Value
+// for a nil one.
+func indirectInterface(v reflect.Value) reflect.Value {
+	if v.Kind() != reflect.Interface {
+		return v
+	}
+	return v.Elem()
+}
+
+// isNil reports whether v is nil: the zero Value or a nil list or object.
+func isNil(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Chan, reflect.Func, reflect.Interface, reflect.Map, reflect.Pointer, reflect.Slice:
+		return v.IsNil()
+	}
+	return false
 }
 
 // checker walks a parsed template, refuses what a prompt template may not

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"text/template"
 
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -359,5 +360,90 @@ func TestRenderConcurrently(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// The comparisons count their work yet mean what text/template's built-ins
+// mean: the same expression over the same data prints the same, or fails
+// for the same reason.
+func TestRenderComparisonsMatchTheBuiltins(t *testing.T) {
+	payload := decode(t, `{"s":"abc","t":"abd","e":"","n":1.5,"m":2,"yes":true,"no":false,
+		"null":null,"list":[1,2],"obj":{"a":1},"none":[]}`).(map[string]any)
+	payload["num"] = json.Number("2") // as a decoder with UseNumber makes it
+	h := header("X-Github-Event", "issues")
+	operands := []string{
+		".payload.s", ".payload.t", ".payload.e", `"abc"`, ".payload.num", `"2"`,
+		".payload.n", ".payload.m", "2.0", "1", "-1", "97", "(len .payload.list)", "(index .payload.s 0)",
+		".payload.yes", ".payload.no", "true", "1i", ".payload.null", ".payload.missing",
+		".payload.list", ".payload.none", ".payload.obj", ".headers",
+	}
+	var exprs []string
+	for _, fn := range []string{"eq", "ne", "lt", "le", "gt", "ge"} {
+		for _, a := range operands {
+			for _, b := range operands {
+				exprs = append(exprs, fmt.Sprintf("{{%s %s %s}}", fn, a, b))
+			}
+		}
+		exprs = append(exprs, fmt.Sprintf("{{%s}}", fn), fmt.Sprintf("{{%s .payload.s}}", fn),
+			fmt.Sprintf("{{%s 1 2 3}}", fn), fmt.Sprintf(`{{.payload.s | %s "abc"}}`, fn))
+	}
+	exprs = append(exprs,
+		`{{eq .payload.s .payload.t "abc"}}`, `{{eq .payload.s .payload.t .payload.e}}`,
+		`{{eq .payload.s "abc" .payload.list}}`, `{{eq .payload.s .payload.list "abc"}}`,
+		`{{eq .payload.null .payload.s .payload.list .payload.missing}}`, `{{eq .payload.m 1 2 3.0}}`,
+	)
+	data := map[string]any{"payload": payload, "headers": promptHeaders(h)}
+	for _, expr := range exprs {
+		ours, err := mustParse(t, expr).Render(payload, h, 1000)
+		oursCause := comparisonCause(err)
+		var builtin strings.Builder
+		err = template.Must(template.New("x").Option("missingkey=zero").Parse(expr)).Execute(&builtin, data)
+		if builtinCause := comparisonCause(err); ours != builtin.String() || oursCause != builtinCause {
+			t.Errorf("%s: %q, %q; the built-in: %q, %q", expr, ours, oursCause, builtin.String(), builtinCause)
+		}
+	}
+}
+
+// comparisonCause is why a comparison failed, without the template's name
+// and the place, which differ between Render and a plain template.
+func comparisonCause(err error) string {
+	if err == nil {
+		return ""
+	}
+	_, cause, _ := strings.Cut(err.Error(), ">: ")
+	return cause
+}
+
+// Comparing two long equal strings over and over, in a range, counts
+// against the same bound as json: it used to take seconds of CPU for free.
+func TestRenderBoundsComparedBytes(t *testing.T) {
+	long := strings.Repeat("x", 450_000)
+	body, err := json.Marshal(map[string]any{"s": long, "t": long, "l": make([]int, 50_000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := decode(t, string(body)) // about a MiB, as a delivery's body
+	for _, fn := range []string{"eq", "ne", "lt", "le", "gt", "ge"} {
+		body := strings.Repeat(fmt.Sprintf("{{if %s $.payload.s $.payload.t}}{{end}}", fn), 12)
+		_, err := mustParse(t, "{{range .payload.l}}"+body+"{{end}}").Render(payload, nil, 100)
+		var re *RenderError
+		want := fmt.Sprintf("error calling %s: json, trunc, printing and comparisons would compute more than %d bytes", fn, MaxComputedBytes)
+		if !errors.As(err, &re) || !strings.Contains(re.Reason, want) {
+			t.Errorf("12 %s of two long strings in a range: %v; want %q", fn, err, want)
+		}
+	}
+}
+
+// What usual templates compare, over a long list, stays far within the
+// bound.
+func TestRenderComparesShortValuesFreely(t *testing.T) {
+	labels := make([]any, 9_000)
+	for i := range labels {
+		labels[i] = map[string]any{"name": []string{"bug", "p1", "docs"}[i%3], "n": float64(i)}
+	}
+	tmpl := mustParse(t, `{{range .payload.labels}}{{if and (eq .name "bug" "p1") (ne .name "p1") (lt .n 9e9) (le .n 9e9) (gt .n -1.0) (ge .n 0.0)}}b{{end}}{{end}}`)
+	got, err := tmpl.Render(map[string]any{"labels": labels}, nil, 1<<20)
+	if want := strings.Repeat("b", 3_000); err != nil || got != want {
+		t.Errorf("Render = %d bytes, %v; want %d", len(got), err, len(want))
 	}
 }
