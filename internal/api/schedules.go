@@ -287,18 +287,22 @@ func (s *server) scheduleFires(w http.ResponseWriter, r *http.Request) {
 // withSchedule runs one schedule's handler and answers with what it
 // returns.
 func (s *server) withSchedule(w http.ResponseWriter, r *http.Request, h func(Schedules, string) (int, any, error)) {
-	sc, ok := s.schedulesOf(w, r)
-	if !ok {
-		return
+	if sc, ok := s.schedulesOf(w, r); ok {
+		withOwner(s, w, r, "schedule", sc, h)
 	}
-	id, err := ownerID(r, "schedule")
+}
+
+// withOwner runs the handler of one schedule or trigger (what) of the
+// service svc, with the route's id, and answers with what it returns.
+func withOwner[S any](s *server, w http.ResponseWriter, r *http.Request, what string, svc S, h func(S, string) (int, any, error)) {
+	id, err := ownerID(r, what)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	status, body, err := h(sc, id)
+	status, body, err := h(svc, id)
 	if err != nil {
-		s.fail(w, r, fmt.Errorf("schedule %s: %w", id, err))
+		s.fail(w, r, fmt.Errorf("%s %s: %w", what, id, err))
 		return
 	}
 	if status == http.StatusNoContent {

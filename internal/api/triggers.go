@@ -267,25 +267,9 @@ func (s *server) triggerDeliveries(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) withTrigger(w http.ResponseWriter, r *http.Request, h func(Triggers, string) (int, any, error)) {
-	tr, ok := s.triggersOf(w, r)
-	if !ok {
-		return
+	if tr, ok := s.triggersOf(w, r); ok {
+		withOwner(s, w, r, "trigger", tr, h)
 	}
-	id, err := ownerID(r, "trigger")
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	status, body, err := h(tr, id)
-	if err != nil {
-		s.fail(w, r, fmt.Errorf("trigger %s: %w", id, err))
-		return
-	}
-	if status == http.StatusNoContent {
-		w.WriteHeader(status)
-		return
-	}
-	s.writeJSON(w, r, status, body)
 }
 
 // badProof is the one answer to a delivery that does not prove its

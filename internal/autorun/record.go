@@ -143,3 +143,13 @@ func TenantKey(tenant string) string {
 	sum := sha256.Sum256([]byte(tenant))
 	return hex.EncodeToString(sum[:12])
 }
+
+// Latest is the first limit of recs (newest first), each as as makes it:
+// the fires or deliveries the API lists.
+func Latest[T any](recs []Record, limit int, as func(Record) T) []T {
+	out := make([]T, 0, min(len(recs), limit))
+	for _, r := range recs[:min(len(recs), limit)] {
+		out = append(out, as(r))
+	}
+	return out
+}

@@ -2,6 +2,9 @@ package autorun
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -43,4 +46,21 @@ type Runs interface {
 	Submit(ctx context.Context, spec runs.Spec) (runs.Run, error)
 	Record(ctx context.Context, id string) (runs.Run, error)
 	Cancel(ctx context.Context, id string) (runs.Run, error)
+}
+
+// Load reads the JSON value of key, the owner what ("schedule") of id.
+// A missing key is an error wrapping runs.ErrNotFound that names it.
+func Load[T any](ctx context.Context, recs Records, key, what, id string) (T, uint64, error) {
+	var v T
+	data, rev, err := recs.Get(ctx, key)
+	if errors.Is(err, runs.ErrNotFound) {
+		return v, 0, fmt.Errorf("no %s with id %q: %w", what, id, runs.ErrNotFound)
+	}
+	if err != nil {
+		return v, 0, fmt.Errorf("read %s %s: %w", what, id, err)
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return v, 0, fmt.Errorf("decode %s %s: %w", what, id, err)
+	}
+	return v, rev, nil
 }

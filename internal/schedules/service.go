@@ -175,19 +175,7 @@ func (s *Service) checkCount(ctx context.Context, tenant string) error {
 
 // load reads a schedule of the caller's tenant.
 func (s *Service) load(ctx context.Context, id string) (Schedule, uint64, error) {
-	tenant := runs.ActorFrom(ctx).Tenant
-	data, rev, err := s.Records.Get(ctx, scheduleKey(tenant, id))
-	if errors.Is(err, runs.ErrNotFound) {
-		return Schedule{}, 0, fmt.Errorf("no schedule with id %q: %w", id, runs.ErrNotFound)
-	}
-	if err != nil {
-		return Schedule{}, 0, fmt.Errorf("read schedule %s: %w", id, err)
-	}
-	var sc Schedule
-	if err := json.Unmarshal(data, &sc); err != nil {
-		return Schedule{}, 0, fmt.Errorf("decode schedule %s: %w", id, err)
-	}
-	return sc, rev, nil
+	return autorun.Load[Schedule](ctx, s.Records, scheduleKey(runs.ActorFrom(ctx).Tenant, id), "schedule", id)
 }
 
 // Get returns a schedule of the caller's tenant.
@@ -376,11 +364,7 @@ func (s *Service) Fires(ctx context.Context, id string, limit int) ([]Fire, erro
 }
 
 func firesOf(recs []autorun.Record, limit int) []Fire {
-	out := make([]Fire, 0, min(len(recs), limit))
-	for _, r := range recs[:min(len(recs), limit)] {
-		out = append(out, fireOf(r))
-	}
-	return out
+	return autorun.Latest(recs, limit, fireOf)
 }
 
 // view is sc as the API shows it, with its state.

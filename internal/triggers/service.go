@@ -206,18 +206,7 @@ func (s *Service) load(ctx context.Context, id string) (Trigger, uint64, error) 
 }
 
 func (s *Service) read(ctx context.Context, key, id string) (Trigger, uint64, error) {
-	data, rev, err := s.Records.Get(ctx, key)
-	if errors.Is(err, runs.ErrNotFound) {
-		return Trigger{}, 0, fmt.Errorf("no trigger with id %q: %w", id, runs.ErrNotFound)
-	}
-	if err != nil {
-		return Trigger{}, 0, fmt.Errorf("read trigger %s: %w", id, err)
-	}
-	var t Trigger
-	if err := json.Unmarshal(data, &t); err != nil {
-		return Trigger{}, 0, fmt.Errorf("decode trigger %s: %w", id, err)
-	}
-	return t, rev, nil
+	return autorun.Load[Trigger](ctx, s.Records, key, "trigger", id)
 }
 
 // byID reads a trigger by its id alone, for a delivery.
@@ -378,11 +367,7 @@ func (s *Service) Deliveries(ctx context.Context, id string, limit int) ([]Deliv
 }
 
 func deliveriesOf(recs []autorun.Record, limit int) []Delivery {
-	out := make([]Delivery, 0, min(len(recs), limit))
-	for _, r := range recs[:min(len(recs), limit)] {
-		out = append(out, deliveryOf(r))
-	}
-	return out
+	return autorun.Latest(recs, limit, deliveryOf)
 }
 
 func (s *Service) view(ctx context.Context, t Trigger) (View, error) {
