@@ -35,12 +35,13 @@ const (
 	MaxComputedBytes = 16 << 20
 )
 
-// comparisonCost is what comparing two values counts as computed besides
-// the strings compared, so that comparing numbers counts too. Every
-// comparison takes a node of the template (an argument, or a call in a
-// pipeline for le and gt, which compare twice), so MaxRangeSteps bounds
-// their number: this cost alone stays within a quarter of
-// MaxComputedBytes, and fails no template the range bound lets run.
+// comparisonCost is what comparing two values, or looking up a key,
+// counts as computed besides the strings compared, so that comparing
+// numbers counts too. Every comparison takes a node of the template (an
+// argument, or a call in a pipeline for le and gt, which compare twice),
+// so MaxRangeSteps bounds their number: this cost alone stays within a
+// quarter of MaxComputedBytes, and fails no template the range bound lets
+// run.
 const comparisonCost = 1
 
 // fieldPrompt is the run field the template is.
@@ -247,15 +248,15 @@ type renderFuncs struct {
 	computed int
 }
 
-// funcMap holds json, trunc and show, and eq, ne, lt, le, gt and ge in
-// place of text/template's built-ins (a template's own functions come
-// first), to count the strings they compare: two long equal strings
-// compared in a range, item after item, take seconds of CPU, which the
-// built-ins would not count. len stays the built-in: it is O(1) on every
-// value a template sees.
+// funcMap holds json, trunc and show, and index, eq, ne, lt, le, gt and
+// ge in place of text/template's built-ins (a template's own functions
+// come first), to count the strings they compare or look up: two long
+// equal strings compared in a range, item after item, take seconds of
+// CPU, which the built-ins would not count. len stays the built-in: it is
+// O(1) on every value a template sees.
 func (f *renderFuncs) funcMap() template.FuncMap {
 	return template.FuncMap{
-		"json": f.json, "trunc": f.trunc, showFunc: f.show,
+		"json": f.json, "trunc": f.trunc, showFunc: f.show, "index": f.index,
 		"eq": f.eq, "ne": f.ne, "lt": f.lt, "le": f.le, "gt": f.gt, "ge": f.ge,
 	}
 }
@@ -317,6 +318,85 @@ func (f *renderFuncs) show(v any) (string, error) {
 		return f.json(v)
 	}
 	return fmt.Sprint(v), nil
+}
+
+// index is item[key1][key2]..., as the built-in index: a list or a string
+// by an integer, an object by a string. A key looked up in an object
+// counts as compared, since hashing it reads all of it.
+func (f *renderFuncs) index(item reflect.Value, keys ...reflect.Value) (reflect.Value, error) {
+	item = indirectInterface(item)
+	if !item.IsValid() {
+		return reflect.Value{}, errors.New("index of untyped nil")
+	}
+	for _, key := range keys {
+		var err error
+		if item, err = f.indexOnce(item, indirectInterface(key)); err != nil {
+			return reflect.Value{}, err
+		}
+	}
+	return item, nil
+}
+
+// indexOnce is item[key], item a value held by index.
+func (f *renderFuncs) indexOnce(item, key reflect.Value) (reflect.Value, error) {
+	for item.Kind() == reflect.Interface || item.Kind() == reflect.Pointer {
+		if item.IsNil() {
+			return reflect.Value{}, errors.New("index of nil pointer")
+		}
+		item = item.Elem()
+	}
+	switch item.Kind() {
+	case reflect.Array, reflect.Slice, reflect.String:
+		i, err := position(key, item.Len())
+		if err != nil {
+			return reflect.Value{}, err
+		}
+		return item.Index(i), nil
+	case reflect.Map:
+		return f.lookUp(item, key)
+	}
+	return reflect.Value{}, fmt.Errorf("can't index item of type %s", item.Type())
+}
+
+// position is key as an index into n items, as the built-in takes it: any
+// integer from 0 to n. n itself passes, as there, and fails in Index,
+// whose panic text/template returns as the call's error.
+func position(key reflect.Value, n int) (int, error) {
+	var i int64
+	switch basicKind(key) {
+	case reflect.Int:
+		i = key.Int()
+	case reflect.Uint:
+		i = int64(key.Uint())
+	default:
+		if !key.IsValid() {
+			return 0, errors.New("cannot index slice/array with nil")
+		}
+		return 0, fmt.Errorf("cannot index slice/array with type %s", key.Type())
+	}
+	if i < 0 || int(i) < 0 || int(i) > n {
+		return 0, fmt.Errorf("index out of range: %d", i)
+	}
+	return int(i), nil
+}
+
+// lookUp is object[key], or the zero value of object's values for a key
+// it lacks; the objects a template sees are keyed by strings.
+func (f *renderFuncs) lookUp(object, key reflect.Value) (reflect.Value, error) {
+	keyType := object.Type().Key()
+	switch {
+	case !key.IsValid():
+		return reflect.Value{}, fmt.Errorf("value is nil; should be of type %s", keyType)
+	case !key.Type().AssignableTo(keyType):
+		return reflect.Value{}, fmt.Errorf("value has type %s; should be %s", key.Type(), keyType)
+	}
+	if err := f.spendComparing(key, key); err != nil {
+		return reflect.Value{}, err
+	}
+	if value := object.MapIndex(key); value.IsValid() {
+		return value, nil
+	}
+	return reflect.Zero(object.Type().Elem()), nil
 }
 
 // The comparisons below mean what text/template's built-ins of the same
@@ -445,7 +525,7 @@ func (f *renderFuncs) less(a, b reflect.Value) (bool, error) {
 
 // spendComparing counts a comparison of a and b: comparisonCost, and for
 // two strings the bytes that comparing them may read, as many as the
-// shorter has.
+// shorter has (all of a key compared with itself).
 func (f *renderFuncs) spendComparing(a, b reflect.Value) error {
 	cost := comparisonCost
 	if a.Kind() == reflect.String && b.Kind() == reflect.String {

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -414,8 +416,9 @@ func comparisonCause(err error) string {
 	return cause
 }
 
-// Comparing two long equal strings over and over, in a range, counts
-// against the same bound as json: it used to take seconds of CPU for free.
+// Comparing two long equal strings over and over in a range, or looking
+// one up as a key, counts against the same bound as json: it used to take
+// seconds of CPU for free.
 func TestRenderBoundsComparedBytes(t *testing.T) {
 	long := strings.Repeat("x", 450_000)
 	body, err := json.Marshal(map[string]any{"s": long, "t": long, "l": make([]int, 50_000)})
@@ -423,15 +426,68 @@ func TestRenderBoundsComparedBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	payload := decode(t, string(body)) // about a MiB, as a delivery's body
-	for _, fn := range []string{"eq", "ne", "lt", "le", "gt", "ge"} {
+	for _, fn := range []string{"eq", "ne", "lt", "le", "gt", "ge", "index"} {
 		body := strings.Repeat(fmt.Sprintf("{{if %s $.payload.s $.payload.t}}{{end}}", fn), 12)
+		if fn == "index" {
+			body = strings.Repeat("{{if index $.payload $.payload.s}}{{end}}", 12)
+		}
 		_, err := mustParse(t, "{{range .payload.l}}"+body+"{{end}}").Render(payload, nil, 100)
 		var re *RenderError
 		want := fmt.Sprintf("error calling %s: json, trunc, printing and comparisons would compute more than %d bytes", fn, MaxComputedBytes)
 		if !errors.As(err, &re) || !strings.Contains(re.Reason, want) {
-			t.Errorf("12 %s of two long strings in a range: %v; want %q", fn, err, want)
+			t.Errorf("12 %s of long strings in a range: %v; want %q", fn, err, want)
 		}
 	}
+}
+
+// index counts the keys it looks up yet means what text/template's
+// built-in means: the same expression over the same data finds the same
+// value, or fails for the same reason.
+func TestRenderIndexMatchesTheBuiltin(t *testing.T) {
+	payload := decode(t, `{"s":"abc","n":1.5,"null":null,"list":[1,[2,3]],"obj":{"a":{"b":1}},"none":[]}`).(map[string]any)
+	payload["num"] = json.Number("1")
+	data := map[string]any{"payload": payload, "headers": promptHeaders(header("X-Github-Event", "issues"))}
+	items := []string{"$", ".payload", ".payload.list", ".payload.none", ".payload.s", ".payload.obj",
+		".headers", ".payload.null", ".payload.missing", ".payload.n", "(index .payload.s 0)"}
+	keys := []string{`"s"`, `"a"`, `"missing"`, `"X-Github-Event"`, "0", "1", "2", "3", "-1",
+		"(index .payload.s 0)", "1.0", ".payload.null", ".payload.missing", ".payload.num", "true", ".payload.list"}
+	var exprs []string
+	for _, item := range items {
+		exprs = append(exprs, fmt.Sprintf("{{index %s}}", item))
+		for _, key := range keys {
+			exprs = append(exprs, fmt.Sprintf("{{index %s %s}}", item, key))
+		}
+	}
+	exprs = append(exprs, `{{index .payload "obj" "a" "b"}}`, `{{index .payload "list" 1 0}}`, `{{index $ "payload" "s" 2}}`,
+		`{{index .payload "null" "a"}}`, `{{index .payload "missing" 0}}`, `{{index .payload.s 0 0}}`, `{{1 | index .payload.list}}`)
+	ours := (&renderFuncs{}).index
+	for _, expr := range exprs {
+		expr = "{{keep (" + strings.TrimSuffix(strings.TrimPrefix(expr, "{{"), "}}") + ")}}"
+		oursValue, oursCause := indexWith(t, expr, data, ours)
+		builtinValue, builtinCause := indexWith(t, expr, data, nil)
+		if oursValue != builtinValue || oursCause != builtinCause {
+			t.Errorf("%s: %s, %q; the built-in: %s, %q", expr, oursValue, oursCause, builtinValue, builtinCause)
+		}
+	}
+}
+
+// indexWith runs expr, which keeps a value, with index as the template's
+// index (nil: the built-in) and returns the value kept, with its type, and
+// why the run failed.
+func indexWith(t *testing.T, expr string, data any, index any) (kept, cause string) {
+	t.Helper()
+	funcs := template.FuncMap{"keep": func(v reflect.Value) string {
+		kept = fmt.Sprintf("%#v", v)
+		if v.IsValid() {
+			kept += " of type " + v.Type().String()
+		}
+		return ""
+	}}
+	if index != nil {
+		funcs["index"] = index
+	}
+	err := template.Must(template.New("x").Funcs(funcs).Option("missingkey=zero").Parse(expr)).Execute(io.Discard, data)
+	return kept, comparisonCause(err)
 }
 
 // What usual templates compare, over a long list, stays far within the
