@@ -36,7 +36,9 @@ func (s *Service) Run(ctx context.Context) {
 func (s *Service) Tick(ctx context.Context) {
 	keys, err := s.Records.Keys(ctx, "schedule")
 	if err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && s.now().Sub(s.lastWarned) >= warnEvery {
+			// The store is down or slow: once in a while is enough.
+			s.lastWarned = s.now()
 			s.Log.Warn("list schedules", zap.Error(err))
 		}
 		return
@@ -59,6 +61,9 @@ func (s *Service) Tick(ctx context.Context) {
 	}
 	wg.Wait()
 }
+
+// warnEvery spaces the warnings of a store that cannot list schedules.
+const warnEvery = 30 * time.Second
 
 // tickWorkers bounds the schedules one replica handles at once.
 const tickWorkers = 8

@@ -75,6 +75,9 @@ type Service struct {
 
 	mu    sync.Mutex
 	quiet map[string]quietSpan // schedule's key → nothing to do until
+	// lastWarned is when Tick last said it could not list schedules
+	// (Tick's own: one runs at a time).
+	lastWarned time.Time
 }
 
 // New returns a Service. Observer, Now and Log may be nil.
