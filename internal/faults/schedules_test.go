@@ -187,9 +187,9 @@ func TestScheduleSkipsWhileBusyAcrossReplicas(t *testing.T) {
 // killBetweenFires waits for a quiet moment from after on: the latest fire
 // of the schedule started a run that has ended, and the next fire time is
 // at least quietMargin away. It then kills -9 the gateway that submitted
-// that run, the one that claimed the fire (a replica whose tick comes
-// first after the second claims most fires), waits until that gateway is
-// gone, and returns it. It fails the test when no quiet moment comes
+// that run, the one that claimed the fire (the replica whose tick falls
+// first after each whole second claims most fires), waits until that
+// gateway is gone, and returns it. It fails the test when no quiet moment comes
 // before by.
 func (r *rig) killBetweenFires(id string, after, by time.Time) int {
 	r.t.Helper()
