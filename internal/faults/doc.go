@@ -36,7 +36,13 @@
 //     replica takes the run over (run.resumed), its next message goes on
 //     with the same conversation in the same files as the next turn, the
 //     cut turn ends interrupted, and a cancel sent to a third replica
-//     ends a run taken over.
+//     ends a run taken over;
+//   - TestScheduleFiresOnceAcrossAReplicaKill: a schedule every 10 s over
+//     65 s, the replica that claimed its fires killed -9 between two of
+//     them: 6 or 7 fires, each started once, 10 s apart, with as many runs;
+//   - TestScheduleSkipsWhileBusyAcrossReplicas: a schedule every 10 s
+//     whose run lasts longer, when_busy skip: one run at a time, the other
+//     fires recorded skipped_busy naming it.
 //
 // Every case checks the same four things of every run it made: no event
 // lost, duplicated or reordered (the whole stream, read through nginx with

@@ -382,7 +382,7 @@ func (s *Service) view(ctx context.Context, sc Schedule) (View, error) {
 	}
 	v := View{ID: sc.ID, Name: sc.Name, Cron: sc.Cron, Timezone: sc.Timezone, Every: sc.Every, Run: autorun.PublicSpec(run),
 		WhenBusy: sc.WhenBusy, CatchUp: sc.CatchUp, Paused: sc.Paused, LastRunID: st.LastRunID,
-		LastFires: firesOf(st.Recent, lastFiresShown), CreatedAt: sc.CreatedAt.UTC(), UpdatedAt: sc.UpdatedAt.UTC()}
+		LastFires: firesOf(st.Recent, lastFiresShown), CreatedAt: sc.CreatedAt.UTC().Truncate(time.Second), UpdatedAt: sc.UpdatedAt.UTC().Truncate(time.Second)}
 	if v.Cron != "" && v.Timezone == "" {
 		v.Timezone = "UTC"
 	}

@@ -385,7 +385,7 @@ func (s *Service) view(ctx context.Context, t Trigger) (View, error) {
 func (s *Service) viewOf(t Trigger, st autorun.State, run runs.Spec) View {
 	v := View{ID: t.ID, Name: t.Name, Run: autorun.PublicSpec(run), WhenBusy: t.WhenBusy, Verify: t.Verify, Paused: t.Paused,
 		URL: DeliveriesPath(t.ID), LastRunID: st.LastRunID, LastDeliveries: deliveriesOf(st.Recent, lastDeliveriesShown),
-		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC()}
+		CreatedAt: t.CreatedAt.UTC().Truncate(time.Second), UpdatedAt: t.UpdatedAt.UTC().Truncate(time.Second)}
 	if len(t.Previous) > 0 && s.Now().Before(t.PreviousUntil) {
 		until := t.PreviousUntil.UTC()
 		v.PreviousSecretExpiresAt = &until
