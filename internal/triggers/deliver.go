@@ -232,7 +232,7 @@ const drainTimeout = 20 * time.Second
 func (s *Service) Run(ctx context.Context) {
 	tick := time.NewTicker(s.cfg.Tick)
 	defer tick.Stop()
-	for {
+	for n := 1; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
@@ -243,16 +243,21 @@ func (s *Service) Run(ctx context.Context) {
 			continue
 		}
 		for _, k := range keys {
-			s.drain(ctx, k)
+			s.drain(ctx, k, n%everyTrigger == 0)
 		}
 	}
 }
 
-func (s *Service) drain(ctx context.Context, key string) {
+// everyTrigger is how many ticks apart the loop looks at the triggers
+// that do not queue: one changed from queue while a start waited still
+// has it. Those that queue are looked at each tick.
+const everyTrigger = 10
+
+func (s *Service) drain(ctx context.Context, key string, all bool) {
 	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
 	defer cancel()
 	t, _, err := s.read(ctx, key, key)
-	if err != nil || t.Paused || t.WhenBusy != autorun.Queue {
+	if err != nil || t.Paused || (t.WhenBusy != autorun.Queue && !all) {
 		return
 	}
 	rec, err := s.Starter.Drain(ctx, t.owner(), func(w autorun.Waiting) (runs.Spec, error) {

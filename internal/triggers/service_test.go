@@ -307,3 +307,33 @@ func TestADeliveryIDIsKnownPastTheListedHundred(t *testing.T) {
 		t.Fatalf("the first delivery again = %+v, dup %v; %d runs", again, dup, len(r.runs.Submitted()))
 	}
 }
+
+// A start that waits is started once its run ends even after the
+// trigger stopped queueing meanwhile.
+func TestAWaitingDeliveryOutlivesAChangeOfRule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, Config{})
+		v := githubTrigger(t, r, autorun.Queue)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { r.svc.Run(ctx); close(done) }()
+		for i, want := range []autorun.Outcome{autorun.Started, autorun.Queued} {
+			body := `{"action":"opened","issue":{"number":` + itoa(i) + `,"title":"t"}}`
+			if d, _, err := r.svc.Deliver(context.Background(), v.ID, signed(v.Secret, "w-"+itoa(i), body), []byte(body), admitAll); err != nil || d.Outcome != want {
+				t.Fatalf("delivery %d = %+v, %v, want %s", i, d, err, want)
+			}
+		}
+		skip := autorun.Skip
+		if _, err := r.svc.Update(acme, v.ID, Patch{WhenBusy: &skip}); err != nil {
+			t.Fatal(err)
+		}
+		r.runs.FinishAll()
+		time.Sleep(everyTrigger * time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		if n := len(r.runs.Submitted()); n != 2 {
+			t.Fatalf("%d runs: the delivery that waited was left waiting", n)
+		}
+	})
+}
