@@ -86,8 +86,9 @@ type Pending struct {
 const PendingLease = 30 * time.Second
 
 // Waiting is a start held by Queue until the previous run ends. Prompt is
-// the run's rendered prompt where the owner renders one per start (a
-// trigger), so that the delivery need not be kept.
+// what Owner.KeepPrompt kept of the run's rendered prompt where the owner
+// renders one per start (a trigger), so that the delivery need not be
+// kept.
 type Waiting struct {
 	Record Record `json:"record"`
 	Prompt string `json:"prompt,omitempty"`

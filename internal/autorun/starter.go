@@ -16,9 +16,11 @@ type Owner struct {
 	ID       string
 	Tenant   string
 	WhenBusy WhenBusy
-	// PromptPerStart: each start renders its own prompt (a trigger's),
-	// which a start that waits keeps; else the owner's is read again.
-	PromptPerStart bool
+	// KeepPrompt, for an owner whose starts render their own prompt (a
+	// trigger), gives what a start that waits keeps of its prompt: sealed,
+	// as the owner opens it when the start is made. Nil: the owner's own
+	// prompt is read again then.
+	KeepPrompt func(prompt string) string
 }
 
 func (o Owner) stateKey() string { return StateKey(o.Kind, o.ID) }
@@ -164,8 +166,10 @@ func (s *Starter) whileBusy(ctx context.Context, o Owner, st State, rev uint64, 
 		return rec, false, nil
 	case o.WhenBusy == Queue && (st.Waiting == nil || st.Waiting.Record.Key == rec.Key):
 		rec.Outcome = Queued
-		if !o.PromptPerStart {
+		if o.KeepPrompt == nil {
 			prompt = "" // the owner's own, read again when it starts
+		} else {
+			prompt = o.KeepPrompt(prompt)
 		}
 		st.Waiting = &Waiting{Record: rec, Prompt: prompt}
 	default:

@@ -343,6 +343,7 @@ func (s *Service) start(ctx context.Context, sc Schedule, rec autorun.Record) (a
 	if rec.Outcome == autorun.Queued {
 		s.forgetQuiet(scheduleKey(sc.Tenant, sc.ID)) // a start now waits: look each tick
 	}
+	s.forgetIfDeleted(ctx, sc)
 	if err == nil {
 		lag := time.Duration(-1)
 		if rec.Outcome == autorun.Started && !rec.Manual {
@@ -351,6 +352,14 @@ func (s *Service) start(ctx context.Context, sc Schedule, rec autorun.Record) (a
 		s.Observer.ScheduleFire(string(rec.Outcome), lag)
 	}
 	return rec, err
+}
+
+// forgetIfDeleted removes the state a start wrote for a schedule deleted
+// while it started, which Delete's own removal came too early to catch.
+func (s *Service) forgetIfDeleted(ctx context.Context, sc Schedule) {
+	if _, _, err := s.Records.Get(ctx, scheduleKey(sc.Tenant, sc.ID)); errors.Is(err, runs.ErrNotFound) {
+		_ = s.Starter.Forget(ctx, sc.owner())
+	}
 }
 
 // Fires returns a schedule's last fires, newest first, at most limit.

@@ -543,3 +543,28 @@ func TestAWaitingStartSurvivesAFailedSubmission(t *testing.T) {
 		}
 	})
 }
+
+// A start that was under way when its schedule was deleted leaves no
+// state behind it.
+func TestAStartOfADeletedScheduleLeavesNoState(t *testing.T) {
+	c := newCluster(t)
+	r := c.replica(Config{})
+	v, err := r.Create(tenantCtx, every("1h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, _, err := r.load(tenantCtx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Delete(tenantCtx, v.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The start read the schedule before the delete and goes on after it.
+	if _, err := r.start(context.Background(), sc, autorun.Record{Key: "fire." + sc.ID + ".1", Time: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if keys, _ := c.mem.Keys(context.Background(), "state"); len(keys) != 0 {
+		t.Fatalf("state left behind: %v", keys)
+	}
+}

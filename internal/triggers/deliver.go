@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -70,6 +71,7 @@ func (s *Service) Deliver(ctx context.Context, id string, h http.Header, body []
 	if err != nil {
 		return Delivery{}, false, err
 	}
+	s.forgetIfDeleted(ctx, t)
 	if err := held.Done(ctx, rec); err != nil {
 		s.Log.Debug("record a delivery in its claim", zap.String("trigger", t.ID), zap.Error(err))
 	}
@@ -209,7 +211,36 @@ func (s *Service) start(ctx context.Context, t Trigger, rec autorun.Record, h ht
 		return rec, s.Starter.Change(ctx, t.owner(), func(st *autorun.State) { st.Put(rec) })
 	}
 	spec.Prompt = prompt
-	return s.Starter.Start(ctx, t.owner(), rec, spec)
+	return s.Starter.Start(ctx, s.owner(t), rec, spec)
+}
+
+// forgetIfDeleted removes the state a delivery wrote for a trigger
+// deleted while it started, which Delete's own removal came too early to
+// catch.
+func (s *Service) forgetIfDeleted(ctx context.Context, t Trigger) {
+	if _, _, err := s.Records.Get(ctx, triggerKey(t.Tenant, t.ID)); errors.Is(err, runs.ErrNotFound) {
+		_ = s.Starter.Forget(ctx, t.owner())
+	}
+}
+
+// owner is t as its starts see it: a start that waits keeps its rendered
+// prompt sealed for t, as the drain opens it.
+func (s *Service) owner(t Trigger) autorun.Owner {
+	o := t.owner()
+	o.KeepPrompt = func(prompt string) string {
+		return base64.StdEncoding.EncodeToString(s.RunBox.Seal(t.ID+"\x00waiting", []byte(prompt)))
+	}
+	return o
+}
+
+// waitingPrompt opens the prompt a waiting start kept.
+func (s *Service) waitingPrompt(t Trigger, kept string) (string, error) {
+	sealed, err := base64.StdEncoding.DecodeString(kept)
+	if err != nil {
+		return "", fmt.Errorf("the prompt a delivery kept while it waited: %w", err)
+	}
+	plain, err := s.RunBox.Open(t.ID+"\x00waiting", sealed)
+	return string(plain), err
 }
 
 // renderPrompt renders the run's prompt for a delivery; reason says why not.
@@ -260,9 +291,12 @@ func (s *Service) drain(ctx context.Context, key string, all bool) {
 	if err != nil || t.Paused || (t.WhenBusy != autorun.Queue && !all) {
 		return
 	}
-	rec, err := s.Starter.Drain(ctx, t.owner(), func(w autorun.Waiting) (runs.Spec, error) {
+	rec, err := s.Starter.Drain(ctx, s.owner(t), func(w autorun.Waiting) (runs.Spec, error) {
 		spec, err := autorun.OpenSpec(s.RunBox, t.ID, t.Run)
-		spec.Prompt = w.Prompt
+		if err != nil {
+			return spec, err
+		}
+		spec.Prompt, err = s.waitingPrompt(t, w.Prompt)
 		return spec, err
 	})
 	if err != nil && ctx.Err() == nil {

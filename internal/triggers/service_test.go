@@ -219,13 +219,17 @@ func TestQueuedDeliveryStartsWhenThePreviousRunEnds(t *testing.T) {
 				t.Fatalf("delivery %d = %+v, %v, want %s", i, d, err, want)
 			}
 		}
+		state, _, _ := r.mem.Get(context.Background(), autorun.StateKey(Kind, v.ID))
+		if strings.Contains(string(state), "Triage issue 1") {
+			t.Fatal("the waiting delivery's prompt is kept in the clear")
+		}
 		r.runs.FinishAll()
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		cancel()
 		<-done
-		if n := len(r.runs.Submitted()); n != 2 {
-			t.Fatalf("%d runs, want the queued delivery started after the first", n)
+		if subs := r.runs.Submitted(); len(subs) != 2 || !strings.HasPrefix(subs[1].Prompt, "Triage issue 1: t") {
+			t.Fatalf("runs %+v, want the queued delivery started after the first, with its own prompt", subs)
 		}
 		list, _ := r.svc.Deliveries(acme, v.ID, 100)
 		if list[0].Outcome != autorun.Started || list[0].DeliveryID != "q-b" {

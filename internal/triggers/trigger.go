@@ -32,7 +32,7 @@ type Trigger struct {
 }
 
 func (t Trigger) owner() autorun.Owner {
-	return autorun.Owner{Kind: Kind, ID: t.ID, Tenant: t.Tenant, WhenBusy: t.WhenBusy, PromptPerStart: true}
+	return autorun.Owner{Kind: Kind, ID: t.ID, Tenant: t.Tenant, WhenBusy: t.WhenBusy}
 }
 
 func triggerKey(tenant, id string) string { return "trigger." + autorun.TenantKey(tenant) + "." + id }
