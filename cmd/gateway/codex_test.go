@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/adapters/codex"
 	"github.com/agentgate/agentgate/internal/mock/mocktest"
 	"github.com/agentgate/agentgate/internal/mock/openai"
 	"github.com/agentgate/agentgate/internal/runs"
@@ -301,6 +302,11 @@ func assertCodexMetrics(t *testing.T, g *gateway, u runs.Usage, succeeded int) {
 	}
 }
 
+// maxCodexRequests is the most requests one turn of Codex makes under the
+// gateway's bounds on its retries: each attempt of a stream may be retried
+// as a request.
+const maxCodexRequests = (1 + codex.DefaultRequestMaxRetries) * (1 + codex.DefaultStreamMaxRetries)
+
 func TestCodexFailuresAreClassified(t *testing.T) {
 	type failure struct {
 		name      string
@@ -339,11 +345,10 @@ func TestCodexFailuresAreClassified(t *testing.T) {
 	// Codex's own provider, never logged in, and no API key.
 	gLogin := startCodexGateway(t, t.TempDir())
 
-	// run posts a run and waits for its end, which must come within of
-	// the run's first request at the mock (requests counts them): the
-	// CLI's start before it is CPU work, which a busy machine stretches.
-	// With strike, the run's deadline strikes once it has a request, and
-	// the end must come within of that.
+	// run posts a run and waits for its end, whose requests at the mock
+	// (requests counts them) must be within the gateway's bounds on the
+	// CLI's retries. With strike, the run's deadline strikes once it has
+	// a request, and the end must come within of that.
 	run := func(t *testing.T, g *gateway, body string, within time.Duration, requests func() int, strike bool) runs.Run {
 		t.Helper()
 		first := mocktest.WatchFirstRequest(t, requests)
@@ -356,9 +361,16 @@ func TestCodexFailuresAreClassified(t *testing.T) {
 			from = func() time.Time { return struck }
 		}
 		done := g.waitRun(t, r.ID, 2*time.Minute) // against a hang: it includes the CLI's start
-		// A run that never reached the mock retried nothing.
-		if took := done.FinishedAt.Sub(from()); took > within && requests() > 0 {
-			t.Errorf("run ended %s after its first request (or its deadline); want within %s", took.Round(time.Millisecond), within)
+		switch {
+		case strike:
+			// The deadline is what is tested: the run ends soon after it.
+			if took := done.FinishedAt.Sub(from()); took > within {
+				t.Errorf("run ended %s after its deadline; want within %s", took.Round(time.Millisecond), within)
+			}
+		case requests() > maxCodexRequests:
+			// The gateway bounds the CLI's retries: counted, not timed,
+			// which a loaded machine would stretch.
+			t.Errorf("the run made %d requests; the gateway's bounds on Codex's retries allow %d", requests(), maxCodexRequests)
 		}
 		assertNoProcesses(t, r.ID)
 		return done

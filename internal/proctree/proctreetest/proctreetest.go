@@ -47,23 +47,42 @@ func Build(t testing.TB, lifetime time.Duration) *Evil {
 	}
 	e := &Evil{Bin: bin, Marker: "evil-" + uuid.NewString(), Dir: t.TempDir()}
 	e.lifetime = lifetime
-	t.Cleanup(func() {
-		// In rounds until none is left: the respawner forks between a
-		// scan and the kills, and a child that one pass missed writes its
-		// file into Dir while the test's cleanup removes it.
-		deadline := time.Now().Add(30 * time.Second)
+	t.Cleanup(e.killAll(t))
+	return e
+}
+
+// killAll returns the cleanup that kills whatever of the tree is left. It
+// stops the processes before it kills them: the respawner forks between a
+// scan and the kills, however slowly a loaded machine scans, but a
+// stopped one forks no more, so rounds of stopping converge. Every
+// process exits by itself within lifetime: one alive past it (and a
+// margin) is a leak.
+func (e *Evil) killAll(t testing.TB) func() {
+	return func() {
+		deadline := time.Now().Add(e.lifetime + 30*time.Second)
+		stopped := map[int]bool{}
 		for pids := e.Alive(); len(pids) > 0; pids = e.Alive() {
 			if time.Now().After(deadline) {
-				t.Errorf("evil processes alive after 30s of killing: %s", describe(pids))
+				t.Errorf("evil processes alive past their lifetime of %s: %s", e.lifetime, describe(pids))
 				return
 			}
+			fresh := false
 			for _, pid := range pids {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+				if !stopped[pid] {
+					_ = syscall.Kill(pid, syscall.SIGSTOP)
+					stopped[pid], fresh = true, true
+				}
+			}
+			if !fresh {
+				// All of them stopped: none can fork now.
+				for _, pid := range pids {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+				clear(stopped)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-	})
-	return e
+	}
 }
 
 // Args returns the evil agent's arguments for mode: "exit", "hang" or
