@@ -152,18 +152,9 @@ func decodeSchedulePatch(f fields) (schedules.Patch, error) {
 			*dst = &v
 		}
 	}
-	if raw := f.get("run"); raw != nil {
-		spec, err := decodeRunRequest(raw)
-		if err != nil {
-			return p, inRun(err)
-		}
-		p.Run = &spec
-	}
-	if v, given, err := f.str("when_busy"); err != nil {
+	var err error
+	if p.Run, p.WhenBusy, p.Paused, err = decodeOwnerFields(f); err != nil {
 		return p, err
-	} else if given {
-		w := autorun.WhenBusy(v)
-		p.WhenBusy = &w
 	}
 	if v, given, err := f.str("catch_up"); err != nil {
 		return p, err
@@ -171,37 +162,51 @@ func decodeSchedulePatch(f fields) (schedules.Patch, error) {
 		c := schedules.CatchUp(v)
 		p.CatchUp = &c
 	}
-	if f.get("paused") != nil {
-		b, err := f.boolean("paused")
-		if err != nil {
-			return p, err
-		}
-		p.Paused = &b
-	}
 	return p, nil
 }
 
+// decodeOwnerFields reads what schedules and triggers share: their run
+// request, when_busy and paused, each nil when not given.
+func decodeOwnerFields(f fields) (run *runs.Spec, whenBusy *autorun.WhenBusy, paused *bool, err error) {
+	if raw := f.get("run"); raw != nil {
+		spec, err := decodeRunRequest(raw)
+		if err != nil {
+			return nil, nil, nil, inRun(err)
+		}
+		run = &spec
+	}
+	if v, given, err := f.str("when_busy"); err != nil {
+		return nil, nil, nil, err
+	} else if given {
+		w := autorun.WhenBusy(v)
+		whenBusy = &w
+	}
+	if f.get("paused") != nil {
+		b, err := f.boolean("paused")
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		paused = &b
+	}
+	return run, whenBusy, paused, nil
+}
+
 // inRun names a field of the run request inside the body that holds it
-// ("run.prompt").
+// ("run.prompt"), in the API's own errors as autorun.InRun does in the
+// service's.
 func inRun(err error) error {
 	var edge *edgeError
-	if errors.As(err, &edge) {
-		c := *edge
-		if c.field != "" {
-			c.msg = strings.Replace(c.msg, quote(c.field), quote("run."+c.field), 1)
-			c.field = "run." + c.field
-		} else {
-			c.msg = "run: " + c.msg
-		}
-		return &c
+	if !errors.As(err, &edge) {
+		return autorun.InRun(err)
 	}
-	var fe *runs.FieldError
-	if errors.As(err, &fe) {
-		c := *fe
-		c.Field = "run." + fe.Field
-		return &c
+	c := *edge
+	if c.field != "" {
+		c.msg = strings.Replace(c.msg, quote(c.field), quote("run."+c.field), 1)
+		c.field = "run." + c.field
+	} else {
+		c.msg = "run: " + c.msg
 	}
-	return err
+	return &c
 }
 
 // getSchedule answers GET /v1/schedules/{id}.

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentgate/agentgate/internal/autorun"
 	"github.com/agentgate/agentgate/internal/triggers"
 )
 
@@ -146,27 +145,9 @@ func decodeTriggerPatch(f fields, creating bool) (triggers.Patch, error) {
 	} else if given {
 		p.Name = &v
 	}
-	if raw := f.get("run"); raw != nil {
-		spec, err := decodeRunRequest(raw)
-		if err != nil {
-			return p, inRun(err)
-		}
-		p.Run = &spec
-	}
-	if v, given, err := f.str("when_busy"); err != nil {
-		return p, err
-	} else if given {
-		w := autorun.WhenBusy(v)
-		p.WhenBusy = &w
-	}
-	if f.get("paused") != nil {
-		b, err := f.boolean("paused")
-		if err != nil {
-			return p, err
-		}
-		p.Paused = &b
-	}
-	return p, nil
+	var err error
+	p.Run, p.WhenBusy, p.Paused, err = decodeOwnerFields(f)
+	return p, err
 }
 
 // absolute makes v's URL the one senders use: AGENTGATE_PUBLIC_URL's, or

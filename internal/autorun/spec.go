@@ -1,11 +1,14 @@
 package autorun
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/seal"
@@ -33,6 +36,40 @@ func CheckStorable(spec runs.Spec) error {
 			return runs.Invalid(fmt.Sprintf("run.attachments[%d]", i),
 				"a schedule or trigger attaches uploaded files only: upload the image with POST /v1/files and give its file_id")
 		}
+	}
+	return nil
+}
+
+// CheckRun checks a kept run request: what it cannot hold (CheckStorable),
+// then check, the supervisor's admission without making the run. An error
+// names its field as the owner's body does ("run.agent").
+func CheckRun(ctx context.Context, check func(context.Context, runs.Spec) error, run runs.Spec) error {
+	if err := CheckStorable(run); err != nil {
+		return err
+	}
+	err := check(ctx, run)
+	if errors.Is(err, runs.ErrUnknownAgent) {
+		return &runs.FieldError{Field: "run.agent", Reason: err.Error(), Kind: runs.ErrInvalid, Code: "unknown_agent"}
+	}
+	return InRun(err)
+}
+
+// InRun names a field of a run request inside the body that holds it:
+// "prompt" becomes "run.prompt".
+func InRun(err error) error {
+	var fe *runs.FieldError
+	if errors.As(err, &fe) && fe.Field != "" && !strings.HasPrefix(fe.Field, "run.") {
+		c := *fe
+		c.Field = "run." + fe.Field
+		return &c
+	}
+	return err
+}
+
+// CheckWhenBusy refuses a WhenBusy that is none of WhenBusyValues.
+func CheckWhenBusy(w WhenBusy) error {
+	if !w.Valid() {
+		return runs.Invalid("when_busy", `must be "skip", "queue" or "cancel_previous"`)
 	}
 	return nil
 }

@@ -64,3 +64,18 @@ func Load[T any](ctx context.Context, recs Records, key, what, id string) (T, ui
 	}
 	return v, rev, nil
 }
+
+// CheckCount refuses one more owner under prefix (a tenant's schedules or
+// triggers) when it holds max already: a *LimitError with code, whose
+// message names what ("schedules") and the setting that bounds it.
+func CheckCount(ctx context.Context, recs Records, prefix string, max int, code, what, setting string) error {
+	keys, err := recs.Keys(ctx, prefix)
+	if err != nil {
+		return fmt.Errorf("count %s: %w", what, err)
+	}
+	if len(keys) >= max {
+		return &LimitError{Code: code,
+			Message: fmt.Sprintf("this tenant keeps %d %s, its most (%s); delete one first", len(keys), what, setting)}
+	}
+	return nil
+}

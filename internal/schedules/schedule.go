@@ -103,8 +103,8 @@ func CheckName(name string) error {
 }
 
 func checkRules(w autorun.WhenBusy, c CatchUp) error {
-	if !w.Valid() {
-		return runs.Invalid("when_busy", `must be "skip", "queue" or "cancel_previous"`)
+	if err := autorun.CheckWhenBusy(w); err != nil {
+		return err
 	}
 	if c != CatchUpNone && c != CatchUpOnce {
 		return runs.Invalid("catch_up", `must be "none" or "once"`)

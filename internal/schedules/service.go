@@ -141,39 +141,11 @@ func (s *Service) check(ctx context.Context, sc Schedule, run runs.Spec) error {
 	if err := checkRules(sc.WhenBusy, sc.CatchUp); err != nil {
 		return err
 	}
-	if err := autorun.CheckStorable(run); err != nil {
-		return err
-	}
-	if err := s.Check(ctx, run); err != nil {
-		if errors.Is(err, runs.ErrUnknownAgent) {
-			return &runs.FieldError{Field: "run.agent", Reason: err.Error(), Kind: runs.ErrInvalid, Code: "unknown_agent"}
-		}
-		return prefixField(err, "run.")
-	}
-	return nil
-}
-
-// prefixField names a run request's field inside the schedule's body.
-func prefixField(err error, prefix string) error {
-	var fe *runs.FieldError
-	if errors.As(err, &fe) && fe.Field != "" && !strings.HasPrefix(fe.Field, prefix) {
-		c := *fe
-		c.Field = prefix + fe.Field
-		return &c
-	}
-	return err
+	return autorun.CheckRun(ctx, s.Check, run)
 }
 
 func (s *Service) checkCount(ctx context.Context, tenant string) error {
-	keys, err := s.Records.Keys(ctx, "schedule."+autorun.TenantKey(tenant))
-	if err != nil {
-		return fmt.Errorf("count schedules: %w", err)
-	}
-	if len(keys) >= s.cfg.MaxPerTenant {
-		return &autorun.LimitError{Code: CodeTooMany,
-			Message: fmt.Sprintf("this tenant keeps %d schedules, its most (AGENTGATE_MAX_SCHEDULES_PER_TENANT); delete one first", len(keys))}
-	}
-	return nil
+	return autorun.CheckCount(ctx, s.Records, "schedule."+autorun.TenantKey(tenant), s.cfg.MaxPerTenant, CodeTooMany, "schedules", "AGENTGATE_MAX_SCHEDULES_PER_TENANT")
 }
 
 // load reads a schedule of the caller's tenant.

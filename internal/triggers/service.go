@@ -160,44 +160,17 @@ func (s *Service) check(ctx context.Context, t Trigger, run runs.Spec) error {
 	if err := schedules.CheckName(t.Name); err != nil {
 		return err
 	}
-	if !t.WhenBusy.Valid() {
-		return runs.Invalid("when_busy", `must be "skip", "queue" or "cancel_previous"`)
-	}
-	if _, err := ParseTemplate(run.Prompt); err != nil {
-		return prefixRun(err)
-	}
-	if err := autorun.CheckStorable(run); err != nil {
+	if err := autorun.CheckWhenBusy(t.WhenBusy); err != nil {
 		return err
 	}
-	if err := s.Check(ctx, run); err != nil {
-		if errors.Is(err, runs.ErrUnknownAgent) {
-			return &runs.FieldError{Field: "run.agent", Reason: err.Error(), Kind: runs.ErrInvalid, Code: "unknown_agent"}
-		}
-		return prefixRun(err)
+	if _, err := ParseTemplate(run.Prompt); err != nil {
+		return autorun.InRun(err)
 	}
-	return nil
-}
-
-func prefixRun(err error) error {
-	var fe *runs.FieldError
-	if errors.As(err, &fe) && fe.Field != "" && !strings.HasPrefix(fe.Field, "run.") {
-		c := *fe
-		c.Field = "run." + fe.Field
-		return &c
-	}
-	return err
+	return autorun.CheckRun(ctx, s.Check, run)
 }
 
 func (s *Service) checkCount(ctx context.Context, tenant string) error {
-	keys, err := s.Records.Keys(ctx, "trigger."+autorun.TenantKey(tenant))
-	if err != nil {
-		return fmt.Errorf("count triggers: %w", err)
-	}
-	if len(keys) >= s.cfg.MaxPerTenant {
-		return &autorun.LimitError{Code: CodeTooMany,
-			Message: fmt.Sprintf("this tenant keeps %d triggers, its most (AGENTGATE_MAX_TRIGGERS_PER_TENANT); delete one first", len(keys))}
-	}
-	return nil
+	return autorun.CheckCount(ctx, s.Records, "trigger."+autorun.TenantKey(tenant), s.cfg.MaxPerTenant, CodeTooMany, "triggers", "AGENTGATE_MAX_TRIGGERS_PER_TENANT")
 }
 
 // load reads a trigger of the caller's tenant.
