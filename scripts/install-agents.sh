@@ -24,12 +24,19 @@ if [ "$(sha256sum package-lock.json)" != "$before" ]; then
   exit 1
 fi
 
+# Qwen Code's package ships its ripgrep without the execute bit (npm keeps
+# the tarball's modes); without it every run warns and falls back to a
+# slower built-in grep.
+chmod +x node_modules/@qwen-code/qwen-code/vendor/ripgrep/*/rg 2>/dev/null || true
+
 echo "installed:"
 printf '  claude %s\n' "$(./node_modules/.bin/claude --version)"
 printf '  codex  %s\n' "$(./node_modules/.bin/codex --version)"
 printf '  copilot %s\n' "$(./node_modules/.bin/copilot --version | head -1)"
 printf '  gemini %s\n' "$(./node_modules/.bin/gemini --version)"
 printf '  opencode %s\n' "$(./node_modules/.bin/opencode --version)"
+printf '  qwen %s\n' "$(./node_modules/.bin/qwen --version)"
+printf '  cline %s\n' "$(./node_modules/.bin/cline --version)"
 
 # The gateway confines every agent with bubblewrap, and will not start
 # without it unless told to (AGENTGATE_SANDBOX=cli-only).
