@@ -479,7 +479,8 @@ func TestAgentsHealthReadyMetrics(t *testing.T) {
 			return []runs.AgentInfo{{Name: "claude", Installed: true, Path: "/usr/bin/claude", Version: "2.0.1",
 				VerifiedVersion: "2.0.1", Compatibility: runs.CompatVerified, Capabilities: []string{"model"},
 				Permissions: map[runs.Permission]string{runs.ReadOnly: "--permission-mode plan"}, Enforcement: runs.EnforcementSandbox, Sandbox: "bubblewrap",
-				Networks: []runs.Network{runs.NetworkOpen, runs.NetworkModel, runs.NetworkAllow}}}
+				Networks: []runs.Network{runs.NetworkOpen, runs.NetworkModel, runs.NetworkAllow},
+				Source:   runs.SourceBuiltin, Reports: runs.Description{ReportsCost: true}.Reporting()}}
 		},
 		ready: func(context.Context) error {
 			readyMu.Lock()

@@ -56,6 +56,10 @@ func With(ctx context.Context, a runs.Adapter, bin string, env []string, version
 	info := runs.AgentInfo{
 		Name: a.Name(), Aliases: d.Aliases, VerifiedVersion: d.VerifiedVersion, Capabilities: runs.Capabilities(d),
 		Permissions: d.Permissions, Compatibility: runs.CompatMissing,
+		Source: d.Source, Reports: d.Reporting(),
+	}
+	if info.Source == "" {
+		info.Source = runs.SourceBuiltin
 	}
 	if slices.Contains(d.Fields, runs.FieldInteractive) || slices.Contains(d.Fields, runs.FieldApprovals) {
 		in := d.Interaction

@@ -306,6 +306,12 @@ type Description struct {
 	// gateway can enforce max_budget_usd itself where the CLI has no flag
 	// for it. The gateway never prices tokens on its own.
 	ReportsCost bool
+	// Reports says how much of a run's usage and failures the CLI tells;
+	// the zero value is exact usage and failures classed by HTTP status.
+	Reports Reports
+	// Source is SourceConfigured for an agent from the agents file; empty
+	// is SourceBuiltin.
+	Source string
 }
 
 // SessionPreferrer is implemented by an adapter that runs some specs over
@@ -354,6 +360,10 @@ type AgentInfo struct {
 	// Networks are the network policies the gateway can give the
 	// agent's runs (see Network).
 	Networks []Network `json:"networks"`
+	// Source is SourceBuiltin or SourceConfigured.
+	Source string `json:"source"`
+	// Reports says which of a run's figures the agent reports.
+	Reports Reports `json:"reports"`
 }
 
 // What enforces a run's permission, in AgentInfo.Enforcement.

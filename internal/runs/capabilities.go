@@ -16,12 +16,15 @@ const (
 // EnforcedByGateway reports whether the gateway enforces field for an
 // agent described by d that does not honour it itself: the budgets it
 // sees in every run's events, and structured output, which it asks for
-// and checks. max_budget_usd needs a CLI that reports cost: the gateway
-// never prices tokens itself.
+// and checks. max_budget_usd needs a CLI that reports cost, and
+// max_total_tokens one that reports usage: the gateway never prices or
+// counts tokens itself.
 func EnforcedByGateway(d Description, field string) bool {
 	switch field {
-	case FieldMaxTurns, FieldMaxTotalTokens, FieldOutputSchema:
+	case FieldMaxTurns, FieldOutputSchema:
 		return true
+	case FieldMaxTotalTokens:
+		return d.ReportsUsage()
 	case FieldMaxBudgetUSD:
 		return d.ReportsCost
 	}

@@ -176,8 +176,11 @@ type Run struct {
 	Result           string          `json:"result,omitempty"`
 	StructuredOutput json.RawMessage `json:"structured_output,omitempty"`
 	Usage            Usage           `json:"usage"`
-	CostUSD          *float64        `json:"cost_usd,omitempty"`
-	NumTurns         int             `json:"num_turns,omitempty"`
+	// UsageUnknown says the agent reports no usage (Reports.Usage
+	// unknown): Usage's zeros are not a free run.
+	UsageUnknown bool     `json:"usage_unknown,omitempty"`
+	CostUSD      *float64 `json:"cost_usd,omitempty"`
+	NumTurns     int      `json:"num_turns,omitempty"`
 	// PromptPreview is the start of the run's prompt on one line (at most
 	// MaxPromptPreview characters), for a list of runs to tell them apart;
 	// the prompt itself is not part of the run object.

@@ -219,6 +219,7 @@ func (s *Supervisor) recordSubmission(storeCtx context.Context, sub *submission)
 		CreatedAt: s.cfg.Now().UTC(), AgentVersion: a.info.Version, Metadata: spec.Metadata,
 		Spec: spec, Interactive: spec.Interactive, Approvals: spec.Approvals, Network: spec.Network,
 		Tenant: spec.Tenant, CreatedBy: actorPtr(sub.actor),
+		UsageUnknown: a.info.Reports.Usage == runs.UsageUnknown,
 	}
 	if err := s.store.CreateRun(storeCtx, s.cfg.Limits.record(r)); err != nil {
 		s.cfg.Quotas.CountOut(storeCtx, spec.Tenant, sub.runID, nil)
