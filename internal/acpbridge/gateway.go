@@ -60,16 +60,16 @@ type Workspace = json.RawMessage
 // RunRequest is the body of POST /v1/runs that the bridge sends: zero
 // values are left out, which the gateway reads as its defaults.
 type RunRequest struct {
-	Agent          string            `json:"agent"`
-	Prompt         string            `json:"prompt"`
-	Model          string            `json:"model,omitempty"`
-	Permission     string            `json:"permission,omitempty"`
-	Approvals      string            `json:"approvals,omitempty"`
-	Interactive    bool              `json:"interactive"`
-	TimeoutSeconds int               `json:"timeout_seconds,omitempty"`
-	Workspace      Workspace         `json:"workspace,omitempty"`
-	Metadata       map[string]string `json:"metadata,omitempty"`
-	Attachments    []Attachment      `json:"attachments,omitempty"`
+	Agent          string               `json:"agent"`
+	Prompt         string               `json:"prompt"`
+	Model          string               `json:"model,omitempty"`
+	Permission     string               `json:"permission,omitempty"`
+	Approvals      string               `json:"approvals,omitempty"`
+	Interactive    bool                 `json:"interactive"`
+	TimeoutSeconds int                  `json:"timeout_seconds,omitempty"`
+	Workspace      Workspace            `json:"workspace,omitempty"`
+	Metadata       map[string]string    `json:"metadata,omitempty"`
+	Attachments    []Attachment         `json:"attachments,omitempty"`
 	MCPServers     map[string]MCPServer `json:"mcp_servers,omitempty"`
 }
 
