@@ -136,6 +136,8 @@ type Conn struct {
 	r   io.Reader
 	w   io.Writer
 	log func(format string, args ...any)
+	// maxLine bounds a line: MaxLineBytes, smaller in tests.
+	maxLine int
 
 	requests      map[string]Handler
 	notifications map[string]NotificationHandler
@@ -154,7 +156,7 @@ type Conn struct {
 // wrong on the wire (never on w, which is the protocol's).
 func NewConn(r io.Reader, w io.Writer, log func(format string, args ...any)) *Conn {
 	return &Conn{
-		r: r, w: w, log: log,
+		r: r, w: w, log: log, maxLine: MaxLineBytes,
 		requests:      map[string]Handler{},
 		notifications: map[string]NotificationHandler{},
 		waiting:       map[string]chan message{},
@@ -185,10 +187,10 @@ func (c *Conn) Serve(ctx context.Context) error {
 	defer c.failCalls()
 	rd := bufio.NewReaderSize(c.r, 64<<10)
 	for {
-		line, err := readLine(rd, MaxLineBytes)
+		line, err := readLine(rd, c.maxLine)
 		if errors.Is(err, errLineTooLong) {
-			c.log("acp: a line longer than %d bytes was dropped", MaxLineBytes)
-			c.answerError(nil, &Error{Code: CodeInvalidRequest, Message: fmt.Sprintf("invalid request: a line longer than %d bytes", MaxLineBytes)})
+			c.log("acp: a line longer than %d bytes was dropped", c.maxLine)
+			c.answerError(nil, &Error{Code: CodeInvalidRequest, Message: fmt.Sprintf("invalid request: a line longer than %d bytes", c.maxLine)})
 			continue
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
