@@ -541,3 +541,69 @@ func TestACPSessionsAreApart(t *testing.T) {
 		t.Fatalf("%d runs closed at the end, want 2: %v", closes, g.callLog())
 	}
 }
+
+func TestACPWithdrawsAPermissionRequestResolvedElsewhere(t *testing.T) {
+	g, srv := newFakeRunGateway(t)
+	g.onCreate = func(g *fakeRunGateway, id string, _ map[string]any) {
+		g.emit(id, "turn.started", map[string]any{"turn": 1, "message_id": "m", "text": "x"})
+		g.emit(id, "approval.requested", map[string]any{"id": "ap1", "tool": "Write",
+			"input": map[string]string{"file_path": "a.txt"}, "options": []string{"allow", "deny"}})
+	}
+	e := startACP(t, srv.URL)
+	e.answer(e.request("initialize", map[string]any{"protocolVersion": 1}))
+	res, _ := e.answer(e.request("session/new", map[string]any{"cwd": "/w", "mcpServers": []any{}}))
+	var ns struct{ SessionID string }
+	_ = json.Unmarshal(res.Result, &ns)
+	prompt := e.request("session/prompt", map[string]any{"sessionId": ns.SessionID, "prompt": []any{map[string]any{"type": "text", "text": "x"}}})
+	perm := e.next()
+	var pr struct {
+		ToolCall struct {
+			ToolCallID, Kind, Title string
+		} `json:"toolCall"`
+	}
+	if err := json.Unmarshal(perm.Params, &pr); err != nil || perm.Method != "session/request_permission" ||
+		pr.ToolCall.ToolCallID != "ap1" || pr.ToolCall.Kind != "edit" || pr.ToolCall.Title != "Write: a.txt" {
+		t.Fatalf("the editor got %+v %s", perm, perm.Params)
+	}
+	// The approval's deadline passes before the editor answers.
+	g.emit("run-1", "approval.resolved", map[string]any{"id": "ap1", "decision": "deny", "reason": "timeout"})
+	g.emit("run-1", "turn.completed", map[string]any{"turn": 1, "status": "succeeded"})
+	// The withdrawal and the prompt's answer come in either order.
+	var withdrawn, answered bool
+	for !withdrawn || !answered {
+		m := e.next()
+		if m.Method == "$/cancel_request" {
+			var p struct {
+				RequestID json.RawMessage `json:"requestId"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			if string(p.RequestID) != string(perm.ID) {
+				t.Fatalf("$/cancel_request of %s, want %s", p.RequestID, perm.ID)
+			}
+			withdrawn = true
+			continue
+		}
+		if m.Method == "session/update" {
+			if d := describeUpdate(t, m.Params); !strings.HasSuffix(d, "tool_call_update:ap1:failed") {
+				t.Fatalf("update %s", d)
+			}
+			continue
+		}
+		if string(m.ID) != strconv.Itoa(prompt) || !strings.Contains(string(m.Result), "end_turn") {
+			t.Fatalf("the prompt answered %+v", m)
+		}
+		answered = true
+	}
+	// The editor's late answer changes nothing.
+	e.write(map[string]any{"jsonrpc": "2.0", "id": perm.ID, "result": map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": "allow"}}})
+	e.in.Close()
+	if code := <-e.done; code != exitOK {
+		t.Fatalf("agentgate acp exited %d; stderr:\n%s", code, e.stderr)
+	}
+	e.done <- exitOK
+	for _, c := range g.callLog() {
+		if strings.Contains(c, "/approvals/") {
+			t.Fatalf("a decision was posted for a resolved approval: %v", g.callLog())
+		}
+	}
+}

@@ -140,7 +140,7 @@ func (a *Agent) newSession(_ context.Context, params json.RawMessage) (any, erro
 	a.mu.Lock()
 	a.nextID++
 	id := "agentgate-" + strconv.Itoa(a.nextID)
-	a.sessions[id] = &session{agent: a, id: id, settings: settings, mcp: servers, tools: map[string]toolCall{}, approvalTools: map[string]string{}}
+	a.sessions[id] = &session{agent: a, id: id, settings: settings, mcp: servers, tools: map[string]toolCall{}, approvalTools: map[string]string{}, asking: map[string]context.CancelFunc{}}
 	a.mu.Unlock()
 	return map[string]any{"sessionId": id}, nil
 }

@@ -38,7 +38,9 @@
 //	                        POSTed (allow, allow_session, deny; a
 //	                        cancelled request is deny)
 //	approval.resolved       tool_call_update in_progress (allowed) or
-//	                        failed (refused)
+//	                        failed (refused); a permission request still
+//	                        open (its deadline passed, another client
+//	                        answered) is withdrawn with $/cancel_request
 //	tool_call.completed     tool_call_update completed or failed
 //	plan.updated            plan
 //	end of input            every session's run is closed

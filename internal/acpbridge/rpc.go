@@ -326,8 +326,9 @@ func (c *Conn) Notify(method string, params any) {
 var errConnClosed = errors.New("the editor's connection ended")
 
 // Call sends a request to the editor and waits for its answer: the
-// result, an *Error the editor answered with, the context's error, or
-// errConnClosed once the connection has ended.
+// result, an *Error the editor answered with, the context's error (the
+// editor is then sent $/cancel_request), or errConnClosed once the
+// connection has ended.
 func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	c.mu.Lock()
 	if c.closed {
@@ -360,6 +361,9 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 		}
 		return m.Result, nil
 	case <-ctx.Done():
+		// Tell the editor the question is moot, so that it can take
+		// its dialog down (ACP's $/cancel_request).
+		c.Notify("$/cancel_request", map[string]json.RawMessage{"requestId": id})
 		return nil, ctx.Err()
 	}
 }

@@ -35,6 +35,10 @@ type session struct {
 	pending       *pendingPrompt
 	tools         map[string]toolCall // started tool calls by id
 	approvalTools map[string]string   // approval id → tool call id
+	// asking withdraws the editor's permission request of an approval
+	// that was resolved otherwise (its deadline, another client, the
+	// turn's end).
+	asking map[string]context.CancelFunc
 }
 
 // pendingPrompt is the prompt that waits for its turn's end.
@@ -304,12 +308,18 @@ func (s *session) askPermission(data json.RawMessage) {
 	}
 	params := map[string]any{"sessionId": s.id, "toolCall": call, "options": permissionOptions(d.Options)}
 	runID, approvalID := s.runID, d.ID
+	askCtx, withdraw := context.WithCancel(s.agent.ctx)
+	s.asking[approvalID] = withdraw
 	s.agent.wg.Add(1)
 	go func() {
 		defer s.agent.wg.Done()
-		res, err := s.agent.conn.Call(s.agent.ctx, "session/request_permission", params)
+		res, err := s.agent.conn.Call(askCtx, "session/request_permission", params)
+		s.mu.Lock()
+		delete(s.asking, approvalID)
+		s.mu.Unlock()
+		withdraw()
 		if errors.Is(err, errConnClosed) || errors.Is(err, context.Canceled) {
-			return // the editor is gone: its run is closed
+			return // the editor is gone (its run is closed), or the approval was resolved otherwise
 		}
 		decision := "deny"
 		if err != nil {
@@ -335,6 +345,10 @@ func (s *session) approvalResolved(data json.RawMessage) {
 	}
 	if json.Unmarshal(data, &d) != nil {
 		return
+	}
+	if withdraw, ok := s.asking[d.ID]; ok {
+		withdraw()
+		delete(s.asking, d.ID)
 	}
 	toolCallID, ok := s.approvalTools[d.ID]
 	if !ok {
