@@ -89,6 +89,8 @@ func (g *fakeRunGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/v1/files":
 		reply(http.StatusCreated, map[string]any{"id": "file-1", "kind": "image"})
+	case r.URL.Path == "/v1/runs" && obj["agent"] == "nope":
+		reply(http.StatusBadRequest, map[string]any{"error": map[string]string{"code": "unknown_agent", "message": `unknown agent "nope"`}})
 	case r.URL.Path == "/v1/runs":
 		g.mu.Lock()
 		g.created = append(g.created, obj)
@@ -521,6 +523,14 @@ func TestACPSessionsAreApart(t *testing.T) {
 	bad, _ = e.answer(e.request("session/prompt", map[string]any{"sessionId": ids[0], "prompt": []any{map[string]any{"type": "audio", "data": "AA==", "mimeType": "audio/wav"}}}))
 	if bad.Error == nil || bad.Error.Code != -32602 || !strings.Contains(bad.Error.Message, "audio") {
 		t.Fatalf("an audio prompt answered %+v", bad)
+	}
+	// A run the gateway refuses answers the prompt with its code and sentence.
+	res, _ := e.answer(e.request("session/new", map[string]any{"cwd": "/w", "mcpServers": []any{}, "_meta": map[string]any{"agentgate": map[string]any{"agent": "nope"}}}))
+	var ns struct{ SessionID string }
+	_ = json.Unmarshal(res.Result, &ns)
+	bad, _ = e.answer(e.request("session/prompt", map[string]any{"sessionId": ns.SessionID, "prompt": []any{map[string]any{"type": "text", "text": "x"}}}))
+	if bad.Error == nil || bad.Error.Code != -32000 || bad.Error.Message != `unknown agent "nope"` || string(bad.Error.Data) != `{"code":"unknown_agent","status":400}` {
+		t.Fatalf("a refused run answered %+v", bad)
 	}
 	bad, _ = e.answer(e.request("session/load", map[string]any{"sessionId": ids[0]}))
 	if bad.Error == nil || bad.Error.Code != -32601 {

@@ -118,6 +118,8 @@ func planStatus(s string) string {
 func toolKind(name string) string {
 	n := strings.ToLower(name)
 	switch {
+	case containsAny(n, "think", "todo", "plan"): // before "write": TodoWrite
+		return "think"
 	case containsAny(n, "bash", "shell", "exec", "command", "run_"):
 		return "execute"
 	case containsAny(n, "write", "edit", "patch", "replace", "create"):
@@ -132,8 +134,6 @@ func toolKind(name string) string {
 		return "read"
 	case containsAny(n, "fetch", "web", "url"):
 		return "fetch"
-	case containsAny(n, "think", "todo", "plan"):
-		return "think"
 	}
 	return "other"
 }
