@@ -165,6 +165,8 @@ type editor struct {
 	nextID int
 	done   chan int
 	stderr *syncBuffer
+	// signal cancels the command's context, as SIGTERM does.
+	signal context.CancelFunc
 }
 
 // startACP runs agentgate acp in-process against the gateway at url.
@@ -172,8 +174,8 @@ func startACP(t *testing.T, url string, args ...string) *editor {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	e := &editor{t: t, in: inW, out: bufio.NewReader(outR), done: make(chan int, 1), stderr: &syncBuffer{}}
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	e := &editor{t: t, in: inW, out: bufio.NewReader(outR), done: make(chan int, 1), stderr: &syncBuffer{}, signal: cancel}
 	go func() {
 		code := run(ctx, append([]string{"--url", url, "acp"}, args...), inR, outW, e.stderr, envOf(nil))
 		cancel()
@@ -615,5 +617,31 @@ func TestACPWithdrawsAPermissionRequestResolvedElsewhere(t *testing.T) {
 		if strings.Contains(c, "/approvals/") {
 			t.Fatalf("a decision was posted for a resolved approval: %v", g.callLog())
 		}
+	}
+}
+
+func TestACPSignalClosesTheRuns(t *testing.T) {
+	g, srv := newFakeRunGateway(t)
+	g.onCreate = func(g *fakeRunGateway, id string, _ map[string]any) {
+		g.emit(id, "turn.started", map[string]any{"turn": 1, "message_id": "m", "text": "x"})
+		g.emit(id, "message.delta", map[string]any{"message_id": "a", "text": "working"})
+	}
+	e := startACP(t, srv.URL)
+	e.answer(e.request("initialize", map[string]any{"protocolVersion": 1}))
+	res, _ := e.answer(e.request("session/new", map[string]any{"cwd": "/w", "mcpServers": []any{}}))
+	var ns struct{ SessionID string }
+	_ = json.Unmarshal(res.Result, &ns)
+	e.request("session/prompt", map[string]any{"sessionId": ns.SessionID, "prompt": []any{map[string]any{"type": "text", "text": "x"}}})
+	if m := e.next(); m.Method != "session/update" {
+		t.Fatalf("want the turn's text first, got %+v", m)
+	}
+	e.signal()
+	go func() { _, _ = io.Copy(io.Discard, e.out) }()
+	if code := <-e.done; code != exitInterrupted {
+		t.Fatalf("agentgate acp exited %d after a signal; stderr:\n%s", code, e.stderr)
+	}
+	e.done <- exitInterrupted
+	if calls := g.callLog(); !strings.HasPrefix(calls[len(calls)-1], "POST /v1/runs/run-1/close") {
+		t.Fatalf("the run was not closed: %v", calls)
 	}
 }

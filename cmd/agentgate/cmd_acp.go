@@ -73,7 +73,21 @@ func (f *acpFlags) serve(a *app, args []string) int {
 	logf := func(format string, args ...any) { fmt.Fprintf(a.stderr, "agentgate: "+format+"\n", args...) }
 	agent := acpbridge.NewAgent(&acpGateway{c: c, logf: logf}, f.settings, moduleVersion(), logf)
 	conn := acpbridge.NewConn(a.stdin, a.stdout, logf)
-	if err := agent.Serve(a.ctx, conn); err != nil {
+	// A signal (the editor stopping its agent with SIGTERM) ends the
+	// read of stdin, which nothing else would interrupt; the runs are
+	// closed as at the end of input.
+	stop := context.AfterFunc(a.ctx, func() {
+		if c, ok := a.stdin.(io.Closer); ok {
+			_ = c.Close()
+		}
+	})
+	defer stop()
+	err = agent.Serve(a.ctx, conn)
+	if a.ctx.Err() != nil {
+		fmt.Fprintln(a.stderr, "agentgate: interrupted; the sessions' runs are closed")
+		return exitInterrupted
+	}
+	if err != nil {
 		return errorExit(a.stderr, fmt.Errorf("read the editor's messages: %w", err))
 	}
 	return exitOK
