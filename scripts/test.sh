@@ -18,6 +18,7 @@ scripts/install-console-test.sh # playwright-core, for the web console's browser
 scripts/install-agui.sh # @ag-ui/core and @ag-ui/client, which check the AG-UI stream (tools/agui/validate.mjs)
 scripts/install-openapi-client.sh # openapi-typescript, openapi-fetch and tsc, for the generated-client test
 scripts/install-webhooks.sh # standardwebhooks, whose signatures inbound triggers must accept (tools/webhooks/sign.mjs)
+scripts/install-acp-client.sh # @agentclientprotocol/sdk, the editor that drives agentgate acp (tools/acp-client/editor.mjs)
 # bubblewrap, the gateway's sandbox: its tests and every conformance case
 # run the agents under /usr/bin/bwrap, and fail without it.
 scripts/install-sandbox.sh

@@ -18,6 +18,8 @@
 //	cancel ID
 //	agents
 //	files ID [PATH] [--diff | --archive] [-o FILE]
+//	acp [--agent A] [--model M] [--permission P] [--approvals ask|never] [--workspace W] [--timeout S]
+//	                                 an ACP agent on stdin/stdout for editors (Zed)
 //	schedule create|ls|get|fires|pause|resume|fire|set|rm     runs on a clock
 //	trigger create|ls|get|rm|pause|resume|rotate|deliveries   runs on webhooks
 //	version, help [COMMAND]
@@ -62,5 +64,6 @@
 // decoding of the gateway's errors, stream.go the SSE reader and the
 // follower that resumes it, render.go what a person sees, term_*.go how a
 // terminal is told from a pipe, main.go the commands, help.go their help,
-// exit.go the exit codes.
+// exit.go the exit codes, cmd_acp.go the editors' ACP agent (the
+// protocol and its mapping are internal/acpbridge's).
 package main

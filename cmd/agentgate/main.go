@@ -123,6 +123,7 @@ func commands() []command {
 		{name: "cancel", args: "ID", summary: "cancel a run", setup: setupCancel},
 		{name: "agents", args: "", summary: "list the agents the gateway runs", setup: setupAgents},
 		{name: "files", args: "[flags] ID [PATH]", summary: "list the files a run changed, or download one, its diff or its archive", help: filesHelp, setup: setupFiles},
+		{name: "acp", args: "[--agent A] [--model M] [--permission P] [--approvals ask|never] [--workspace W] [--timeout S]", summary: "run agents from an editor: speak ACP on stdin and stdout", help: acpHelp, setup: setupACP},
 		{name: "schedule", args: "COMMAND [flags] [arguments]", summary: "make runs start on a cron expression or an interval", help: scheduleHelp, subcommands: scheduleCommands()},
 		{name: "trigger", args: "COMMAND [flags] [arguments]", summary: "make runs start when a webhook is delivered", help: triggerHelp, subcommands: triggerCommands()},
 		{name: "version", args: "", summary: "print the client's version", setup: setupVersion},

@@ -95,7 +95,11 @@ const (
 	markFail = "[[fail]]" // every request is a 401: the run fails not_authenticated
 	markLong = "[[long]]" // a Bash call that runs for a minute: for cancels and interrupts
 	markTwo  = "[[two]]"  // two Bash calls in a row: for approvals
+	markText = "[[text]]" // a text answer, no tool: for a follow-up turn
 )
+
+// textAnswer is what the mock answers a conversation marked markText.
+const textAnswer = "Glad to help."
 
 // scenarios answers each request by the marker in its conversation, so
 // that one gateway and one mock serve every test; without a marker it is
@@ -105,6 +109,7 @@ func scenarios() anthropic.Scenario {
 	long := anthropic.LongTool()
 	fail := anthropic.Failure(401)
 	two := anthropic.TwoTools("touch first.txt", "touch second.txt", "Both done.")
+	text := anthropic.TextAnswer(textAnswer)
 	return anthropic.Func(func(req *anthropic.Request) anthropic.Response {
 		switch {
 		case req.Contains(markFail):
@@ -113,6 +118,8 @@ func scenarios() anthropic.Scenario {
 			return long.Respond(req)
 		case req.Contains(markTwo):
 			return two.Respond(req)
+		case req.Contains(markText):
+			return text.Respond(req)
 		}
 		return tool.Respond(req)
 	})
