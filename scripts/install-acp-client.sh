@@ -15,4 +15,4 @@ command -v npm >/dev/null || { echo "install-acp-client: npm is required (Node.j
 npm ci --no-audit --no-fund --ignore-scripts
 
 printf 'installed: @agentclientprotocol/sdk %s\n' \
-  "$(node -p 'require("@agentclientprotocol/sdk/package.json").version')"
+  "$(node -p 'JSON.parse(require("fs").readFileSync("node_modules/@agentclientprotocol/sdk/package.json", "utf8")).version')"
