@@ -34,6 +34,12 @@ var agentFields = map[string]agentField{
 	"credentials":      (*parser).credentials,
 	"home_files":       (*parser).homeFiles,
 	"modes":            (*parser).modes,
+	"session_allow_option": func(p *parser, a *Agent, who, f string, v *yaml.Node) error {
+		if err := p.str(v, who, f, &a.SessionAllowOption); err != nil {
+			return err
+		}
+		return p.optionID(v, who, f, a.SessionAllowOption)
+	},
 }
 
 // agent reads the entry n, the i-th of the list (from 0).
@@ -362,11 +368,16 @@ func (p *parser) modes(a *Agent, who, field string, v *yaml.Node) error {
 		if err := p.str(val, who, f, at(&a.Modes)); err != nil {
 			return err
 		}
-		if m := *at(&a.Modes); m == "" || len(m) > 64 || strings.TrimSpace(m) != m {
-			return p.fail(val, who, f, "must be an ACP mode id of 1 to 64 bytes without surrounding space")
-		}
-		return nil
+		return p.optionID(val, who, f, *at(&a.Modes))
 	})
+}
+
+// optionID checks an ACP id (a mode, a permission option).
+func (p *parser) optionID(v *yaml.Node, who, field, id string) error {
+	if id == "" || len(id) > 64 || strings.TrimSpace(id) != id {
+		return p.fail(v, who, field, "must be an ACP id of 1 to 64 bytes without surrounding space")
+	}
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -61,6 +61,12 @@ type Agent struct {
 	// Modes are ACP session modes per permission level, and for runs
 	// that ask for approvals.
 	Modes Modes
+	// SessionAllowOption is the optionId of the allow_always option that
+	// allows a tool for the rest of the session, for a CLI that offers
+	// several, each persisting elsewhere (Qwen Code: one in the
+	// workspace, one in the home). Empty: an allow_always option is
+	// used only when the CLI offers one alone.
+	SessionAllowOption string
 }
 
 // Credential is one secret variable of the CLI. Exactly one of FromEnv

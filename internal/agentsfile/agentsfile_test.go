@@ -33,6 +33,7 @@ agents:
       workspace_write: auto-edit
       full: yolo
       ask: default
+    session_allow_option: proceed_always_user
   - name: other
     command: /opt/other/bin/other
 `
@@ -51,8 +52,9 @@ func TestParseExample(t *testing.T) {
 			{Name: "OPENAI_API_KEY", FromEnv: "AGENTGATE_QWEN_KEY"},
 			{Name: "OTHER_KEY", FromFile: "/run/secrets/other"},
 		},
-		HomeFiles: map[string]string{".qwen/settings.json": `{"privacy":{"usageStatisticsEnabled":false}}`},
-		Modes:     Modes{ReadOnly: "plan", WorkspaceWrite: "auto-edit", Full: "yolo", Ask: "default"},
+		HomeFiles:          map[string]string{".qwen/settings.json": `{"privacy":{"usageStatisticsEnabled":false}}`},
+		Modes:              Modes{ReadOnly: "plan", WorkspaceWrite: "auto-edit", Full: "yolo", Ask: "default"},
+		SessionAllowOption: "proceed_always_user",
 	}, {
 		Name: "other", Command: "/opt/other/bin/other", VersionArgs: []string{"--version"},
 	}}
@@ -119,7 +121,8 @@ func TestParseErrors(t *testing.T) {
 		{"home file dir of other", "agents: [{name: a, command: a, home_files: {a: x, a/b: y}}]", "a", "home_files[a/b]", "inside"},
 		{"home file too big", "agents: [{name: a, command: a, home_files: {x: " + strings.Repeat("y", MaxHomeFileBytes+1) + "}}]", "a", "home_files[x]", "longer"},
 		{"mode key", "agents: [{name: a, command: a, modes: {write: x}}]", "a", "modes.write", "unknown key"},
-		{"mode empty", "agents: [{name: a, command: a, modes: {full: \"\"}}]", "a", "modes.full", "mode id"},
+		{"mode empty", "agents: [{name: a, command: a, modes: {full: \"\"}}]", "a", "modes.full", "ACP id"},
+		{"session option empty", "agents: [{name: a, command: a, session_allow_option: \"\"}]", "a", "session_allow_option", "ACP id"},
 		{"too many args", "agents: [{name: a, command: a, args: [" + strings.Repeat("x,", MaxList) + "x]}]", "a", "args", "more than"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -20,6 +20,7 @@
 //	    home_files:
 //	      .qwen/settings.json: '{"privacy":{"usageStatisticsEnabled":false}}'
 //	    modes: {read_only: plan, workspace_write: auto-edit, full: yolo, ask: default}
+//	    session_allow_option: proceed_always_user
 //
 // Parsing is strict: an unknown key anywhere is an error, and so is every
 // value the gateway could not use as written. Every error is an *Error

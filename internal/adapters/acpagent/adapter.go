@@ -203,13 +203,13 @@ func (a *Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
 		// the client.
 		refuse = perm == runs.ReadOnly
 	}
-	return acp.NewDecoder(inv, acp.Profile{
+	return &decoder{Decoder: acp.NewDecoder(inv, acp.Profile{
 		Agent:      a.entry.Name,
 		Mode:       mode,
 		RefuseAll:  refuse,
 		Steering:   acp.SteerCancels,
 		MCPServers: acp.MCPServers(s.MCPServers),
-	})
+	}), sessionOption: a.entry.SessionAllowOption}
 }
 
 // sessionModes maps each permission level to the entry's mode for it.

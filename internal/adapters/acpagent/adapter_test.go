@@ -186,3 +186,39 @@ func TestModes(t *testing.T) {
 		}
 	}
 }
+
+func TestNarrowAllowAlways(t *testing.T) {
+	const req = `{"jsonrpc":"2.0","id":4,"method":"session/request_permission","params":{"sessionId":"S","toolCall":{"toolCallId":"c"},"options":[` +
+		`{"optionId":"proceed_always_project","kind":"allow_always","name":"project"},` +
+		`{"optionId":"proceed_always_user","kind":"allow_always","name":"user"},` +
+		`{"optionId":"proceed_once","kind":"allow_once","name":"once"}]}}`
+	ids := func(line []byte) []string {
+		var m struct {
+			Params struct {
+				Options []struct{ OptionID string }
+			}
+		}
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, o := range m.Params.Options {
+			out = append(out, o.OptionID)
+		}
+		return out
+	}
+	if got := ids(narrowAllowAlways([]byte(req), "proceed_always_user")); !slices.Equal(got, []string{"proceed_always_user", "proceed_once"}) {
+		t.Errorf("with the entry's option: %v", got)
+	}
+	if got := ids(narrowAllowAlways([]byte(req), "")); !slices.Equal(got, []string{"proceed_once"}) {
+		t.Errorf("several allow_always and no option named: %v, want none of them", got)
+	}
+	one := `{"jsonrpc":"2.0","id":4,"method":"session/request_permission","params":{"options":[{"optionId":"a","kind":"allow_always"}]}}`
+	if got := narrowAllowAlways([]byte(one), ""); string(got) != one {
+		t.Errorf("one allow_always was changed: %s", got)
+	}
+	other := `{"jsonrpc":"2.0","method":"session/update","params":{"update":{"text":"allow_always session/request_permission"}}}`
+	if got := narrowAllowAlways([]byte(other), ""); string(got) != other {
+		t.Errorf("another message was changed: %s", got)
+	}
+}

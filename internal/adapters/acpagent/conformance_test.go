@@ -24,7 +24,10 @@ import (
 // approvals refuses; the gateway's sandbox keeps the run's writes in its
 // workspace. Approvals use default, which asks before shell and edits,
 // rather than the CLI's own auto, which first asks the model whether a
-// call is safe.
+// call is safe. For allow_session it offers two allow_always options: the
+// project's, which writes a rule into the workspace's .qwen/settings.json,
+// and the user's, which writes it into the run's own home: the entry
+// names the latter.
 const qwenEntry = `
 agents:
   - name: qwen-acp
@@ -51,6 +54,7 @@ agents:
       workspace_write: yolo
       full: yolo
       ask: default
+    session_allow_option: proceed_always_user
 `
 
 // testKey is the key every case's mock accepts.
@@ -88,7 +92,10 @@ func (qwenKit) Serve(t testing.TB, sc conformance.Scenario, _ string) conformanc
 	case conformance.Tool:
 		s = chat.ToolTurn(shell(sc.Command), sc.Text)
 	case conformance.LongTool:
-		s = chat.ToolThenText([]chat.Call{shell("sleep 60; echo " + sc.Marker)}, sc.Text)
+		// Not a command that starts with sleep: Qwen Code refuses
+		// those (detectBlockedSleepPattern) and tells the model to use
+		// a background task.
+		s = chat.ToolThenText([]chat.Call{shell("echo started; sleep 60; echo " + sc.Marker)}, sc.Text)
 	case conformance.TwoTools:
 		s = chat.TwoTools(shell(sc.Command), shell(sc.Command2), sc.Text)
 	case conformance.Turns:
