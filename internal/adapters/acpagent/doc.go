@@ -21,6 +21,11 @@
 //	            modes.ask for a run that asks for approvals. Without approvals
 //	            whatever the CLI still asks is refused at once (reject_once); with
 //	            approvals and read_only too, since read_only allows nothing that asks
+//	approval    allow_session picks the allow_always option the entry's
+//	            session_allow_option names, or one the CLI offers alone; the
+//	            others are hidden from the client (options.go), since ACP does not
+//	            say where the CLI keeps such a rule (Qwen Code's first one is the
+//	            workspace's .qwen/settings.json)
 //
 // # What is unknown, and why
 //
@@ -69,7 +74,13 @@
 // model; .qwen/settings.json turning off usage statistics, telemetry, auto
 // update, managed memory (a hidden second model call after every turn)
 // and ui.enableFollowupSuggestions (the prompt suggestion call after every
-// ACP turn); modes plan, auto-edit, yolo, and default for approvals (the
-// CLI's own default, auto, first asks the model itself whether a tool is
-// safe).
+// ACP turn); modes plan, yolo (workspace_write: auto-edit asks before a
+// shell command, which a run without approvals refuses; the gateway's
+// sandbox keeps writes in the workspace), yolo, and default for approvals
+// (the CLI's own default, auto, first asks the model itself whether a tool
+// is safe); session_allow_option proceed_always_user. Found on the way:
+// Qwen Code refuses a shell command that starts with a sleep of 2 s or
+// more (detectBlockedSleepPattern), and sends notifications
+// (qwen/notify/session/mode-update) and requests (craft/drainMidTurnQueue)
+// of its own, reported as agent.unparsed and answered with an error.
 package acpagent
