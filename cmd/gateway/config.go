@@ -40,6 +40,9 @@ type config struct {
 	Agents    []string      `envconfig:"AGENTS" desc:"the agents to offer, comma-separated (claude,codex); unset: all"`
 	Retention time.Duration `envconfig:"RETENTION" default:"0" desc:"how long runs and events are kept, longer than MAX_RUN_TIMEOUT; 0: forever"`
 
+	// AgentsFile is read by roster, before the rest: it adds agents.
+	AgentsFile string `envconfig:"AGENTS_FILE" desc:"a YAML file of ACP agents offered beside the built-in ones (docs/agents.md, Any ACP agent); a bad file fails the start"`
+
 	MaxConcurrentRuns int           `envconfig:"MAX_CONCURRENT_RUNS" default:"4" desc:"runs executing at once on this replica (1 to 1024)"`
 	QueueSize         int           `envconfig:"QUEUE_SIZE" default:"64" desc:"runs waiting in the queue all replicas share; beyond it POST answers 429; the same on every replica"`
 	RunTimeout        time.Duration `envconfig:"RUN_TIMEOUT" default:"30m" desc:"a run's timeout when it names none"`

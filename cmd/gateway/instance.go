@@ -128,7 +128,11 @@ func (g *instance) start(ctx context.Context) error {
 // loadConfig reads the settings, and keeps of the roster the agents they
 // enable.
 func (g *instance) loadConfig(context.Context) error {
-	g.roster = adapters(g.getenv)
+	all, err := roster(g.getenv)
+	if err != nil {
+		return fmt.Errorf("configuration: %s: %w", agentsFileSetting, err)
+	}
+	g.roster = all
 	names := make([]string, len(g.roster))
 	for i, a := range g.roster {
 		names[i] = a.Name()

@@ -16,12 +16,18 @@ import (
 const budgetBound = 90 * time.Second
 
 // budgetCases are the budgets the gateway enforces for every agent, each
-// against a model that calls a tool for ever: max_turns and
-// max_total_tokens everywhere, max_budget_usd where the CLI reports cost.
+// against a model that calls a tool for ever: max_turns everywhere,
+// max_total_tokens where the CLI reports usage, max_budget_usd where it
+// reports cost; where it does not, the budget is refused by name.
 func (s *suite) budgetCases() []suiteCase {
 	cases := []suiteCase{
 		{"max_turns", s.budgetStops(runs.MaxTurns, runs.BudgetMaxTurns, func(sp *runs.Spec) { sp.MaxTurns = 2 })},
-		{"max_total_tokens", s.budgetStops(runs.BudgetExceeded, runs.BudgetMaxTotalTokens, func(sp *runs.Spec) { sp.MaxTotalTokens = 1 })},
+	}
+	if s.adapter.Describe().ReportsUsage() {
+		cases = append(cases, suiteCase{"max_total_tokens",
+			s.budgetStops(runs.BudgetExceeded, runs.BudgetMaxTotalTokens, func(sp *runs.Spec) { sp.MaxTotalTokens = 1 })})
+	} else {
+		cases = append(cases, suiteCase{"max_total_tokens_refused", s.budgetTokensRefused})
 	}
 	if s.adapter.Describe().ReportsCost {
 		cases = append(cases, suiteCase{"max_budget_usd",
@@ -53,7 +59,9 @@ func (s *suite) budgetStops(class runs.Class, budget string, set func(*runs.Spec
 		if took := r.FinishedAt.Sub(first()); took > budgetBound {
 			t.Errorf("stopped %s after the first request, want within %s", took, budgetBound)
 		}
-		if r.Usage.InputTokens == 0 || r.Usage.OutputTokens == 0 {
+		if g.usageUnknown {
+			g.wantUsage(t, r)
+		} else if r.Usage.InputTokens == 0 || r.Usage.OutputTokens == 0 {
 			t.Errorf("usage %+v: a run stopped by a budget keeps its usage so far (the mock billed %+v)", r.Usage, g.backend.Billed())
 		}
 		if billed := g.backend.Billed(); r.Usage.InputTokens > billed.InputTokens || r.Usage.OutputTokens > billed.OutputTokens {
@@ -88,4 +96,12 @@ func (s *suite) budgetUSDRefused(t *testing.T) {
 	g := s.start(t, Scenario{Kind: Text, Text: "hi"}, credentials)
 	_, err := g.sup.Submit(t.Context(), runs.Spec{Agent: s.adapter.Name(), Prompt: "hi", MaxBudgetUSD: 1, Model: g.backend.Model})
 	wantFieldError(t, err, runs.FieldMaxBudgetUSD, runs.ErrUnsupported)
+}
+
+// budgetTokensRefused: an agent whose CLI reports no usage refuses
+// max_total_tokens by name: tokens are never counted by the gateway.
+func (s *suite) budgetTokensRefused(t *testing.T) {
+	g := s.start(t, Scenario{Kind: Text, Text: "hi"}, credentials)
+	_, err := g.sup.Submit(t.Context(), runs.Spec{Agent: s.adapter.Name(), Prompt: "hi", MaxTotalTokens: 1000, Model: g.backend.Model})
+	wantFieldError(t, err, runs.FieldMaxTotalTokens, runs.ErrUnsupported)
 }

@@ -15,5 +15,10 @@
 // refused by name, a home of each run's own, where what one tenant's run
 // leaves (a file, a hook or MCP server the kit's HomeTrap plants) reaches
 // no later run, and the installed CLI's version against the verified
-// one. The usage of every finished run must equal what the mock billed.
+// one. The usage of every finished run must equal what the mock billed,
+// or, for an agent that reports no usage (Reports.Usage "unknown"), stay
+// zero with usage_unknown set, max_total_tokens being refused by name.
+//
+// RunInteractive runs the interactive and approval cases alone, with the
+// refusals, for an agent whose kit serves only those scenarios.
 package conformance

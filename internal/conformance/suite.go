@@ -68,6 +68,30 @@ func Run(t *testing.T, kit Kit) {
 	cases = append(cases, s.artifactCases()...)
 	cases = append(cases, s.homeCases()...)
 	cases = append(cases, s.networkCases()...)
+	runCases(t, cases)
+}
+
+// RunInteractive runs, of the suite, the cases of interactive runs and
+// approvals, with the checks that need no model loop: the version, the
+// fields refused by name, and the budgets the agent cannot be held to
+// (max_total_tokens without usage, max_budget_usd without cost) refused
+// by name. It is for an agent proven over its session protocol alone;
+// Run does all of it and more.
+func RunInteractive(t *testing.T, kit Kit) {
+	s := &suite{kit: kit, adapter: kit.Adapter(), bin: kit.Bin(t)}
+	t.Run("version", s.version)
+	t.Run("unsupported_fields", s.unsupportedFields)
+	cases := s.interactiveCases()
+	for _, c := range s.budgetCases() {
+		if strings.HasSuffix(c.name, "_refused") {
+			cases = append(cases, c)
+		}
+	}
+	runCases(t, cases)
+}
+
+// runCases runs each case as a parallel subtest.
+func runCases(t *testing.T, cases []suiteCase) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -101,6 +125,9 @@ type gateway struct {
 	home      string
 	root      string // the workspace root: a fresh run's directory is root/<run id>
 	data      string // hidden by the sandbox, as the gateway's data directory
+	// usageUnknown says the agent reports no usage (Reports.Usage): its
+	// runs' usage is zero, not the mock's bill.
+	usageUnknown bool
 }
 
 // start serves sc and starts a supervisor whose environment is env(backend).
@@ -146,7 +173,8 @@ func (s *suite) start(t *testing.T, sc Scenario, env func(Backend) map[string]st
 		}
 		cancel()
 	})
-	return &gateway{sup: sup, store: st, deadlines: deadlines, backend: b, home: home, root: cfg.WorkspaceRoot, data: data}
+	return &gateway{sup: sup, store: st, deadlines: deadlines, backend: b, home: home, root: cfg.WorkspaceRoot, data: data,
+		usageUnknown: !s.adapter.Describe().ReportsUsage()}
 }
 
 func credentials(b Backend) map[string]string   { return b.Env }
@@ -275,11 +303,16 @@ func of(evs []runs.Event, typ runs.EventType) []runs.Event {
 	return out
 }
 
-// wantUsage checks the run's usage against what the mock billed.
+// wantUsage checks the run's usage against what the mock billed; for an
+// agent that reports no usage, that the run's stays zero and says so.
 func (g *gateway) wantUsage(t *testing.T, r runs.Run) {
 	t.Helper()
 	billed := g.backend.Billed()
-	if r.Usage != billed {
+	if g.usageUnknown {
+		if r.Usage != (runs.Usage{}) || !r.UsageUnknown {
+			t.Errorf("usage = %+v, usage_unknown %v: an agent that reports no usage must say so and report none", r.Usage, r.UsageUnknown)
+		}
+	} else if r.Usage != billed {
 		t.Errorf("usage = %+v, the mock billed %+v", r.Usage, billed)
 	}
 	if billed.InputTokens == 0 || billed.OutputTokens == 0 {
