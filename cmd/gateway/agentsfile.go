@@ -29,7 +29,7 @@ func roster(getenv func(string) string) ([]runs.Adapter, error) {
 		return nil, err
 	}
 	for _, e := range entries {
-		all = append(all, acpagent.New(e, getenv))
+		all = append(all, acpagent.ForEntry(e, getenv))
 	}
 	return all, nil
 }

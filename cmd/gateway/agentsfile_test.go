@@ -40,10 +40,15 @@ agents:
       - {name: OPENAI_API_KEY, from_env: ACME_KEY}
     home_files:
       .qwen/settings.json: '{"telemetry": {"enabled": false}}'
+  - name: acme-two
+    command: acme-two-not-on-path
+    args: ["--acp"]
 `)
 	settings := gatewayEnv(t, t.TempDir())
 	settings["AGENTGATE_AGENTS_FILE"] = file
-	settings["AGENTGATE_AGENTS"] = "codex,acme"
+	settings["AGENTGATE_AGENTS"] = "codex,acme,acme-two"
+	// A '-' of an agent's name is '_' in its settings' names.
+	settings["AGENTGATE_ACME_TWO_BIN"] = agenttest.Bin(t, "qwen")
 	g := startGateway(t, settings, nil)
 
 	listed := agentsOf(t, g)
@@ -57,6 +62,12 @@ agents:
 	}
 	if !acme.Installed || acme.Compatibility != runs.CompatVerified || acme.Version != "0.24.4" {
 		t.Errorf("acme: %+v; want its CLI found and verified", acme)
+	}
+	// Without verified_version the CLI is usable, its version known and
+	// compared with nothing.
+	if two := listed["acme-two"]; !two.Installed || two.Path != settings["AGENTGATE_ACME_TWO_BIN"] ||
+		two.Compatibility != runs.CompatUnverified || two.Version != "0.24.4" {
+		t.Errorf("acme-two: %+v; want its CLI found through AGENTGATE_ACME_TWO_BIN, unverified", two)
 	}
 	if slices.Contains(acme.Capabilities, runs.FieldMaxTotalTokens) || !slices.Contains(acme.Capabilities, runs.FieldInteractive) {
 		t.Errorf("acme capabilities %v", acme.Capabilities)

@@ -208,7 +208,7 @@ func loadConfig(getenv func(string) string, agentNames []string) (config, map[st
 	}
 	agents := map[string]agentSettings{}
 	for _, name := range agentNames {
-		up := strings.ToUpper(name)
+		up := agentSettingName(name)
 		s := agentSettings{Bin: getenv("AGENTGATE_" + up + "_BIN"), Home: getenv("AGENTGATE_" + up + "_HOME")}
 		if s.Home == "" {
 			s.Home = filepath.Join(c.DataDir, "agents", name)
@@ -263,7 +263,7 @@ func knownSettings(agentNames []string) []string {
 		}
 	}
 	for _, name := range agentNames {
-		up := "AGENTGATE_" + strings.ToUpper(name)
+		up := "AGENTGATE_" + agentSettingName(name)
 		known = append(known, up+"_BIN", up+"_HOME")
 	}
 	return known
@@ -307,4 +307,11 @@ func nearest(s string, names []string) string {
 		return ""
 	}
 	return best
+}
+
+// agentSettingName is an agent's part of its settings' names:
+// AGENTGATE_<it>_BIN. A configured agent's name may hold '-', which no
+// shell can put in a variable's name, so it becomes '_'.
+func agentSettingName(agent string) string {
+	return strings.ToUpper(strings.ReplaceAll(agent, "-", "_"))
 }

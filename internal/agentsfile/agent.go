@@ -34,6 +34,7 @@ var agentFields = map[string]agentField{
 	"credentials":      (*parser).credentials,
 	"home_files":       (*parser).homeFiles,
 	"modes":            (*parser).modes,
+	"model_endpoints":  (*parser).modelEndpoints,
 	"session_allow_option": func(p *parser, a *Agent, who, f string, v *yaml.Node) error {
 		if err := p.str(v, who, f, &a.SessionAllowOption); err != nil {
 			return err
@@ -115,7 +116,7 @@ func (p *parser) check(n *yaml.Node, who string, a *Agent) error {
 		}
 		sources[c.Name] = "credentials"
 	}
-	return nil
+	return p.checkEndpointVars(n, who, a)
 }
 
 // str reads a scalar string of at most MaxValueBytes, without control

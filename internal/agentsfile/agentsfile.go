@@ -67,6 +67,10 @@ type Agent struct {
 	// workspace, one in the home). Empty: an allow_always option is
 	// used only when the CLI offers one alone.
 	SessionAllowOption string
+	// ModelEndpoints are where the CLI calls its model, so that the
+	// gateway can confine its runs' network to them (network "model").
+	// None: the gateway does not know, and runs have network "open" only.
+	ModelEndpoints []ModelEndpoint
 }
 
 // Credential is one secret variable of the CLI. Exactly one of FromEnv

@@ -123,6 +123,11 @@ func TestParseErrors(t *testing.T) {
 		{"mode key", "agents: [{name: a, command: a, modes: {write: x}}]", "a", "modes.write", "unknown key"},
 		{"mode empty", "agents: [{name: a, command: a, modes: {full: \"\"}}]", "a", "modes.full", "ACP id"},
 		{"session option empty", "agents: [{name: a, command: a, session_allow_option: \"\"}]", "a", "session_allow_option", "ACP id"},
+		{"endpoint not host:port", "agents: [{name: a, command: a, model_endpoints: [api.example.com]}]", "a", "model_endpoints[1]", "neither host:port"},
+		{"endpoint port", "agents: [{name: a, command: a, model_endpoints: [\"api.example.com:0\"]}]", "a", "model_endpoints[1]", "port between"},
+		{"endpoint scheme", "agents: [{name: a, command: a, model_endpoints: [\"ftp://x.example.com\"]}]", "a", "model_endpoints[1]", "http or https"},
+		{"endpoint variable name", "agents: [{name: a, command: a, model_endpoints: [\"$A-B\"]}]", "a", "model_endpoints[1]", "variable name"},
+		{"endpoint variable unset", "agents: [{name: a, command: a, model_endpoints: [\"$BASE\"]}]", "a", "model_endpoints[1]", "neither in env nor in pass_env"},
 		{"too many args", "agents: [{name: a, command: a, args: [" + strings.Repeat("x,", MaxList) + "x]}]", "a", "args", "more than"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -140,6 +145,19 @@ func TestParseErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestParseModelEndpoints(t *testing.T) {
+	got, err := Parse("agents.yaml", []byte(`agents: [{name: a, command: a, pass_env: [BASE],
+  model_endpoints: ["api.example.com:8443", "https://b.example.com/v1", "http://127.0.0.1:9/x", "http://[::1]:7/", "$BASE"]}]`), builtins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ModelEndpoint{{HostPort: "api.example.com:8443"}, {HostPort: "b.example.com:443"},
+		{HostPort: "127.0.0.1:9"}, {HostPort: "[::1]:7"}, {URLVar: "BASE"}}
+	if !reflect.DeepEqual(got[0].ModelEndpoints, want) {
+		t.Errorf("model_endpoints = %+v, want %+v", got[0].ModelEndpoints, want)
 	}
 }
 

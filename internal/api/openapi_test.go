@@ -270,7 +270,7 @@ func TestOpenAPIMatchesGo(t *testing.T) {
 	if got := enum(props["effort"].(map[string]any)); !slices.Equal(got, []string{"high", "low", "medium"}) {
 		t.Errorf("effort enum = %v", got)
 	}
-	compat := []string{runs.CompatMissing, runs.CompatNewer, runs.CompatOlder, runs.CompatUnrecognized, runs.CompatVerified}
+	compat := []string{runs.CompatMissing, runs.CompatNewer, runs.CompatOlder, runs.CompatUnrecognized, runs.CompatUnverified, runs.CompatVerified}
 	agent := schemaAt(t, doc, "AgentInfo")["properties"].(map[string]any)
 	if got := enum(agent["compatibility"].(map[string]any)); !slices.Equal(got, compat) {
 		t.Errorf("AgentInfo.compatibility enum = %v, want %v", got, compat)

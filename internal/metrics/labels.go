@@ -179,7 +179,7 @@ func codeLabel(status int) string {
 func compatibilityLabel(c string) string {
 	switch c {
 	case runs.CompatVerified, runs.CompatNewer, runs.CompatOlder,
-		runs.CompatUnrecognized, runs.CompatMissing:
+		runs.CompatUnrecognized, runs.CompatUnverified, runs.CompatMissing:
 		return c
 	}
 	return other

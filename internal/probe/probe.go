@@ -96,6 +96,11 @@ func With(ctx context.Context, a runs.Adapter, bin string, env []string, version
 		return info
 	}
 	info.Version = v
+	if d.VerifiedVersion == "" {
+		info.Compatibility = runs.CompatUnverified
+		info.Advisory = fmt.Sprintf("%s %s is installed; no version of it is verified with this gateway", d.DisplayName, v)
+		return info
+	}
 	info.Compatibility = Compatibility(v, d.VerifiedVersion)
 	switch info.Compatibility {
 	case runs.CompatVerified:

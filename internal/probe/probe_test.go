@@ -84,6 +84,23 @@ func TestWithComparesTheVersionTheCLIPrints(t *testing.T) {
 	}
 }
 
+// A CLI no version of which was verified (an agents-file entry without
+// verified_version) is usable: its version is read and compared with
+// nothing, rather than called unrecognized.
+func TestWithLeavesAnUnverifiedCLIUsable(t *testing.T) {
+	env, _ := pathWithCLI(t)
+	info := With(context.Background(), fakeAdapter{}, "", env,
+		func(context.Context, string, []string, []string) ([]byte, error) { return []byte("fake 0.9.1\n"), nil })
+	if info.Compatibility != runs.CompatUnverified || info.Version != "0.9.1" || !strings.Contains(info.Advisory, "no version of it is verified") {
+		t.Errorf("%+v, want unverified 0.9.1 with an advisory saying so", info)
+	}
+	info = With(context.Background(), fakeAdapter{}, "", env,
+		func(context.Context, string, []string, []string) ([]byte, error) { return []byte("what?"), nil })
+	if info.Compatibility != runs.CompatUnrecognized {
+		t.Errorf("an unreadable version: %+v, want unrecognized", info)
+	}
+}
+
 func TestWithReportsAMissingCLIAndHowToInstallIt(t *testing.T) {
 	info := With(context.Background(), fakeAdapter{verified: "1.2.3"}, "", []string{"PATH=" + t.TempDir()},
 		func(context.Context, string, []string, []string) ([]byte, error) {

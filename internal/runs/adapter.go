@@ -331,7 +331,10 @@ const (
 	CompatNewer        = "newer"
 	CompatOlder        = "older"
 	CompatUnrecognized = "unrecognized"
-	CompatMissing      = "missing"
+	// CompatUnverified: the version was read, but no version is verified
+	// to compare it with (an agent of the agents file that names none).
+	CompatUnverified = "unverified"
+	CompatMissing    = "missing"
 )
 
 // AgentInfo is an adapter plus what the startup probe found.
