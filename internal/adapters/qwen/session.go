@@ -1,0 +1,156 @@
+package qwen
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"sync"
+
+	"github.com/agentgate/agentgate/internal/acp"
+	"github.com/agentgate/agentgate/internal/runs"
+)
+
+// Qwen Code's own JSON-RPC methods beyond ACP that 0.24.4 uses with every
+// client.
+const (
+	// methodDrainQueue is the request the CLI sends after each tool
+	// call's result, before its next model request, for messages the
+	// user queued meanwhile: it adds them to that request, inside the
+	// running turn. It waits 2 s for the answer, and after an error
+	// answer stops asking for the rest of the session.
+	methodDrainQueue = "craft/drainMidTurnQueue"
+	// methodModeNotice is a notification of the mode session/set_mode
+	// set; the set_mode answer says as much.
+	methodModeNotice = "qwen/notify/session/mode-update"
+)
+
+// maxSteered bounds the messages waiting for the next tool boundary.
+const maxSteered = runs.MaxQueuedMessages
+
+// session is the ACP client of a run: acp.Decoder, with Qwen Code's
+// mid-turn queue as the way to steer. A steered message waits in the
+// adapter until the CLI asks for queued messages (methodDrainQueue), at
+// the next tool boundary of the running turn, and goes to the model in
+// that turn's next request. A message still waiting when the turn ends
+// never reached the model: a warning says so.
+type session struct {
+	*acp.Decoder
+
+	mu      sync.Mutex
+	steered []string     // waiting for the next drain
+	out     bytes.Buffer // the adapter's own answers, written first
+}
+
+var _ runs.Session = (*session)(nil)
+
+// newSession returns the ACP client of the run inv.
+func newSession(inv runs.Invocation) *session {
+	return &session{Decoder: acp.NewDecoder(inv, sessionProfile(inv, newTally()))}
+}
+
+// line is what the wrapper reads of a line from the CLI.
+type line struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+}
+
+// drainAnswer is the answer to methodDrainQueue: the messages queued since
+// the last drain, each non-empty; hasQueuedPrompt false says no further
+// prompt waits for the end of the turn.
+type drainAnswer struct {
+	Messages        []string `json:"messages"`
+	HasQueuedPrompt bool     `json:"hasQueuedPrompt"`
+}
+
+// Decode implements runs.Decoder.
+func (s *session) Decode(raw []byte) []runs.Event {
+	var l line
+	if json.Unmarshal(raw, &l) == nil {
+		switch {
+		case l.Method == methodModeNotice && len(l.ID) == 0:
+			return nil
+		case l.Method == methodDrainQueue && len(l.ID) > 0:
+			s.drain(l.ID)
+			return nil
+		}
+	}
+	evs := s.Decoder.Decode(raw)
+	for _, ev := range evs {
+		if ev.Type == runs.EventTurnCompleted {
+			return append(s.undelivered(), evs...)
+		}
+	}
+	return evs
+}
+
+// drain answers the CLI's request for queued messages with the steered
+// ones.
+func (s *session) drain(id json.RawMessage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	msgs := s.steered
+	s.steered = nil
+	if msgs == nil {
+		msgs = []string{}
+	}
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": drainAnswer{Messages: msgs}})
+	if err != nil {
+		return // a RawMessage from a line that parsed always marshals
+	}
+	s.out.Write(append(b, '\n'))
+}
+
+// undelivered reports the steered messages a turn ended without.
+func (s *session) undelivered() []runs.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.steered) == 0 {
+		return nil
+	}
+	n := len(s.steered)
+	s.steered = nil
+	return []runs.Event{runs.Warning("steer_undelivered",
+		"the turn ended before its next tool call: "+plural(n, "steered message")+" did not reach the model; send it again")}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// Send implements runs.Session. A steered message (the supervisor sends
+// one only during a turn) waits for the CLI's next drain; every other
+// message is a session/prompt, the core's.
+func (s *session) Send(text string, images []runs.Image, steer bool) error {
+	if !steer {
+		return s.Decoder.Send(text, images, false)
+	}
+	if len(images) > 0 {
+		return runs.Unsupported(Name, runs.FieldAttachments, "a steered message cannot carry images; queue it instead")
+	}
+	if text == "" {
+		return runs.Invalid("text", "a steered message must not be empty")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.steered) >= maxSteered {
+		return runs.Conflict(runs.ConflictQueueFull, strconv.Itoa(maxSteered)+" steered messages already wait for the next tool call")
+	}
+	s.steered = append(s.steered, text)
+	return nil
+}
+
+// Pending implements runs.Conversation: the adapter's answers first, then
+// the core's.
+func (s *session) Pending() ([]byte, bool) {
+	out, done := s.Decoder.Pending()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.out.Len() > 0 {
+		out = append(bytes.Clone(s.out.Bytes()), out...)
+		s.out.Reset()
+	}
+	return out, done
+}
