@@ -92,17 +92,22 @@ func newTally() *tally { return &tally{names: map[string]string{}} }
 // any real session, so that hostile input cannot grow it for ever.
 const maxNamedTools = 1 << 14
 
-// chunkMeta is what the adapter reads of a session/update beyond the
-// core: a message chunk's usage and a tool call's name.
-type chunkMeta struct {
+// toolMeta is what the adapter reads of a tool_call: its name.
+type toolMeta struct {
 	ToolCallID string `json:"toolCallId"`
-	Content    *struct {
-		Type string `json:"type"`
+	Meta       *struct {
+		ToolName string `json:"toolName"`
+	} `json:"_meta"`
+}
+
+// chunkMeta is what the adapter reads of an agent_message_chunk: its
+// text, and the usage of the model request it ends.
+type chunkMeta struct {
+	Content *struct {
 		Text string `json:"text"`
 	} `json:"content"`
 	Meta *struct {
-		Usage    *wireUsage `json:"usage"`
-		ToolName string     `json:"toolName"`
+		Usage *wireUsage `json:"usage"`
 	} `json:"_meta"`
 }
 
@@ -133,25 +138,23 @@ func (u wireUsage) normalized() runs.Usage {
 // report alone); it notes a tool call's name. Everything else is the
 // core's.
 func (t *tally) update(kind string, update json.RawMessage) ([]runs.Event, bool) {
-	if kind != "agent_message_chunk" && kind != "tool_call" {
-		return nil, false
-	}
-	var m chunkMeta
-	if json.Unmarshal(update, &m) != nil || m.Meta == nil {
-		return nil, false
-	}
-	if kind == "tool_call" {
-		if m.Meta.ToolName != "" && m.ToolCallID != "" && len(t.names) < maxNamedTools {
+	switch kind {
+	case "tool_call":
+		var m toolMeta
+		if json.Unmarshal(update, &m) == nil && m.Meta != nil && m.Meta.ToolName != "" && m.ToolCallID != "" &&
+			len(t.names) < maxNamedTools {
 			t.names[m.ToolCallID] = m.Meta.ToolName
 		}
-		return nil, false
+	case "agent_message_chunk":
+		var m chunkMeta
+		if json.Unmarshal(update, &m) != nil || m.Meta == nil || m.Meta.Usage == nil {
+			return nil, false
+		}
+		t.turn = t.turn.Add(m.Meta.Usage.normalized())
+		t.any = true
+		return nil, m.Content == nil || m.Content.Text == ""
 	}
-	if m.Meta.Usage == nil {
-		return nil, false
-	}
-	t.turn = t.turn.Add(m.Meta.Usage.normalized())
-	t.any = true
-	return nil, m.Content == nil || m.Content.Text == ""
+	return nil, false
 }
 
 // turnUsage implements acp.Profile.TurnUsage: the sum of the turn's
@@ -195,7 +198,9 @@ type rpcErrorData struct {
 // API key provided", "500 …"); a missing key answers session/new with
 // -32000.
 func classifyRPC(method string, e *acp.RPCError) *runs.RunError {
-	msg := cmp.Or(e.Text(), "qwen answered "+method+" with an error")
+	var data rpcErrorData
+	_ = json.Unmarshal(e.Data, &data)
+	msg := cmp.Or(strings.TrimSpace(data.Details), e.Text(), "qwen answered "+method+" with an error")
 	if e.Code == rpcAuthRequired {
 		return runs.NewRunError(runs.NotAuthenticated, msg, hintAuth)
 	}
@@ -203,8 +208,7 @@ func classifyRPC(method string, e *acp.RPCError) *runs.RunError {
 	if e.Code >= 400 && e.Code <= 599 {
 		status = e.Code
 	}
-	var data rpcErrorData
-	if status == 0 && json.Unmarshal(e.Data, &data) == nil {
+	if status == 0 {
 		if m := leadingStatus.FindStringSubmatch(strings.TrimSpace(data.Details)); m != nil {
 			status, _ = strconv.Atoi(m[1])
 		}

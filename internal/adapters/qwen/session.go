@@ -3,6 +3,7 @@ package qwen
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
 	"strconv"
 	"sync"
 
@@ -22,6 +23,14 @@ const (
 	// methodModeNotice is a notification of the mode session/set_mode
 	// set; the set_mode answer says as much.
 	methodModeNotice = "qwen/notify/session/mode-update"
+	// methodPermission is ACP's permission request.
+	methodPermission = "session/request_permission"
+	// projectRuleOption is the permission option that allows the command
+	// from now on by a rule the CLI writes into the run's directory
+	// (.qwen/settings.json there): a file in the user's workspace. The
+	// other allow_always option, proceed_always_user, writes the rule
+	// into the run's home, which the gateway owns.
+	projectRuleOption = "proceed_always_project"
 )
 
 // maxSteered bounds the messages waiting for the next tool boundary.
@@ -72,6 +81,10 @@ func (s *session) Decode(raw []byte) []runs.Event {
 		case l.Method == methodDrainQueue && len(l.ID) > 0:
 			s.drain(l.ID)
 			return nil
+		case l.Method == methodPermission && len(l.ID) > 0:
+			raw = withoutOption(raw, projectRuleOption)
+		case l.Method == "" && bytes.Contains(raw, []byte(`"currentModelId":"$runtime|`)):
+			raw = withPlainModel(raw)
 		}
 	}
 	evs := s.Decoder.Decode(raw)
@@ -153,4 +166,77 @@ func (s *session) Pending() ([]byte, bool) {
 		s.out.Reset()
 	}
 	return out, done
+}
+
+// withoutOption returns the permission request raw without the option
+// optionID, or raw as it is when it cannot be read or lacks that option.
+func withoutOption(raw []byte, optionID string) []byte {
+	var req map[string]json.RawMessage
+	var params map[string]json.RawMessage
+	var opts []map[string]json.RawMessage
+	if json.Unmarshal(raw, &req) != nil || json.Unmarshal(req["params"], &params) != nil ||
+		json.Unmarshal(params["options"], &opts) != nil {
+		return raw
+	}
+	kept := opts[:0:0]
+	for _, o := range opts {
+		var id string
+		if json.Unmarshal(o["optionId"], &id) == nil && id == optionID {
+			continue
+		}
+		kept = append(kept, o)
+	}
+	if len(kept) == len(opts) {
+		return raw
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return raw
+	}
+	params["options"] = b
+	if req["params"], err = json.Marshal(params); err != nil {
+		return raw
+	}
+	out, err := json.Marshal(req)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// runtimeModelID is how 0.24.4 names the model of a session in
+// session/new's models.currentModelId: "$runtime|openai|mock-model(openai)",
+// the auth type, the model, and the auth type again.
+var runtimeModelID = regexp.MustCompile(`^\$runtime\|[^|]+\|(.+)\([^()]*\)$`)
+
+// withPlainModel returns the session/new answer raw with its
+// currentModelId reduced to the model's own name, as a run names it.
+func withPlainModel(raw []byte) []byte {
+	var resp map[string]json.RawMessage
+	var result map[string]json.RawMessage
+	var models map[string]json.RawMessage
+	var id string
+	if json.Unmarshal(raw, &resp) != nil || json.Unmarshal(resp["result"], &result) != nil ||
+		json.Unmarshal(result["models"], &models) != nil || json.Unmarshal(models["currentModelId"], &id) != nil {
+		return raw
+	}
+	m := runtimeModelID.FindStringSubmatch(id)
+	if m == nil {
+		return raw
+	}
+	var err error
+	if models["currentModelId"], err = json.Marshal(m[1]); err != nil {
+		return raw
+	}
+	if result["models"], err = json.Marshal(models); err != nil {
+		return raw
+	}
+	if resp["result"], err = json.Marshal(result); err != nil {
+		return raw
+	}
+	out, err := json.Marshal(resp)
+	if err != nil {
+		return raw
+	}
+	return out
 }
