@@ -76,11 +76,11 @@ func (*Adapter) Describe() runs.Description {
 			runs.FieldInteractive, runs.FieldApprovals, runs.FieldMCPServers, runs.FieldAttachments,
 		},
 		Refused: map[string]string{
-			runs.FieldSystemPrompt:     "qwen takes a system prompt only for a headless run (--system-prompt), not over ACP, where every run goes",
-			runs.FieldEffort:           "qwen has no flag for thinking effort",
-			runs.FieldMaxBudgetUSD:     "qwen reports no cost",
-			runs.FieldResumeSessionID:  "resuming a qwen session (ACP session/load) is not verified yet",
-			runs.FieldKeepSession:      "resuming a qwen session (ACP session/load) is not verified yet",
+			runs.FieldSystemPrompt:    "qwen takes a system prompt only for a headless run (--system-prompt), not over ACP, where every run goes",
+			runs.FieldEffort:          "qwen has no flag for thinking effort",
+			runs.FieldMaxBudgetUSD:    "qwen reports no cost",
+			runs.FieldResumeSessionID: "resuming a qwen session (ACP session/load) is not verified yet",
+			runs.FieldKeepSession:     "resuming a qwen session (ACP session/load) is not verified yet",
 		},
 		// A message steered into a turn is handed to the CLI when it asks
 		// for queued messages after each tool call; a deny lets the
