@@ -27,9 +27,15 @@ const (
 //
 //   - QWEN_CODE_SUPPRESS_YOLO_WARNING keeps a notice about yolo mode off
 //     stderr, whose tail classifies failures.
+//   - QWEN_CODE_LEGACY_MCP_BLOCKING makes session/new answer once the
+//     run's MCP servers are connected and their tools registered: by
+//     default discovery goes on in the background, and a first model
+//     request that calls an MCP tool at once finds it "not found in
+//     registry" (seen in the suite's mcp_tool case).
 //   - NO_COLOR keeps the CLI's fatal errors on stderr free of escapes.
 var fixedEnv = []string{
 	"QWEN_CODE_SUPPRESS_YOLO_WARNING=1",
+	"QWEN_CODE_LEGACY_MCP_BLOCKING=1",
 	"NO_COLOR=1",
 }
 

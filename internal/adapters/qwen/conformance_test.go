@@ -51,8 +51,10 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 	case conformance.LongTool:
 		// The tool, then Scenario.Text for every later request: the one
 		// that carries a steered message, or the turn after an
-		// interrupt.
-		s = chat.ToolThenText([]chat.Call{shell("sleep 60; echo " + sc.Marker)}, sc.Text)
+		// interrupt. 0.24.4 refuses a command that starts with sleep
+		// and goes on ("Blocked: sleep 60 followed by: …"); a perl
+		// that sleeps, with the marker among its arguments, it runs.
+		s = chat.ToolThenText([]chat.Call{shell("perl -e 'sleep 60' " + sc.Marker + "; echo stopped")}, sc.Text)
 	case conformance.TwoTools:
 		s = chat.TwoTools(shell(sc.Command), shell(sc.Command2), sc.Text)
 	case conformance.Turns:
@@ -67,6 +69,8 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 			t.Fatalf("MCPTool input %q: %v", sc.Input, err)
 		}
 		// Offered to the model as mcp__<server>__<tool>.
+		// 0.24.4 defers MCP tools behind its tool_search bridge, but
+		// runs a direct call of one by that name.
 		s = chat.ToolTurn(chat.FunctionCall("mcp__"+sc.MCPServer+"__"+sc.MCPTool, args), sc.Text)
 	case conformance.ToolLoop:
 		s = chat.AlwaysTool(shell(sc.Command))
