@@ -134,6 +134,9 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if s.ResumeSessionID != "" {
 		return runs.Command{}, runs.Unsupported(Name, runs.FieldResumeSessionID, "resuming a qwen session (ACP session/load) is not verified yet")
 	}
+	if err := checkImages(inv, len(s.Attachments)+len(inv.Images)); err != nil {
+		return runs.Command{}, err
+	}
 	for name, m := range s.MCPServers {
 		if m.Remote() == (m.Command != "") {
 			return runs.Command{}, runs.Invalid(runs.FieldMCPServers, fmt.Sprintf("server %q must have either a command or a url", name))

@@ -208,3 +208,22 @@ func TestModelEndpoints(t *testing.T) {
 		t.Errorf("default endpoints %q", got)
 	}
 }
+
+// TestImagesNeedDeclaredInput: an image is refused unless the home's
+// settings declare the model's image input, since qwen drops it without
+// a word otherwise.
+func TestImagesNeedDeclaredInput(t *testing.T) {
+	home := t.TempDir()
+	inv := runs.Invocation{Spec: runs.Spec{Prompt: "look", Attachments: []runs.Attachment{{MediaType: "image/png"}}},
+		Home: home, Dir: "/d", Files: runs.HostFiles{}}
+	var fe *runs.FieldError
+	if _, err := New().Command(inv); !errors.As(err, &fe) || fe.Field != runs.FieldAttachments || !errors.Is(err, runs.ErrUnsupported) {
+		t.Fatalf("undeclared image input: %v, want unsupported_option on attachments", err)
+	}
+	if err := declareImageInput(home); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New().Command(inv); err != nil {
+		t.Fatalf("declared image input: %v", err)
+	}
+}

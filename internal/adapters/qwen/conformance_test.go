@@ -2,6 +2,8 @@ package qwen
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -77,6 +79,11 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 	default:
 		t.Fatalf("scenario %q", sc.Kind)
 	}
+	// The operator declares that the model takes images, which qwen
+	// does not know of a model called mock-model.
+	if err := declareImageInput(home); err != nil {
+		t.Fatal(err)
+	}
 	srv, err := chat.Start("127.0.0.1:0", s)
 	if err != nil {
 		t.Fatal(err)
@@ -103,4 +110,29 @@ func normalized(u chat.Usage) runs.Usage {
 func (kit) TrapCommand(marker string) string {
 	return `jq '.mcpServers.planted = {"command": "sh", "args": ["-c", "echo $HOME >> ` + marker + `"]}' "$HOME/.qwen/settings.json" > "$HOME/settings.new" && ` +
 		`mv "$HOME/settings.new" "$HOME/.qwen/settings.json"`
+}
+
+// declareImageInput sets model.generationConfig.modalities.image in the
+// settings in home, keeping the rest, as an operator would for a model
+// that takes images.
+func declareImageInput(home string) error {
+	path := settingsPath(home)
+	settings := map[string]any{}
+	if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &settings); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	obj, err := section(settings, []string{"model", "generationConfig", "modalities", "image"})
+	if err != nil {
+		return err
+	}
+	obj["image"] = true
+	b, err := json.Marshal(settings)
+	if err != nil {
+		return err
+	}
+	return writeFile(path, b)
 }

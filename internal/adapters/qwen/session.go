@@ -44,6 +44,7 @@ const maxSteered = runs.MaxQueuedMessages
 // never reached the model: a warning says so.
 type session struct {
 	*acp.Decoder
+	inv runs.Invocation
 
 	mu      sync.Mutex
 	steered []string     // waiting for the next drain
@@ -54,7 +55,7 @@ var _ runs.Session = (*session)(nil)
 
 // newSession returns the ACP client of the run inv.
 func newSession(inv runs.Invocation) *session {
-	return &session{Decoder: acp.NewDecoder(inv, sessionProfile(inv, newTally()))}
+	return &session{Decoder: acp.NewDecoder(inv, sessionProfile(inv, newTally())), inv: inv}
 }
 
 // line is what the wrapper reads of a line from the CLI.
@@ -138,6 +139,9 @@ func plural(n int, what string) string {
 // message is a session/prompt, the core's.
 func (s *session) Send(text string, images []runs.Image, steer bool) error {
 	if !steer {
+		if err := checkImages(s.inv, len(images)); err != nil {
+			return err
+		}
 		return s.Decoder.Send(text, images, false)
 	}
 	if len(images) > 0 {
