@@ -227,3 +227,30 @@ func TestImagesNeedDeclaredInput(t *testing.T) {
 		t.Fatalf("declared image input: %v", err)
 	}
 }
+
+// TestShellOutput: a shell call's output is the command's own, with a
+// non-zero exit code after it, not the framed text the model gets.
+func TestShellOutput(t *testing.T) {
+	line := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S","update":{"sessionUpdate":"tool_call_update",` +
+		`"toolCallId":"c1","status":"failed","content":[{"type":"content","content":{"type":"text","text":"Command: false\nOutput: nope\nExit Code: 2"}}],` +
+		`"rawOutput":{"type":"shell_result","output":"nope","exitCode":2}}}}`
+	var m struct {
+		Params struct {
+			Update struct {
+				Content []struct {
+					Content struct{ Text string }
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(withShellOutput([]byte(line)), &m); err != nil {
+		t.Fatal(err)
+	}
+	if c := m.Params.Update.Content; len(c) != 1 || c[0].Content.Text != "nope\nexit code 2" {
+		t.Errorf("content %+v", c)
+	}
+	other := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"rawOutput":{"type":"other"}}}}`)
+	if got := withShellOutput(other); string(got) != string(other) {
+		t.Errorf("another tool's line changed: %s", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/agentgate/agentgate/internal/acp"
@@ -86,6 +87,8 @@ func (s *session) Decode(raw []byte) []runs.Event {
 			raw = withoutOption(raw, projectRuleOption)
 		case l.Method == "" && bytes.Contains(raw, []byte(`"currentModelId":"$runtime|`)):
 			raw = withPlainModel(raw)
+		case l.Method == "session/update" && bytes.Contains(raw, []byte(`"shell_result"`)):
+			raw = withShellOutput(raw)
 		}
 	}
 	evs := s.Decoder.Decode(raw)
@@ -239,6 +242,54 @@ func withPlainModel(raw []byte) []byte {
 		return raw
 	}
 	out, err := json.Marshal(resp)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// shellResult is the rawOutput of a finished shell tool call in 0.24.4.
+type shellResult struct {
+	Type     string  `json:"type"`
+	Output   *string `json:"output"`
+	ExitCode *int    `json:"exitCode"`
+}
+
+// withShellOutput returns the tool_call_update raw with its content
+// replaced by the command's own output, from rawOutput: 0.24.4's content
+// is the text the model gets, the output framed by "Command: …",
+// "Directory: …", "Output: " and the exit code, signal and process
+// group, so that no line of the output starts a line there. A non-zero
+// exit code follows the output. Any other line is returned as it is.
+func withShellOutput(raw []byte) []byte {
+	var msg, params, update map[string]json.RawMessage
+	if json.Unmarshal(raw, &msg) != nil || json.Unmarshal(msg["params"], &params) != nil ||
+		json.Unmarshal(params["update"], &update) != nil {
+		return raw
+	}
+	var res shellResult
+	if json.Unmarshal(update["rawOutput"], &res) != nil || res.Type != "shell_result" || res.Output == nil {
+		return raw
+	}
+	text := *res.Output
+	if res.ExitCode != nil && *res.ExitCode != 0 {
+		if text != "" && !strings.HasSuffix(text, "\n") {
+			text += "\n"
+		}
+		text += "exit code " + strconv.Itoa(*res.ExitCode)
+	}
+	content, err := json.Marshal([]map[string]any{{"type": "content", "content": map[string]string{"type": "text", "text": text}}})
+	if err != nil {
+		return raw
+	}
+	update["content"] = content
+	if params["update"], err = json.Marshal(update); err != nil {
+		return raw
+	}
+	if msg["params"], err = json.Marshal(params); err != nil {
+		return raw
+	}
+	out, err := json.Marshal(msg)
 	if err != nil {
 		return raw
 	}
