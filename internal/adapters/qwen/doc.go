@@ -114,7 +114,11 @@
 // Tool calls come as tool_call (title "Shell", kind execute, status
 // pending, _meta.toolName run_shell_command), then tool_call_update
 // in_progress with the command, shell progress every 10 s, and completed
-// or failed with the output as text content. A tool's name is its
+// or failed. Its text content is what the model gets, the output framed
+// by "Command: …", "Directory: …", "Output: " and exit code, signal and
+// process group lines; rawOutput (type shell_result) has the command's
+// own output and exit code, which tool_call.completed carries instead
+// (with "exit code N" after a non-zero one). A tool's name is its
 // _meta.toolName. MCP tools are named mcp__<server>__<tool>; 0.24.4 offers
 // them behind its tool_search bridge, but runs a direct call by that
 // name. The shell tool refuses a command that starts with sleep and goes
