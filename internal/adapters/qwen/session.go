@@ -110,7 +110,11 @@ func (s *session) drain(id json.RawMessage) {
 	if msgs == nil {
 		msgs = []string{}
 	}
-	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": drainAnswer{Messages: msgs}})
+	b, err := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  drainAnswer     `json:"result"`
+	}{"2.0", id, drainAnswer{Messages: msgs}})
 	if err != nil {
 		return // a RawMessage from a line that parsed always marshals
 	}
