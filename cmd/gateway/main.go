@@ -31,6 +31,7 @@ import (
 	"github.com/agentgate/agentgate/internal/adapters/copilot"
 	"github.com/agentgate/agentgate/internal/adapters/gemini"
 	"github.com/agentgate/agentgate/internal/adapters/opencode"
+	"github.com/agentgate/agentgate/internal/adapters/qwen"
 	"github.com/agentgate/agentgate/internal/netns"
 	_ "github.com/agentgate/agentgate/internal/netns/lightshim"
 	"github.com/agentgate/agentgate/internal/probe"
@@ -77,6 +78,7 @@ func adapters(getenv func(string) string) []runs.Adapter {
 		copilot.New(),
 		gemini.New(),
 		opencode.New(opencode.WithGetenv(getenv)),
+		qwen.New(),
 	}
 }
 

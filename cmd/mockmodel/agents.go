@@ -84,6 +84,17 @@ func agents() map[string]agent {
 		"opencode": {api: "chat", env: func(url string) []envVar {
 			return []envVar{{"OPENCODE_CONFIG_CONTENT", opencodeConfig(url)}}
 		}},
+		// Qwen Code's "openai" auth type; its shell tool is
+		// run_shell_command, not bash.
+		"qwen": {api: "chat", env: func(url string) []envVar {
+			return []envVar{{"OPENAI_BASE_URL", url}, {"OPENAI_API_KEY", mockKey}, {"OPENAI_MODEL", mockModel}}
+		}, scenarios: map[string]string{
+			"tool":           "shell-tool",
+			"long-tool":      "shell-long-tool",
+			"always-tool":    "shell-always-tool",
+			"two-tools":      "shell-two-tools",
+			"tool-then-text": "shell-tool-then-text",
+		}},
 	}
 }
 

@@ -158,6 +158,8 @@ func TestAgentEnv(t *testing.T) {
 			"/v1beta/models/m:generateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`},
 		{"opencode", map[string]string{},
 			"/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`},
+		{"qwen", map[string]string{"OPENAI_BASE_URL": "URL", "OPENAI_API_KEY": mockKey, "OPENAI_MODEL": mockModel},
+			"/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`},
 	}
 	for _, c := range cases {
 		t.Run(c.agent, func(t *testing.T) {

@@ -263,7 +263,7 @@ func Sequence(steps ...Scenario) Scenario {
 // of the tool scenarios, empty for their default.
 var catalog mockhttp.Catalog[Scenario] = func(command string) map[string]func() Scenario {
 	or := func(def string) string { return mockhttp.Or(command, def) }
-	return map[string]func() Scenario{
+	return withShellScenarios(or, map[string]func() Scenario{
 		"text":             func() Scenario { return TextAnswer("Hello from the mock.") },
 		"tool":             func() Scenario { return ToolTurn(Bash(or("echo hello > out.txt")), "I ran the command.") },
 		"long-tool":        func() Scenario { return ToolTurn(Bash(or(LongCommand)), "The command finished.") },
@@ -283,7 +283,7 @@ var catalog mockhttp.Catalog[Scenario] = func(command string) map[string]func() 
 		"error-429":        func() Scenario { return Failure(429) },
 		"error-500":        func() Scenario { return Failure(500) },
 		"error-503":        func() Scenario { return Failure(503) },
-	}
+	})
 }
 
 // Names lists the built-in scenarios Named knows, sorted.
