@@ -75,8 +75,9 @@ func Run(t *testing.T, kit Kit) {
 // approvals, with the checks that need no model loop: the version, the
 // fields refused by name, and the budgets the agent cannot be held to
 // (max_total_tokens without usage, max_budget_usd without cost) refused
-// by name. It is for an agent proven over its session protocol alone;
-// Run does all of it and more.
+// by name; and, for an adapter that knows where its model is
+// (runs.NetworkNeeds), the network policies. It is for an agent proven
+// over its session protocol alone; Run does all of it and more.
 func RunInteractive(t *testing.T, kit Kit) {
 	s := &suite{kit: kit, adapter: kit.Adapter(), bin: kit.Bin(t)}
 	t.Run("version", s.version)
@@ -86,6 +87,9 @@ func RunInteractive(t *testing.T, kit Kit) {
 		if strings.HasSuffix(c.name, "_refused") {
 			cases = append(cases, c)
 		}
+	}
+	if _, ok := s.adapter.(runs.NetworkNeeds); ok {
+		cases = append(cases, s.networkCases()...)
 	}
 	runCases(t, cases)
 }

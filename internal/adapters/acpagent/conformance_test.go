@@ -55,13 +55,16 @@ agents:
       full: yolo
       ask: default
     session_allow_option: proceed_always_user
+    model_endpoints: ["$OPENAI_BASE_URL"]
 `
 
 // testKey is the key every case's mock accepts.
 const testKey = "qwen-test-key"
 
 // TestConformanceQwen runs the suite's interactive cases against the real
-// Qwen Code, configured by qwenEntry alone.
+// Qwen Code, configured by qwenEntry alone, and, since the entry names its
+// model endpoint, the network cases: Qwen Code sends its model requests
+// through HTTPS_PROXY/HTTP_PROXY, as the egress proxy needs.
 func TestConformanceQwen(t *testing.T) {
 	entries, err := agentsfile.Parse("qwen.yaml", []byte(qwenEntry), nil)
 	if err != nil {
@@ -73,10 +76,10 @@ func TestConformanceQwen(t *testing.T) {
 		}
 		return ""
 	}
-	conformance.RunInteractive(t, qwenKit{New(entries[0], getenv)})
+	conformance.RunInteractive(t, qwenKit{ForEntry(entries[0], getenv)})
 }
 
-type qwenKit struct{ a *Adapter }
+type qwenKit struct{ a runs.Adapter }
 
 func (k qwenKit) Adapter() runs.Adapter { return k.a }
 
