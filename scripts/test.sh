@@ -54,7 +54,7 @@ go vet ./...
 # the long poles, and started last they would leave two CPUs waiting on one
 # package at the end.
 slow=(./internal/adapters/opencode ./internal/adapters/gemini ./internal/adapters/copilot
-  ./cmd/gateway ./internal/supervisor ./internal/faults ./internal/adapters/claude ./internal/adapters/codex ./internal/store)
+  ./cmd/gateway ./internal/supervisor ./internal/faults ./internal/adapters/claude ./internal/adapters/codex ./internal/store ./internal/adapters/cline)
 rest=()
 for p in $(go list ./...); do
   rel=./${p#github.com/agentgate/agentgate/}
