@@ -103,12 +103,12 @@ func (*Adapter) Describe() runs.Description {
 			runs.FieldInteractive, runs.FieldApprovals,
 		},
 		Refused: map[string]string{
-			runs.FieldSystemPrompt:      "the gateway does not pass cline's --system, which replaces its whole prompt, tool instructions included",
-			runs.FieldEffort:            "cline's --thinking is not verified with the gateway",
-			runs.FieldMaxBudgetUSD:      "cline reports a cost of 0 for an OpenAI-compatible model",
-			runs.FieldResumeSessionID:   "cline --json cannot resume a session (--id makes the run interactive); ACP session/load is not wired yet",
-			runs.FieldMCPServers:        "cline's MCP servers live in its settings file, shared by every run of the home; not per run yet",
-			runs.FieldAttachments:       "images over cline are not verified with the gateway",
+			runs.FieldSystemPrompt:    "the gateway does not pass cline's --system, which replaces its whole prompt, tool instructions included",
+			runs.FieldEffort:          "cline's --thinking is not verified with the gateway",
+			runs.FieldMaxBudgetUSD:    "cline reports a cost of 0 for an OpenAI-compatible model",
+			runs.FieldResumeSessionID: "cline --json cannot resume a session (--id makes the run interactive); ACP session/load is not wired yet",
+			runs.FieldMCPServers:      "cline's MCP servers live in its settings file, shared by every run of the home; not per run yet",
+			runs.FieldAttachments:     "images over cline are not verified with the gateway",
 		},
 		// A session/prompt during a turn is not verified to join it: no
 		// steer. A rejected call lets the model go on.
