@@ -32,7 +32,9 @@ func (a *Adapter) sessionCommand(inv runs.Invocation) (runs.Command, error) {
 		env = append(env, "CLINE_PROVIDER="+p.ID)
 	}
 	if p.Key != "" {
-		// The gateway's CLINE_API_KEY, passed after these, wins.
+		// Command's Env comes after PassEnv and wins: the file's key is
+		// the gateway's CLINE_API_KEY, which PrepareHome and Preflight
+		// write there.
 		env = append(env, KeyEnv+"="+p.Key)
 		secrets = append(secrets, p.Key)
 	}

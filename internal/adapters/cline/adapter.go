@@ -171,8 +171,9 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 // Preflight implements runs.Preflighter. Without a provider that Cline
 // takes, it falls back to its own (api.cline.bot), tries for a minute
 // and then hangs; without a key the model API refuses it. Both fail at
-// once here. A one-shot run's key is written into providers.json, the
-// only place `cline --json` reads it.
+// once here. The run's key is written into providers.json, the only
+// place `cline --json` reads it, and where a session run's command took
+// it from (PrepareHome wrote it there at start).
 func (*Adapter) Preflight(_ context.Context, inv runs.Invocation, env []string) *runs.RunError {
 	p, ok := readProviders(runs.HostFiles{}, inv.Home)
 	if !ok {
@@ -183,7 +184,7 @@ func (*Adapter) Preflight(_ context.Context, inv runs.Invocation, env []string) 
 	if key == "" && p.Key == "" {
 		return runs.NewRunError(runs.NotAuthenticated, "cline has no API key: "+KeyEnv+" is not set and providers.json has none", hintAuth)
 	}
-	if key != "" && !inv.Spec.Session() {
+	if key != "" {
 		if err := syncKey(inv.Home, key); err != nil {
 			return runs.NewRunError(runs.AgentCrashed, "cannot give cline its key: "+err.Error(), hintAuth)
 		}

@@ -37,7 +37,8 @@
 // authenticate", -32000) and sends its value as the bearer token in place
 // of the file's; `cline --json` ignores it (verified: no Authorization
 // header) and reads only the file's apiKey, so Preflight writes the key
-// there (by rename) before a one-shot run. Preflight fails a run at once,
+// there (by rename) before every run, and PrepareHome at start; a session
+// run passes the file's key as CLINE_API_KEY. Preflight fails a run at once,
 // not_authenticated, when there is no provider or no key: Cline would
 // otherwise try api.cline.bot for a minute and then hang.
 //

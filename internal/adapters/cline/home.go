@@ -105,8 +105,9 @@ var globalSettings = map[string]any{"telemetryOptOut": true, "autoUpdateEnabled"
 
 // PrepareHome implements runs.HomePreparer. It sets globalSettings in
 // global-settings.json, keeping the operator's other keys, and, when the
-// gateway's environment names an endpoint (CLINE_BASE_URL), writes
-// providers.json for it (see EndpointEnv).
+// gateway's environment names an endpoint (BaseURLEnv), writes
+// providers.json for it, with KeyEnv as its key; without an endpoint it
+// writes KeyEnv into the operator's providers.json, if any.
 func (a *Adapter) PrepareHome(home string) error {
 	if home == "" {
 		return errors.New("no home directory")
@@ -127,10 +128,19 @@ func (a *Adapter) PrepareHome(home string) error {
 	if err := writeFile(globalSettingsPath(home), append(b, '\n')); err != nil {
 		return err
 	}
-	if a.getenv == nil || a.getenv(BaseURLEnv) == "" {
+	if a.getenv == nil {
 		return nil
 	}
-	return writeFile(providersPath(home), ProvidersJSON(a.getenv(BaseURLEnv), a.getenv(ModelEnv), ""))
+	key := a.getenv(KeyEnv)
+	if url := a.getenv(BaseURLEnv); url != "" {
+		return writeFile(providersPath(home), ProvidersJSON(url, a.getenv(ModelEnv), key))
+	}
+	if _, err := os.Stat(providersPath(home)); key == "" || err != nil {
+		return nil
+	}
+	// A session run's command takes the file's key (see sessionCommand):
+	// it must be the gateway's from the start.
+	return syncKey(home, key)
 }
 
 // syncKey writes key into the active provider of the home's

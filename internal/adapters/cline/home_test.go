@@ -10,12 +10,12 @@ import (
 
 func TestPrepareHomeWritesProvidersFromEnv(t *testing.T) {
 	home := t.TempDir()
-	env := map[string]string{BaseURLEnv: "http://127.0.0.1:9/v1", ModelEnv: "m1"}
+	env := map[string]string{BaseURLEnv: "http://127.0.0.1:9/v1", ModelEnv: "m1", KeyEnv: "sk-2"}
 	if err := New(WithGetenv(func(k string) string { return env[k] })).PrepareHome(home); err != nil {
 		t.Fatal(err)
 	}
 	p, ok := readProviders(runs.HostFiles{}, home)
-	if !ok || p.ID != openAICompatible || p.BaseURL != env[BaseURLEnv] || p.Model != "m1" || p.Key != "" {
+	if !ok || p.ID != openAICompatible || p.BaseURL != env[BaseURLEnv] || p.Model != "m1" || p.Key != "sk-2" {
 		t.Fatalf("provider = %+v, %v", p, ok)
 	}
 	var settings map[string]any
