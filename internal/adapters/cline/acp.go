@@ -234,8 +234,13 @@ func (d *sessionDecoder) next() []runs.Event {
 	d.options = d.options[1:]
 	d.n++
 	d.waiting, d.current = optionID+strconv.Itoa(d.n), o.id
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": d.waiting, "method": "session/set_config_option",
-		"params": map[string]any{"sessionId": d.sessionID(), "configId": o.id, "value": o.value}})
+	params := map[string]any{"sessionId": d.sessionID(), "configId": o.id, "value": o.value}
+	if _, ok := o.value.(bool); ok {
+		// 3.0.65 refuses a boolean value without its type ("Invalid
+		// params": expected string).
+		params["type"] = "boolean"
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": d.waiting, "method": "session/set_config_option", "params": params})
 	d.out.Write(append(b, '\n'))
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"syscall"
+	"unicode"
 
 	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
@@ -148,6 +150,10 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if _, ok := permissionDocs[perm]; !ok {
 		return runs.Command{}, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
 	}
+	if s.ResumeSessionID != "" {
+		return runs.Command{}, runs.Unsupported(Name, runs.FieldResumeSessionID,
+			"cline --json cannot resume a session (--id makes the run interactive); ACP session/load is not wired yet")
+	}
 	if s.Session() {
 		return a.sessionCommand(inv)
 	}
@@ -158,14 +164,29 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if perm == runs.ReadOnly {
 		args = append(args, "--plan")
 	}
-	args = append(args, "--", s.Prompt)
+	args = append(args, "--", promptArg(s.Prompt))
 	return runs.Command{
 		Args:    args,
 		Env:     append([]string(nil), fixedEnv...),
 		PassEnv: append([]string(nil), credentialEnv...),
-		// Cline ignores SIGTERM (verified: it lived until SIGKILL); the
-		// supervisor's SIGKILL after the grace period ends it.
+		// Cline ignores SIGTERM (verified: it lived until SIGKILL 5 s
+		// later, taking more model turns meanwhile); SIGINT ends it at
+		// once, with run_result finishReason "aborted".
+		InterruptSignal: int(syscall.SIGINT),
 	}, nil
+}
+
+// promptArg is the prompt as Cline's argument. Cline 3.0.65 takes an
+// argument without whitespace for a subcommand, even after "--" ("Unknown
+// command or unquoted prompt: hi"), and refuses a prompt on stdin with
+// --json; it trims the prompt it sends, so a newline after such a prompt
+// makes it one and changes nothing the model sees (verified: the
+// session's prompt is "hi").
+func promptArg(p string) string {
+	if strings.IndexFunc(p, unicode.IsSpace) < 0 {
+		return p + "\n"
+	}
+	return p
 }
 
 // Preflight implements runs.Preflighter. Without a provider that Cline

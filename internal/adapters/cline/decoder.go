@@ -71,6 +71,9 @@ func (d *decoder) Decode(line []byte) []runs.Event {
 	case "error":
 		d.refused = l.Message
 		return nil
+	case "run_aborted":
+		// After run_result "aborted", at SIGINT: {"reason","message"}.
+		return nil
 	case "":
 		return []runs.Event{runs.Unparsed(line, "no type field")}
 	}
