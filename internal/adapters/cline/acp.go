@@ -149,10 +149,7 @@ func newSessionDecoder(inv runs.Invocation) runs.Session {
 	if !inv.Spec.Asks() && inv.Spec.Permission != runs.ReadOnly {
 		opts = append(opts, configOption{"auto_approve", true})
 	}
-	if len(opts) == 0 {
-		return core
-	}
-	return &sessionDecoder{Decoder: core, options: opts}
+	return &sessionDecoder{Decoder: core, options: opts, asked: map[string]string{}, allowed: map[string]bool{}}
 }
 
 // sessionDecoder is acp.Decoder wrapped so that the run's options are
@@ -173,6 +170,91 @@ type sessionDecoder struct {
 	out     bytes.Buffer
 	failed  bool
 	n       int
+	// asked maps an open approval's id to its call's key (tool and
+	// input); allowed holds the keys the client allowed for the
+	// session. Cline 3.0.65 asks again for the same call after
+	// allow_always (verified), so the wrapper answers such a request
+	// itself.
+	asked   map[string]string
+	allowed map[string]bool
+}
+
+// maxRemembered bounds asked and allowed against hostile input.
+const maxRemembered = 1 << 12
+
+// permissionRequest is what the wrapper reads of a
+// session/request_permission.
+type permissionRequest struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		ToolCall struct {
+			Title    string          `json:"title"`
+			RawInput json.RawMessage `json:"rawInput"`
+		} `json:"toolCall"`
+		Options []struct {
+			OptionID string `json:"optionId"`
+			Kind     string `json:"kind"`
+		} `json:"options"`
+	} `json:"params"`
+}
+
+// callKey identifies a call for allow_session: its title, which names
+// the tool and summarizes the input, and its input.
+func callKey(title string, input json.RawMessage) string {
+	return title + "\x00" + string(compactJSON(input))
+}
+
+// allowRemembered answers a permission request for a call the client
+// allowed for the session with the request's allow_once option; ok is
+// false when the request is not one.
+func (d *sessionDecoder) allowRemembered(raw []byte) bool {
+	var r permissionRequest
+	if json.Unmarshal(raw, &r) != nil || r.Method != "session/request_permission" || len(r.ID) == 0 {
+		return false
+	}
+	if !d.allowed[callKey(r.Params.ToolCall.Title, r.Params.ToolCall.RawInput)] {
+		return false
+	}
+	for _, o := range r.Params.Options {
+		if o.Kind == "allow_once" || o.Kind == "allow_always" {
+			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": r.ID,
+				"result": map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": o.OptionID}}})
+			d.out.Write(append(b, '\n'))
+			return true
+		}
+	}
+	return false
+}
+
+// noteApprovals remembers each approval.requested's call.
+func (d *sessionDecoder) noteApprovals(raw []byte, evs []runs.Event) {
+	var r permissionRequest
+	for _, ev := range evs {
+		a, ok := ev.Data.(runs.ApprovalRequestedData)
+		if !ok || ev.Type != runs.EventApprovalRequested || len(d.asked) >= maxRemembered {
+			continue
+		}
+		if r.Method == "" && json.Unmarshal(raw, &r) != nil {
+			return
+		}
+		d.asked[a.ID] = callKey(r.Params.ToolCall.Title, r.Params.ToolCall.RawInput)
+	}
+}
+
+// Answer implements runs.Session, and remembers a call allowed for the
+// session.
+func (d *sessionDecoder) Answer(id string, dec runs.Decision, message string) error {
+	if err := d.Decoder.Answer(id, dec, message); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if key, ok := d.asked[id]; ok && dec == runs.AllowSession && len(d.allowed) < maxRemembered {
+		d.allowed[key] = true
+	}
+	delete(d.asked, id)
+	return nil
 }
 
 var _ runs.Session = (*sessionDecoder)(nil)
@@ -210,7 +292,13 @@ func (d *sessionDecoder) Decode(raw []byte) []runs.Event {
 		}
 		return d.next()
 	}
+	if l.Method == "session/request_permission" && d.allowRemembered(raw) {
+		return nil
+	}
 	evs := d.Decoder.Decode(raw)
+	if l.Method == "session/request_permission" {
+		d.noteApprovals(raw, evs)
+	}
 	if l.Method == "" && l.Result != nil && l.Result.SessionID != "" && len(d.options) > 0 && !d.holding && !d.failed {
 		// session/new answered: the core has written what follows it.
 		d.holding = true
