@@ -4,7 +4,12 @@
 //
 // # Runs
 //
-// A one-shot run is `cline --json [--model=M] [--plan] -- PROMPT`: act
+// A one-shot run is `cline --json [--model=M] [--plan] -- PROMPT`. Cline
+// takes an argument without whitespace for a subcommand, even after "--"
+// ("Unknown command or unquoted prompt: hi"), and refuses a prompt on
+// stdin with --json ("requires a prompt argument or piped stdin", with
+// stdin a pipe); a one-word prompt gets a newline, which Cline trims (the
+// session records "hi"). Act
 // mode with every tool auto-approved (Cline's headless default), JSON
 // lines on stdout (decoder.go): hook_event (agent_start names the task,
 // the run's session_id), agent_event (content_start text chunks →
@@ -22,7 +27,11 @@
 // process exits at once when its stdin closes. auto_approve is a config
 // option, false by default, so over ACP every tool asks: a run without
 // approvals sets it true (read_only runs in mode plan instead and
-// refuses whatever asks). A second prompt during a turn is not verified
+// refuses whatever asks). 3.0.65 refuses a boolean option sent as
+// {"value":true} ("expected string") and takes {"type":"boolean",
+// "value":true}. After allow_always it asks again for the same call
+// (seen in the conformance suite), so the adapter answers such a request
+// itself with allow_once, for a call of the same title and input. A second prompt during a turn is not verified
 // to join it, so Interaction.Steer is false.
 //
 // # Provider, key and home
@@ -52,7 +61,8 @@
 //
 // # Usage and cost
 //
-// Usage is exact (Reports.Usage "exact"): one model request per model
+// Usage is exact (Reports.Usage "exact") in its input, cached and output
+// counts: one model request per model
 // call, no title or side requests. One-shot: run_result.usage, the sum
 // over the run; inputTokens is the API's prompt_tokens (cached included),
 // cacheReadTokens its cached_tokens. Over ACP nothing on the wire carries
@@ -60,7 +70,9 @@
 // $HOME/.cline/data/sessions/<id>/<id>.json, whose metadata.usage is the
 // session's so far, and takes the growth (Profile.TurnUsage). totalCost
 // is 0 for an OpenAI-compatible model, so no cost is reported
-// (max_budget_usd is refused).
+// (max_budget_usd is refused). Reasoning tokens are in the output count,
+// as the API's completion_tokens has them, but never reported apart:
+// reasoning_tokens stays 0.
 //
 // # Failures
 //
@@ -74,8 +86,11 @@
 // conformance kit declares a 100 s bound for 5xx (SlowFailures).
 //
 // Cline ignores SIGTERM (verified with `timeout`: it lived until the
-// SIGKILL 5 s later); the supervisor's SIGKILL of the process group
-// after the grace period ends it and the commands it started.
+// SIGKILL 5 s later, taking more model turns meanwhile). SIGINT ends a
+// one-shot run at once (run_result finishReason "aborted", then a
+// run_aborted line), so it is the command's InterruptSignal; the
+// supervisor's SIGKILL of the process group after the grace period takes
+// what is left. `cline --acp` exits at once when its stdin closes.
 //
 // HTTP_PROXY and HTTPS_PROXY are honoured for model requests, even to
 // 127.0.0.1.
