@@ -91,6 +91,11 @@
 // run_aborted line), so it is the command's InterruptSignal; the
 // supervisor's SIGKILL of the process group after the grace period takes
 // what is left. `cline --acp` exits at once when its stdin closes.
+// Under the gateway's bubblewrap sandbox the interrupt signal goes to
+// bwrap, which does not pass it on: a budget stop of a one-shot run then
+// takes the grace period, and a model loop as fast as the mock's gets
+// about three more turns meanwhile (the conformance case max_turns sees
+// five tool calls for max_turns 2, with 0.5 s tools as with instant ones).
 //
 // HTTP_PROXY and HTTPS_PROXY are honoured for model requests, even to
 // 127.0.0.1.
