@@ -56,7 +56,7 @@ go vet ./...
 # package at the end.
 slow=(./internal/adapters/opencode ./internal/adapters/gemini ./internal/adapters/copilot
   ./cmd/gateway ./internal/supervisor ./internal/faults ./internal/adapters/claude ./internal/adapters/codex ./internal/store
-  ./internal/adapters/qwen)
+  ./internal/adapters/qwen ./internal/adapters/cline)
 rest=()
 for p in $(go list ./...); do
   rel=./${p#github.com/agentgate/agentgate/}

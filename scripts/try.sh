@@ -5,7 +5,7 @@
 # the gateway on 127.0.0.1:8080 (or $AGENTGATE_ADDR), its data in
 # ./agentgate-try (or $AGENTGATE_DATA_DIR). Ctrl-C stops both.
 #
-#   scripts/try.sh AGENT [SCENARIO]   AGENT: claude, codex, copilot, gemini, opencode or qwen;
+#   scripts/try.sh AGENT [SCENARIO]   AGENT: claude, codex, copilot, gemini, opencode, qwen or cline;
 #                                     SCENARIO: text (the default), tool, long-tool, error-429 …
 #                                     (go run ./cmd/mockmodel -h lists them)
 #   scripts/try.sh --check AGENT      make one run of the text scenario, print its events,
@@ -38,8 +38,8 @@ fi
 agent=${args[0]}
 scenario=${args[1]:-text}
 case $agent in
-claude | codex | copilot | gemini | opencode | qwen) ;;
-*) die "unknown agent \"$agent\" (claude, codex, copilot, gemini, opencode, qwen)" ;;
+claude | codex | copilot | gemini | opencode | qwen | cline) ;;
+*) die "unknown agent \"$agent\" (claude, codex, copilot, gemini, opencode, qwen, cline)" ;;
 esac
 if $check && [ "$scenario" != text ]; then
   die "--check runs the text scenario only"

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/agentgate/agentgate/internal/adapters/claude"
+	"github.com/agentgate/agentgate/internal/adapters/cline"
 	"github.com/agentgate/agentgate/internal/adapters/codex"
 	"github.com/agentgate/agentgate/internal/adapters/copilot"
 	"github.com/agentgate/agentgate/internal/adapters/gemini"
@@ -79,6 +80,7 @@ func adapters(getenv func(string) string) []runs.Adapter {
 		gemini.New(),
 		opencode.New(opencode.WithGetenv(getenv)),
 		qwen.New(),
+		cline.New(cline.WithGetenv(getenv)),
 	}
 }
 

@@ -81,6 +81,10 @@ func agents() map[string]agent {
 		"gemini": {api: "googleai", env: func(url string) []envVar {
 			return []envVar{{"GOOGLE_GEMINI_BASE_URL", url}, {"GEMINI_API_KEY", mockKey}}
 		}},
+		// The gateway writes Cline's providers.json from these.
+		"cline": {api: "chat", env: func(url string) []envVar {
+			return []envVar{{"CLINE_BASE_URL", url}, {"CLINE_API_KEY", mockKey}, {"CLINE_MODEL", mockModel}}
+		}},
 		"opencode": {api: "chat", env: func(url string) []envVar {
 			return []envVar{{"OPENCODE_CONFIG_CONTENT", opencodeConfig(url)}}
 		}},

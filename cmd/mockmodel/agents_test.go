@@ -156,6 +156,8 @@ func TestAgentEnv(t *testing.T) {
 			"/responses", `{"model":"m","input":[{"type":"message","role":"user","content":"hi"}]}`},
 		{"gemini", map[string]string{"GOOGLE_GEMINI_BASE_URL": "URL", "GEMINI_API_KEY": mockKey},
 			"/v1beta/models/m:generateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`},
+		{"cline", map[string]string{"CLINE_BASE_URL": "URL", "CLINE_API_KEY": mockKey, "CLINE_MODEL": mockModel},
+			"/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`},
 		{"opencode", map[string]string{},
 			"/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`},
 		{"qwen", map[string]string{"OPENAI_BASE_URL": "URL", "OPENAI_API_KEY": mockKey, "OPENAI_MODEL": mockModel},

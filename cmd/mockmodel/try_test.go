@@ -81,7 +81,7 @@ var mockURLRE = regexp.MustCompile(`try: the mock model serves (http://127\.0\.0
 func TestTryCheck(t *testing.T) {
 	root := repoRoot(t)
 	script := filepath.Join(root, "scripts", "try.sh")
-	for _, agent := range []string{"claude", "codex", "copilot", "gemini", "opencode", "qwen"} {
+	for _, agent := range []string{"claude", "codex", "copilot", "gemini", "opencode", "qwen", "cline"} {
 		t.Run(agent, func(t *testing.T) {
 			bin := filepath.Join(root, "tools", "agents", "node_modules", ".bin", agent)
 			if _, err := os.Stat(bin); err != nil {

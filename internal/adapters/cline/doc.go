@@ -1,0 +1,102 @@
+// Package cline is the gateway's adapter for Cline CLI (npm `cline`,
+// verified with 3.0.65, a Bun-built native binary that
+// node_modules/.bin/cline points at directly).
+//
+// # Runs
+//
+// A one-shot run is `cline --json [--model=M] [--plan] -- PROMPT`. Cline
+// takes an argument without whitespace for a subcommand, even after "--"
+// ("Unknown command or unquoted prompt: hi"), and refuses a prompt on
+// stdin with --json ("requires a prompt argument or piped stdin", with
+// stdin a pipe); a one-word prompt gets a newline, which Cline trims (the
+// session records "hi"). Act
+// mode with every tool auto-approved (Cline's headless default), JSON
+// lines on stdout (decoder.go): hook_event (agent_start names the task,
+// the run's session_id), agent_event (content_start text chunks →
+// message.delta, content_end → message.completed; tool content_start →
+// tool_call.started, content_end → tool_call.completed, failed when an
+// entry of run_commands' output has success false; usage → the running
+// totals; error → the run's failure) and a final run_result with the
+// run's whole usage. --id makes a run interactive, so a one-shot run
+// cannot resume a session (resume_session_id is refused).
+//
+// An interactive run, or one with approvals, is `cline --acp`
+// (internal/acp, acp.go). Verified: `session/set_config_option model`
+// picks the model (without it Cline sends gpt-4o, whatever providers.json
+// or CLINE_MODEL say), and the session then sends the configured one; the
+// process exits at once when its stdin closes. auto_approve is a config
+// option, false by default, so over ACP every tool asks: a run without
+// approvals sets it true (read_only runs in mode plan instead and
+// refuses whatever asks). 3.0.65 refuses a boolean option sent as
+// {"value":true} ("expected string") and takes {"type":"boolean",
+// "value":true}. After allow_always it asks again for the same call
+// (seen in the conformance suite), so the adapter answers such a request
+// itself with allow_once, for a call of the same title and input. A second prompt during a turn is not verified
+// to join it, so Interaction.Steer is false.
+//
+// # Provider, key and home
+//
+// Cline reads its provider from $HOME/.cline/data/settings/providers.json
+// (what `cline auth` writes). Every entry needs updatedAt: without it the
+// file fails Cline's schema silently, Cline falls back to its own provider
+// (api.cline.bot) and overwrites the file. With CLINE_BASE_URL set for
+// the gateway, PrepareHome writes that file for the openai-compatible
+// provider at that URL, with CLINE_MODEL as its model. The key is
+// CLINE_API_KEY: `cline --acp` refuses session/new without it ("call
+// authenticate", -32000) and sends its value as the bearer token in place
+// of the file's; `cline --json` ignores it (verified: no Authorization
+// header) and reads only the file's apiKey, so Preflight writes the key
+// there (by rename) before every run, and PrepareHome at start; a session
+// run passes the file's key as CLINE_API_KEY. Preflight fails a run at once,
+// not_authenticated, when there is no provider or no key: Cline would
+// otherwise try api.cline.bot for a minute and then hang.
+//
+// PrepareHome also sets telemetryOptOut and autoUpdateEnabled:false in
+// global-settings.json (keeping the operator's other keys):
+// otel.cline.bot is then no longer contacted. The feature-flag lookups of
+// data.cline.bot (four per run) have no switch, DO_NOT_TRACK included;
+// under network "model" the egress policy blocks them and Cline goes on.
+// Every run gets CLINE_SESSION_BACKEND_MODE=local: otherwise the first
+// run starts a hub daemon (parent pid 1) that outlives it.
+//
+// # Usage and cost
+//
+// Usage is exact (Reports.Usage "exact") in its input, cached and output
+// counts: one model request per model
+// call, no title or side requests. One-shot: run_result.usage, the sum
+// over the run; inputTokens is the API's prompt_tokens (cached included),
+// cacheReadTokens its cached_tokens. Over ACP nothing on the wire carries
+// usage: after each turn the adapter reads the session record
+// $HOME/.cline/data/sessions/<id>/<id>.json, whose metadata.usage is the
+// session's so far, and takes the growth (Profile.TurnUsage). totalCost
+// is 0 for an OpenAI-compatible model, so no cost is reported
+// (max_budget_usd is refused). Reasoning tokens are in the output count,
+// as the API's completion_tokens has them, but never reported apart:
+// reasoning_tokens stays 0.
+//
+// # Failures
+//
+// Cline reports a failed model request by the API's message only
+// (errorClass "auth" for a 401, "unknown" otherwise), never its status:
+// the class is read from the message (outcome.go). A 401 ends in about
+// 3 s; a 429 with Retry-After: 1 after 6 requests, about 7 s; a 500 after
+// 6 requests with backoff 2 to 32 s, about 65 s. The retries are the AI
+// SDK's maxRetries, fixed at 5 in Cline's code with no setting (--retries
+// counts the agent's consecutive mistakes, not API retries), so the
+// conformance kit declares a 100 s bound for 5xx (SlowFailures).
+//
+// Cline ignores SIGTERM (verified with `timeout`: it lived until the
+// SIGKILL 5 s later, taking more model turns meanwhile). SIGINT ends a
+// one-shot run at once (run_result finishReason "aborted", then a
+// run_aborted line), so it is the command's InterruptSignal; the
+// supervisor's SIGKILL of the process group after the grace period takes
+// what is left. `cline --acp` exits at once when its stdin closes.
+// Under the gateway's bubblewrap sandbox the interrupt signal goes to
+// bwrap, which does not pass it on: a budget stop of a one-shot run then
+// takes the grace period, and a model loop as fast as the mock's gets
+// about three more turns meanwhile (the conformance case max_turns sees
+// five tool calls for max_turns 2, with 0.5 s tools as with instant ones).
+//
+// HTTP_PROXY and HTTPS_PROXY are honoured for model requests, even to
+// 127.0.0.1.
+package cline
