@@ -88,10 +88,12 @@ func ReaperBeside(gateway string) string {
 // process left below it, so nothing outlives the run even if it escaped
 // the cookie scan. The agent runs in a process group of its own, so a
 // signal the agent sends to its group, or the supervisor to the reaper's,
-// does not take the reaper down before what is below it. SIGTERM is passed
-// on to the agent's process group, as the supervisor meant it for the
-// whole group; SIGINT, SIGHUP and SIGQUIT to the agent alone. Its exit,
-// code or signal, is the agent's.
+// does not take the reaper down before what is below it. SIGTERM and
+// SIGINT are passed on to the agent's process group, as the supervisor
+// meant them for the whole group (SIGINT as a terminal's Ctrl-C: under the
+// sandbox the agent's own process is bwrap's, which ignores both, and
+// only the group reaches the CLI); SIGHUP and SIGQUIT to the agent alone.
+// Its exit, code or signal, is the agent's.
 //
 // When the gateway dies (DeathSignal, with the reaper's parent changed),
 // the reaper kills the agent and everything below it, and exits. Given a
@@ -168,8 +170,8 @@ func Reap(argv []string) int {
 						_ = syscall.Kill(-agent, syscall.SIGKILL)
 						_ = syscall.Kill(agent, syscall.SIGKILL)
 					}
-				case s == syscall.SIGTERM:
-					_ = syscall.Kill(-agent, syscall.SIGTERM)
+				case s == syscall.SIGTERM || s == syscall.SIGINT:
+					_ = syscall.Kill(-agent, s.(syscall.Signal))
 				default:
 					_ = cmd.Process.Signal(s)
 				}

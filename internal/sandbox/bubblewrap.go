@@ -102,8 +102,8 @@ func (b *Bubblewrap) Enforcement() string { return Name }
 // down with it (--die-with-parent) before the CLI could stop gracefully.
 // Ignoring SIGINT and SIGTERM there lets the group's SIGTERM reach the CLI
 // and its tools, which share the group; inside, the CLI gets the default
-// dispositions back. An interrupt sent to the started process alone (not
-// its group) is thereby lost: the supervisor's SIGTERM follows it.
+// dispositions back. So the supervisor sends a CLI's interrupt signal to
+// the group too: sent to the started process alone it would be lost.
 //
 // With c.Network the sandbox has a network namespace of its own, and the
 // shim, when there is one, hands the gateway its proxy listener before it

@@ -74,9 +74,10 @@
 // So the outer bwrap is started with SIGINT and SIGTERM ignored (coreutils'
 // env --ignore-signal), and the CLI gets the default dispositions back
 // (env --default-signal): the group's SIGTERM then reaches the CLI and its
-// tools, which share the group. An interrupt sent to the started process
-// alone (Claude's SIGINT before SIGTERM) is lost, and the SIGTERM a grace
-// period later stops the run. bwrap reports a CLI killed by signal n as
+// tools, which share the group. The interrupt signal of a CLI that has
+// one (Claude's and Cline's SIGINT before SIGTERM) goes to the group too,
+// as a terminal's Ctrl-C does: sent to the started process alone it would
+// be lost, and the run would go on until the SIGTERM a grace period later. bwrap reports a CLI killed by signal n as
 // exit code 128+n; it is left so, since Gemini CLI exits with 144…255 on
 // purpose (the HTTP status mod 256), and a code cannot tell the two apart.
 //

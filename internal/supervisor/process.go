@@ -37,8 +37,10 @@ type process struct {
 	// runProcess then only writes the Interrupt of a stop. cg is the
 	// run's cgroup, nil without one; it is removed when the run ends.
 	OnStart func(w *stdinWriter, pid int, cg *proctree.Cgroup)
-	// Interrupt is sent to the CLI alone before the group gets SIGTERM;
-	// 0 skips the step.
+	// Interrupt is sent to the CLI's process group, as a terminal's
+	// Ctrl-C is, before the group gets SIGTERM; 0 skips the step. The
+	// group, not the CLI alone: under the sandbox the started process is
+	// bwrap's, which forwards no signal.
 	Interrupt syscall.Signal
 	// Grace is how long each step of a stop waits before the next, harder
 	// one.
@@ -119,7 +121,7 @@ func runProcess(ctx context.Context, tree *proctree.Tree, p process, onLine func
 }
 
 // stop ends the CLI gracefully first and forcibly after: the protocol's
-// interrupt message or the interrupt signal to the CLI alone, SIGTERM to
+// interrupt message or the interrupt signal to its group, SIGTERM to
 // its group, then SIGKILL to every process of the run, each step given
 // p.Grace to work.
 func stop(pid int, p process, tree *proctree.Tree, cg *proctree.Cgroup, talk *stdinWriter, waited <-chan struct{}) {
@@ -128,7 +130,7 @@ func stop(pid int, p process, tree *proctree.Tree, cg *proctree.Cgroup, talk *st
 		func() { killAll(pid, p, tree, cg, waited) },
 	}
 	if p.Interrupt != 0 {
-		steps = append([]func(){func() { _ = syscall.Kill(pid, p.Interrupt) }}, steps...)
+		steps = append([]func(){func() { _ = syscall.Kill(-pid, p.Interrupt) }}, steps...)
 	}
 	if talk != nil {
 		if msg := p.Conversation.Interrupt(); msg != nil {
