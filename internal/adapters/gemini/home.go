@@ -1,13 +1,11 @@
 package gemini
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
+
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 )
 
 // settingsPath is the CLI's user settings file in home.
@@ -72,38 +70,10 @@ func (*Adapter) PrepareHome(home string) error {
 	if home == "" {
 		return errors.New("no home directory")
 	}
-	dir := filepath.Join(home, ".gemini")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := adapterkit.MergeJSONSettings(settingsPath(home), merge); err != nil {
 		return err
 	}
-	path := settingsPath(home)
-	settings := map[string]any{}
-	b, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return err
-	case len(bytes.TrimSpace(b)) > 0:
-		if err := json.Unmarshal(b, &settings); err != nil {
-			// The CLI accepts comments in the file; rewriting it as plain
-			// JSON would drop them, so a person decides.
-			return fmt.Errorf("%s is not plain JSON (%v): fix it, or remove it and let the gateway write it", path, err)
-		}
-		if settings == nil {
-			settings = map[string]any{}
-		}
-	}
-	if err := merge(settings); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	out, err := json.MarshalIndent(settings, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := writeFile(path, append(out, '\n')); err != nil {
-		return err
-	}
-	return writeFile(policyPath(home), []byte(workspaceWritePolicy))
+	return adapterkit.WriteFileAtomic(policyPath(home), []byte(workspaceWritePolicy))
 }
 
 // merge sets the forced settings and fills in the defaults. It fails when
@@ -148,24 +118,4 @@ func object(m map[string]any, key string) (map[string]any, error) {
 	default:
 		return nil, fmt.Errorf("%q is %T, not an object", key, v)
 	}
-}
-
-// writeFile replaces path atomically, so that a CLI starting meanwhile
-// never reads half a file.
-func writeFile(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(b)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr, os.Chmod(tmp.Name(), 0o600)); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
 }

@@ -2,11 +2,10 @@ package qwen
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/agenttest"
 	"github.com/agentgate/agentgate/internal/conformance"
 	"github.com/agentgate/agentgate/internal/mock/chat"
@@ -116,23 +115,12 @@ func (kit) TrapCommand(marker string) string {
 // settings in home, keeping the rest, as an operator would for a model
 // that takes images.
 func declareImageInput(home string) error {
-	path := settingsPath(home)
-	settings := map[string]any{}
-	if b, err := os.ReadFile(path); err == nil {
-		if err := json.Unmarshal(b, &settings); err != nil {
+	return adapterkit.MergeJSONSettings(settingsPath(home), func(settings map[string]any) error {
+		obj, err := adapterkit.Section(settings, []string{"model", "generationConfig", "modalities", "image"})
+		if err != nil {
 			return err
 		}
-	} else if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	obj, err := section(settings, []string{"model", "generationConfig", "modalities", "image"})
-	if err != nil {
-		return err
-	}
-	obj["image"] = true
-	b, err := json.Marshal(settings)
-	if err != nil {
-		return err
-	}
-	return writeFile(path, b)
+		obj["image"] = true
+		return nil
+	})
 }

@@ -1,13 +1,10 @@
 package qwen
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
+
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 )
 
 // settingsPath is the CLI's user settings file in home.
@@ -62,48 +59,21 @@ func (*Adapter) PrepareHome(home string) error {
 	if home == "" {
 		return errors.New("no home directory")
 	}
-	path := settingsPath(home)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	settings := map[string]any{}
-	b, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return err
-	case len(bytes.TrimSpace(b)) > 0:
-		if err := json.Unmarshal(b, &settings); err != nil {
-			// The CLI accepts comments in the file; rewriting it as plain
-			// JSON would drop them, so a person decides.
-			return fmt.Errorf("%s is not plain JSON (%v): fix it, or remove it and let the gateway write it", path, err)
-		}
-		if settings == nil {
-			settings = map[string]any{}
-		}
-	}
-	if err := merge(settings); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	out, err := json.MarshalIndent(settings, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFile(path, append(out, '\n'))
+	return adapterkit.MergeJSONSettings(settingsPath(home), merge)
 }
 
 // merge sets the forced settings and fills in the defaults. It fails when
 // a section the gateway must write into is not an object.
 func merge(settings map[string]any) error {
 	for _, f := range forced {
-		obj, err := section(settings, f.path)
+		obj, err := adapterkit.Section(settings, f.path)
 		if err != nil {
 			return err
 		}
 		obj[f.path[len(f.path)-1]] = f.value
 	}
 	for _, d := range defaults {
-		obj, err := section(settings, d.path)
+		obj, err := adapterkit.Section(settings, d.path)
 		if err != nil {
 			return err
 		}
@@ -111,45 +81,6 @@ func merge(settings map[string]any) error {
 		if v, ok := obj[last]; !ok || v == nil {
 			obj[last] = d.value
 		}
-	}
-	return nil
-}
-
-// section returns the object that holds the last key of path, creating
-// the sections on the way.
-func section(settings map[string]any, path []string) (map[string]any, error) {
-	obj := settings
-	for i, key := range path[:len(path)-1] {
-		switch v := obj[key].(type) {
-		case map[string]any:
-			obj = v
-		case nil:
-			next := map[string]any{}
-			obj[key] = next
-			obj = next
-		default:
-			return nil, fmt.Errorf("%v is %T, not an object", path[:i+1], v)
-		}
-	}
-	return obj, nil
-}
-
-// writeFile replaces path atomically, so that a CLI starting meanwhile
-// never reads half a file.
-func writeFile(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(b)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr, os.Chmod(tmp.Name(), 0o600)); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
 	}
 	return nil
 }
