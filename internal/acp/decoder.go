@@ -21,11 +21,12 @@ const ProtocolVersion = 1
 type phase int
 
 const (
-	phaseInit   phase = iota // initialize sent
-	phaseNew                 // session/new sent
-	phaseMode                // session/set_mode sent
-	phaseReady               // the session is up: a turn runs or it is idle
-	phaseFailed              // the handshake failed; nothing more is sent
+	phaseInit    phase = iota // initialize sent
+	phaseNew                  // session/new sent
+	phaseMode                 // session/set_mode sent
+	phaseOptions              // the Profile's session/set_config_option being sent
+	phaseReady                // the session is up: a turn runs or it is idle
+	phaseFailed               // the handshake failed; nothing more is sent
 )
 
 // The purposes of the client's requests, by id.
@@ -33,6 +34,7 @@ const (
 	reqInitialize = iota
 	reqNew
 	reqMode
+	reqOption
 	reqPrompt
 )
 
@@ -51,6 +53,7 @@ type Decoder struct {
 	sent map[int64]int
 
 	phase     phase
+	options   int // how many of the Profile's config options were sent
 	sessionID string
 	model     string
 
@@ -393,15 +396,39 @@ func (d *Decoder) response(m *message, line []byte) []runs.Event {
 			d.request(methodSetMode, reqMode, setModeParams{SessionID: d.sessionID, ModeID: d.p.Mode})
 			return evs
 		}
-		return append(evs, d.startFirstTurn()...)
+		return append(evs, d.nextOption()...)
 	case reqMode:
 		if m.Error != nil {
 			return d.fail(methodSetMode, m.Error)
 		}
-		return d.startFirstTurn()
+		return d.nextOption()
+	case reqOption:
+		if m.Error != nil {
+			o := d.p.ConfigOptions[d.options-1]
+			return d.fail(methodSetConfigOption, &RPCError{Code: m.Error.Code, Data: m.Error.Data,
+				Message: fmt.Sprintf("%s refused the run's %s: %s", d.agent(), o.ID, cmp.Or(m.Error.Text(), "no message"))})
+		}
+		return d.nextOption()
 	case reqPrompt:
 		return d.promptAnswered(id, m)
 	}
+	return nil
+}
+
+// nextOption sends the Profile's next config option, or turn 1 once the
+// CLI accepted them all.
+func (d *Decoder) nextOption() []runs.Event {
+	if d.options == len(d.p.ConfigOptions) {
+		return d.startFirstTurn()
+	}
+	o := d.p.ConfigOptions[d.options]
+	d.options++
+	d.phase = phaseOptions
+	p := setConfigOptionParams{SessionID: d.sessionID, ConfigID: o.ID, Value: o.Value}
+	if _, ok := o.Value.(bool); ok {
+		p.Type = "boolean"
+	}
+	d.request(methodSetConfigOption, reqOption, p)
 	return nil
 }
 

@@ -577,3 +577,46 @@ func TestTurnBillHook(t *testing.T) {
 		t.Errorf("TurnBill asked %v", sessions)
 	}
 }
+
+// The Profile's mode and config options go one at a time, each once the
+// last was accepted, and turn 1 only after them all; a refused option
+// fails turn 1 and ends the session.
+func TestModeAndConfigOptionsBeforeTurnOne(t *testing.T) {
+	p := Profile{Agent: "fake", Mode: "plan", ConfigOptions: []ConfigOption{{ID: "model", Value: "m-2"}, {ID: "auto_approve", Value: true}}}
+	s := newScript(t, p)
+	s.d.Open()
+	s.agent(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`)
+	s.client()
+	s.agent(`{"jsonrpc":"2.0","id":2,"result":{"sessionId":"S1"}}`)
+	want := []map[string]any{
+		{"method": "session/set_mode", "params": map[string]any{"sessionId": "S1", "modeId": "plan"}},
+		{"method": "session/set_config_option", "params": map[string]any{"sessionId": "S1", "configId": "model", "value": "m-2"}},
+		{"method": "session/set_config_option", "params": map[string]any{"sessionId": "S1", "configId": "auto_approve", "type": "boolean", "value": true}},
+	}
+	for i, w := range want {
+		msgs, _ := s.client()
+		if len(msgs) != 1 || msgs[0]["method"] != w["method"] || !reflect.DeepEqual(msgs[0]["params"], w["params"]) {
+			t.Fatalf("request %d = %v, want %v", i+1, msgs, w)
+		}
+		s.agent(`{"jsonrpc":"2.0","id":` + ftoa(msgs[0]["id"].(float64)) + `,"result":{}}`)
+	}
+	msgs, _ := s.client()
+	if len(msgs) != 1 || msgs[0]["method"] != "session/prompt" {
+		t.Fatalf("after the options: %v, want turn 1's prompt", msgs)
+	}
+
+	s = newScript(t, Profile{Agent: "fake", ConfigOptions: []ConfigOption{{ID: "model", Value: "nope"}}})
+	s.d.Open()
+	s.agent(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`)
+	s.client()
+	s.agent(`{"jsonrpc":"2.0","id":2,"result":{"sessionId":"S1"}}`)
+	s.client()
+	evs := s.agent(`{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"unknown model nope"}}`)
+	turn := turnOf(t, evs)
+	if turn.Status != runs.Failed || turn.Error == nil || !strings.Contains(turn.Error.Message, "refused the run's model: unknown model nope") {
+		t.Errorf("turn %+v, want failed naming the option and the CLI's words", turn)
+	}
+	if msgs, done := s.client(); !done || len(msgs) != 0 {
+		t.Errorf("after a refused option: %v, done %v; want nothing sent, the session over", msgs, done)
+	}
+}

@@ -41,8 +41,10 @@
 //	Open            initialize (protocolVersion 1, fs and terminal advertised false)
 //	initialize ok   session/new {cwd: Profile.Cwd or inv.Dir, mcpServers: Profile.MCPServers or []}
 //	session/new ok  session.started (sessionId, models.currentModelId); session/set_mode
-//	                Profile.Mode if set; then turn 1: session/prompt with the Spec's prompt
-//	an error answer to initialize, session/new or set_mode
+//	                Profile.Mode if set; session/set_config_option for each of
+//	                Profile.ConfigOptions, in order, each once the last was accepted;
+//	                then turn 1: session/prompt with the Spec's prompt
+//	an error answer to initialize, session/new, set_mode or set_config_option
 //	                turn.completed failed (Profile.ClassifyError, else api_error); Pending
 //	                reports done, so stdin closes and the CLI exits
 //

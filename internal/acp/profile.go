@@ -65,6 +65,12 @@ type Profile struct {
 	// Mode, when set, is sent as session/set_mode after session/new, and
 	// turn 1 starts once the CLI accepted it.
 	Mode string
+	// ConfigOptions are sent as session/set_config_option, one at a time
+	// and in order, after Mode: for what a CLI takes only so (the model,
+	// the effort, an auto-approve switch). Turn 1 starts once the CLI
+	// accepted them all; a refusal fails it, so that no turn runs on a
+	// model the run did not ask for.
+	ConfigOptions []ConfigOption
 	// Counting says how ReadUsage's figure relates to the turn.
 	Counting Counting
 	// ReadUsage reads the usage from a session/prompt result (the whole
@@ -142,4 +148,13 @@ type Profile struct {
 	Reasoning string
 	// ClientVersion is initialize's clientInfo.version; empty means "1".
 	ClientVersion string
+}
+
+// ConfigOption is one session/set_config_option: the option's configId
+// and its value, a string (a select's value id) or a bool (a boolean
+// option, sent with "type": "boolean" as the protocol's boolean options
+// are).
+type ConfigOption struct {
+	ID    string
+	Value any
 }

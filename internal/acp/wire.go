@@ -75,6 +75,7 @@ const (
 	methodInitialize        = "initialize"
 	methodSessionNew        = "session/new"
 	methodSetMode           = "session/set_mode"
+	methodSetConfigOption   = "session/set_config_option"
 	methodPrompt            = "session/prompt"
 	methodCancel            = "session/cancel"
 	methodUpdate            = "session/update"
@@ -113,6 +114,13 @@ type sessionNewResult struct {
 	Models    *struct {
 		CurrentModelID string `json:"currentModelId"`
 	} `json:"models"`
+}
+
+type setConfigOptionParams struct {
+	SessionID string `json:"sessionId"`
+	ConfigID  string `json:"configId"`
+	Type      string `json:"type,omitempty"`
+	Value     any    `json:"value"`
 }
 
 type setModeParams struct {

@@ -1,14 +1,11 @@
 package opencode
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/agentgate/agentgate/internal/acp"
 	"github.com/agentgate/agentgate/internal/runs"
@@ -164,55 +161,22 @@ func readSessionUsage(result json.RawMessage) (runs.Usage, bool) {
 	}, true
 }
 
-// configOption is one session/set_config_option the run needs: OpenCode's
-// ACP takes the model and the effort only so (`opencode acp` has no
-// --model or --variant).
-type configOption struct {
-	id, value string
-}
-
-// sessionDecoder is the ACP client of a Session run, acp.Decoder wrapped
-// so that the run's model and effort are set before turn 1: once
-// session/new is answered, it holds back what the core writes (turn 1's
-// session/prompt) and sends session/set_config_option for each, one at a
-// time; the held prompt goes once OpenCode accepted them all. A refused
-// option fails turn 1 with OpenCode's error and ends the session, so that
-// no turn runs on a model the run did not ask for.
-type sessionDecoder struct {
-	*acp.Decoder
-
-	mu      sync.Mutex
-	options []configOption // still to send, in order
-	waiting string         // the id of the option request awaiting its answer
-	current string         // the option it sets
-	holding bool           // the core's output is held back
-	held    bytes.Buffer
-	out     bytes.Buffer
-	failed  bool
-	n       int
-}
-
-var _ runs.Session = (*sessionDecoder)(nil)
-
 // newSessionDecoder returns the ACP client of the Session run inv, which
 // reads the turns' usage through rec; checkImages refuses the images of
-// a message that the model would not get.
+// a message that the model would not get. OpenCode's ACP takes the model
+// and the effort only as session config options (`opencode acp` has no
+// --model or --variant): they are set before turn 1, which a refusal
+// fails, so that no turn runs on a model the run did not ask for.
 func newSessionDecoder(inv runs.Invocation, rec records, checkImages func(runs.Invocation) error) runs.Session {
-	var opts []configOption
+	bills := newStoreLog(rec)
+	p := sessionProfile(inv, bills)
 	if m := inv.Spec.Model; m != "" {
-		opts = append(opts, configOption{"model", m})
+		p.ConfigOptions = append(p.ConfigOptions, acp.ConfigOption{ID: "model", Value: m})
 	}
 	if e := inv.Spec.Effort; e != "" {
-		opts = append(opts, configOption{"effort", e})
+		p.ConfigOptions = append(p.ConfigOptions, acp.ConfigOption{ID: "effort", Value: e})
 	}
-	var sess runs.Session
-	bills := newStoreLog(rec)
-	core := acp.NewDecoder(inv, sessionProfile(inv, bills))
-	sess = core
-	if len(opts) > 0 {
-		sess = &sessionDecoder{Decoder: core, options: opts}
-	}
-	return &givenSession{Session: sess, inv: inv, checkImages: checkImages, bills: bills}
+	return &givenSession{Session: acp.NewDecoder(inv, p), inv: inv, checkImages: checkImages, bills: bills}
 }
 
 // givenSession is a Session run's client that refuses a message's images
@@ -267,117 +231,6 @@ func (g *givenSession) Send(text string, images []runs.Image, steer bool) error 
 		}
 	}
 	return g.Session.Send(text, images, steer)
-}
-
-// optionID prefixes the ids of the wrapper's own requests: strings, so
-// that they never meet the core's numeric ids.
-const optionID = "agentgate-config-"
-
-// line is what the wrapper reads of a line from the CLI.
-type line struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Result *struct {
-		SessionID     string          `json:"sessionId"`
-		ConfigOptions json.RawMessage `json:"configOptions"`
-	} `json:"result"`
-	Error *acp.RPCError `json:"error"`
-}
-
-// Decode implements runs.Decoder.
-func (d *sessionDecoder) Decode(raw []byte) []runs.Event {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var l line
-	if json.Unmarshal(raw, &l) != nil {
-		return d.Decoder.Decode(raw)
-	}
-	var id string
-	if json.Unmarshal(l.ID, &id) == nil && strings.HasPrefix(id, optionID) && l.Method == "" {
-		if id != d.waiting {
-			return nil
-		}
-		d.waiting = ""
-		if l.Error != nil {
-			return d.refused(l.Error)
-		}
-		return d.next()
-	}
-	evs := d.Decoder.Decode(raw)
-	if l.Method == "" && l.Result != nil && l.Result.SessionID != "" && len(d.options) > 0 && !d.holding && !d.failed {
-		// session/new answered: the core has written turn 1's prompt.
-		d.holding = true
-		out, _ := d.Decoder.Pending()
-		d.held.Write(out)
-		evs = append(evs, d.next()...)
-	}
-	return evs
-}
-
-// next sends the next option, or releases the held output once every
-// option was accepted.
-func (d *sessionDecoder) next() []runs.Event {
-	if len(d.options) == 0 {
-		d.holding = false
-		d.out.Write(d.held.Bytes())
-		d.held.Reset()
-		return nil
-	}
-	o := d.options[0]
-	d.options = d.options[1:]
-	d.n++
-	d.waiting, d.current = optionID+strconv.Itoa(d.n), o.id
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": d.waiting, "method": "session/set_config_option",
-		"params": map[string]any{"sessionId": d.sessionID(), "configId": o.id, "value": o.value}})
-	d.out.Write(append(b, '\n'))
-	return nil
-}
-
-// sessionID is the session's, from the held prompt.
-func (d *sessionDecoder) sessionID() string {
-	var p struct {
-		Params struct {
-			SessionID string `json:"sessionId"`
-		} `json:"params"`
-	}
-	first, _, _ := bytes.Cut(d.held.Bytes(), []byte("\n"))
-	_ = json.Unmarshal(first, &p)
-	return p.Params.SessionID
-}
-
-// refused fails turn 1 with OpenCode's answer to an option: the core
-// gets it as the held prompt's error answer.
-func (d *sessionDecoder) refused(e *acp.RPCError) []runs.Event {
-	d.failed, d.holding = true, false
-	var p struct {
-		ID json.RawMessage `json:"id"`
-	}
-	first, _, _ := bytes.Cut(d.held.Bytes(), []byte("\n"))
-	d.held.Reset()
-	if json.Unmarshal(first, &p) != nil || len(p.ID) == 0 {
-		return nil
-	}
-	msg := fmt.Sprintf("opencode refused the run's %s: %s", d.current, cmp.Or(e.Text(), "no message"))
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": p.ID, "error": map[string]any{"code": e.Code, "message": msg}})
-	return d.Decoder.Decode(b)
-}
-
-// Pending implements runs.Conversation: the wrapper's own requests first,
-// then the core's, held back while options are being set. A session
-// whose options were refused is over.
-func (d *sessionDecoder) Pending() ([]byte, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out, done := d.Decoder.Pending()
-	if d.holding {
-		d.held.Write(out)
-		out = nil
-	}
-	if d.out.Len() > 0 {
-		out = append(bytes.Clone(d.out.Bytes()), out...)
-		d.out.Reset()
-	}
-	return out, done || d.failed
 }
 
 // rpcErrorData is the data of OpenCode's error answer to a failed
