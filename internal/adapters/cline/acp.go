@@ -26,7 +26,10 @@ const (
 // providers.json's openai-compatible entry.
 func (a *Adapter) sessionCommand(inv runs.Invocation) (runs.Command, error) {
 	env := append([]string(nil), fixedEnv...)
-	var secrets []string
+	// session/new carries the MCP servers' env and header values.
+	// The MCP settings file carries the servers' env and header values.
+	secrets := acp.MCPSecrets(inv.Spec.MCPServers)
+	env = append(env, mcpEnv(inv)...)
 	p, _ := readProviders(inv.FilesOrNone(), inv.Home)
 	if p.ID != "" {
 		env = append(env, "CLINE_PROVIDER="+p.ID)
@@ -64,6 +67,12 @@ func sessionProfile(inv runs.Invocation, usage *sessionUsage) acp.Profile {
 		DenyEndsTurn:  false,
 		ToolName:      sessionToolName,
 		ClassifyError: classifyRPC,
+		MCPServers:    acp.MCPServers(inv.Spec.MCPServers),
+		MCPTool:       func(tc acp.ToolCall) (string, string, bool) { return mcpTool(tc, inv.Spec.MCPServers) },
+		// A run that names MCP servers means their tools to run: one
+		// that asks for no approvals has them allowed once each where
+		// Cline still asks (mode plan).
+		AllowMCP: !inv.Spec.Asks(),
 		ClassifyExit: func(exit runs.Exit, stderr []byte) *runs.RunError {
 			if exit.Signal != "" {
 				return nil // the core's process_killed
@@ -81,6 +90,12 @@ func sessionToolName(tc acp.ToolCall) string {
 		return name
 	}
 	return cmp.Or(tc.Kind, tc.Title)
+}
+
+// mcpTool is Profile.MCPTool: the call's tool name, from its title, is
+// Cline's name of an MCP tool (mcpToolName).
+func mcpTool(tc acp.ToolCall, servers map[string]runs.MCPServer) (server, tool string, ok bool) {
+	return mcpToolName(sessionToolName(tc), servers)
 }
 
 // ACP's "authentication required" code, which 3.0.65 answers
@@ -149,7 +164,7 @@ func newSessionDecoder(inv runs.Invocation) runs.Session {
 	if !inv.Spec.Asks() && inv.Spec.Permission != runs.ReadOnly {
 		opts = append(opts, configOption{"auto_approve", true})
 	}
-	return &sessionDecoder{Decoder: core, options: opts, asked: map[string]string{}, allowed: map[string]bool{}}
+	return &sessionDecoder{Decoder: core, inv: inv, options: opts, asked: map[string]string{}, allowed: map[string]bool{}}
 }
 
 // sessionDecoder is acp.Decoder wrapped so that the run's options are
@@ -160,6 +175,7 @@ func newSessionDecoder(inv runs.Invocation) runs.Session {
 // Cline's error and ends the session.
 type sessionDecoder struct {
 	*acp.Decoder
+	inv runs.Invocation
 
 	mu      sync.Mutex
 	options []configOption // still to send, in order
@@ -255,6 +271,22 @@ func (d *sessionDecoder) Answer(id string, dec runs.Decision, message string) er
 	}
 	delete(d.asked, id)
 	return nil
+}
+
+// Send implements runs.Session, refusing images (sessionImagesRefusal).
+func (d *sessionDecoder) Send(text string, images []runs.Image, steer bool) error {
+	if len(images) > 0 {
+		return runs.Unsupported(Name, runs.FieldAttachments, sessionImagesRefusal)
+	}
+	return d.Decoder.Send(text, nil, steer)
+}
+
+// Finish implements runs.Decoder, and removes the run's MCP settings
+// file, which holds the servers' secrets.
+func (d *sessionDecoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
+	out := d.Decoder.Finish(exit, stderrTail)
+	out.Events = append(out.Events, removeMCPSettings(d.inv)...)
+	return out
 }
 
 var _ runs.Session = (*sessionDecoder)(nil)
