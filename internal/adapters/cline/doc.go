@@ -65,7 +65,9 @@
 // does not read a file mentioned in the text there either (seen: the
 // mention reached the model as text, without the image). An interactive
 // run, or one with approvals, is refused its images (attachments):
-// with its first prompt by Command, with a later message by Send.
+// with its first prompt by Command; a later message with images starts
+// its turn, which fails at once (flag_rejected) without reaching Cline
+// (acp.go, Send), rather than leave the turn waiting.
 //
 // # Provider, key and home
 //
