@@ -26,7 +26,10 @@ const (
 // providers.json's openai-compatible entry.
 func (a *Adapter) sessionCommand(inv runs.Invocation) (runs.Command, error) {
 	env := append([]string(nil), fixedEnv...)
-	var secrets []string
+	// session/new carries the MCP servers' env and header values.
+	// The MCP settings file carries the servers' env and header values.
+	secrets := acp.MCPSecrets(inv.Spec.MCPServers)
+	env = append(env, mcpEnv(inv)...)
 	p, _ := readProviders(inv.FilesOrNone(), inv.Home)
 	if p.ID != "" {
 		env = append(env, "CLINE_PROVIDER="+p.ID)
@@ -64,6 +67,12 @@ func sessionProfile(inv runs.Invocation, usage *sessionUsage) acp.Profile {
 		DenyEndsTurn:  false,
 		ToolName:      sessionToolName,
 		ClassifyError: classifyRPC,
+		MCPServers:    acp.MCPServers(inv.Spec.MCPServers),
+		MCPTool:       func(tc acp.ToolCall) (string, string, bool) { return mcpTool(tc, inv.Spec.MCPServers) },
+		// A run that names MCP servers means their tools to run: one
+		// that asks for no approvals has them allowed once each where
+		// Cline still asks (mode plan).
+		AllowMCP: !inv.Spec.Asks(),
 		ClassifyExit: func(exit runs.Exit, stderr []byte) *runs.RunError {
 			if exit.Signal != "" {
 				return nil // the core's process_killed
@@ -83,6 +92,12 @@ func sessionToolName(tc acp.ToolCall) string {
 	return cmp.Or(tc.Kind, tc.Title)
 }
 
+// mcpTool is Profile.MCPTool: the call's tool name, from its title, is
+// Cline's name of an MCP tool (mcpToolName).
+func mcpTool(tc acp.ToolCall, servers map[string]runs.MCPServer) (server, tool string, ok bool) {
+	return mcpToolName(sessionToolName(tc), servers)
+}
+
 // ACP's "authentication required" code, which 3.0.65 answers
 // session/new with when CLINE_API_KEY is missing.
 const rpcAuthRequired = -32000
@@ -91,6 +106,9 @@ const rpcAuthRequired = -32000
 // answers session/prompt with the API's message.
 func classifyRPC(method string, e *acp.RPCError) *runs.RunError {
 	msg := cmp.Or(e.Text(), "cline answered "+method+" with an error")
+	if e.Code == codeImagesRefused && msg == sessionImagesRefusal {
+		return runs.NewRunError(runs.FlagRejected, msg, "send images in a one-shot run")
+	}
 	if e.Code == rpcAuthRequired && strings.Contains(strings.ToLower(msg), "authentication required") {
 		return runs.NewRunError(runs.NotAuthenticated, msg, hintAuth)
 	}
@@ -149,7 +167,7 @@ func newSessionDecoder(inv runs.Invocation) runs.Session {
 	if !inv.Spec.Asks() && inv.Spec.Permission != runs.ReadOnly {
 		opts = append(opts, configOption{"auto_approve", true})
 	}
-	return &sessionDecoder{Decoder: core, options: opts, asked: map[string]string{}, allowed: map[string]bool{}}
+	return &sessionDecoder{Decoder: core, inv: inv, options: opts, asked: map[string]string{}, allowed: map[string]bool{}}
 }
 
 // sessionDecoder is acp.Decoder wrapped so that the run's options are
@@ -160,6 +178,7 @@ func newSessionDecoder(inv runs.Invocation) runs.Session {
 // Cline's error and ends the session.
 type sessionDecoder struct {
 	*acp.Decoder
+	inv runs.Invocation
 
 	mu      sync.Mutex
 	options []configOption // still to send, in order
@@ -170,6 +189,11 @@ type sessionDecoder struct {
 	out     bytes.Buffer
 	failed  bool
 	n       int
+	// session is the session's id, from session/new's answer.
+	session string
+	// refusing is the id of the request whose answer ends the turn of
+	// a message with images (Send).
+	refusing string
 	// asked maps an open approval's id to its call's key (tool and
 	// input); allowed holds the keys the client allowed for the
 	// session. Cline 3.0.65 asks again for the same call after
@@ -257,6 +281,62 @@ func (d *sessionDecoder) Answer(id string, dec runs.Decision, message string) er
 	return nil
 }
 
+// Send implements runs.Session. 3.0.65 keeps only the text of a
+// session/prompt (sessionImagesRefusal), so a message with images never
+// reaches Cline: its turn starts, and fails at once. The wrapper holds
+// the turn's prompt back and asks Cline something it refuses (an unknown
+// config option), whose answer wakes the decoder; the held prompt then
+// gets the refusal as its error answer, which ends the turn.
+func (d *sessionDecoder) Send(text string, images []runs.Image, steer bool) error {
+	if len(images) == 0 {
+		return d.Decoder.Send(text, nil, steer)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.holding || d.refusing != "" || d.session == "" {
+		return runs.Unsupported(Name, runs.FieldAttachments, sessionImagesRefusal)
+	}
+	if err := d.Decoder.Send(text, nil, steer); err != nil {
+		return err
+	}
+	d.holding = true
+	d.n++
+	d.refusing = optionID + strconv.Itoa(d.n)
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": d.refusing, "method": "session/set_config_option",
+		"params": map[string]any{"sessionId": d.session, "configId": "agentgate-images", "value": "refused"}})
+	d.out.Write(append(b, '\n'))
+	return nil
+}
+
+// codeImagesRefused is the code of the error answer the wrapper gives a
+// prompt with images.
+const codeImagesRefused = -32099
+
+// refuseImages answers the held prompt of a message with images with
+// the refusal, which fails its turn; the prompt never goes to Cline.
+func (d *sessionDecoder) refuseImages() []runs.Event {
+	d.refusing, d.holding = "", false
+	var p struct {
+		ID json.RawMessage `json:"id"`
+	}
+	first, _, _ := bytes.Cut(d.held.Bytes(), []byte("\n"))
+	d.held.Reset()
+	if json.Unmarshal(first, &p) != nil || len(p.ID) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": p.ID,
+		"error": map[string]any{"code": codeImagesRefused, "message": sessionImagesRefusal}})
+	return d.Decoder.Decode(b)
+}
+
+// Finish implements runs.Decoder, and removes the run's MCP settings
+// file, which holds the servers' secrets.
+func (d *sessionDecoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
+	out := d.Decoder.Finish(exit, stderrTail)
+	out.Events = append(out.Events, removeMCPSettings(d.inv)...)
+	return out
+}
+
 var _ runs.Session = (*sessionDecoder)(nil)
 
 // optionID prefixes the ids of the wrapper's own requests: strings, so
@@ -283,6 +363,9 @@ func (d *sessionDecoder) Decode(raw []byte) []runs.Event {
 	}
 	var id string
 	if json.Unmarshal(l.ID, &id) == nil && strings.HasPrefix(id, optionID) && l.Method == "" {
+		if id == d.refusing {
+			return d.refuseImages()
+		}
 		if id != d.waiting {
 			return nil
 		}
@@ -298,6 +381,9 @@ func (d *sessionDecoder) Decode(raw []byte) []runs.Event {
 	evs := d.Decoder.Decode(raw)
 	if l.Method == "session/request_permission" {
 		d.noteApprovals(raw, evs)
+	}
+	if l.Method == "" && l.Result != nil && d.session == "" {
+		d.session = l.Result.SessionID
 	}
 	if l.Method == "" && l.Result != nil && l.Result.SessionID != "" && len(d.options) > 0 && !d.holding && !d.failed {
 		// session/new answered: the core has written what follows it.

@@ -2,12 +2,14 @@ package cline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"syscall"
 	"unicode"
 
+	"github.com/agentgate/agentgate/internal/acp"
 	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
@@ -102,15 +104,13 @@ func (*Adapter) Describe() runs.Description {
 		VersionArgs:     []string{"--version"},
 		Fields: []string{
 			runs.FieldModel, runs.FieldTimeoutSeconds, runs.FieldCwd, runs.FieldPermission,
-			runs.FieldInteractive, runs.FieldApprovals,
+			runs.FieldInteractive, runs.FieldApprovals, runs.FieldMCPServers, runs.FieldAttachments,
 		},
 		Refused: map[string]string{
 			runs.FieldSystemPrompt:    "the gateway does not pass cline's --system, which replaces its whole prompt, tool instructions included",
 			runs.FieldEffort:          "cline's --thinking is not verified with the gateway",
 			runs.FieldMaxBudgetUSD:    "cline reports a cost of 0 for an OpenAI-compatible model",
 			runs.FieldResumeSessionID: "cline --json cannot resume a session (--id makes the run interactive); ACP session/load is not wired yet",
-			runs.FieldMCPServers:      "cline's MCP servers live in its settings file, shared by every run of the home; not per run yet",
-			runs.FieldAttachments:     "images over cline are not verified with the gateway",
 		},
 		// A session/prompt during a turn is not verified to join it: no
 		// steer. A rejected call lets the model go on.
@@ -140,7 +140,9 @@ func (a *Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
 
 // Command implements runs.Adapter. The prompt is the positional
 // argument after "--", so that one starting with "-" is not read as a
-// flag: `cline --json` reads stdin only when no prompt is given.
+// flag: `cline --json` reads stdin only when no prompt is given. Images
+// are mentions of their files in the prompt, and MCP servers a settings
+// file of the run's own, which Preflight writes (mcp.go).
 func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	s := inv.Spec
 	if s.Prompt == "" {
@@ -154,7 +156,18 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 		return runs.Command{}, runs.Unsupported(Name, runs.FieldResumeSessionID,
 			"cline --json cannot resume a session (--id makes the run interactive); ACP session/load is not wired yet")
 	}
+	for name, m := range s.MCPServers {
+		if m.Remote() == (m.Command != "") {
+			return runs.Command{}, runs.Invalid(runs.FieldMCPServers, fmt.Sprintf("server %q must have either a command or a url", name))
+		}
+	}
+	if len(s.MCPServers) > 0 && inv.Home == "" {
+		return runs.Command{}, errors.New("cline: the invocation has no home, where the run's MCP settings go")
+	}
 	if s.Session() {
+		if len(s.Attachments)+len(inv.Images) > 0 {
+			return runs.Command{}, runs.Unsupported(Name, runs.FieldAttachments, sessionImagesRefusal)
+		}
 		return a.sessionCommand(inv)
 	}
 	args := []string{"--json"}
@@ -164,10 +177,16 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if perm == runs.ReadOnly {
 		args = append(args, "--plan")
 	}
-	args = append(args, "--", promptArg(s.Prompt))
+	if err := checkImagePaths(inv.Images); err != nil {
+		return runs.Command{}, err
+	}
+	args = append(args, "--", promptArg(imageMentions(s.Prompt, inv.Images)))
 	return runs.Command{
-		Args:    args,
-		Env:     append([]string(nil), fixedEnv...),
+		Args: args,
+		Env:  append(append([]string(nil), fixedEnv...), mcpEnv(inv)...),
+		// The MCP settings file carries the servers' env and header
+		// values.
+		Secrets: acp.MCPSecrets(s.MCPServers),
 		PassEnv: append([]string(nil), credentialEnv...),
 		// Cline ignores SIGTERM (verified: it lived until SIGKILL 5 s
 		// later, taking more model turns meanwhile); SIGINT ends it at
@@ -189,13 +208,17 @@ func promptArg(p string) string {
 	return p
 }
 
-// Preflight implements runs.Preflighter. Without a provider that Cline
+// Preflight implements runs.Preflighter. It writes the run's MCP
+// settings file, when it names servers (mcp.go). Without a provider that Cline
 // takes, it falls back to its own (api.cline.bot), tries for a minute
 // and then hangs; without a key the model API refuses it. Both fail at
 // once here. The run's key is written into providers.json, the only
 // place `cline --json` reads it, and where a session run's command took
 // it from (PrepareHome wrote it there at start).
 func (*Adapter) Preflight(_ context.Context, inv runs.Invocation, env []string) *runs.RunError {
+	if err := writeMCPSettings(inv); err != nil {
+		return runs.NewRunError(runs.Internal, "cannot give cline the run's MCP servers: "+err.Error(), "submit the run again")
+	}
 	p, ok := readProviders(runs.HostFiles{}, inv.Home)
 	if !ok {
 		return runs.NewRunError(runs.NotAuthenticated,

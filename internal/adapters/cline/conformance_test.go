@@ -1,6 +1,7 @@
 package cline
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"testing"
@@ -55,6 +56,9 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 		s = chat.Failure(sc.Status)
 	case conformance.Hang:
 		s = chat.Hang()
+	case conformance.MCPTool:
+		// Cline offers an MCP tool as <server>__<tool>.
+		s = chat.ToolTurn(chat.FunctionCall(sc.MCPServer+"__"+sc.MCPTool, json.RawMessage(sc.Input)), sc.Text)
 	case conformance.ToolLoop:
 		s = chat.AlwaysTool(chat.ClineCommands(sc.Command))
 	default:
@@ -65,6 +69,7 @@ func (kit) Serve(t testing.TB, sc conformance.Scenario, home string) conformance
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
+
 	if err := os.MkdirAll(settingsDir(home), 0o700); err != nil {
 		t.Fatal(err)
 	}

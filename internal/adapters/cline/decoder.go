@@ -130,8 +130,9 @@ func (d *decoder) contentStart(e *wireEvent, line []byte) []runs.Event {
 		if len(d.open) < maxOpenCalls {
 			d.open[e.ToolCallID] = true
 		}
+		server, tool, _ := mcpToolName(e.ToolName, d.inv.Spec.MCPServers)
 		return []runs.Event{runs.NewEvent(runs.EventToolCallStarted, runs.ToolCallStartedData{
-			ID: e.ToolCallID, Name: e.ToolName, Input: jsonOrEmpty(e.Input),
+			ID: e.ToolCallID, Name: e.ToolName, Input: jsonOrEmpty(e.Input), MCPServer: server, MCPTool: tool,
 		})}
 	}
 	return []runs.Event{runs.Unparsed(line, fmt.Sprintf("content_start of %q", e.ContentType))}

@@ -34,6 +34,41 @@
 // itself with allow_once, for a call of the same title and input. A second prompt during a turn is not verified
 // to join it, so Interaction.Steer is false.
 //
+// # MCP servers and images
+//
+// Verified with 3.0.65 against the mock and the conformance suite's MCP
+// server. `cline --acp` announces no MCP capability; session/new's
+// mcpServers are kept with the session and never read again (its
+// source: buildConfig does not use them; seen: the model was offered
+// none of their tools). Both `cline --json` and `cline --acp` start the
+// servers of the MCP settings file that CLINE_MCP_SETTINGS_PATH names
+// ({"mcpServers": {name: {type "stdio", command, args, env} or {type
+// "streamableHttp", url, headers}}}), in place of the home's
+// cline_mcp_settings.json, and offer each tool to the model as
+// <server>__<tool> ("demo__reverse_text"); the call's ACP title starts
+// with that name too. So a run's MCP servers go in a file of its own,
+// settings/agentgate-mcp-<run id>.json in the home, which Preflight
+// writes (owner-only) and the decoder's Finish removes: it holds the
+// servers' env and header values, which Command.Secrets lists. The
+// operator's own cline_mcp_settings.json is not read by such a run. With
+// auto-approve an MCP call runs unasked; with approvals it is asked like
+// any other, naming its server. Remote (streamableHttp) servers: not
+// verified.
+//
+// Images: a one-shot run mentions each image's file, the supervisor's
+// under the run's TMPDIR, in its prompt as @"<path>"; Cline reads the
+// file into the user message as an image_url data URL (sent to the
+// OpenAI-compatible mock-model, which Cline knows nothing about) and
+// puts "[image: <file name>]" in the mention's place. Over ACP, 3.0.65
+// announces promptCapabilities.image but keeps only a session/prompt's
+// text blocks (its source: the prompt is the text blocks joined), and
+// does not read a file mentioned in the text there either (seen: the
+// mention reached the model as text, without the image). An interactive
+// run, or one with approvals, is refused its images (attachments):
+// with its first prompt by Command; a later message with images starts
+// its turn, which fails at once (flag_rejected) without reaching Cline
+// (acp.go, Send), rather than leave the turn waiting.
+//
 // # Provider, key and home
 //
 // Cline reads its provider from $HOME/.cline/data/settings/providers.json

@@ -74,11 +74,13 @@ func hasAny(s string, phrases []string) bool {
 	return false
 }
 
-// Finish implements runs.Decoder.
+// Finish implements runs.Decoder, and removes the run's MCP settings
+// file, which holds the servers' secrets.
 func (d *decoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
 	out := runs.Outcome{
 		SessionID: d.sessionID, Model: d.inv.Spec.Model, Usage: d.usage,
 		NumTurns: d.iterations, StopReason: d.finish, Result: d.result,
+		Events: removeMCPSettings(d.inv),
 	}
 	for id := range d.open {
 		out.Events = append(out.Events, runs.NewEvent(runs.EventToolCallCompleted, runs.ToolCallCompletedData{
