@@ -33,8 +33,12 @@ func (s *suite) imageCases() []suiteCase {
 		return []suiteCase{{"image_refused", s.imageRefused}}
 	}
 	cases := []suiteCase{{"image_prompt", s.imagePrompt}}
-	if slices.Contains(d.Fields, runs.FieldInteractive) {
+	switch {
+	case !slices.Contains(d.Fields, runs.FieldInteractive):
+	case d.Interaction.MessageAttachments:
 		cases = append(cases, suiteCase{"image_follow_up", s.imageFollowUp})
+	default:
+		cases = append(cases, suiteCase{"image_follow_up_refused", s.imageFollowUpRefused})
 	}
 	return cases
 }
@@ -146,6 +150,33 @@ func (s *suite) imageFollowUp(t *testing.T) {
 	}
 	if !named {
 		t.Errorf("turn 2's turn.started does not name the file %s: %s", f.ID, dump(evs, runs.EventTurnStarted))
+	}
+}
+
+// imageFollowUpRefused: an agent whose messages take no images refuses a
+// message with one by name, and its session goes on: the next message,
+// without the image, has its turn.
+func (s *suite) imageFollowUpRefused(t *testing.T) {
+	g := s.start(t, Scenario{Kind: Turns, Text: "noted"}, credentials)
+	f, err := g.sup.UploadFile(context.Background(), "follow.png", "image/png", testImage(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := g.submit(t, runs.Spec{Prompt: "I will show you an image next.", Interactive: true})
+	g.waitEvents(t, r.ID, runs.EventTurnCompleted, 1, imageWithin)
+	_, err = g.sup.Input(context.Background(), r.ID, runs.Input{Kind: runs.InputMessage, Text: "Here it is.",
+		Attachments: []runs.Attachment{{FileID: f.ID}}})
+	var fe *runs.FieldError
+	if !errors.As(err, &fe) || fe.Field != runs.FieldAttachments || !errors.Is(err, runs.ErrUnsupported) {
+		t.Fatalf("a message with an image: %v, want unsupported_option naming attachments", err)
+	}
+	g.input(t, r.ID, runs.Input{Kind: runs.InputMessage, Text: "No image then: say noted."})
+	if two := g.turn(t, r.ID, 2); two.Status != runs.Succeeded {
+		t.Fatalf("turn 2 = %+v", two)
+	}
+	g.input(t, r.ID, runs.Input{Kind: runs.InputClose})
+	if r, evs := g.wait(t, r.ID, stopWithin); r.Status != runs.Succeeded {
+		t.Fatalf("status %s, error %+v; events %s", r.Status, r.Error, typesOf(evs))
 	}
 }
 

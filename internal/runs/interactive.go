@@ -118,6 +118,11 @@ type Interaction struct {
 	// Copilot) rather than letting the model go on (Claude, Codex,
 	// Gemini). deny_and_stop ends the turn on every agent.
 	DenyEndsTurn bool `json:"deny_ends_turn"`
+	// MessageAttachments reports whether a follow-up message may carry
+	// images, for an agent that takes attachments: Cline takes them only
+	// with a one-shot run's prompt, and drops a session prompt's images,
+	// so its messages with images are refused by name.
+	MessageAttachments bool `json:"message_attachments"`
 	// KillToolsOnInterrupt is set for a CLI whose turn interrupt leaves
 	// the running tool alive (Codex): the supervisor then kills every
 	// process of the run but the CLI's own once the interrupted turn has

@@ -223,7 +223,11 @@ func (s *Supervisor) attachInput(ctx context.Context, id string, in *runs.Input)
 	if !ok {
 		return runs.Unsupported(r.Agent, runs.FieldAttachments, "the run's agent is not configured on this replica")
 	}
-	in.Attachments, err = s.attach(ctx, a.Adapter.Describe(), r.Tenant, runs.FieldAttachments, in.Attachments, true)
+	d := a.Adapter.Describe()
+	if slices.Contains(d.Fields, runs.FieldAttachments) && !d.Interaction.MessageAttachments {
+		return runs.Unsupported(r.Agent, runs.FieldAttachments, "this agent takes images only with a one-shot run's prompt, not in a message")
+	}
+	in.Attachments, err = s.attach(ctx, d, r.Tenant, runs.FieldAttachments, in.Attachments, true)
 	return err
 }
 

@@ -112,6 +112,9 @@ func (d *sessDecoder) Answer(id string, dec runs.Decision, msg string) error {
 	return nil
 }
 func (d *sessDecoder) Send(text string, images []runs.Image, steer bool) error {
+	if strings.Contains(text, "refuse") {
+		return runs.Unsupported("sess", runs.FieldAttachments, "this CLI drops what the message carries")
+	}
 	if steer {
 		d.write("steer:" + text)
 	} else {
@@ -414,6 +417,28 @@ func TestSessionQueuedMessageRunsAfterTheTurn(t *testing.T) {
 	h.input(t, r.ID, runs.Input{Kind: runs.InputDecision, ApprovalID: rec.PendingApprovals[0].ID, Decision: runs.Allow})
 	h.waitFor(t, r.ID, runs.EventMessageCompleted, "answer to queued one")
 	h.waitRecord(t, r.ID, "idle after turn 2", func(r runs.Run) bool { return idle(r) && len(r.Turns) == 2 })
+	h.input(t, r.ID, runs.Input{Kind: runs.InputClose})
+	h.wait(t, r.ID, 20*time.Second)
+}
+
+// A queued message the session refuses ends its turn at once, failed
+// with the reason, and the next message has its turn.
+func TestSessionRefusedMessageFailsItsTurnAndTheNextRuns(t *testing.T) {
+	h := newSessionHarness(t, nil, "r1")
+	r := h.submitSpec(t, runs.Spec{Prompt: "ask", Interactive: true, Approvals: runs.ApprovalsAsk})
+	rec := h.waitRecord(t, r.ID, "awaiting an approval", awaiting)
+	h.input(t, r.ID, runs.Input{Kind: runs.InputMessage, Text: "refuse this one"})
+	h.input(t, r.ID, runs.Input{Kind: runs.InputMessage, Text: "queued two"})
+	h.input(t, r.ID, runs.Input{Kind: runs.InputDecision, ApprovalID: rec.PendingApprovals[0].ID, Decision: runs.Allow})
+	h.waitFor(t, r.ID, runs.EventMessageCompleted, "answer to queued two")
+	rec = h.waitRecord(t, r.ID, "idle after turn 3", func(r runs.Run) bool { return idle(r) && len(r.Turns) == 3 })
+	two := rec.Turns[1]
+	if two.Status != runs.Failed || two.Error == nil || two.Error.Class != runs.FlagRejected || !strings.Contains(two.Error.Message, "drops what the message carries") {
+		t.Errorf("turn 2 = %+v, error %+v; want failed, flag_rejected, with the reason", two, two.Error)
+	}
+	if rec.Turns[2].Status != runs.Succeeded {
+		t.Errorf("turn 3 = %+v", rec.Turns[2])
+	}
 	h.input(t, r.ID, runs.Input{Kind: runs.InputClose})
 	h.wait(t, r.ID, 20*time.Second)
 }

@@ -348,13 +348,28 @@ func (ss *session) startTurnLocked(messageID, text string, atts []runs.Attachmen
 	ss.s.emit(ss.t, runs.NewEvent(runs.EventTurnStarted, runs.TurnStartedData{Turn: ss.turn, MessageID: messageID, Text: text, Attachments: atts}))
 }
 
-// sendTurnLocked starts a turn with m in the CLI.
+// sendTurnLocked starts a turn with m in the CLI. A message the session
+// refuses (its CLI cannot take what it carries) ends its turn at once,
+// failed with the reason, so that the session goes on to the next one
+// rather than waiting for an answer that never comes.
 func (ss *session) sendTurnLocked(m queuedMessage) {
 	ss.startTurnLocked(m.id, m.text, m.atts)
-	if err := ss.dec.Send(m.text, m.images, false); err != nil {
-		ss.log.Warn("send message", zap.Error(err))
-		ss.s.emit(ss.t, runs.NewEvent(runs.EventWarning, runs.WarningData{Code: "send_failed", Message: err.Error()}))
+	err := ss.dec.Send(m.text, m.images, false)
+	if err == nil {
+		return
 	}
+	ss.log.Warn("send message", zap.Error(err))
+	d := runs.TurnCompletedData{Turn: ss.turn, Status: runs.Failed, Error: sendError(err)}
+	ss.s.emit(ss.t, runs.NewEvent(runs.EventTurnCompleted, d))
+	ss.turnEndedLocked(d)
+}
+
+// sendError is the error of a turn whose message the session refused.
+func sendError(err error) *runs.RunError {
+	if errors.Is(err, runs.ErrUnsupported) {
+		return runs.NewRunError(runs.FlagRejected, "the agent cannot take this message: "+err.Error(), "send it without what the agent does not take")
+	}
+	return runs.NewRunError(runs.Internal, "could not send the message to the agent: "+err.Error(), "")
 }
 
 func (ss *session) closeLocked() {

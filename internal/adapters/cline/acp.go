@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -106,9 +105,6 @@ const rpcAuthRequired = -32000
 // answers session/prompt with the API's message.
 func classifyRPC(method string, e *acp.RPCError) *runs.RunError {
 	msg := cmp.Or(e.Text(), "cline answered "+method+" with an error")
-	if e.Code == codeImagesRefused && msg == sessionImagesRefusal {
-		return runs.NewRunError(runs.FlagRejected, msg, "send images in a one-shot run")
-	}
 	if e.Code == rpcAuthRequired && strings.Contains(strings.ToLower(msg), "authentication required") {
 		return runs.NewRunError(runs.NotAuthenticated, msg, hintAuth)
 	}
@@ -147,53 +143,36 @@ func (s *sessionUsage) turnUsage(sessionID string, _ json.RawMessage) (runs.Usag
 	return turn, true, nil
 }
 
-// configOption is one session/set_config_option the run needs.
-type configOption struct {
-	id    string
-	value any
-}
-
-// newSessionDecoder returns the ACP client of the Session run inv.
+// newSessionDecoder returns the ACP client of the Session run inv. The
+// run's model and, for a run without approvals, auto_approve are
+// session config options, set before turn 1.
 func newSessionDecoder(inv runs.Invocation) runs.Session {
-	core := acp.NewDecoder(inv, sessionProfile(inv, &sessionUsage{files: inv.FilesOrNone(), home: inv.Home}))
-	var opts []configOption
+	p := sessionProfile(inv, &sessionUsage{files: inv.FilesOrNone(), home: inv.Home})
 	if m := inv.Spec.Model; m != "" {
 		// `cline --acp` ignores providers.json's model and CLINE_MODEL
 		// and sends gpt-4o until the model option is set.
-		opts = append(opts, configOption{"model", m})
-	} else if p, ok := readProviders(inv.FilesOrNone(), inv.Home); ok && p.Model != "" {
-		opts = append(opts, configOption{"model", p.Model})
+		p.ConfigOptions = append(p.ConfigOptions, acp.ConfigOption{ID: "model", Value: m})
+	} else if pr, ok := readProviders(inv.FilesOrNone(), inv.Home); ok && pr.Model != "" {
+		p.ConfigOptions = append(p.ConfigOptions, acp.ConfigOption{ID: "model", Value: pr.Model})
 	}
 	if !inv.Spec.Asks() && inv.Spec.Permission != runs.ReadOnly {
-		opts = append(opts, configOption{"auto_approve", true})
+		// 3.0.65 takes a boolean option only with its type, which the
+		// core sends.
+		p.ConfigOptions = append(p.ConfigOptions, acp.ConfigOption{ID: "auto_approve", Value: true})
 	}
-	return &sessionDecoder{Decoder: core, inv: inv, options: opts, asked: map[string]string{}, allowed: map[string]bool{}}
+	return &sessionDecoder{Decoder: acp.NewDecoder(inv, p), inv: inv, asked: map[string]string{}, allowed: map[string]bool{}}
 }
 
-// sessionDecoder is acp.Decoder wrapped so that the run's options are
-// set before turn 1: once session/new is answered, it holds back what
-// the core writes (turn 1's session/prompt) and sends
-// session/set_config_option for each, one at a time; the held prompt
-// goes once Cline accepted them all. A refused option fails turn 1 with
-// Cline's error and ends the session.
+// sessionDecoder is acp.Decoder wrapped for what Cline does of its own:
+// it asks again for a call the client allowed for the session, it drops
+// a prompt's images, and its run's MCP settings file is the gateway's to
+// remove.
 type sessionDecoder struct {
 	*acp.Decoder
 	inv runs.Invocation
 
-	mu      sync.Mutex
-	options []configOption // still to send, in order
-	waiting string         // the id of the option request awaiting its answer
-	current string         // the option it sets
-	holding bool           // the core's output is held back
-	held    bytes.Buffer
-	out     bytes.Buffer
-	failed  bool
-	n       int
-	// session is the session's id, from session/new's answer.
-	session string
-	// refusing is the id of the request whose answer ends the turn of
-	// a message with images (Send).
-	refusing string
+	mu  sync.Mutex
+	out bytes.Buffer // the wrapper's own answers
 	// asked maps an open approval's id to its call's key (tool and
 	// input); allowed holds the keys the client allowed for the
 	// session. Cline 3.0.65 asks again for the same call after
@@ -232,11 +211,7 @@ func callKey(title string, input json.RawMessage) string {
 // allowRemembered answers a permission request for a call the client
 // allowed for the session with the request's allow_once option; ok is
 // false when the request is not one.
-func (d *sessionDecoder) allowRemembered(raw []byte) bool {
-	var r permissionRequest
-	if json.Unmarshal(raw, &r) != nil || r.Method != "session/request_permission" || len(r.ID) == 0 {
-		return false
-	}
+func (d *sessionDecoder) allowRemembered(r permissionRequest) bool {
 	if !d.allowed[callKey(r.Params.ToolCall.Title, r.Params.ToolCall.RawInput)] {
 		return false
 	}
@@ -251,16 +226,12 @@ func (d *sessionDecoder) allowRemembered(raw []byte) bool {
 	return false
 }
 
-// noteApprovals remembers each approval.requested's call.
-func (d *sessionDecoder) noteApprovals(raw []byte, evs []runs.Event) {
-	var r permissionRequest
+// noteApprovals remembers the call of each approval.requested of r.
+func (d *sessionDecoder) noteApprovals(r permissionRequest, evs []runs.Event) {
 	for _, ev := range evs {
 		a, ok := ev.Data.(runs.ApprovalRequestedData)
 		if !ok || ev.Type != runs.EventApprovalRequested || len(d.asked) >= maxRemembered {
 			continue
-		}
-		if r.Method == "" && json.Unmarshal(raw, &r) != nil {
-			return
 		}
 		d.asked[a.ID] = callKey(r.Params.ToolCall.Title, r.Params.ToolCall.RawInput)
 	}
@@ -282,51 +253,14 @@ func (d *sessionDecoder) Answer(id string, dec runs.Decision, message string) er
 }
 
 // Send implements runs.Session. 3.0.65 keeps only the text of a
-// session/prompt (sessionImagesRefusal), so a message with images never
-// reaches Cline: its turn starts, and fails at once. The wrapper holds
-// the turn's prompt back and asks Cline something it refuses (an unknown
-// config option), whose answer wakes the decoder; the held prompt then
-// gets the refusal as its error answer, which ends the turn.
+// session/prompt (sessionImagesRefusal), so a message with images is
+// refused rather than sent without them; the agent's Interaction says
+// so, and the supervisor refuses such a message before it gets here.
 func (d *sessionDecoder) Send(text string, images []runs.Image, steer bool) error {
-	if len(images) == 0 {
-		return d.Decoder.Send(text, nil, steer)
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.holding || d.refusing != "" || d.session == "" {
+	if len(images) > 0 {
 		return runs.Unsupported(Name, runs.FieldAttachments, sessionImagesRefusal)
 	}
-	if err := d.Decoder.Send(text, nil, steer); err != nil {
-		return err
-	}
-	d.holding = true
-	d.n++
-	d.refusing = optionID + strconv.Itoa(d.n)
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": d.refusing, "method": "session/set_config_option",
-		"params": map[string]any{"sessionId": d.session, "configId": "agentgate-images", "value": "refused"}})
-	d.out.Write(append(b, '\n'))
-	return nil
-}
-
-// codeImagesRefused is the code of the error answer the wrapper gives a
-// prompt with images.
-const codeImagesRefused = -32099
-
-// refuseImages answers the held prompt of a message with images with
-// the refusal, which fails its turn; the prompt never goes to Cline.
-func (d *sessionDecoder) refuseImages() []runs.Event {
-	d.refusing, d.holding = "", false
-	var p struct {
-		ID json.RawMessage `json:"id"`
-	}
-	first, _, _ := bytes.Cut(d.held.Bytes(), []byte("\n"))
-	d.held.Reset()
-	if json.Unmarshal(first, &p) != nil || len(p.ID) == 0 {
-		return nil
-	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": p.ID,
-		"error": map[string]any{"code": codeImagesRefused, "message": sessionImagesRefusal}})
-	return d.Decoder.Decode(b)
+	return d.Decoder.Send(text, nil, steer)
 }
 
 // Finish implements runs.Decoder, and removes the run's MCP settings
@@ -339,128 +273,33 @@ func (d *sessionDecoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome 
 
 var _ runs.Session = (*sessionDecoder)(nil)
 
-// optionID prefixes the ids of the wrapper's own requests: strings, so
-// that they never meet the core's numeric ids.
-const optionID = "agentgate-config-"
-
-// line is what the wrapper reads of a line from the CLI.
-type line struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Result *struct {
-		SessionID string `json:"sessionId"`
-	} `json:"result"`
-	Error *acp.RPCError `json:"error"`
-}
-
-// Decode implements runs.Decoder.
+// Decode implements runs.Decoder: a permission request for a call
+// allowed for the session is answered here, every other line is the
+// core's.
 func (d *sessionDecoder) Decode(raw []byte) []runs.Event {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var l line
-	if json.Unmarshal(raw, &l) != nil {
+	var r permissionRequest
+	if json.Unmarshal(raw, &r) != nil || r.Method != "session/request_permission" || len(r.ID) == 0 {
 		return d.Decoder.Decode(raw)
 	}
-	var id string
-	if json.Unmarshal(l.ID, &id) == nil && strings.HasPrefix(id, optionID) && l.Method == "" {
-		if id == d.refusing {
-			return d.refuseImages()
-		}
-		if id != d.waiting {
-			return nil
-		}
-		d.waiting = ""
-		if l.Error != nil {
-			return d.refused(l.Error)
-		}
-		return d.next()
-	}
-	if l.Method == "session/request_permission" && d.allowRemembered(raw) {
+	if d.allowRemembered(r) {
 		return nil
 	}
 	evs := d.Decoder.Decode(raw)
-	if l.Method == "session/request_permission" {
-		d.noteApprovals(raw, evs)
-	}
-	if l.Method == "" && l.Result != nil && d.session == "" {
-		d.session = l.Result.SessionID
-	}
-	if l.Method == "" && l.Result != nil && l.Result.SessionID != "" && len(d.options) > 0 && !d.holding && !d.failed {
-		// session/new answered: the core has written what follows it.
-		d.holding = true
-		out, _ := d.Decoder.Pending()
-		d.held.Write(out)
-		evs = append(evs, d.next()...)
-	}
+	d.noteApprovals(r, evs)
 	return evs
 }
 
-// next sends the next option, or releases the held output once every
-// option was accepted.
-func (d *sessionDecoder) next() []runs.Event {
-	if len(d.options) == 0 {
-		d.holding = false
-		d.out.Write(d.held.Bytes())
-		d.held.Reset()
-		return nil
-	}
-	o := d.options[0]
-	d.options = d.options[1:]
-	d.n++
-	d.waiting, d.current = optionID+strconv.Itoa(d.n), o.id
-	params := map[string]any{"sessionId": d.sessionID(), "configId": o.id, "value": o.value}
-	if _, ok := o.value.(bool); ok {
-		// 3.0.65 refuses a boolean value without its type ("Invalid
-		// params": expected string).
-		params["type"] = "boolean"
-	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": d.waiting, "method": "session/set_config_option", "params": params})
-	d.out.Write(append(b, '\n'))
-	return nil
-}
-
-// sessionID is the session's, from the held output's first request.
-func (d *sessionDecoder) sessionID() string {
-	var p struct {
-		Params struct {
-			SessionID string `json:"sessionId"`
-		} `json:"params"`
-	}
-	first, _, _ := bytes.Cut(d.held.Bytes(), []byte("\n"))
-	_ = json.Unmarshal(first, &p)
-	return p.Params.SessionID
-}
-
-// refused fails turn 1 with Cline's answer to an option: the core gets
-// it as the held request's error answer.
-func (d *sessionDecoder) refused(e *acp.RPCError) []runs.Event {
-	d.failed, d.holding = true, false
-	var p struct {
-		ID json.RawMessage `json:"id"`
-	}
-	first, _, _ := bytes.Cut(d.held.Bytes(), []byte("\n"))
-	d.held.Reset()
-	if json.Unmarshal(first, &p) != nil || len(p.ID) == 0 {
-		return nil
-	}
-	msg := fmt.Sprintf("cline refused the run's %s: %s", d.current, cmp.Or(e.Text(), "no message"))
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": p.ID, "error": map[string]any{"code": e.Code, "message": msg}})
-	return d.Decoder.Decode(b)
-}
-
-// Pending implements runs.Conversation: the wrapper's own requests
-// first, then the core's, held back while options are being set.
+// Pending implements runs.Conversation: the wrapper's own answers first,
+// then the core's.
 func (d *sessionDecoder) Pending() ([]byte, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out, done := d.Decoder.Pending()
-	if d.holding {
-		d.held.Write(out)
-		out = nil
-	}
 	if d.out.Len() > 0 {
 		out = append(bytes.Clone(d.out.Bytes()), out...)
 		d.out.Reset()
 	}
-	return out, done || d.failed
+	return out, done
 }

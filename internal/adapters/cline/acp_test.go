@@ -57,13 +57,13 @@ func handshake(t *testing.T, s runs.Session) []rpcOut {
 func TestSessionSetsOptionsBeforeThePrompt(t *testing.T) {
 	s := newSessionDecoder(runs.Invocation{Spec: runs.Spec{Prompt: "hi", Model: "mock-model", Interactive: true, Permission: runs.WorkspaceWrite}})
 	msgs := handshake(t, s)
-	if len(msgs) != 1 || msgs[0].Method != "session/set_config_option" || !strings.Contains(string(msgs[0].Params), `"configId":"model","sessionId":"1796549785826_-TdBF_cli","value":"mock-model"`) {
+	if len(msgs) != 1 || msgs[0].Method != "session/set_config_option" || !strings.Contains(string(msgs[0].Params), `"sessionId":"1796549785826_-TdBF_cli","configId":"model","value":"mock-model"`) {
 		t.Fatalf("after session/new: %+v", msgs)
 	}
 	s.Decode([]byte(`{"jsonrpc":"2.0","id":` + string(msgs[0].ID) + `,"result":{"configOptions":[]}}`))
 	out, _ := s.Pending()
 	msgs = written(t, out)
-	if len(msgs) != 1 || !strings.Contains(string(msgs[0].Params), `"configId":"auto_approve","sessionId":"1796549785826_-TdBF_cli","type":"boolean","value":true`) {
+	if len(msgs) != 1 || !strings.Contains(string(msgs[0].Params), `"sessionId":"1796549785826_-TdBF_cli","configId":"auto_approve","type":"boolean","value":true`) {
 		t.Fatalf("second option: %+v", msgs)
 	}
 	s.Decode([]byte(`{"jsonrpc":"2.0","id":` + string(msgs[0].ID) + `,"result":{"configOptions":[]}}`))

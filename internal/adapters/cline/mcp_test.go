@@ -146,13 +146,17 @@ func TestCommandImageMentions(t *testing.T) {
 }
 
 // Over ACP Cline keeps only a prompt's text: a first prompt's images
-// are refused, and a later message's turn fails without reaching Cline.
+// are refused, a later message's too, before anything reaches Cline, and
+// the agent says its messages take none.
 func TestSessionRefusesImages(t *testing.T) {
 	img := []runs.Image{{Path: "/tmp/run/a.png", MediaType: "image/png", Data: []byte("png")}}
 	_, err := New().Command(runs.Invocation{Spec: runs.Spec{Prompt: "hi there", Interactive: true}, Images: img})
 	var fe *runs.FieldError
 	if !errors.Is(err, runs.ErrUnsupported) || !errors.As(err, &fe) || fe.Field != runs.FieldAttachments {
 		t.Errorf("command: %v", err)
+	}
+	if New().Describe().Interaction.MessageAttachments {
+		t.Error("the description says messages take images")
 	}
 	s := newSessionDecoder(runs.Invocation{Spec: runs.Spec{Prompt: "hi", Interactive: true, Approvals: runs.ApprovalsAsk}})
 	msgs := handshake(t, s)
@@ -161,23 +165,9 @@ func TestSessionRefusesImages(t *testing.T) {
 	}
 	s.Decode([]byte(`{"jsonrpc":"2.0","id":` + string(msgs[0].ID) + `,"result":{"stopReason":"end_turn"}}`))
 	s.Pending()
-	if err := s.Send("look", img, false); err != nil {
-		t.Fatal(err)
-	}
-	out, _ := s.Pending()
-	msgs = written(t, out)
-	if len(msgs) != 1 || msgs[0].Method != "session/set_config_option" {
-		t.Fatalf("after the message: %+v", msgs)
-	}
-	evs := s.Decode([]byte(`{"jsonrpc":"2.0","id":` + string(msgs[0].ID) + `,"error":{"code":-32602,"message":"Unknown config option: agentgate-images"}}`))
-	var done *runs.TurnCompletedData
-	for _, ev := range evs {
-		if d, ok := ev.Data.(runs.TurnCompletedData); ok {
-			done = &d
-		}
-	}
-	if done == nil || done.Status != runs.Failed || done.Error == nil || done.Error.Class != runs.FlagRejected {
-		t.Fatalf("turn 2 ended with %+v", evs)
+	err = s.Send("look", img, false)
+	if !errors.Is(err, runs.ErrUnsupported) || !errors.As(err, &fe) || fe.Field != runs.FieldAttachments {
+		t.Errorf("Send with images: %v, want unsupported naming attachments", err)
 	}
 	if out, _ := s.Pending(); len(out) != 0 {
 		t.Errorf("the prompt with images went to cline: %s", out)

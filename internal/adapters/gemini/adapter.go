@@ -124,7 +124,7 @@ func (*Adapter) Describe() runs.Description {
 		},
 		// A second session/prompt cancels the running turn (no steer);
 		// a deny lets the model go on; session/cancel stops the tool.
-		Interaction: runs.Interaction{Steer: false, DenyEndsTurn: false},
+		Interaction: runs.Interaction{Steer: false, DenyEndsTurn: false, MessageAttachments: true},
 	}, permissionDocs, credentialEnv)
 }
 

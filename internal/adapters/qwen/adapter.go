@@ -91,7 +91,7 @@ func (*Adapter) Describe() runs.Description {
 		// A message steered into a turn is handed to the CLI when it asks
 		// for queued messages after each tool call; a deny lets the
 		// model go on.
-		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: false},
+		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: false, MessageAttachments: true},
 		Reports: runs.Reports{
 			Usage:        runs.UsageExact,
 			Cost:         runs.CostUnknown,
