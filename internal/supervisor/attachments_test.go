@@ -113,6 +113,7 @@ func (a imgAdapter) Describe() runs.Description {
 	d := fakeAdapter{}.Describe()
 	d.Name = "img"
 	d.Fields = append(d.Fields, runs.FieldAttachments, runs.FieldInteractive)
+	d.Interaction.MessageAttachments = true
 	return d
 }
 func (a imgAdapter) Command(inv runs.Invocation) (runs.Command, error) {

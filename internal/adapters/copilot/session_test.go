@@ -502,7 +502,7 @@ func TestSessionCommand(t *testing.T) {
 	}
 	d := New().Describe()
 	if !slices.Contains(d.Fields, runs.FieldInteractive) || !slices.Contains(d.Fields, runs.FieldApprovals) ||
-		d.Interaction != (runs.Interaction{Steer: false, DenyEndsTurn: true}) {
+		d.Interaction != (runs.Interaction{Steer: false, DenyEndsTurn: true, MessageAttachments: true}) {
 		t.Errorf("description %+v", d)
 	}
 	if _, ok := New().NewDecoder(testInv(runs.Spec{Prompt: "p", Approvals: runs.ApprovalsAsk})).(runs.Session); !ok {
