@@ -137,11 +137,17 @@ function showKeyState() {
 async function start() {
   askedForKey = false;
   showKeyState();
+  // The run open before this start followed its events with the key of
+  // then; one opened while this start loads (a run created meanwhile)
+  // already has the key of now, and reopening it would redraw its
+  // transcript mid-stream.
+  const before = view;
   // The page the address asks for, before anything is loaded.
   showPage(parseRoute(location.hash)?.page ?? "runs");
   const ok = await loadAgents();
   if (ok) say(api.key ? "Connected with the API key of this tab." : "Connected.");
   await runsList.refresh();
+  if (view !== before) return;
   // Reopen the open run, with the key as it is now.
   view?.close();
   view = null;
