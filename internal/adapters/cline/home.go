@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -125,7 +125,7 @@ func (a *Adapter) PrepareHome(home string) error {
 		settings[k] = v
 	}
 	b, _ := json.Marshal(settings)
-	if err := writeFile(globalSettingsPath(home), append(b, '\n')); err != nil {
+	if err := adapterkit.WriteFileAtomic(globalSettingsPath(home), append(b, '\n')); err != nil {
 		return err
 	}
 	if a.getenv == nil {
@@ -133,7 +133,7 @@ func (a *Adapter) PrepareHome(home string) error {
 	}
 	key := a.getenv(KeyEnv)
 	if url := a.getenv(BaseURLEnv); url != "" {
-		return writeFile(providersPath(home), ProvidersJSON(url, a.getenv(ModelEnv), key))
+		return adapterkit.WriteFileAtomic(providersPath(home), ProvidersJSON(url, a.getenv(ModelEnv), key))
 	}
 	if _, err := os.Stat(providersPath(home)); key == "" || err != nil {
 		return nil
@@ -175,18 +175,5 @@ func syncKey(home, key string) error {
 	entry["settings"], _ = json.Marshal(settings)
 	raw["providers"], _ = json.Marshal(providers)
 	out, _ := json.Marshal(raw)
-	return writeFile(path, append(out, '\n'))
-}
-
-// writeFile replaces path with data by a rename.
-func writeFile(path string, data []byte) error {
-	tmp := fmt.Sprintf("%s.%d.%d.tmp", path, os.Getpid(), time.Now().UnixNano())
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return nil
+	return adapterkit.WriteFileAtomic(path, append(out, '\n'))
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agentgate/agentgate/internal/acp"
+	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
 	"github.com/agentgate/agentgate/internal/runs"
 )
 
@@ -73,7 +74,7 @@ func writeMCPSettings(inv runs.Invocation) error {
 	if err := os.MkdirAll(settingsDir(inv.Home), 0o700); err != nil {
 		return err
 	}
-	return writeFile(mcpSettingsPath(inv.Home, inv.RunID), mcpSettings(inv.Spec.MCPServers))
+	return adapterkit.WriteFileAtomic(mcpSettingsPath(inv.Home, inv.RunID), mcpSettings(inv.Spec.MCPServers))
 }
 
 // removeMCPSettings removes the run's MCP settings file once the run
