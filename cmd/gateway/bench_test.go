@@ -810,6 +810,9 @@ func (s *discardStore) ClaimRun(_ context.Context, id, replica string) (runs.Run
 func (s *discardStore) TakeOverRun(context.Context, string, string, string) (runs.Run, error) {
 	return runs.Run{}, runs.ErrClaimed // the benchmark's replica never dies
 }
+func (s *discardStore) ClaimHibernated(context.Context, string, string, string, runs.Activity) (runs.Run, error) {
+	return runs.Run{}, runs.ErrClaimed // the benchmark's runs never hibernate
+}
 func (s *discardStore) DeleteRun(context.Context, string) error { return nil }
 func (s *discardStore) ClaimIdempotencyKey(_ context.Context, _ string, rec runs.IdempotencyRecord) (runs.IdempotencyRecord, bool, error) {
 	return rec, true, nil

@@ -48,6 +48,10 @@ type config struct {
 	RunTimeout        time.Duration `envconfig:"RUN_TIMEOUT" default:"30m" desc:"a run's timeout when it names none"`
 	MaxRunTimeout     time.Duration `envconfig:"MAX_RUN_TIMEOUT" default:"24h" desc:"the largest timeout_seconds a run may ask for"`
 	KillGrace         time.Duration `envconfig:"KILL_GRACE" default:"5s" desc:"between interrupt, SIGTERM and SIGKILL when a run is stopped"`
+	IdleTimeout       time.Duration `envconfig:"IDLE_TIMEOUT" default:"10m" desc:"how long an interactive run that names no idle_timeout_seconds stays open with no turn, hibernated or not"`
+	MaxIdleTimeout    time.Duration `envconfig:"MAX_IDLE_TIMEOUT" default:"24h" desc:"the largest idle_timeout_seconds a run may ask for (at most 720h)"`
+	HibernateAfter    time.Duration `envconfig:"HIBERNATE_AFTER" default:"5m" desc:"how long an idle interactive run that names no hibernate_after_seconds keeps its CLI before it hibernates; 0: only runs that ask hibernate"`
+	MaxHibernateAfter time.Duration `envconfig:"MAX_HIBERNATE_AFTER" default:"24h" desc:"the largest hibernate_after_seconds a run may ask for (5s to 720h)"`
 	ShutdownGrace     time.Duration `envconfig:"SHUTDOWN_GRACE" default:"30s" desc:"how long running runs may finish on shutdown"`
 	// StoreRetry is how long a failing write to the store is retried;
 	// StoreOpenTimeout how long the start waits for the store.
@@ -103,6 +107,7 @@ type config struct {
 	// Per-tenant quotas, on all replicas together (0: no limit).
 	TenantMaxRunning     int     `envconfig:"TENANT_MAX_RUNNING" default:"0" desc:"runs of one tenant running at once, on all replicas; 0: no limit"`
 	TenantMaxQueued      int     `envconfig:"TENANT_MAX_QUEUED" default:"0" desc:"runs of one tenant queued at once, on all replicas; 0: no limit"`
+	TenantMaxOpen        int     `envconfig:"TENANT_MAX_OPEN_CONVERSATIONS" default:"0" desc:"interactive runs of one tenant open at once (queued, running or hibernated), on all replicas; 0: no limit"`
 	TenantDailyBudgetUSD float64 `envconfig:"TENANT_DAILY_BUDGET_USD" default:"0" desc:"what one tenant's runs may cost a day, in USD; 0: no limit"`
 	// Uploaded files are kept FILE_TTL; a tenant keeps at most
 	// MAX_FILES_PER_TENANT. MAX_FILE_BYTES, MAX_ARCHIVE_BYTES and

@@ -369,6 +369,7 @@ func (g *instance) hiddenPaths() ([]string, error) {
 // again.
 func (g *instance) startSupervisor(context.Context) error {
 	g.sup = supervisor.New(g.supervisorConfig(), g.st, g.agents, g.rec, g.log)
+	g.rec.ObserveActivities(g.sup.ActivityCounts)
 	// The loops outlive ctx: they stop after the shutdown's grace.
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	g.stopLoops = stopLoops
@@ -394,7 +395,10 @@ func (g *instance) supervisorConfig() supervisor.Config {
 		Limits: supervisor.Limits{MaxText: cfg.MaxEventText, MaxToolInput: supervisor.DefaultLimits.MaxToolInput},
 		// Snapshots of run directories are hidden with the data directory.
 		Redact: g.redactor, Sandbox: g.sandbox, TempRoot: g.tempRoot, ArtifactsDir: filepath.Join(cfg.DataDir, "artifacts"),
-		Quotas: tenants.NewLedger(tenants.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
+		IdleTimeout: cfg.IdleTimeout, MaxIdleTimeout: cfg.MaxIdleTimeout,
+		HibernateAfter: cfg.HibernateAfter, MaxHibernateAfter: cfg.MaxHibernateAfter,
+		Quotas: tenants.NewLedger(tenants.Quotas{MaxRunning: cfg.TenantMaxRunning, MaxQueued: cfg.TenantMaxQueued,
+			MaxOpen: cfg.TenantMaxOpen, DailyBudgetUSD: cfg.TenantDailyBudgetUSD},
 			g.st, nil, g.log),
 		Uploads:   g.uploads,
 		Snapshots: g.st, SessionLocks: g.st, Sources: g.sources, HomesDir: filepath.Join(cfg.DataDir, "homes"),

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/agentgate/agentgate/internal/proctree"
+	"github.com/agentgate/agentgate/internal/runs"
 )
 
 // problems collects what is wrong with the configuration, each naming its
@@ -41,6 +42,7 @@ func (c *config) validate() error {
 		(*config).checkNATS,         // NATS_URL, NATS_REPLICAS, EVENTS_PER_MESSAGE
 		(*config).checkCapacity,     // MAX_CONCURRENT_RUNS, AGENT_NICE, QUEUE_SIZE
 		(*config).checkRunTimes,     // RUN_TIMEOUT, MAX_RUN_TIMEOUT, KILL_GRACE
+		(*config).checkIdleTimes,    // IDLE_TIMEOUT, MAX_IDLE_TIMEOUT, HIBERNATE_AFTER, MAX_HIBERNATE_AFTER
 		(*config).checkIsolation,    // PROCESS_ISOLATION
 		(*config).checkStore,        // STORE_RETRY, STORE_OPEN_TIMEOUT, DISK_LOW_WATER
 		(*config).checkShutdown,     // SHUTDOWN_GRACE
@@ -82,7 +84,7 @@ func (c *config) checkSandbox(p *problems) {
 }
 
 func (c *config) checkTenantQuotas(p *problems) {
-	if c.TenantMaxRunning < 0 || c.TenantMaxQueued < 0 || c.TenantDailyBudgetUSD < 0 {
+	if c.TenantMaxRunning < 0 || c.TenantMaxQueued < 0 || c.TenantMaxOpen < 0 || c.TenantDailyBudgetUSD < 0 {
 		p.bad("TENANT_MAX_RUNNING", "tenant quotas must not be negative")
 	}
 }
@@ -166,6 +168,23 @@ func (c *config) checkRunTimes(p *problems) {
 	}
 	if c.KillGrace <= 0 || c.KillGrace > time.Minute {
 		p.bad("KILL_GRACE", "must be between 0 and 1m, got %s", c.KillGrace)
+	}
+}
+
+// checkIdleTimes checks how long interactive runs stay open and when they
+// hibernate, against the domain's bounds.
+func (c *config) checkIdleTimes(p *problems) {
+	if c.MaxIdleTimeout < time.Second || c.MaxIdleTimeout > runs.MaxIdleTimeout {
+		p.bad("MAX_IDLE_TIMEOUT", "must be between 1s and %s, got %s", runs.MaxIdleTimeout, c.MaxIdleTimeout)
+	}
+	if c.IdleTimeout < time.Second || c.IdleTimeout > c.MaxIdleTimeout {
+		p.bad("IDLE_TIMEOUT", "must be between 1s and MAX_IDLE_TIMEOUT %s, got %s", c.MaxIdleTimeout, c.IdleTimeout)
+	}
+	if c.MaxHibernateAfter < runs.MinHibernateAfter || c.MaxHibernateAfter > runs.MaxHibernateAfter {
+		p.bad("MAX_HIBERNATE_AFTER", "must be between %s and %s, got %s", runs.MinHibernateAfter, runs.MaxHibernateAfter, c.MaxHibernateAfter)
+	}
+	if c.HibernateAfter != 0 && (c.HibernateAfter < runs.MinHibernateAfter || c.HibernateAfter > c.MaxHibernateAfter) {
+		p.bad("HIBERNATE_AFTER", "must be 0 or between %s and MAX_HIBERNATE_AFTER %s, got %s", runs.MinHibernateAfter, c.MaxHibernateAfter, c.HibernateAfter)
 	}
 }
 

@@ -66,6 +66,9 @@ const (
 	// CodeTooManyQueued: the tenant has as many runs queued as it may
 	// (429, with Retry-After).
 	CodeTooManyQueued = "too_many_queued_runs"
+	// CodeTooManyOpen: the tenant has as many interactive runs open,
+	// hibernated ones included, as it may (429, with Retry-After).
+	CodeTooManyOpen = "too_many_open_conversations"
 	// CodeDailyBudgetExceeded: the tenant's runs reached its daily cost
 	// budget (429, with Retry-After to the next UTC day).
 	CodeDailyBudgetExceeded = "daily_budget_exceeded"

@@ -549,7 +549,7 @@ func TestAuthzErrorCodesDocumented(t *testing.T) {
 		CodeUnauthenticated, CodeInvalidAuthorization, CodeInvalidToken, CodeForbidden,
 		CodeOriginNotAllowed, CodeHostNotAllowed, CodeInvalidQuery, CodeRateLimited,
 		CodeTooManyRunning, CodeTooManyQueued, CodeDailyBudgetExceeded, CodeTooManyStreams,
-		CodeBodyTimeout,
+		CodeBodyTimeout, CodeTooManyOpen,
 	} {
 		t.Run(code, func(t *testing.T) {
 			b, err := json.Marshal(ErrorResponse{Error: ErrorDetail{Code: code, Message: "a sentence"}})

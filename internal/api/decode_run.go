@@ -51,6 +51,8 @@ var runFields = []runField{
 	{runs.FieldInteractive, boolField(func(s *runs.Spec) *bool { return &s.Interactive })},
 	{runs.FieldIdleTimeoutSeconds, integerField(1, int(runs.MaxIdleTimeout.Seconds()),
 		func(s *runs.Spec) *int { return &s.IdleTimeoutSeconds })},
+	{runs.FieldHibernateAfterSeconds, integerField(int(runs.MinHibernateAfter.Seconds()), int(runs.MaxHibernateAfter.Seconds()),
+		func(s *runs.Spec) *int { return &s.HibernateAfterSeconds })},
 	{runs.FieldMaxTotalTokens, integerField(1, maxTotalTokens, func(s *runs.Spec) *int64 { return &s.MaxTotalTokens })},
 	{runs.FieldMCPServers, decodeMCPServersField},
 	{runs.FieldAttachments, decodeAttachmentsField},

@@ -152,7 +152,7 @@ func (s *server) problem(err error) problem {
 	var qe *tenants.QuotaError
 	if errors.As(err, &qe) {
 		code := map[string]string{tenants.LimitRunning: CodeTooManyRunning, tenants.LimitQueued: CodeTooManyQueued,
-			tenants.LimitDailyBudget: CodeDailyBudgetExceeded}[qe.Limit]
+			tenants.LimitDailyBudget: CodeDailyBudgetExceeded, tenants.LimitOpen: CodeTooManyOpen}[qe.Limit]
 		if code == "" {
 			code = CodeRateLimited
 		}

@@ -70,6 +70,10 @@ type Recorder struct {
 	scheduleFires, triggerDeliveries *prometheus.CounterVec
 	scheduleLag                      prometheus.Histogram
 
+	hibernations, wakes *prometheus.CounterVec
+	wakeFirst           *prometheus.HistogramVec
+	activities          *activityCollector
+
 	fanout *fanoutCollector
 	packs  *packCollector
 }
@@ -165,9 +169,11 @@ func New(reg prometheus.Registerer, opts Options) (*Recorder, error) {
 		networkDenied: counterVec("network_denied_total",
 			"Connections runs' network policies refused, by agent and tenant (the tenants are the keys file's, a bounded set).",
 			"agent", "tenant"),
-		fanout: newFanoutCollector(),
-		packs:  newPackCollector(),
+		fanout:     newFanoutCollector(),
+		packs:      newPackCollector(),
+		activities: newActivityCollector(),
 	}
+	r.hibernations, r.wakes, r.wakeFirst = hibernationCollectors()
 	r.workspacePrepare, r.gitClones, r.snapshotBytes, r.snapshotRestores = workspaceCollectors()
 	r.scheduleFires, r.triggerDeliveries, r.scheduleLag = autorunCollectors()
 	// One collector for all of them makes registration all or nothing.
@@ -180,6 +186,7 @@ func New(reg prometheus.Registerer, opts Options) (*Recorder, error) {
 		r.workspacePrepare, r.gitClones, r.snapshotBytes, r.snapshotRestores,
 		r.networkDenied,
 		r.scheduleFires, r.triggerDeliveries, r.scheduleLag,
+		r.hibernations, r.wakes, r.wakeFirst, r.activities,
 		r.fanout,
 		r.packs,
 	}

@@ -38,6 +38,7 @@ const (
 	EventTurnCompleted      EventType = "turn.completed"
 	EventMessageQueued      EventType = "message.queued"
 	EventRunResumed         EventType = "run.resumed"
+	EventRunHibernated      EventType = "run.hibernated"
 )
 
 // EventTypes lists every event type.
@@ -47,7 +48,7 @@ var EventTypes = []EventType{
 	EventToolCallOutput, EventToolCallProgress, EventToolCallCompleted, EventFileChanged, EventPlanUpdated, EventUsageUpdated, EventRateLimit, EventWarning,
 	EventAgentUnparsed, EventRunCompleted,
 	EventApprovalRequested, EventApprovalResolved, EventTurnStarted, EventTurnCompleted, EventMessageQueued,
-	EventRunResumed,
+	EventRunResumed, EventRunHibernated,
 }
 
 // Event is one entry of a run's log. Decoders fill Type, Data and, where

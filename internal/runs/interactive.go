@@ -29,7 +29,9 @@ const (
 	DefaultApprovalTimeout = 300 * time.Second
 	DefaultIdleTimeout     = 600 * time.Second
 	MaxApprovalTimeout     = 24 * time.Hour
-	MaxIdleTimeout         = 24 * time.Hour
+	// MaxIdleTimeout is the bound of the domain; an operator's bound
+	// (the supervisor's) is at most this.
+	MaxIdleTimeout = 30 * 24 * time.Hour
 	// MaxMessageBytes bounds the text of one follow-up message.
 	MaxMessageBytes = MaxPromptBytes
 	// MaxDecisionMessageBytes bounds the message that goes with an
@@ -107,6 +109,10 @@ const (
 	Idle Activity = "idle"
 	// Stopping: the session is closing after its last turn.
 	Stopping Activity = "stopping"
+	// Hibernated: the run was idle long enough that its session was
+	// kept in the cluster and its CLI stopped; the next message starts
+	// the CLI again on whichever replica takes it (hibernate.go).
+	Hibernated Activity = "hibernated"
 )
 
 // Interaction is what an agent offers interactive runs, for clients to
@@ -123,6 +129,12 @@ type Interaction struct {
 	// with a one-shot run's prompt, and drops a session prompt's images,
 	// so its messages with images are refused by name.
 	MessageAttachments bool `json:"message_attachments"`
+	// Hibernate reports whether an idle run of the agent hibernates
+	// (its session kept in the cluster, its CLI stopped) and wakes on
+	// the next message. The gateway sets it: the agent must resume a
+	// session from files the gateway keeps. An agent without it keeps
+	// its CLI running until the run ends.
+	Hibernate bool `json:"hibernate"`
 	// KillToolsOnInterrupt is set for a CLI whose turn interrupt leaves
 	// the running tool alive (Codex): the supervisor then kills every
 	// process of the run but the CLI's own once the interrupted turn has
@@ -277,6 +289,9 @@ const (
 	// ConflictSessionBusy: another run uses the session the run would
 	// resume; a session is used by one run at a time.
 	ConflictSessionBusy = "session_busy"
+	// ConflictHibernated: the run sleeps (activity hibernated): it has no
+	// turn to steer or interrupt until a message wakes it.
+	ConflictHibernated = "run_hibernated"
 )
 
 // ConflictError is an ErrConflict with a stable code and a sentence.
@@ -347,13 +362,18 @@ type RunResumedData struct {
 	// Turn is the last turn that finished; a turn after it that was cut
 	// off ended interrupted.
 	Turn int `json:"turn"`
-	// Reason is why: "replica_lost".
+	// Reason is why: "replica_lost" or "woken".
 	Reason string `json:"reason"`
 }
 
-// ResumedReplicaLost is RunResumedData.Reason when the run's replica
-// stopped answering.
-const ResumedReplicaLost = "replica_lost"
+// The reasons of run.resumed.
+const (
+	// ResumedReplicaLost: the run's replica stopped answering.
+	ResumedReplicaLost = "replica_lost"
+	// ResumedWoken: a message woke the hibernated run; its CLI starts
+	// again on Replica, resuming the session.
+	ResumedWoken = "woken"
+)
 
 // MessageQueuedData is the payload of message.queued: a message was
 // accepted and waits for its turn (or, steered, for the running turn).

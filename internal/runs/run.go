@@ -85,6 +85,10 @@ type Spec struct {
 	// IdleTimeoutSeconds ends an interactive run that waited this long
 	// for a message (default 600).
 	IdleTimeoutSeconds int `json:"idle_timeout_seconds,omitempty"`
+	// HibernateAfterSeconds is how long an interactive run waits idle,
+	// its CLI running, before it hibernates (hibernate.go); 0: the
+	// operator's default.
+	HibernateAfterSeconds int `json:"hibernate_after_seconds,omitempty"`
 	// MaxTotalTokens stops the run once its usage (input plus output
 	// tokens) reaches it. The gateway enforces it for every agent.
 	MaxTotalTokens int64 `json:"max_total_tokens,omitempty"`
@@ -155,6 +159,7 @@ const (
 	FieldApprovalTimeoutSeconds = "approval_timeout_seconds"
 	FieldInteractive            = "interactive"
 	FieldIdleTimeoutSeconds     = "idle_timeout_seconds"
+	FieldHibernateAfterSeconds  = "hibernate_after_seconds"
 	// The fields of what a run is given.
 	FieldMaxTotalTokens = "max_total_tokens"
 	FieldMCPServers     = "mcp_servers"
@@ -217,6 +222,10 @@ type Run struct {
 	// Activity says, while the run is Running, whether it is in a turn,
 	// waiting for an approval, or idle between turns.
 	Activity Activity `json:"activity,omitempty"`
+	// HibernatedAt is when the run last hibernated, while its activity
+	// is Hibernated; ClosesAt is when it is closed if no message comes.
+	HibernatedAt *time.Time `json:"hibernated_at,omitempty"`
+	ClosesAt     *time.Time `json:"closes_at,omitempty"`
 	// Turns lists the run's turns, oldest first (at most
 	// MaxRecordedTurns, the newest).
 	Turns []Turn `json:"turns,omitempty"`

@@ -81,6 +81,13 @@ type Queue interface {
 	// is from, a replica that died; an error wrapping ErrClaimed when
 	// the run is not that (another replica took it over first).
 	TakeOverRun(ctx context.Context, runID, from, replica string) (Run, error)
+	// ClaimHibernated makes replica the owner of a hibernated run and
+	// sets its activity to next, atomically: of replicas waking or
+	// closing one run at once, one does. from, when not empty, is the
+	// owner the run must have. It fails with an error wrapping
+	// ErrClaimed (returning the run as stored) when the run is not
+	// hibernated or has another owner, or ErrNotFound.
+	ClaimHibernated(ctx context.Context, runID, from, replica string, next Activity) (Run, error)
 }
 
 // Bus carries what replicas say to each other: that they are alive, a
@@ -221,4 +228,10 @@ type Observer interface {
 	SnapshotRestored(kind SnapshotKind)
 	// NetworkDenied counts a connection a run's network policy refused.
 	NetworkDenied(agent, tenant string)
+	// RunHibernated counts a run that hibernated; RunWoken one a message
+	// woke, and WokenFirstEvent the time from that message to the first
+	// event of the CLI started again.
+	RunHibernated(agent string)
+	RunWoken(agent string)
+	WokenFirstEvent(agent string, seconds float64)
 }

@@ -125,6 +125,12 @@ func checkTimeouts(s Spec) error {
 	if s.IdleTimeoutSeconds > 0 && !s.Interactive {
 		return Invalid(FieldIdleTimeoutSeconds, "applies only to an interactive run")
 	}
+	if n := time.Duration(s.HibernateAfterSeconds) * time.Second; s.HibernateAfterSeconds != 0 && (n < MinHibernateAfter || n > MaxHibernateAfter) {
+		return Invalid(FieldHibernateAfterSeconds, fmt.Sprintf("must be between %d and %d", int(MinHibernateAfter/time.Second), int(MaxHibernateAfter/time.Second)))
+	}
+	if s.HibernateAfterSeconds > 0 && !s.Interactive {
+		return Invalid(FieldHibernateAfterSeconds, "applies only to an interactive run")
+	}
 	if s.ApprovalTimeoutSeconds > 0 && !s.Asks() {
 		return Invalid(FieldApprovalTimeoutSeconds, "applies only to a run with approvals: ask")
 	}

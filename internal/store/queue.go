@@ -271,19 +271,37 @@ func ctxWithMax(ctx context.Context, d time.Duration) context.Context {
 // an error wrapping runs.ErrClaimed when the run is owned or not queued,
 // and runs.ErrNotFound when it is not stored.
 func (s *Store) ClaimRun(ctx context.Context, runID, replica string) (runs.Run, error) {
-	return s.claim(ctx, "claim run", runID, replica, func(r runs.Run) bool { return r.Status == runs.Queued && r.Owner == "" })
+	return s.claim(ctx, "claim run", runID, replica, func(r runs.Run) bool { return r.Status == runs.Queued && r.Owner == "" }, nil)
 }
 
 // TakeOverRun makes replica the owner of a running run whose owner is
 // from, a replica that died: of several replicas that try at once, one
 // does, and the others get an error wrapping runs.ErrClaimed.
 func (s *Store) TakeOverRun(ctx context.Context, runID, from, replica string) (runs.Run, error) {
-	return s.claim(ctx, "take over run", runID, replica, func(r runs.Run) bool { return r.Status == runs.Running && r.Owner == from })
+	return s.claim(ctx, "take over run", runID, replica, func(r runs.Run) bool { return r.Status == runs.Running && r.Owner == from }, nil)
+}
+
+// ClaimHibernated makes replica the owner of a hibernated run (owned by
+// from, unless from is empty) and sets its activity to next: a replica
+// waking it, closing it, or keeping its timer for a replica that died.
+// Of several at once, one does; the others get an error wrapping
+// runs.ErrClaimed.
+func (s *Store) ClaimHibernated(ctx context.Context, runID, from, replica string, next runs.Activity) (runs.Run, error) {
+	free := func(r runs.Run) bool {
+		return r.Status == runs.Running && r.Activity == runs.Hibernated && (from == "" || r.Owner == from)
+	}
+	return s.claim(ctx, "claim hibernated run", runID, replica, free, func(r *runs.Run) {
+		r.Activity = next
+		if next != runs.Hibernated {
+			r.HibernatedAt, r.ClosesAt = nil, nil
+		}
+	})
 }
 
 // claim makes replica the owner of the run, if free says it may have it,
-// with a write that fails when another came first.
-func (s *Store) claim(ctx context.Context, what, runID, replica string, free func(runs.Run) bool) (runs.Run, error) {
+// with a write that fails when another came first; change, if not nil,
+// changes the record in the same write.
+func (s *Store) claim(ctx context.Context, what, runID, replica string, free func(runs.Run) bool, change func(*runs.Run)) (runs.Run, error) {
 	if err := checkID(runID); err != nil {
 		return runs.Run{}, fmt.Errorf("%s: %w", what, err)
 	}
@@ -312,6 +330,9 @@ func (s *Store) claim(ctx context.Context, what, runID, replica string, free fun
 		}
 		before := r.Status
 		r.Owner = replica
+		if change != nil {
+			change(&r)
+		}
 		claimed, err := encodeRun(r)
 		if err != nil {
 			return runs.Run{}, fmt.Errorf("%s %s: %w", what, runID, err)
@@ -328,7 +349,7 @@ func (s *Store) claim(ctx context.Context, what, runID, replica string, free fun
 		}
 		// A retry after a lost ack meets its own write: the record says
 		// this replica owns it.
-		if cur, gerr := s.GetRun(ctx, runID); gerr == nil && cur.Owner == replica && cur.Status == before {
+		if cur, gerr := s.GetRun(ctx, runID); gerr == nil && cur.Owner == replica && cur.Status == before && cur.Activity == r.Activity {
 			return cur, nil
 		}
 		if !wrongRevision(err) {

@@ -239,11 +239,14 @@ func (s *Supervisor) Cancel(ctx context.Context, id string) (runs.Run, error) {
 	by := runs.ActorFrom(ctx)
 	s.audit("run.cancel", by, id)
 	if t := s.task(id); t != nil && t.isStarted() {
-		if s.cancelDormant(ctx, t, by) {
-			return t.run, nil
-		}
 		s.cancelTask(t, by)
-		return s.store.GetRun(ctx, id)
+		if err := t.waitAsleep(ctx); err != nil {
+			return runs.Run{}, err
+		}
+		if r, err := s.store.GetRun(ctx, id); err != nil || r.Activity != runs.Hibernated {
+			return r, err
+		}
+		// It fell asleep before the cancel reached it: ended below.
 	}
 	r, err := s.store.GetRun(ctx, id)
 	if err != nil {
@@ -251,6 +254,18 @@ func (s *Supervisor) Cancel(ctx context.Context, id string) (runs.Run, error) {
 	}
 	if r.Status.Terminal() {
 		return r, nil
+	}
+	if r.Activity == runs.Hibernated {
+		claimed, err := s.store.ClaimHibernated(ctx, id, "", s.cfg.Replica, runs.Stopping)
+		if err == nil {
+			s.forgetSleeper(id)
+			return s.endHibernated(ctx, claimed, actorPtr(by), nil), nil
+		}
+		if !errors.Is(err, runs.ErrClaimed) {
+			return runs.Run{}, err
+		}
+		// Woken meanwhile: its new owner stops it on request.
+		r = claimed
 	}
 	if r.Status == runs.Queued && r.Owner == "" {
 		// Claim it, as a replica taking it would: then no replica
@@ -282,23 +297,8 @@ func (s *Supervisor) Cancel(ctx context.Context, id string) (runs.Run, error) {
 	return r, nil
 }
 
-// cancelDormant finishes t, cancelled by by, when it is a dormant run: it
-// has no process to stop. It is false when t is not dormant.
-func (s *Supervisor) cancelDormant(ctx context.Context, t *task, by runs.Actor) bool {
-	if !t.claimDormant() {
-		return false
-	}
-	t.cancelledBy = actorPtr(by)
-	s.finish(context.WithoutCancel(ctx), t, runs.Outcome{}, stopError(errCancelled, t.run.Agent), nil)
-	s.untrack(t)
-	return true
-}
-
 // cancelTask stops t for a cancel that by asked for.
 func (s *Supervisor) cancelTask(t *task, by runs.Actor) {
-	if s.cancelDormant(context.Background(), t, by) {
-		return
-	}
 	t.mu.Lock()
 	if t.cancelledBy == nil && !t.done && t.stopErr == nil {
 		t.cancelledBy = actorPtr(by)

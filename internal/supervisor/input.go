@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/agentgate/agentgate/internal/files"
 	"github.com/agentgate/agentgate/internal/runs"
@@ -27,7 +28,13 @@ func (s *Supervisor) Input(ctx context.Context, id string, in runs.Input) (runs.
 	}
 	s.audit("run."+string(in.Kind), runs.ActorFrom(ctx), id, zap.String("approval_id", in.ApprovalID), zap.String("decision", string(in.Decision)))
 	if t := s.task(id); t != nil {
-		return s.localInput(t, in)
+		res, err := s.localInput(t, in)
+		if !errors.Is(err, errFallingAsleep) {
+			return res, err
+		}
+		if err := t.waitAsleep(ctx); err != nil {
+			return runs.InputResult{}, err
+		}
 	}
 	r, err := s.store.GetRun(ctx, id)
 	if err != nil {
@@ -36,19 +43,14 @@ func (s *Supervisor) Input(ctx context.Context, id string, in runs.Input) (runs.
 	if err := inputConflict(r); err != nil {
 		return runs.InputResult{}, err
 	}
+	if r.Activity == runs.Hibernated {
+		return s.hibernatedInput(ctx, r, in, false)
+	}
 	if r.Owner == s.cfg.Replica {
 		// Ours, but no longer running here: it ended as the input came.
 		return runs.InputResult{}, runs.Conflict(runs.ConflictRunEnded, "the run has ended")
 	}
-	body, err := json.Marshal(in)
-	if err != nil {
-		return runs.InputResult{}, fmt.Errorf("encode input: %w", err)
-	}
-	reply, err := s.store.SendInput(ctx, r.Owner, id, body)
-	if err != nil {
-		return runs.InputResult{}, err
-	}
-	return decodeInputReply(reply)
+	return s.forwardInput(ctx, r, in)
 }
 
 // inputConflict says why a run, as stored, takes no input; nil when it
@@ -72,11 +74,9 @@ func (s *Supervisor) task(id string) *task {
 // localInput delivers in to a run of this replica.
 func (s *Supervisor) localInput(t *task, in runs.Input) (runs.InputResult, error) {
 	t.mu.Lock()
-	sess, done, started, dormant := t.sess, t.done, t.started, t.dormant
+	sess, done, started := t.sess, t.done, t.started
 	t.mu.Unlock()
 	switch {
-	case dormant:
-		return s.dormantInput(t, in)
 	case !started:
 		return runs.InputResult{}, runs.Conflict(runs.ConflictNotStarted, "the run has not started yet")
 	case done:
@@ -91,6 +91,35 @@ func (s *Supervisor) localInput(t *task, in runs.Input) (runs.InputResult, error
 		return runs.InputResult{}, err
 	}
 	return sess.input(in, images)
+}
+
+// waitAsleep waits until t's run, falling asleep, sleeps or has ended.
+func (t *task) waitAsleep(ctx context.Context) error {
+	t.mu.Lock()
+	ch := t.slept
+	t.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(sleepWait):
+		return runs.Conflict(runs.ConflictNotStarted, "the run is still falling asleep; send it again in a moment")
+	}
+}
+
+// wakeSleepWaiters lets the input waiting for t's run to fall asleep go
+// on: it slept, or it ended.
+func (t *task) wakeSleepWaiters() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.slept != nil {
+		close(t.slept)
+		t.slept = nil
+	}
 }
 
 // serveInputs answers the input other replicas send for this replica's
@@ -113,12 +142,32 @@ func (s *Supervisor) answerInput(req runs.InputRequest) (runs.InputResult, error
 	if err := in.Validate(); err != nil {
 		return runs.InputResult{}, err
 	}
-	t := s.task(req.RunID)
-	if t == nil {
-		s.log.Info("input for a run not running here", zap.String("run_id", req.RunID))
-		return runs.InputResult{}, runs.Conflict(runs.ConflictRunEnded, "the run has ended")
+	ctx, cancel := context.WithTimeout(context.Background(), sleepWait)
+	defer cancel()
+	if t := s.task(req.RunID); t != nil {
+		res, err := s.localInput(t, in)
+		if !errors.Is(err, errFallingAsleep) {
+			return res, err
+		}
+		if err := t.waitAsleep(ctx); err != nil {
+			return runs.InputResult{}, err
+		}
 	}
-	return s.localInput(t, in)
+	// Asleep: the sender could not wake it, so it is woken here.
+	if r, err := s.store.GetRun(ctx, req.RunID); err == nil && r.Activity == runs.Hibernated && !r.Status.Terminal() {
+		return s.hibernatedInput(ctx, r, in, true)
+	}
+	s.log.Info("input for a run not running here", zap.String("run_id", req.RunID))
+	return runs.InputResult{}, runs.Conflict(runs.ConflictRunEnded, "the run has ended")
+}
+
+// encodeInput is in as it goes to another replica.
+func encodeInput(in runs.Input) ([]byte, error) {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("encode input: %w", err)
+	}
+	return body, nil
 }
 
 // inputReply is an input's answer between replicas: the result, or the

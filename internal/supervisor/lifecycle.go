@@ -78,7 +78,9 @@ type execution struct {
 func (s *Supervisor) execute(t *task) {
 	x := &execution{s: s, t: t, log: s.log.With(zap.String("run_id", t.run.ID), zap.String("agent", t.run.Agent))}
 	// prepare made the run's temporary directory; it goes with the run,
-	// whichever way the run ends.
+	// whichever way the run ends. Input that waited for the run to fall
+	// asleep goes on once it has, or has ended.
+	defer t.wakeSleepWaiters()
 	defer x.removeTmp()
 	ctx, cancel := context.WithCancelCause(s.runCtx)
 	defer cancel(nil)
@@ -331,6 +333,9 @@ func (x *execution) line(l line) {
 	if x.first {
 		x.first = false
 		s.obs.FirstEvent(x.t.run.Agent, time.Since(x.began).Seconds())
+		if !x.t.wokenAt.IsZero() {
+			s.obs.WokenFirstEvent(x.t.run.Agent, time.Since(x.t.wokenAt).Seconds())
+		}
 	}
 	if l.Dropped > 0 {
 		keep := l.Bytes[:min(len(l.Bytes), s.cfg.Limits.MaxText)] // Bound would cut it anyway
@@ -367,6 +372,12 @@ func (x *execution) conclude(exit runs.Exit, stderrTail []byte, err error) {
 	log.Debug("process stderr", zap.ByteString("stderr_tail", stderrTail))
 	out := x.dec.Finish(exit, stderrTail)
 	if x.sess != nil {
+		if reason, since, ok := x.sess.asleep(exit); ok {
+			x.s.emit(t, x.sess.outcomeEvents(out.Events)...)
+			x.s.recordChanges(t, x.changes, &out)
+			x.s.hibernate(t, reason, since)
+			return
+		}
 		x.sessionOutcome(&out, exit)
 	}
 	// The supervisor's verdict wins only when it did stop the process: one

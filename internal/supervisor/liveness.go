@@ -69,11 +69,23 @@ const orphanQueuedAfter = time.Minute
 // run missing from the queue is queued again. Several replicas may sweep
 // at once: the store keeps one run.completed per run and seq, and the
 // queue one message per run; a run queued twice is claimed once.
+//
+// Hibernated runs have no process: those of a dead replica are adopted
+// (their timers kept here), and this replica's timers are made those of
+// the hibernated runs it owns.
 func (s *Supervisor) sweepOrphans(ctx context.Context, live map[string]bool) error {
-	return s.eachRun(ctx, []runs.State{runs.Queued, runs.Running}, func(r runs.Run) {
+	asleep, since := map[string]time.Time{}, s.cfg.Now()
+	err := s.eachRun(ctx, []runs.State{runs.Queued, runs.Running}, func(r runs.Run) {
 		switch {
 		case r.Owner == s.cfg.Replica:
+			if r.Activity == runs.Hibernated {
+				asleep[r.ID] = closesAt(r, s.cfg.Now())
+			}
 		case r.Owner != "" && live[r.Owner]:
+		case r.Activity == runs.Hibernated:
+			if closes, ok := s.adoptSleeper(ctx, r); ok {
+				asleep[r.ID] = closes
+			}
 		case r.Owner != "" && r.Status == runs.Queued:
 			s.log.Warn("queued run given back: its replica stopped answering", zap.String("run_id", r.ID), zap.String("owner", r.Owner))
 			s.giveBack(&task{run: r})
@@ -94,6 +106,10 @@ func (s *Supervisor) sweepOrphans(ctx context.Context, live map[string]bool) err
 			}
 		}
 	})
+	if err == nil {
+		s.keepSleepers(asleep, since)
+	}
+	return err
 }
 
 // interruptOrphan finishes a run whose replica died, unless it finished

@@ -176,6 +176,24 @@ func (m *memStore) TakeOverRun(_ context.Context, id, from, replica string) (run
 	return r, nil
 }
 
+func (m *memStore) ClaimHibernated(_ context.Context, id, from, replica string, next runs.Activity) (runs.Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.runs[id]
+	if !ok {
+		return runs.Run{}, fmt.Errorf("claim hibernated %s: %w", id, runs.ErrNotFound)
+	}
+	if r.Status != runs.Running || r.Activity != runs.Hibernated || from != "" && r.Owner != from {
+		return r, fmt.Errorf("claim hibernated %s: %w", id, runs.ErrClaimed)
+	}
+	r.Owner, r.Activity = replica, next
+	if next != runs.Hibernated {
+		r.HibernatedAt, r.ClosesAt = nil, nil
+	}
+	m.runs[id] = r
+	return r, nil
+}
+
 func (m *memStore) DeleteRun(_ context.Context, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

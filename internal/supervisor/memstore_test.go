@@ -218,6 +218,9 @@ func (nopObserver) WorkspacePrepared(string, float64, bool)                 {}
 func (nopObserver) SnapshotKept(runs.SnapshotKind, int64)                   {}
 func (nopObserver) SnapshotRestored(runs.SnapshotKind)                      {}
 func (nopObserver) NetworkDenied(string, string)                            {}
+func (nopObserver) RunHibernated(string)                                    {}
+func (nopObserver) RunWoken(string)                                         {}
+func (nopObserver) WokenFirstEvent(string, float64)                         {}
 
 func (m *memStore) SendInput(ctx context.Context, replica, runID string, body []byte) ([]byte, error) {
 	m.mu.Lock()

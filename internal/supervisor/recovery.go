@@ -13,11 +13,14 @@ import (
 // Runs it had taken from the queue and not started go back to the queue.
 func (s *Supervisor) recover(ctx context.Context) error {
 	left := map[string]bool{}
+	asleep, since := map[string]time.Time{}, s.cfg.Now()
 	err := s.eachRun(ctx, []runs.State{runs.Queued, runs.Running}, func(r runs.Run) {
 		switch {
 		case r.Owner != s.cfg.Replica:
 		case r.Status == runs.Queued:
 			s.giveBack(&task{run: r})
+		case r.Activity == runs.Hibernated:
+			asleep[r.ID] = closesAt(r, s.cfg.Now())
 		default:
 			left[r.ID] = true
 		}
@@ -25,6 +28,8 @@ func (s *Supervisor) recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Hibernated runs have nothing to stop: their timers are armed again.
+	s.keepSleepers(asleep, since)
 	if len(left) == 0 {
 		return nil
 	}
@@ -58,6 +63,15 @@ func (s *Supervisor) recover(ctx context.Context) error {
 		s.log.Warn("run interrupted by a gateway restart", zap.String("run_id", id), zap.String("agent", r.Agent))
 	}
 	return nil
+}
+
+// closesAt is when the hibernated run r is closed; now when its record
+// does not say.
+func closesAt(r runs.Run, now time.Time) time.Time {
+	if r.ClosesAt != nil {
+		return *r.ClosesAt
+	}
+	return now
 }
 
 // completedRepairAfter is how long after a run was recorded finished its

@@ -63,6 +63,9 @@ func (s *Supervisor) checkSubmittedSpec(ctx context.Context, sub *submission) er
 	if err := s.checkWebhook(*spec); err != nil {
 		return err
 	}
+	if err := s.checkHibernation(*spec, sub.agent); err != nil {
+		return err
+	}
 	if err := s.checkGiven(d, *spec); err != nil {
 		return err
 	}
@@ -191,7 +194,7 @@ func (s *Supervisor) readySubmissionToRecord(ctx context.Context, sub *submissio
 	if err := s.lockSession(ctx, *spec, sub.runID, sub.timeout); err != nil {
 		return err
 	}
-	if err := s.cfg.Quotas.Admit(ctx, spec.Tenant, sub.runID); err != nil {
+	if err := s.cfg.Quotas.Admit(ctx, spec.Tenant, sub.runID, spec.Interactive); err != nil {
 		s.unlockSubmitted(sub)
 		return err
 	}

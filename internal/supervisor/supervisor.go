@@ -172,6 +172,17 @@ type Config struct {
 	// build many supervisors over the same CLIs give them one cache of it
 	// (runstest.VersionCache): a Node CLI's --version costs seconds of CPU.
 	VersionOutput probe.VersionOutput
+	// IdleTimeout is how long an interactive run that names no
+	// idle_timeout_seconds stays open with no turn, asleep or not
+	// (default runs.DefaultIdleTimeout); MaxIdleTimeout bounds what a
+	// run may ask (default 24h, at most runs.MaxIdleTimeout).
+	IdleTimeout    time.Duration
+	MaxIdleTimeout time.Duration
+	// HibernateAfter is how long an interactive run that names no
+	// hibernate_after_seconds waits idle before it hibernates (0:
+	// never); MaxHibernateAfter bounds what a run may ask (default 24h).
+	HibernateAfter    time.Duration
+	MaxHibernateAfter time.Duration
 	// RunDeadline, when set, arms each run's timeout in place of a timer
 	// of its length: the run times out, as by its timeout_seconds, once
 	// the returned channel is closed or receives. Tests use it to strike a
@@ -199,6 +210,17 @@ func (c *Config) setDefaults() {
 	if c.KillGrace <= 0 {
 		c.KillGrace = 5 * time.Second
 	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = runs.DefaultIdleTimeout
+	}
+	if c.MaxIdleTimeout <= 0 {
+		c.MaxIdleTimeout = 24 * time.Hour
+	}
+	c.MaxIdleTimeout = min(c.MaxIdleTimeout, runs.MaxIdleTimeout)
+	if c.MaxHibernateAfter <= 0 {
+		c.MaxHibernateAfter = 24 * time.Hour
+	}
+	c.MaxHibernateAfter = min(c.MaxHibernateAfter, runs.MaxHibernateAfter)
 	if c.Limits.MaxText <= 0 {
 		c.Limits.MaxText = DefaultLimits.MaxText
 	}
@@ -277,10 +299,13 @@ type Supervisor struct {
 	// queueKick asks queueObserver for a read (observeQueue).
 	queueKick chan struct{}
 
-	mu      sync.Mutex
-	tasks   map[string]*task // being taken from the queue, or running, here
-	active  int              // slots busy
-	closing bool             // no new runs
+	mu    sync.Mutex
+	tasks map[string]*task // being taken from the queue, or running, here
+	// sleepers close the hibernated runs this replica owns at their
+	// ClosesAt (hibernate.go).
+	sleepers map[string]sleeper
+	active   int  // slots busy
+	closing  bool // no new runs
 	// takeCtx ends when the workers stop taking runs from the queue.
 	takeCtx    context.Context
 	stopTaking context.CancelFunc
@@ -320,8 +345,8 @@ type task struct {
 	// when it was made from a source or restored.
 	home     string
 	prepared *workspace.Prepared
-	// woken: the run was taken over from a replica that died, and its
-	// CLI starts again resuming its session (takeover.go); keepMu
+	// woken: the run was hibernated (or taken over from a replica that
+	// died), and its CLI starts again resuming its session; keepMu
 	// serialises what its turns' ends keep in the cluster, and kept,
 	// under keepMu, says the run's end has kept its work: a turn's end
 	// that comes after keeps nothing.
@@ -357,13 +382,12 @@ type task struct {
 	// process is true while the agent's processes may live: from just
 	// before they start until every one of them is gone.
 	process bool
-	// dormant: a run taken over waits for the message that starts its
-	// CLI again, until dormantTimer ends it; wakeMessageID is that
-	// message's, its next turn's.
-	dormant       bool
-	settled       chan struct{} // closed once a run taken over is set up
-	dormantTimer  *time.Timer
+	// wakeMessageID is the message that woke a hibernated run, its next
+	// turn's, and wokenAt when it came; slept is closed once a run that
+	// falls asleep sleeps (or ended), for the input that waits for it.
 	wakeMessageID string
+	wokenAt       time.Time
+	slept         chan struct{}
 	// usageDirty: the record's usage changed since it was last stored;
 	// usageStoredAt is when a usage change was last stored.
 	usageDirty    bool
@@ -387,8 +411,8 @@ func New(cfg Config, store runs.Store, agents []*Agent, obs runs.Observer, log *
 		log:    log,
 		tree:   proctree.New(),
 		agents: map[string]*Agent{},
-		tasks:  map[string]*task{},
-		idle:   make(chan struct{}),
+		tasks:  map[string]*task{}, sleepers: map[string]sleeper{},
+		idle: make(chan struct{}),
 
 		queueKick: make(chan struct{}, 1),
 	}
@@ -514,8 +538,13 @@ func (s *Supervisor) serveCancels(cancels <-chan runs.CancelRequest) {
 		s.mu.Lock()
 		t := s.tasks[req.RunID]
 		s.mu.Unlock()
-		if t != nil && !s.cancelDormant(context.Background(), t, req.By) {
+		switch {
+		case t != nil:
 			s.cancelTask(t, req.By)
+		default:
+			// Asleep here: the replica that asked may have read it
+			// awake, or the request came straight to the store.
+			s.cancelHibernated(req.RunID, req.By)
 		}
 	}
 }
@@ -530,6 +559,11 @@ func (s *Supervisor) Agents() []runs.AgentInfo {
 			info.Enforcement, info.Sandbox = runs.EnforcementSandbox, s.cfg.Sandbox.Enforcement()
 		}
 		info.Networks = s.networks(s.agents[n])
+		if info.Interaction != nil {
+			in := *info.Interaction
+			in.Hibernate = s.canHibernate(s.agents[n])
+			info.Interaction = &in
+		}
 		out = append(out, info)
 	}
 	return out
@@ -736,13 +770,11 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 		if t.sess != nil {
 			sessions = append(sessions, t.sess)
 		}
-		if t.dormant && t.dormantTimer != nil {
-			// Left to the replica that takes it over, or to this one
-			// restarted: not ended by a replica that has stopped.
-			t.dormantTimer.Stop()
-		}
 		t.mu.Unlock()
 	}
+	// Left to the replica that adopts them, or to this one restarted:
+	// not ended by a replica that has stopped.
+	s.stopSleepersLocked()
 	s.signalIdleLocked()
 	s.mu.Unlock()
 	s.stopTaking()

@@ -24,6 +24,11 @@ import (
 // home, as a HomeKeeper says, and whose events name that session.
 type keepingSessAdapter struct{ sessAdapter }
 
+func (keepingSessAdapter) Describe() runs.Description {
+	d := sessAdapter{}.Describe()
+	d.Fields = append(d.Fields, runs.FieldResumeSessionID)
+	return d
+}
 func (keepingSessAdapter) BaseFiles() []string { return []string{"login"} }
 func (keepingSessAdapter) SessionFiles(_ runs.CLIFiles, _, _, id string) ([]string, error) {
 	return []string{"sessions/" + id}, nil
@@ -64,7 +69,7 @@ func takeOverReplica(t *testing.T) (st runs.Store, r runs.Run, h *harness, root,
 func TestAnInteractiveRunIsTakenOverFromADeadReplica(t *testing.T) {
 	st, r, h, root, homes := takeOverReplica(t)
 
-	taken := waitRecordOf(t, st, r.ID, "taken over by b", func(r runs.Run) bool { return r.Owner == "b" && r.Activity == runs.Idle })
+	taken := waitRecordOf(t, st, r.ID, "taken over by b", func(r runs.Run) bool { return r.Owner == "b" && r.Activity == runs.Hibernated })
 	if n := len(taken.Turns); n != 2 || taken.Turns[1].Status != runs.Cancelled || taken.Turns[1].Error == nil ||
 		taken.Turns[1].Error.Class != runs.Interrupted || len(taken.PendingApprovals) != 0 {
 		t.Fatalf("the cut-off turn, as recorded: %+v, pending %v", taken.Turns, taken.PendingApprovals)
@@ -135,24 +140,26 @@ func startTakingOver(t *testing.T, st runs.Store, root, homes string) *harness {
 	return &harness{sup: sup, root: root}
 }
 
-// A steer sent to a run taken over, which has no turn running, starts
-// its next turn, as it does in any idle session of an agent that steers.
-func TestASteerWakesADormantRun(t *testing.T) {
+// A run taken over sleeps: a steer, with no turn to add to, is a 409
+// run_hibernated, and a queued message wakes it as its next turn.
+func TestASteerToARunTakenOverSaysItSleeps(t *testing.T) {
 	st := runstest.Store(t)
 	r := seedCutRun(t, st, st.(runs.Snapshots))
 	h := startTakingOver(t, st, t.TempDir(), t.TempDir())
-	waitRecordOf(t, st, r.ID, "taken over by b", func(r runs.Run) bool { return r.Owner == "b" && r.Activity == runs.Idle })
+	waitRecordOf(t, st, r.ID, "taken over by b", func(r runs.Run) bool { return r.Owner == "b" && r.Activity == runs.Hibernated })
 
-	res, err := h.sup.Input(context.Background(), r.ID, runs.Input{Kind: runs.InputMessage, Text: "again", Mode: runs.MessageSteer})
-	if err != nil {
-		t.Fatalf("a steer to the idle run taken over: %v, want it to start turn 3", err)
+	_, err := h.sup.Input(context.Background(), r.ID, runs.Input{Kind: runs.InputMessage, Text: "again", Mode: runs.MessageSteer})
+	var ce *runs.ConflictError
+	if !errors.As(err, &ce) || ce.Code != runs.ConflictHibernated {
+		t.Fatalf("a steer to the hibernated run: %v, want a conflict %s", err, runs.ConflictHibernated)
 	}
+	res := h.input(t, r.ID, runs.Input{Kind: runs.InputMessage, Text: "again"})
 	third := waitRecordOf(t, st, r.ID, "done with turn 3", func(r runs.Run) bool {
 		n := len(r.Turns)
 		return n == 3 && r.Turns[2].Status != "" && r.Activity == runs.Idle
 	})
 	if got := third.Turns[2]; got.Turn != 3 || got.MessageID != res.MessageID || got.Status != runs.Succeeded {
-		t.Fatalf("the steered turn is %+v, want turn 3 of message %s, succeeded", got, res.MessageID)
+		t.Fatalf("the woken turn is %+v, want turn 3 of message %s, succeeded", got, res.MessageID)
 	}
 }
 
@@ -180,7 +187,7 @@ func TestATakeOverWaitsForTheRunsLastEvent(t *testing.T) {
 	st := &lastEventFailsOnce{Store: inner, Snapshots: inner.(runs.Snapshots), SessionLocks: inner.(runs.SessionLocks)}
 	r := seedCutRun(t, st, st)
 	startTakingOver(t, st, t.TempDir(), t.TempDir())
-	waitRecordOf(t, st, r.ID, "taken over by b", func(r runs.Run) bool { return r.Owner == "b" && r.Activity == runs.Idle })
+	waitRecordOf(t, st, r.ID, "taken over by b", func(r runs.Run) bool { return r.Owner == "b" && r.Activity == runs.Hibernated })
 
 	evs := runstest.StoredEvents(t, inner, r.ID)
 	var types []runs.EventType
@@ -190,7 +197,7 @@ func TestATakeOverWaitsForTheRunsLastEvent(t *testing.T) {
 			t.Fatalf("stored events %v: position %d holds seq %d", types, i+1, e.Seq)
 		}
 	}
-	if countType(evs, runs.EventRunResumed) != 1 || countType(evs, runs.EventTurnStarted) != 2 {
+	if countType(evs, runs.EventRunResumed) != 1 || countType(evs, runs.EventTurnStarted) != 2 || countType(evs, runs.EventRunHibernated) != 1 {
 		t.Fatalf("stored events %v: want the dead replica's 4 and then the takeover's, with one run.resumed", types)
 	}
 }
@@ -298,17 +305,17 @@ func countType(evs []runs.StoredEvent, typ runs.EventType) int {
 	return n
 }
 
-// A cancel asked for on another replica reaches a dormant run here, and
-// ends it cancelled at once.
-func TestADormantRunIsCancelledFromAnotherReplica(t *testing.T) {
+// A cancel asked for on another replica reaches a hibernated run here,
+// and ends it cancelled at once.
+func TestAHibernatedRunIsCancelledFromAnotherReplica(t *testing.T) {
 	st, r, _, _, _ := takeOverReplica(t)
-	waitRecordOf(t, st, r.ID, "taken over by b", func(r runs.Run) bool { return r.Owner == "b" && r.Activity == runs.Idle })
+	waitRecordOf(t, st, r.ID, "taken over by b", func(r runs.Run) bool { return r.Owner == "b" && r.Activity == runs.Hibernated })
 	if err := st.RequestCancel(context.Background(), r.ID, runs.Actor{KeyID: "k1"}); err != nil {
 		t.Fatal(err)
 	}
 	end := waitRecordOf(t, st, r.ID, "finished", func(r runs.Run) bool { return r.Status.Terminal() })
 	if end.Status != runs.Cancelled || end.CancelledBy == nil || end.CancelledBy.KeyID != "k1" {
-		t.Fatalf("the dormant run cancelled from elsewhere ended %s, cancelled by %+v; want cancelled by k1", end.Status, end.CancelledBy)
+		t.Fatalf("the hibernated run cancelled from elsewhere ended %s, cancelled by %+v; want cancelled by k1", end.Status, end.CancelledBy)
 	}
 }
 

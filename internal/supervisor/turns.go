@@ -40,6 +40,11 @@ import (
 //	            │ close, idle timeout, or not interactive
 //	            ▼
 //	        stopping ──► process exits ──► run.completed
+//
+// An idle interactive run of an agent that can hibernate falls asleep
+// after hibernateTTL (or when the gateway shuts down): its stdin is
+// closed as for a close, and once the CLI has exited the run hibernates
+// in place of ending (hibernate.go).
 type session struct {
 	s           *Supervisor
 	t           *task
@@ -48,7 +53,11 @@ type session struct {
 	interactive bool
 	approvalTTL time.Duration
 	idleTTL     time.Duration
-	log         *zap.Logger
+	// hibernateTTL is how long the session waits idle before it falls
+	// asleep (0: never); canSleep says its run can hibernate at all.
+	hibernateTTL time.Duration
+	canSleep     bool
+	log          *zap.Logger
 
 	mu       sync.Mutex
 	talk     *stdinWriter     // nil until the process has started
@@ -66,6 +75,13 @@ type session struct {
 	pending  map[string]*pendingApproval
 	resolved map[string]runs.ResolvedApproval
 	idle     *time.Timer
+	// idleSince is when the session last became idle; sleepTimer fires
+	// hibernateTTL after it; hibernating says the CLI was told to exit
+	// for the run to hibernate, for sleepReason.
+	idleSince   time.Time
+	sleepTimer  *time.Timer
+	hibernating bool
+	sleepReason string
 	// turnsUsage and turnsCost add up the turns ended so far.
 	turnsUsage runs.Usage
 	turnsCost  *float64
@@ -93,14 +109,12 @@ func newSession(s *Supervisor, t *task, dec runs.Session, log *zap.Logger) *sess
 	ss := &session{
 		s: s, t: t, dec: dec, caps: t.agent.Adapter.Describe().Interaction,
 		interactive: spec.Interactive, log: log,
-		approvalTTL: runs.DefaultApprovalTimeout, idleTTL: runs.DefaultIdleTimeout,
+		approvalTTL: runs.DefaultApprovalTimeout, idleTTL: s.idleTimeout(spec),
+		hibernateTTL: s.hibernateAfter(t), canSleep: spec.Interactive && s.canHibernate(t.agent),
 		pending: map[string]*pendingApproval{}, resolved: map[string]runs.ResolvedApproval{},
 	}
 	if spec.ApprovalTimeoutSeconds > 0 {
 		ss.approvalTTL = time.Duration(spec.ApprovalTimeoutSeconds) * time.Second
-	}
-	if spec.IdleTimeoutSeconds > 0 {
-		ss.idleTTL = time.Duration(spec.IdleTimeoutSeconds) * time.Second
 	}
 	s.mu.Lock()
 	ss.draining = s.closing
@@ -124,7 +138,12 @@ func (ss *session) drain() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.draining = true
-	if !ss.inTurn || len(ss.pending) > 0 {
+	switch {
+	case ss.hibernating:
+	case ss.canSleep && !ss.inTurn && len(ss.pending) == 0 && !ss.closing && !ss.ended:
+		// Nobody waits for it: it sleeps, and wakes on any replica.
+		ss.fallAsleepLocked(runs.HibernatedShutdown)
+	case !ss.inTurn || len(ss.pending) > 0:
 		ss.stopForShutdownLocked()
 	}
 }
@@ -380,7 +399,11 @@ func (ss *session) closeLocked() {
 
 func (ss *session) armIdleLocked() {
 	ss.stopIdleLocked()
+	ss.idleSince = ss.s.cfg.Now()
 	ss.idle = time.AfterFunc(ss.idleTTL, ss.idleExpired)
+	if ss.hibernateTTL > 0 && ss.hibernateTTL < ss.idleTTL {
+		ss.sleepTimer = time.AfterFunc(ss.hibernateTTL, ss.sleepExpired)
+	}
 }
 
 func (ss *session) stopIdleLocked() {
@@ -388,6 +411,47 @@ func (ss *session) stopIdleLocked() {
 		ss.idle.Stop()
 		ss.idle = nil
 	}
+	if ss.sleepTimer != nil {
+		ss.sleepTimer.Stop()
+		ss.sleepTimer = nil
+	}
+}
+
+// sleepExpired puts a session that waited hibernateTTL for a message to
+// sleep.
+func (ss *session) sleepExpired() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.ended || ss.inTurn || ss.closing || ss.draining || ss.hibernating || len(ss.pending) > 0 || len(ss.queue) > 0 {
+		return
+	}
+	ss.fallAsleepLocked(runs.HibernatedIdle)
+}
+
+// fallAsleepLocked ends the CLI's conversation so that the run hibernates
+// once the CLI has exited; input meanwhile waits for the run to sleep.
+func (ss *session) fallAsleepLocked(reason string) {
+	ss.log.Info("interactive run idle: hibernating", zap.String("reason", reason))
+	ss.hibernating, ss.sleepReason = true, reason
+	ss.stopIdleLocked()
+	ss.t.mu.Lock()
+	if ss.t.slept == nil {
+		ss.t.slept = make(chan struct{})
+	}
+	ss.t.mu.Unlock()
+	ss.dec.Close()
+	ss.flushLocked()
+}
+
+// asleep reports whether the process exited for the run to hibernate, and
+// why and since when it has been idle.
+func (ss *session) asleep(exit runs.Exit) (reason string, idleSince time.Time, ok bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if !ss.hibernating || exit.Reason != "" || ss.inTurn {
+		return "", time.Time{}, false
+	}
+	return ss.sleepReason, ss.idleSince, true
 }
 
 // idleExpired closes a session that waited idleTTL for a message.
@@ -541,6 +605,9 @@ func (ss *session) end() {
 func (ss *session) input(in runs.Input, images []runs.Image) (runs.InputResult, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	if ss.hibernating {
+		return runs.InputResult{}, errFallingAsleep
+	}
 	if ss.ended || ss.done {
 		return runs.InputResult{}, runs.Conflict(runs.ConflictRunEnded, "the run has ended")
 	}

@@ -15,9 +15,9 @@ import (
 // ends or starts soon, but when is not known.
 const retryAtCount = 5 * time.Second
 
-// Admit counts a new run of the tenant in, as queued, or refuses it with a
-// *QuotaError.
-func (l *Ledger) Admit(ctx context.Context, tenant, runID string) error {
+// Admit counts a new run of the tenant in, as queued (and as an open
+// conversation when interactive), or refuses it with a *QuotaError.
+func (l *Ledger) Admit(ctx context.Context, tenant, runID string, interactive bool) error {
 	if l == nil || !l.quotas.enabled() {
 		return nil
 	}
@@ -26,13 +26,16 @@ func (l *Ledger) Admit(ctx context.Context, tenant, runID string) error {
 		if err := l.checkBudget(u, today); err != nil || !l.quotas.counts() {
 			return err
 		}
-		if err := l.checkCounts(u); err != nil {
+		if err := l.checkCounts(u, interactive); err != nil {
 			l.heal(ctx, u)
-			if err := l.checkCounts(u); err != nil {
+			if err := l.checkCounts(u, interactive); err != nil {
 				return err
 			}
 		}
 		u.Runs[runID] = runs.Queued
+		if interactive {
+			u.Open[runID] = true
+		}
 		return nil
 	})
 }
@@ -48,11 +51,15 @@ func (l *Ledger) checkBudget(u *Usage, today string) error {
 	return nil
 }
 
-// checkCounts refuses a new run of a tenant at MaxRunning or MaxQueued.
-func (l *Ledger) checkCounts(u *Usage) error {
+// checkCounts refuses a new run of a tenant at MaxRunning or MaxQueued,
+// and a new conversation at MaxOpen.
+func (l *Ledger) checkCounts(u *Usage, interactive bool) error {
 	q := l.quotas
 	running, queued := countStates(u.Runs)
 	switch {
+	case interactive && q.MaxOpen > 0 && len(u.Open) >= q.MaxOpen:
+		return &QuotaError{Limit: LimitOpen, RetryAfter: retryAtCount,
+			Message: fmt.Sprintf("the tenant has %d interactive runs open (hibernated ones included), its limit; close one first", len(u.Open))}
 	case q.MaxRunning > 0 && running >= q.MaxRunning:
 		return &QuotaError{Limit: LimitRunning, RetryAfter: retryAtCount,
 			Message: fmt.Sprintf("the tenant has %d runs running, its limit; retry when one ends", running)}
@@ -100,6 +107,49 @@ func (l *Ledger) runningOthers(u *Usage, runID string) int {
 	return running
 }
 
+// Hibernate counts a run of the tenant that hibernated as open but no
+// longer running.
+func (l *Ledger) Hibernate(ctx context.Context, tenant, runID string) {
+	if l == nil || !l.quotas.counts() {
+		return
+	}
+	err := l.update(ctx, tenant, func(u *Usage) error {
+		if _, counted := u.Runs[runID]; counted {
+			u.Runs[runID] = Hibernated
+		}
+		return nil
+	})
+	if err != nil {
+		l.log.Warn("count a tenant's run as hibernated", zap.String("run_id", runID), zap.Error(err))
+	}
+}
+
+// Wake counts a hibernated run of the tenant as running again, or refuses
+// with a *QuotaError when the tenant runs MaxRunning runs already: the
+// message that would wake it is refused, to be sent again later.
+func (l *Ledger) Wake(ctx context.Context, tenant, runID string) error {
+	if l == nil || !l.quotas.counts() {
+		return nil
+	}
+	err := l.update(ctx, tenant, func(u *Usage) error {
+		if most := l.quotas.MaxRunning; most > 0 && l.runningOthers(u, runID) >= most {
+			l.heal(ctx, u)
+			if l.runningOthers(u, runID) >= most {
+				return &QuotaError{Limit: LimitRunning, RetryAfter: retryAtCount,
+					Message: fmt.Sprintf("the tenant has %d runs running, its limit; the hibernated run wakes when one ends: send the message again then", most)}
+			}
+		}
+		u.Runs[runID] = runs.Running
+		return nil
+	})
+	var qe *QuotaError
+	if err != nil && !errors.As(err, &qe) {
+		l.log.Warn("count a tenant's woken run as running", zap.String("run_id", runID), zap.Error(err))
+		return nil // the store is failing: the run goes on, as StartAllowed
+	}
+	return err
+}
+
 // CountOut removes a finished (or never queued) run from its tenant's
 // counts and adds its cost, when known, to the tenant's day.
 func (l *Ledger) CountOut(ctx context.Context, tenant, runID string, cost *float64) {
@@ -109,6 +159,7 @@ func (l *Ledger) CountOut(ctx context.Context, tenant, runID string, cost *float
 	today := l.today()
 	err := l.update(ctx, tenant, func(u *Usage) error {
 		delete(u.Runs, runID)
+		delete(u.Open, runID)
 		if l.quotas.DailyBudgetUSD > 0 && cost != nil && *cost > 0 {
 			if u.Day != today {
 				u.Day, u.CostUSD = today, 0

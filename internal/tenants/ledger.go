@@ -29,9 +29,13 @@ type Quotas struct {
 	// DailyBudgetUSD is the cost a tenant's finished runs may reach in a
 	// UTC day; past it, new runs are refused until the next day.
 	DailyBudgetUSD float64
+	// MaxOpen is the most interactive runs (conversations) of a tenant
+	// open at once: queued, running or hibernated. A hibernated run
+	// counts here and not against MaxRunning.
+	MaxOpen int
 }
 
-func (q Quotas) counts() bool  { return q.MaxRunning > 0 || q.MaxQueued > 0 }
+func (q Quotas) counts() bool  { return q.MaxRunning > 0 || q.MaxQueued > 0 || q.MaxOpen > 0 }
 func (q Quotas) enabled() bool { return q.counts() || q.DailyBudgetUSD > 0 }
 
 // Ledger counts tenants' runs against their Quotas in the store. A nil
@@ -70,6 +74,9 @@ func (l *Ledger) update(ctx context.Context, tenant string, change func(u *Usage
 		if u.Runs == nil {
 			u.Runs = map[string]runs.State{}
 		}
+		if u.Open == nil {
+			u.Open = map[string]bool{}
+		}
 		if err := change(&u); err != nil {
 			return err
 		}
@@ -81,11 +88,14 @@ func (l *Ledger) update(ctx context.Context, tenant string, change func(u *Usage
 	return fmt.Errorf("tenant usage of %q: too much contention", tenant)
 }
 
+// countStates counts the runs running and queued; a hibernated run is
+// neither.
 func countStates(m map[string]runs.State) (running, queued int) {
 	for _, st := range m {
-		if st == runs.Running {
+		switch st {
+		case runs.Running:
 			running++
-		} else {
+		case runs.Queued:
 			queued++
 		}
 	}
@@ -99,6 +109,11 @@ func (l *Ledger) heal(ctx context.Context, u *Usage) {
 		r, err := l.store.GetRun(ctx, id)
 		if errors.Is(err, runs.ErrNotFound) || (err == nil && r.Status.Terminal()) {
 			delete(u.Runs, id)
+		}
+	}
+	for id := range u.Open {
+		if _, counted := u.Runs[id]; !counted {
+			delete(u.Open, id)
 		}
 	}
 }

@@ -83,7 +83,7 @@ func TestLedgerWithoutQuotasNeverReadsTheStore(t *testing.T) {
 	st := newMemStore()
 	st.failRead = errors.New("the store must not be read")
 	for name, l := range map[string]*Ledger{"nil": nil, "zero quotas": NewLedger(Quotas{}, st, nil, zaptest.NewLogger(t))} {
-		if err := l.Admit(ctx, "acme", "r1"); err != nil {
+		if err := l.Admit(ctx, "acme", "r1", false); err != nil {
 			t.Errorf("%s: Admit = %v, want nil", name, err)
 		}
 		if !l.StartAllowed(ctx, "acme", "r1") {
@@ -101,7 +101,7 @@ func TestLedgerGivesUpUnderContention(t *testing.T) {
 	st := newMemStore()
 	st.stale = true
 	l := NewLedger(Quotas{MaxRunning: 1}, st, nil, zaptest.NewLogger(t))
-	err := l.Admit(context.Background(), "acme", "r1")
+	err := l.Admit(context.Background(), "acme", "r1", false)
 	if err == nil || errors.Is(err, ErrQuota) || !strings.Contains(err.Error(), "contention") {
 		t.Fatalf("Admit against a record that always changes = %v, want an error of contention, not a quota", err)
 	}
@@ -128,7 +128,7 @@ func TestLedgerDailyBudgetRetriesAtMidnightUTC(t *testing.T) {
 	st.usage["acme"], st.rev["acme"] = Usage{Day: "2030-03-04", CostUSD: 1}, 1
 	l := NewLedger(Quotas{DailyBudgetUSD: 1}, st, at(time.Date(2030, 3, 4, 22, 30, 0, 0, time.UTC)), zaptest.NewLogger(t))
 	var qe *QuotaError
-	err := l.Admit(context.Background(), "acme", "r1")
+	err := l.Admit(context.Background(), "acme", "r1", false)
 	if !errors.As(err, &qe) || qe.Limit != LimitDailyBudget || qe.RetryAfter != 90*time.Minute {
 		t.Fatalf("Admit at the budget = %v (%+v), want %s with a retry after 1h30m", err, qe, LimitDailyBudget)
 	}

@@ -10,9 +10,12 @@ import (
 
 // Usage is what the store keeps of one tenant for its quotas.
 type Usage struct {
-	// Runs are the tenant's unfinished runs and their state (Queued or
-	// Running), while MaxRunning or MaxQueued is set.
+	// Runs are the tenant's unfinished runs and their state (Queued,
+	// Running or Hibernated), while a count is limited.
 	Runs map[string]runs.State `json:"runs,omitempty"`
+	// Open are those of Runs that are interactive: the tenant's open
+	// conversations, for MaxOpen.
+	Open map[string]bool `json:"open,omitempty"`
 	// Day (UTC, 2006-01-02) and CostUSD are the cost of the tenant's runs
 	// that finished that day.
 	Day     string  `json:"day,omitempty"`
@@ -46,7 +49,12 @@ const (
 	LimitRunning     = "running"
 	LimitQueued      = "queued"
 	LimitDailyBudget = "daily_budget"
+	LimitOpen        = "open_conversations"
 )
+
+// Hibernated is a run's state in Usage.Runs while it hibernates: open,
+// but not running.
+const Hibernated runs.State = "hibernated"
 
 // QuotaError says which limit refused a run, and when to try again.
 type QuotaError struct {

@@ -109,3 +109,6 @@ func (NopObserver) WorkspacePrepared(string, float64, bool)                 {}
 func (NopObserver) SnapshotKept(runs.SnapshotKind, int64)                   {}
 func (NopObserver) SnapshotRestored(runs.SnapshotKind)                      {}
 func (NopObserver) NetworkDenied(string, string)                            {}
+func (NopObserver) RunHibernated(string)                                    {}
+func (NopObserver) RunWoken(string)                                         {}
+func (NopObserver) WokenFirstEvent(string, float64)                         {}
