@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,13 +20,38 @@ import (
 // talkingAgent is a CLI driven over stdin, like codex app-server: it
 // answers each line it reads with {"text":"got <line>"}, works on "work"
 // until it reads "stop", and says "eof" when stdin ends.
+//
+// With FAKE_SESSION set it keeps, like a CLI's session file, every line
+// it read in $HOME/sessions/$FAKE_SESSION, and in transcript.txt in its
+// working directory, each appended to what an earlier process of the
+// session left.
 func talkingAgent(say func(string, ...any)) int {
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
+		keepLine(in.Text())
 		say(`{"text":"got %s"}`, in.Text())
 	}
 	say(`{"text":"eof"}`)
 	return 0
+}
+
+// keepLine appends line to the session file and the transcript, when the
+// agent keeps a session.
+func keepLine(line string) {
+	session := os.Getenv("FAKE_SESSION")
+	if session == "" {
+		return
+	}
+	dir := filepath.Join(os.Getenv("HOME"), "sessions")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return
+	}
+	for _, name := range []string{filepath.Join(dir, session), "transcript.txt"} {
+		if f, err := os.OpenFile(name, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+			fmt.Fprintln(f, line)
+			f.Close()
+		}
+	}
 }
 
 // talkAdapter drives talkingAgent through a Conversation, and checks

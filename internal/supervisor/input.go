@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/files"
 	"github.com/agentgate/agentgate/internal/runs"
+	"github.com/agentgate/agentgate/internal/tenants"
 	"go.uber.org/zap"
 )
 
@@ -178,11 +179,13 @@ type inputReply struct {
 }
 
 type wireError struct {
-	Kind    string `json:"kind"` // not_found, conflict, invalid, unsupported, file, internal
+	Kind    string `json:"kind"` // not_found, conflict, invalid, unsupported, file, quota, internal
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
 	Agent   string `json:"agent,omitempty"`
+	// RetryAfterMS is a quota refusal's Retry-After.
+	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
 }
 
 func encodeInputReply(res runs.InputResult, err error) []byte {
@@ -190,9 +193,12 @@ func encodeInputReply(res runs.InputResult, err error) []byte {
 	var fe *runs.FieldError
 	var ce *runs.ConflictError
 	var fle *files.Refusal
+	var qe *tenants.QuotaError
 	switch {
 	case err == nil:
 		r.Result = &res
+	case errors.As(err, &qe):
+		r.Error = &wireError{Kind: "quota", Code: qe.Limit, Message: qe.Message, RetryAfterMS: qe.RetryAfter.Milliseconds()}
 	case errors.As(err, &fle):
 		r.Error = &wireError{Kind: "file", Code: fle.Code, Message: fle.Reason, Field: fle.Field}
 	case errors.As(err, &ce):
@@ -223,6 +229,8 @@ func decodeInputReply(b []byte) (runs.InputResult, error) {
 			return runs.InputResult{}, runs.Conflict(e.Code, e.Message)
 		case "file":
 			return runs.InputResult{}, &files.Refusal{Code: e.Code, Field: e.Field, Reason: e.Message}
+		case "quota":
+			return runs.InputResult{}, &tenants.QuotaError{Limit: e.Code, Message: e.Message, RetryAfter: time.Duration(e.RetryAfterMS) * time.Millisecond}
 		case "invalid":
 			return runs.InputResult{}, runs.Invalid(e.Field, e.Message)
 		case "unsupported":

@@ -29,6 +29,9 @@ func (keepingSessAdapter) Describe() runs.Description {
 	d.Fields = append(d.Fields, runs.FieldResumeSessionID)
 	return d
 }
+func (keepingSessAdapter) Command(inv runs.Invocation) (runs.Command, error) {
+	return runs.Command{Env: []string{fakeAgentEnv + "=talk", "FAKE_SESSION=sess-1"}}, nil
+}
 func (keepingSessAdapter) BaseFiles() []string { return []string{"login"} }
 func (keepingSessAdapter) SessionFiles(_ runs.CLIFiles, _, _, id string) ([]string, error) {
 	return []string{"sessions/" + id}, nil
@@ -94,7 +97,7 @@ func TestAnInteractiveRunIsTakenOverFromADeadReplica(t *testing.T) {
 		t.Fatalf("the woken turn is %+v, want turn 3 of message %s", third.Turns[2], res.MessageID)
 	}
 	home := filepath.Join(homes, r.ID)
-	for name, want := range map[string]string{"login": "login", "sessions/sess-1": "turns 1 and 2\n"} {
+	for name, want := range map[string]string{"login": "login", "sessions/sess-1": "turns 1 and 2\nprompt:again\n"} {
 		if got, err := os.ReadFile(filepath.Join(home, filepath.FromSlash(name))); err != nil || string(got) != want {
 			t.Errorf("the woken run's home has %s = %q (%v), want %q", name, got, err, want)
 		}

@@ -45,6 +45,11 @@ func (m *memStore) TenantUsage(_ context.Context, tenant string) (Usage, uint64,
 		counted[id] = st
 	}
 	u.Runs = counted
+	open := make(map[string]bool, len(u.Open))
+	for id := range u.Open {
+		open[id] = true
+	}
+	u.Open = open
 	return u, m.rev[tenant], nil
 }
 
