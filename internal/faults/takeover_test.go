@@ -181,15 +181,16 @@ func (s *sessionRig) cutTurn(id string, tr turn) []string {
 		s.t.Fatalf("run %s: the tool of %s never ran", id, tr.Tag)
 	}
 	killed, _, problems := s.killAndTakeOver(id, 3, 3)
-	// run.resumed is emitted before the record is stored idle.
+	// run.resumed and run.hibernated are emitted before the record is
+	// stored hibernated: a run taken over sleeps until its next message.
 	var rec record
 	var err error
 	if !waitFor(30*time.Second, func() bool {
 		rec, _, err = getRun(s.Nginx, id)
-		return err == nil && rec.Activity == runs.Idle
+		return err == nil && rec.Activity == runs.Hibernated
 	}) || len(rec.Turns) != 4 || rec.Turns[3].Status != runs.Cancelled || rec.Turns[3].Error == nil ||
 		rec.Turns[3].Error.Class != runs.Interrupted {
-		problems = append(problems, fmt.Sprintf("run %s once taken over in %s: %s, turns %+v (%v); want turn 4 cancelled, interrupted, and the run idle",
+		problems = append(problems, fmt.Sprintf("run %s once taken over in %s: %s, turns %+v (%v); want turn 4 cancelled, interrupted, and the run hibernated",
 			id, tr.Tag, rec.Activity, rec.Turns, err))
 	}
 	s.do("start-gateway", killed)
