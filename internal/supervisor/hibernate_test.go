@@ -320,3 +320,36 @@ func TestAHibernatedRunLeavesItsRunningSlot(t *testing.T) {
 		t.Errorf("the refused wake left the run %s, want it still hibernated", r.Activity)
 	}
 }
+
+// anonymousKeepingAdapter keeps sessions but its CLI never names one.
+type anonymousKeepingAdapter struct{ keepingSessAdapter }
+
+func (anonymousKeepingAdapter) NewDecoder(inv runs.Invocation) runs.Decoder {
+	return sessAdapter{}.NewDecoder(inv)
+}
+
+// A run whose CLI never named its session stays awake when its time to
+// hibernate comes: woken, its CLI would begin another conversation.
+func TestARunWithoutASessionIDStaysAwake(t *testing.T) {
+	st := runstest.Store(t)
+	k := startKeeper(t, st, "a", nil)
+	k.sup.agents["sess"].Adapter = anonymousKeepingAdapter{}
+	r := k.submit(t, st, runs.Spec{HibernateAfterSeconds: 3600})
+	waitRecordOf(t, st, r.ID, "idle", func(r runs.Run) bool { return r.Activity == runs.Idle })
+	tk := k.sup.task(r.ID)
+	if tk == nil || tk.sess == nil {
+		t.Fatal("the idle run has no session here")
+	}
+	tk.sess.sleepExpired() // as its timer would
+	tk.sess.mu.Lock()
+	asleep := tk.sess.hibernating
+	tk.sess.mu.Unlock()
+	if asleep {
+		t.Fatal("a run without a session id began to hibernate")
+	}
+	h := &harness{sup: k.sup}
+	h.input(t, r.ID, runs.Input{Kind: runs.InputMessage, Text: "still here"})
+	waitRecordOf(t, st, r.ID, "done with turn 2 in the same process", func(r runs.Run) bool {
+		return len(r.Turns) == 2 && r.Turns[1].Status == runs.Succeeded
+	})
+}

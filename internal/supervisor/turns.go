@@ -140,7 +140,7 @@ func (ss *session) drain() {
 	ss.draining = true
 	switch {
 	case ss.hibernating:
-	case ss.canSleep && !ss.inTurn && len(ss.pending) == 0 && !ss.closing && !ss.ended:
+	case ss.canSleep && !ss.inTurn && len(ss.pending) == 0 && !ss.closing && !ss.ended && ss.resumable():
 		// Nobody waits for it: it sleeps, and wakes on any replica.
 		ss.fallAsleepLocked(runs.HibernatedShutdown)
 	case !ss.inTurn || len(ss.pending) > 0:
@@ -422,10 +422,18 @@ func (ss *session) stopIdleLocked() {
 func (ss *session) sleepExpired() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.ended || ss.inTurn || ss.closing || ss.draining || ss.hibernating || len(ss.pending) > 0 || len(ss.queue) > 0 {
+	if ss.ended || ss.inTurn || ss.closing || ss.draining || ss.hibernating || len(ss.pending) > 0 || len(ss.queue) > 0 || !ss.resumable() {
 		return
 	}
 	ss.fallAsleepLocked(runs.HibernatedIdle)
+}
+
+// resumable reports whether the CLI named the session it keeps: without
+// its id, a woken CLI would begin another conversation.
+func (ss *session) resumable() bool {
+	ss.t.mu.Lock()
+	defer ss.t.mu.Unlock()
+	return ss.t.run.SessionID != ""
 }
 
 // fallAsleepLocked ends the CLI's conversation so that the run hibernates
