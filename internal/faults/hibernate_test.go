@@ -38,6 +38,7 @@ func TestAHibernatedRunWakesOnAnotherReplica(t *testing.T) {
 	first := turn{Tag: "ws-hib-1"}
 	first.ID = s.submitInteractive("write-file", first.Tag, sleepAfter)
 	id := first.ID
+	s.waitSettled(id, 1)
 	ran := s.executor(id)
 	if ran == 0 {
 		t.Fatalf("run %s: no gateway's log says it started the run", id)
@@ -70,6 +71,7 @@ func TestAHibernatedRunOutlivesItsReplica(t *testing.T) {
 	first := turn{Tag: "ws-hib-kill-1"}
 	first.ID = s.submitInteractive("write-file", first.Tag, sleepAfter)
 	id := first.ID
+	s.waitSettled(id, 1)
 	ran := s.executor(id)
 	if ran == 0 {
 		t.Fatalf("run %s: no gateway's log says it started the run", id)
