@@ -34,7 +34,7 @@ const sleepAfter = 5
 // turn 1 and reads its file. The run falls asleep again on its new
 // replica and a close ends it succeeded.
 func TestAHibernatedRunWakesOnAnotherReplica(t *testing.T) {
-	s := newHibernateRig(t)
+	s := newHibernateRig(t, takeoverTTL)
 	first := turn{Tag: "ws-hib-1"}
 	first.ID = s.submitInteractive("write-file", first.Tag, sleepAfter)
 	id := first.ID
@@ -62,26 +62,35 @@ func TestAHibernatedRunWakesOnAnotherReplica(t *testing.T) {
 }
 
 // TestAHibernatedRunOutlivesItsReplica lets a run fall asleep on its
-// replica and kills that replica -9: a live replica adopts the sleeping
-// run (the record names it, and nothing of the run is marked
-// interrupted), and a message through nginx wakes it on a live replica,
-// where turn 2 goes on from turn 1.
+// replica and kills that replica -9, twice. The first time a message
+// goes through nginx at once, well within the replicas' TTL: a live
+// replica wakes the run from the dead one. The second time, with the
+// killed replica back, a live replica first adopts the sleeping run
+// (the record names it, and still says hibernated), and a message wakes
+// it from there. Either way turn 2 goes on from turn 1, and nothing of
+// the run is marked interrupted.
 func TestAHibernatedRunOutlivesItsReplica(t *testing.T) {
-	s := newHibernateRig(t)
-	first := turn{Tag: "ws-hib-kill-1"}
-	first.ID = s.submitInteractive("write-file", first.Tag, sleepAfter)
-	id := first.ID
-	s.waitSettled(id, 1)
-	ran := s.executor(id)
-	if ran == 0 {
-		t.Fatalf("run %s: no gateway's log says it started the run", id)
+	// A message sent right after the kill reaches the run before any
+	// replica can know its replica died.
+	s := newHibernateRig(t, 15*time.Second)
+	var problems, made []string
+	for i, adopted := range []bool{false, true} {
+		first := turn{Tag: fmt.Sprintf("ws-hib-kill-%d-1", i)}
+		first.ID = s.submitInteractive("write-file", first.Tag, sleepAfter)
+		id := first.ID
+		made = append(made, id)
+		s.waitSettled(id, 1)
+		ran := s.executor(id)
+		if ran == 0 {
+			t.Fatalf("run %s: no gateway's log says it started the run", id)
+		}
+		problems = append(problems, s.checkAsleep(id, 1, ran, runs.HibernatedIdle, 1)...)
+		s.do("kill-gateway", ran)
+		problems = append(problems, s.wakeElsewhere(first, turn{Tag: fmt.Sprintf("ws-hib-kill-%d-2", i), ID: id}, ran, adopted)...)
+		problems = append(problems, s.closeAndVerify(id, 1)...)
+		s.do("start-gateway", ran)
 	}
-	problems := s.checkAsleep(id, 1, ran, runs.HibernatedIdle, 1)
-
-	s.do("kill-gateway", ran)
-	problems = append(problems, s.wakeElsewhere(first, turn{Tag: "ws-hib-kill-2", ID: id}, ran)...)
-	problems = append(problems, s.closeAndVerify(id, 1)...)
-	report(t, append(problems, checkListing(s.Nginx, []string{id})...))
+	report(t, append(problems, checkListing(s.Nginx, made)...))
 }
 
 // TestAnIdleRunHibernatesWhenItsReplicaStops stops (SIGTERM) the replica
@@ -90,7 +99,7 @@ func TestAHibernatedRunOutlivesItsReplica(t *testing.T) {
 // message through nginx wakes it on another replica, where turn 2 goes
 // on from turn 1.
 func TestAnIdleRunHibernatesWhenItsReplicaStops(t *testing.T) {
-	s := newHibernateRig(t)
+	s := newHibernateRig(t, takeoverTTL)
 	first := turn{Tag: "ws-hib-term-1"}
 	// It would not fall asleep on its own while the test runs.
 	first.ID = s.submitInteractive("write-file", first.Tag, 3600)
@@ -103,14 +112,14 @@ func TestAnIdleRunHibernatesWhenItsReplicaStops(t *testing.T) {
 
 	s.do("term-gateway", ran)
 	problems := s.checkAsleep(id, 1, ran, runs.HibernatedShutdown, 1)
-	problems = append(problems, s.wakeElsewhere(first, turn{Tag: "ws-hib-term-2", ID: id}, ran)...)
+	problems = append(problems, s.wakeElsewhere(first, turn{Tag: "ws-hib-term-2", ID: id}, ran, true)...)
 	problems = append(problems, s.closeAndVerify(id, 1)...)
 	report(t, append(problems, checkListing(s.Nginx, []string{id})...))
 }
 
-// newHibernateRig starts a rig whose replicas take over a dead one's runs
-// within takeoverTTL, with the session scenario's mock model.
-func newHibernateRig(t *testing.T) *sessionRig {
+// newHibernateRig starts a rig whose replicas take a dead one's runs
+// over within ttl, with the session scenario's mock model.
+func newHibernateRig(t *testing.T, ttl time.Duration) *sessionRig {
 	t.Helper()
 	began := time.Now()
 	mock, err := anthropic.Start("127.0.0.1:0", sessionScenario())
@@ -118,7 +127,7 @@ func newHibernateRig(t *testing.T) *sessionRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(mock.Close)
-	s := &sessionRig{rig: newRig(t, mock, rigOptions{Env: map[string]string{"AGENTGATE_REPLICA_TTL": takeoverTTL.String()}}), t: t, mock: mock}
+	s := &sessionRig{rig: newRig(t, mock, rigOptions{Env: map[string]string{"AGENTGATE_REPLICA_TTL": ttl.String()}}), t: t, mock: mock}
 	s.mustStart()
 	t.Logf("rig up in %s", time.Since(began).Round(time.Millisecond))
 	return s
@@ -216,32 +225,35 @@ func (s *sessionRig) checkWoken(id string, nth, on, from, finished int) (int, []
 	return woke, problems
 }
 
-// wakeElsewhere waits until a live replica adopted the sleeping run of
-// the first turn, whose gateway dead is gone (the record names the
-// adopter, and still says hibernated), then sends the second turn through
-// nginx: it wakes the run on a live replica, and goes on from the first.
-func (s *sessionRig) wakeElsewhere(first, second turn, dead int) []string {
+// wakeElsewhere sends the second turn through nginx to the sleeping run
+// of the first, whose gateway dead is gone: it wakes the run on a live
+// replica, and goes on from the first turn. When adopted, it first waits
+// until a live replica adopted the run (the record names the adopter,
+// and still says hibernated), which is then the replica it wakes from.
+func (s *sessionRig) wakeElsewhere(first, second turn, dead int, adopted bool) []string {
 	s.t.Helper()
 	id := first.ID
-	var owner string
-	var err error
-	if !waitFor(settleWithin, func() bool {
-		owner, err = s.storedOwner(id)
-		return err == nil && owner != gatewayName(dead)
-	}) {
-		s.t.Fatalf("run %s: still owned by the dead gateway %d %s after it went (%v)", id, dead, settleWithin, err)
-	}
-	s.t.Logf("run %s: adopted by %s once gateway %d went", id, owner, dead)
 	var problems []string
-	if rec, _, err := getRun(s.Nginx, id); err != nil || rec.Status != runs.Running || rec.Activity != runs.Hibernated {
-		problems = append(problems, fmt.Sprintf("run %s adopted by %s: the record is %s, %s (%v), want running, hibernated", id, owner, rec.Status, rec.Activity, err))
+	from := dead
+	if adopted {
+		var owner string
+		var err error
+		if !waitFor(settleWithin, func() bool {
+			owner, err = s.storedOwner(id)
+			return err == nil && owner != gatewayName(dead)
+		}) {
+			s.t.Fatalf("run %s: still owned by the dead gateway %d %s after it went (%v)", id, dead, settleWithin, err)
+		}
+		s.t.Logf("run %s: adopted by %s once gateway %d went", id, owner, dead)
+		if rec, _, err := getRun(s.Nginx, id); err != nil || rec.Status != runs.Running || rec.Activity != runs.Hibernated {
+			problems = append(problems, fmt.Sprintf("run %s adopted by %s: the record is %s, %s (%v), want running, hibernated", id, owner, rec.Status, rec.Activity, err))
+		}
+		fmt.Sscanf(owner, "gateway-%d", &from)
 	}
-	var adopter int
-	fmt.Sscanf(owner, "gateway-%d", &adopter)
 	if status, raw := postMessage(s.Nginx, id, "read-file "+second.Tag); status != http.StatusAccepted {
 		s.t.Fatalf("POST %s to run %s through nginx = %d %s", second.Tag, id, status, raw)
 	}
-	woke, more := s.checkWoken(id, 1, 0, adopter, 1)
+	woke, more := s.checkWoken(id, 1, 0, from, 1)
 	if woke == dead {
 		problems = append(problems, fmt.Sprintf("run %s: woken on gateway %d, which is gone", id, dead))
 	}
