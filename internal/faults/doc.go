@@ -42,8 +42,9 @@
 //     message sent to another replica, which then owns it: the model
 //     sees the turn before and the tool finds its file;
 //   - TestAHibernatedRunOutlivesItsReplica: kill -9 of the replica a run
-//     sleeps on: a live replica adopts it, nothing is interrupted, and a
-//     message through nginx wakes it with its conversation and files;
+//     sleeps on: a message through nginx wakes it on a live replica with
+//     its conversation and files, sent at once or after a live replica
+//     adopted it, and nothing of it is marked interrupted;
 //   - TestAnIdleRunHibernatesWhenItsReplicaStops: SIGTERM of the replica
 //     of an idle interactive run puts the run to sleep (reason shutdown)
 //     instead of ending it, and it wakes elsewhere;
