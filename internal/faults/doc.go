@@ -37,6 +37,17 @@
 //     with the same conversation in the same files as the next turn, the
 //     cut turn ends interrupted, and a cancel sent to a third replica
 //     ends a run taken over;
+//   - TestAHibernatedRunWakesOnAnotherReplica: an interactive run that
+//     hibernated on its replica (no process of it left) is woken by a
+//     message sent to another replica, which then owns it: the model
+//     sees the turn before and the tool finds its file;
+//   - TestAHibernatedRunOutlivesItsReplica: kill -9 of the replica a run
+//     sleeps on: a message through nginx wakes it on a live replica with
+//     its conversation and files, sent at once or after a live replica
+//     adopted it, and nothing of it is marked interrupted;
+//   - TestAnIdleRunHibernatesWhenItsReplicaStops: SIGTERM of the replica
+//     of an idle interactive run puts the run to sleep (reason shutdown)
+//     instead of ending it, and it wakes elsewhere;
 //   - TestScheduleFiresOnceAcrossAReplicaKill: a schedule every 10 s over
 //     65 s, the replica that claimed its fires killed -9 between two of
 //     them: 6 or 7 fires, each started once, 10 s apart, with as many runs;
