@@ -32,7 +32,7 @@ type config struct {
 	EventsPerMessage int           `envconfig:"EVENTS_PER_MESSAGE" default:"256" desc:"most events of one run in one JetStream message; 1 while replicas of a version before this setting read the same store"`
 	WorkspaceRoot    string        `envconfig:"WORKSPACE_ROOT" desc:"run directories, where a run's cwd is relative to; unset: DATA_DIR/workspaces"`
 	ReplicaID        string        `envconfig:"REPLICA_ID" desc:"names this replica; unset: an id kept in DATA_DIR, or with NATS_URL the hostname"`
-	ReplicaTTL       time.Duration `envconfig:"REPLICA_TTL" default:"45s" desc:"a replica silent this long is taken for dead and its running runs marked interrupted; the same on every replica"`
+	ReplicaTTL       time.Duration `envconfig:"REPLICA_TTL" default:"45s" desc:"a replica silent this long is taken for dead: its running runs are marked interrupted, its interactive ones taken over asleep; the same on every replica"`
 	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error (zap JSON logs)"`
 	AgentPath        string        `envconfig:"AGENT_PATH" desc:"PATH of agent processes; unset: the gateway's PATH"`
 	// Agents, when set, enables only the agents named (comma-separated);
