@@ -129,6 +129,11 @@ type Interaction struct {
 	// with a one-shot run's prompt, and drops a session prompt's images,
 	// so its messages with images are refused by name.
 	MessageAttachments bool `json:"message_attachments"`
+	// ResumesSession says the agent's interactive session can begin
+	// from a session its CLI kept (resume_session_id on an interactive
+	// run): what a hibernated run needs to wake. Gemini's, OpenCode's and
+	// Copilot's sessions resume only in one-shot runs.
+	ResumesSession bool `json:"-"`
 	// Hibernate reports whether an idle run of the agent hibernates
 	// (its session kept in the cluster, its CLI stopped) and wakes on
 	// the next message. The gateway sets it: the agent must resume a

@@ -37,9 +37,9 @@ var errFallingAsleep = errors.New("the run is falling asleep")
 // CLI's exit and a few writes to the store.
 const sleepWait = 2 * time.Minute
 
-// canHibernate reports whether runs of a can hibernate here: the agent
-// resumes a session from the files the gateway keeps in its runs' homes,
-// and this gateway keeps them in the cluster.
+// canHibernate reports whether runs of a can hibernate here: the agent's
+// interactive session resumes a session from the files the gateway keeps
+// in its runs' homes, and this gateway keeps them in the cluster.
 func (s *Supervisor) canHibernate(a *Agent) bool {
 	if a == nil || s.ws == nil || s.cfg.HomesDir == "" {
 		return false
@@ -47,7 +47,8 @@ func (s *Supervisor) canHibernate(a *Agent) bool {
 	if _, keeps := a.Adapter.(runs.HomeKeeper); !keeps {
 		return false
 	}
-	return slices.Contains(a.Adapter.Describe().Fields, runs.FieldResumeSessionID)
+	d := a.Adapter.Describe()
+	return d.Interaction.ResumesSession && slices.Contains(d.Fields, runs.FieldResumeSessionID)
 }
 
 // hibernateAfter is how long t's run waits idle before it hibernates; 0:

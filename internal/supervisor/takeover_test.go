@@ -27,6 +27,7 @@ type keepingSessAdapter struct{ sessAdapter }
 func (keepingSessAdapter) Describe() runs.Description {
 	d := sessAdapter{}.Describe()
 	d.Fields = append(d.Fields, runs.FieldResumeSessionID)
+	d.Interaction.ResumesSession = true
 	return d
 }
 func (keepingSessAdapter) Command(inv runs.Invocation) (runs.Command, error) {

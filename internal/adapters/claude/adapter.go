@@ -140,7 +140,7 @@ func (*Adapter) Describe() runs.Description {
 		},
 		// A deny lets the model go on; a line sent mid-turn is folded
 		// into the turn; the interrupt kills the running tool itself.
-		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: false, MessageAttachments: true},
+		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: false, MessageAttachments: true, ResumesSession: true},
 		ReportsCost: true,
 	}, permissionDocs, credentialEnv)
 }

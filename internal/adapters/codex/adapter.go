@@ -117,7 +117,7 @@ func (*Adapter) Describe() runs.Description {
 		},
 		// Codex's decline lets the model go on; its turn/interrupt leaves
 		// the running command alive, for the supervisor to kill.
-		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: false, KillToolsOnInterrupt: true, MessageAttachments: true},
+		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: false, KillToolsOnInterrupt: true, MessageAttachments: true, ResumesSession: true},
 	}, permissionDocs, credentialEnv, "env_key of the model provider in config.toml")
 }
 
