@@ -386,4 +386,5 @@ type runRequest struct {
 	ApprovalTimeoutSeconds int               `json:"approval_timeout_seconds,omitempty"`
 	Interactive            bool              `json:"interactive,omitempty"`
 	IdleTimeoutSeconds     int               `json:"idle_timeout_seconds,omitempty"`
+	HibernateAfterSeconds  int               `json:"hibernate_after_seconds,omitempty"`
 }
