@@ -339,6 +339,7 @@ type runRecord struct {
 	Interactive      bool              `json:"interactive,omitempty"`
 	Approvals        string            `json:"approvals,omitempty"`
 	Activity         string            `json:"activity,omitempty"`
+	ClosesAt         *time.Time        `json:"closes_at,omitempty"`
 	PendingApprovals []approval        `json:"pending_approvals,omitempty"`
 }
 
@@ -361,6 +362,7 @@ type agentInfo struct {
 	Interaction     *struct {
 		Steer        bool `json:"steer"`
 		DenyEndsTurn bool `json:"deny_ends_turn"`
+		Hibernate    bool `json:"hibernate"`
 	} `json:"interaction,omitempty"`
 }
 
@@ -386,4 +388,5 @@ type runRequest struct {
 	ApprovalTimeoutSeconds int               `json:"approval_timeout_seconds,omitempty"`
 	Interactive            bool              `json:"interactive,omitempty"`
 	IdleTimeoutSeconds     int               `json:"idle_timeout_seconds,omitempty"`
+	HibernateAfterSeconds  int               `json:"hibernate_after_seconds,omitempty"`
 }

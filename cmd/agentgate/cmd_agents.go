@@ -39,7 +39,8 @@ func setupAgents(fs *flag.FlagSet) func(a *app, args []string) int {
 			}
 			interaction := "-"
 			if ia := ag.Interaction; ia != nil {
-				interaction = "steer " + yesNo(ia.Steer) + ", deny ends turn " + yesNo(ia.DenyEndsTurn)
+				interaction = "steer " + yesNo(ia.Steer) + ", deny ends turn " + yesNo(ia.DenyEndsTurn) +
+					", hibernates " + yesNo(ia.Hibernate)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ag.Name, installed, version, ag.Compatibility, ag.Enforcement, interaction)
 		}

@@ -52,6 +52,9 @@ func writeRecord(w io.Writer, rec runRecord) error {
 		status += fmt.Sprintf(" (%d in line)", rec.QueuePosition)
 	}
 	row("status", status)
+	if rec.ClosesAt != nil {
+		row("closes", rec.ClosesAt.Local().Format(time.DateTime)+" unless a message wakes it")
+	}
 	row("created", rec.CreatedAt.Local().Format(time.DateTime))
 	if rec.StartedAt != nil && rec.FinishedAt != nil {
 		row("took", formatDuration(rec.FinishedAt.Sub(*rec.StartedAt)))

@@ -22,7 +22,9 @@ run goes on. With --cancel-on-interrupt, Ctrl-C cancels the run instead
 and waits for its end. A second Ctrl-C exits at once.
 
 An interactive run (--interactive) keeps its session between turns: it
-ends on close, on cancel, at its timeout or after its idle timeout. Answer
+ends on close, on cancel, at its timeout or after its idle timeout. Idle
+for --hibernate-after (the gateway's default otherwise), it hibernates:
+its CLI stops, its session is kept, and agentgate send wakes it. Answer
 approvals (--approvals ask) from another shell with agentgate approve/deny.`
 
 // runFlags are run's flags: the request's fields and how to follow it.
@@ -79,7 +81,8 @@ func (f *runSpec) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.req.Interactive, "i", false, "short for --interactive")
 	fs.StringVar(&f.req.Approvals, "approvals", "", "approvals `mode`: never (the default) or ask, before every tool call that can change something")
 	fs.Var(secondsFlag{&f.req.ApprovalTimeoutSeconds}, "approval-timeout", "deny an approval unanswered after this `duration`")
-	fs.Var(secondsFlag{&f.req.IdleTimeoutSeconds}, "idle-timeout", "close an interactive run idle for this `duration`")
+	fs.Var(secondsFlag{&f.req.IdleTimeoutSeconds}, "idle-timeout", "close an interactive run with no turn for this `duration`, hibernated or not")
+	fs.Var(secondsFlag{&f.req.HibernateAfterSeconds}, "hibernate-after", "an interactive run idle this `duration` stops its CLI, keeps its session and wakes on the next message")
 }
 
 // request is the body of POST /v1/runs: the flags, with the prompt of

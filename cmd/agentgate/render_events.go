@@ -21,6 +21,7 @@ var eventRenderers = map[string]func(r *renderer, env envelope){
 	"message.completed":   (*renderer).messageCompleted,
 	"message.queued":      (*renderer).messageQueued,
 	"run.resumed":         (*renderer).runResumed,
+	"run.hibernated":      (*renderer).runHibernated,
 	"reasoning.delta":     (*renderer).reasoningDelta,
 	"reasoning.completed": (*renderer).reasoningCompleted,
 	"tool_call.started":   (*renderer).toolStarted,
@@ -167,18 +168,52 @@ func (r *renderer) messageQueued(env envelope) {
 	r.line(paint(r.opt.color, ansiMagenta, tag) + " " + oneLine(d.Text, 200))
 }
 
-// runResumed says that another replica took the run over, and from which
-// turn it goes on.
+// runResumed says that a message woke the hibernated run, or that another
+// replica took the run over, and from which turn it goes on.
 func (r *renderer) runResumed(env envelope) {
 	var d struct {
 		Replica  string `json:"replica"`
 		Previous string `json:"previous_replica"`
 		Turn     int    `json:"turn"`
+		Reason   string `json:"reason"`
 	}
 	_ = json.Unmarshal(env.Data, &d)
+	if d.Reason == "woken" {
+		r.errLine(paint(r.opt.errColor, ansiDim, fmt.Sprintf("woken on %s; the session goes on from turn %d",
+			oneLine(d.Replica, 80), d.Turn)))
+		r.activity = "waking"
+		return
+	}
 	r.errLine(paint(r.opt.errColor, ansiYellow, fmt.Sprintf("taken over by %s after %s stopped answering; goes on from turn %d",
 		oneLine(d.Replica, 80), oneLine(d.Previous, 80), d.Turn)))
 	r.activity = "idle"
+}
+
+// hibernatedWhy says, after "hibernated", why a run did, by the reason of
+// run.hibernated.
+var hibernatedWhy = map[string]string{
+	"idle":         "idle",
+	"shutdown":     "its replica shut down",
+	"replica_lost": "taken over",
+}
+
+// runHibernated says that the run's CLI stopped with its session kept:
+// after which turn, why, and when the run closes unless a message wakes
+// it.
+func (r *renderer) runHibernated(env envelope) {
+	var d struct {
+		Turn     int       `json:"turn"`
+		Reason   string    `json:"reason"`
+		ClosesAt time.Time `json:"closes_at"`
+	}
+	_ = json.Unmarshal(env.Data, &d)
+	why := cmp.Or(hibernatedWhy[d.Reason], oneLine(d.Reason, 40))
+	s := fmt.Sprintf("hibernated after turn %d (%s); the next message wakes it", d.Turn, why)
+	if !d.ClosesAt.IsZero() {
+		s += "; closes at " + localTime(d.ClosesAt)
+	}
+	r.errLine(paint(r.opt.errColor, ansiDim, s))
+	r.activity = "hibernated"
 }
 
 func (r *renderer) reasoningDelta(envelope) { r.activity = "thinking" }

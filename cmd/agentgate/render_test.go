@@ -416,3 +416,33 @@ func FuzzRender(f *testing.F) {
 		}
 	})
 }
+
+func TestHibernationLines(t *testing.T) {
+	closes := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	var out, errOut bytes.Buffer
+	r := newRenderer(&out, &errOut, renderOptions{runID: "run-1", interactive: true}, nil)
+	for i, ev := range []streamEvent{
+		testEvent(1, "run.hibernated", obj{"turn": 2, "replica": "a", "reason": "idle", "closes_at": closes.Format(time.RFC3339)}),
+		testEvent(2, "run.resumed", obj{"replica": "b", "previous_replica": "a", "turn": 2, "reason": "woken"}),
+		testEvent(3, "run.resumed", obj{"replica": "c", "previous_replica": "b", "turn": 3, "reason": "replica_lost"}),
+		testEvent(4, "run.hibernated", obj{"turn": 3, "replica": "c", "reason": "replica_lost", "closes_at": closes.Format(time.RFC3339)}),
+	} {
+		if err := r.event(ev); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+	}
+	at := localTime(closes)
+	want := "hibernated after turn 2 (idle); the next message wakes it; closes at " + at + "\n" +
+		"woken on b; the session goes on from turn 2\n" +
+		"taken over by c after b stopped answering; goes on from turn 3\n" +
+		"hibernated after turn 3 (taken over); the next message wakes it; closes at " + at + "\n"
+	if errOut.String() != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", &errOut, want)
+	}
+	if out.Len() != 0 {
+		t.Errorf("stdout %q, want nothing", &out)
+	}
+	if r.activity != "hibernated" {
+		t.Errorf("activity %q, want hibernated", r.activity)
+	}
+}

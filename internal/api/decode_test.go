@@ -182,7 +182,8 @@ func TestDecodeRunRequestErrors(t *testing.T) {
 		{`{` + ok + `,"approvals":"always"}`, CodeInvalidField, "approvals", "must be one of never, ask"},
 		{`{` + ok + `,"approval_timeout_seconds":86401}`, CodeInvalidField, "approval_timeout_seconds", "must be an integer from 1 to 86400"},
 		{`{` + ok + `,"interactive":"yes"}`, CodeInvalidField, "interactive", "must be true or false"},
-		{`{` + ok + `,"idle_timeout_seconds":0}`, CodeInvalidField, "idle_timeout_seconds", "must be an integer from 1 to 86400"},
+		{`{` + ok + `,"idle_timeout_seconds":0}`, CodeInvalidField, "idle_timeout_seconds", "must be an integer from 1 to 2592000"},
+		{`{` + ok + `,"hibernate_after_seconds":4}`, CodeInvalidField, "hibernate_after_seconds", "must be an integer from 5 to 2592000"},
 		{`{` + ok + `,"max_total_tokens":1099511627777}`, CodeInvalidField, "max_total_tokens", "must be an integer from 1 to 1099511627776"},
 		{`{` + ok + `,"mcp_servers":[]}`, CodeInvalidField, "mcp_servers", "must be an object from a server's name to its command or url"},
 		{`{` + ok + `,"attachments":{}}`, CodeInvalidField, "attachments", `must be an array of {"file_id": …} or {"media_type": …, "data": base64}`},
@@ -223,7 +224,7 @@ func TestDecodeRunRequestAllFields(t *testing.T) {
 		"max_turns":3,"timeout_seconds":60,"max_budget_usd":0.5,"output_schema":{"type":"object"},
 		"resume_session_id":"s-1","keep_session":true,"metadata":{"k":"v"},"cwd":"a/b","permission":"read_only",
 		"approvals":"ask","approval_timeout_seconds":30,"interactive":true,"idle_timeout_seconds":40,
-		"max_total_tokens":1099511627776,"mcp_servers":{"m":{"url":"https://h/"}},
+		"hibernate_after_seconds":60,"max_total_tokens":1099511627776,"mcp_servers":{"m":{"url":"https://h/"}},
 		"attachments":[{"file_id":"file-0196a7c8-5a3e-7b1e-9d0a-2f4c6b8e1a3d"}],"webhook_url":"https://hook/x",
 		"network":"allow","allow_hosts":["registry.npmjs.org:443","10.0.0.0/8"]}`
 	got, err := decodeRunRequest([]byte(body))
@@ -234,7 +235,7 @@ func TestDecodeRunRequestAllFields(t *testing.T) {
 		MaxTurns: 3, TimeoutSeconds: 60, MaxBudgetUSD: 0.5, OutputSchema: json.RawMessage(`{"type":"object"}`),
 		ResumeSessionID: "s-1", KeepSession: true, Metadata: map[string]string{"k": "v"}, Cwd: "a/b",
 		Permission: runs.ReadOnly, Approvals: runs.ApprovalsAsk, ApprovalTimeoutSeconds: 30, Interactive: true,
-		IdleTimeoutSeconds: 40, MaxTotalTokens: 1 << 40, MCPServers: map[string]runs.MCPServer{"m": {URL: "https://h/"}},
+		IdleTimeoutSeconds: 40, HibernateAfterSeconds: 60, MaxTotalTokens: 1 << 40, MCPServers: map[string]runs.MCPServer{"m": {URL: "https://h/"}},
 		Attachments: []runs.Attachment{{FileID: "file-0196a7c8-5a3e-7b1e-9d0a-2f4c6b8e1a3d"}}, WebhookURL: "https://hook/x",
 		Network: runs.NetworkAllow, AllowHosts: []string{"registry.npmjs.org:443", "10.0.0.0/8"}}
 	if !reflect.DeepEqual(got, want) {

@@ -70,6 +70,7 @@ var payloadTypes = map[runs.EventType]reflect.Type{
 	runs.EventTurnCompleted:      reflect.TypeFor[runs.TurnCompletedData](),
 	runs.EventMessageQueued:      reflect.TypeFor[runs.MessageQueuedData](),
 	runs.EventRunResumed:         reflect.TypeFor[runs.RunResumedData](),
+	runs.EventRunHibernated:      reflect.TypeFor[runs.RunHibernatedData](),
 }
 
 // samplePayloads returns, per type, a payload with every field set and
@@ -180,6 +181,11 @@ func samplePayloads() map[runs.EventType][]any {
 		runs.EventRunResumed: {
 			runs.RunResumedData{Replica: "b", PreviousReplica: "a", Turn: 2, Reason: runs.ResumedReplicaLost},
 			runs.RunResumedData{Replica: "b", PreviousReplica: "a", Reason: runs.ResumedReplicaLost},
+			runs.RunResumedData{Replica: "b", PreviousReplica: "a", Turn: 3, Reason: runs.ResumedWoken},
+		},
+		runs.EventRunHibernated: {
+			runs.RunHibernatedData{Turn: 2, Replica: "a", Reason: runs.HibernatedIdle, ClosesAt: t0},
+			runs.RunHibernatedData{Replica: "b", Reason: runs.HibernatedReplicaLost, ClosesAt: t0},
 		},
 	}
 }
@@ -325,6 +331,10 @@ func TestEventsSchemaValidatesSamples(t *testing.T) {
 		"bad turn status":  envelope(t, runs.EventTurnCompleted, runs.TurnCompletedData{Turn: 1, Status: runs.TimedOut}, nil),
 		"turn 0":           envelope(t, runs.EventTurnStarted, runs.TurnStartedData{MessageID: "m"}, nil),
 		"negative elapsed": envelope(t, runs.EventToolCallProgress, runs.ToolCallProgressData{ID: "t1", ElapsedMS: -1}, nil),
+		"bad hibernation reason": envelope(t, runs.EventRunHibernated, runs.RunHibernatedData{Replica: "a", Reason: "bored",
+			ClosesAt: t0}, nil),
+		"bad resumed reason": envelope(t, runs.EventRunResumed, runs.RunResumedData{Replica: "b", PreviousReplica: "a",
+			Reason: "restarted"}, nil),
 	}
 	for name, v := range bad {
 		if sch.Validate(v) == nil {

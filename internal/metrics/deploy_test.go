@@ -79,6 +79,10 @@ func gatewayMetrics(t *testing.T) exported {
 	r.SnapshotKept(runs.SnapshotWorkspace, 1024)
 	r.SnapshotRestored(runs.SnapshotSession)
 	r.NetworkDenied("claude", "acme")
+	r.RunHibernated("claude")
+	r.RunWoken("claude")
+	r.WokenFirstEvent("claude", 2)
+	r.ObserveActivities(func() map[runs.Activity]int { return map[runs.Activity]int{runs.Idle: 1, runs.Hibernated: 2} })
 	r.ScheduleFire("started", 2*time.Second)
 	r.TriggerDelivery("duplicate")
 	r.HTTPRequest("/v1/runs", "POST", 201, 0.01)
@@ -339,7 +343,9 @@ func closedValues() map[string][]string {
 		"compatibility": {runs.CompatVerified, runs.CompatNewer, runs.CompatOlder,
 			runs.CompatUnrecognized, runs.CompatMissing, other},
 		"cache": {"none", "read", "write"},
-		"kind":  {"text", "reasoning"},
+		"activity": {string(runs.InTurn), string(runs.AwaitingApproval), string(runs.Idle), string(runs.Stopping),
+			string(runs.Hibernated)},
+		"kind": {"text", "reasoning"},
 	}
 }
 

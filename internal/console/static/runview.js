@@ -36,6 +36,13 @@ const REASON_TEXT = {
   run_ended: " (the run ended)",
 };
 
+/** HIBERNATED_WHY says, by run.hibernated's reason, why the run slept. */
+const HIBERNATED_WHY = {
+  idle: "idle",
+  shutdown: "its replica shut down",
+  replica_lost: "taken over",
+};
+
 const STREAM_TEXT = {
   idle: "not connected",
   connecting: "connecting…",
@@ -324,8 +331,18 @@ export class RunView {
         this.userMessage(d.message_id, d.text, d.mode === "steer" ? "steered into the turn" : "queued");
         break;
       case "run.resumed":
+        if (d.reason === "woken") {
+          // The waking message's turn.started follows.
+          this.note("resumed", `Woken on ${d.replica}; the session goes on from turn ${d.turn}`);
+          break;
+        }
         this.setActivity("idle");
         this.note("resumed", `Taken over by ${d.replica} after ${d.previous_replica} stopped answering; goes on from turn ${d.turn}`);
+        break;
+      case "run.hibernated":
+        this.setActivity("hibernated");
+        this.note("hibernated", `Hibernated after turn ${d.turn} (${HIBERNATED_WHY[d.reason] ?? d.reason}): ` +
+          `the next message wakes it${d.closes_at ? "; closes at " + formatTime(d.closes_at) : ""}`);
         break;
       case "message.delta":
         this.messageDelta(d.message_id, d.text);

@@ -12,7 +12,7 @@ export const EVENT_TYPES = [
   "reasoning.delta", "reasoning.completed", "tool_call.started", "tool_call.output_delta",
   "tool_call.progress", "tool_call.completed", "file.changed", "plan.updated", "usage.updated", "rate_limit", "warning",
   "agent.unparsed", "run.completed", "approval.requested", "approval.resolved", "turn.started",
-  "turn.completed", "message.queued", "run.resumed",
+  "turn.completed", "message.queued", "run.resumed", "run.hibernated",
 ];
 
 const MIN_BACKOFF = 250;
