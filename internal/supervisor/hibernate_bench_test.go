@@ -121,21 +121,21 @@ func (w *sleepWatch) arm() {
 
 // sleepyGateway is one supervisor over an embedded store that keeps its
 // runs' homes and directories in the cluster, so that its interactive
-// runs hibernate, with the reaper the gateway ships (the light one).
+// runs hibernate, its agents under reaper.
 type sleepyGateway struct {
 	sup   *Supervisor
 	store runs.Store
 	watch *sleepWatch
 }
 
-func newSleepyGateway(tb testing.TB, watch *sleepWatch, slots int) *sleepyGateway {
+func newSleepyGateway(tb testing.TB, watch *sleepWatch, slots int, reaper string) *sleepyGateway {
 	tb.Helper()
 	st := runstest.Store(tb)
 	base := tb.TempDir()
 	if err := os.WriteFile(filepath.Join(base, "login"), []byte("login"), 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	cfg := Config{Replica: "r1", WorkspaceRoot: tb.TempDir(), Path: os.Getenv("PATH"), Reaper: proctreetest.BuildReaper(tb),
+	cfg := Config{Replica: "r1", WorkspaceRoot: tb.TempDir(), Path: os.Getenv("PATH"), Reaper: reaper,
 		KillGrace: 2 * time.Second, TempRoot: tb.TempDir(), MaxConcurrent: slots,
 		Snapshots: st.(runs.Snapshots), SessionLocks: st.(runs.SessionLocks), HomesDir: tb.TempDir()}
 	agent := &Agent{Adapter: sleepyAdapter{}, Bin: os.Args[0], Home: base}
@@ -279,35 +279,37 @@ func (g *sleepyGateway) close(tb testing.TB, id string) {
 	if _, err := g.sup.Input(context.Background(), id, runs.Input{Kind: runs.InputClose}); err != nil {
 		tb.Fatalf("close %s: %v", id, err)
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
-		r, err := g.store.GetRun(context.Background(), id)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if r.Status.Terminal() {
-			return
-		}
+	g.waitRecord(tb, id, "finished after its close", func(r runs.Run) bool { return r.Status.Terminal() })
+	// run.completed is stored a moment after the record.
+	for deadline := time.Now().Add(time.Minute); !runstest.Completed(tb, g.store, id); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			tb.Fatalf("run %s: not finished a minute after its close: %+v", id, r)
+			tb.Fatalf("run %s: no run.completed a minute after it finished", id)
 		}
 	}
 }
 
-// waitIdle waits until run id has ended its first turn and waits for a
-// message.
-func (g *sleepyGateway) waitIdle(tb testing.TB, id string) {
+// waitRecord waits until run id's record satisfies ok.
+func (g *sleepyGateway) waitRecord(tb testing.TB, id, what string, ok func(runs.Run) bool) runs.Run {
 	tb.Helper()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) { // a hang guard
 		r, err := g.store.GetRun(context.Background(), id)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if r.Activity == runs.Idle && len(r.Turns) == 1 && r.Turns[0].Status == runs.Succeeded {
-			return
+		if ok(r) {
+			return r
 		}
-		if r.Status.Terminal() || time.Now().After(deadline) {
-			tb.Fatalf("run %s never idle after its first turn: %+v", id, r)
+		if time.Now().After(deadline) {
+			tb.Fatalf("run %s never %s: %+v", id, what, r)
 		}
+	}
+}
+
+// idleAfter reports whether a run waits for a message after n turns, the
+// last succeeded.
+func idleAfter(n int) func(runs.Run) bool {
+	return func(r runs.Run) bool {
+		return r.Activity == runs.Idle && len(r.Turns) == n && r.Turns[n-1].Status == runs.Succeeded
 	}
 }
 
@@ -408,9 +410,11 @@ func BenchmarkHibernation(b *testing.B) {
 		n, samples = 100, 10
 	}
 	watch := newSleepWatch(n + samples)
-	g := newSleepyGateway(b, watch, inFlight+2)
+	// The reaper the gateway ships, the light one: the test binary as
+	// reaper would add the Go runtime's start to every wake.
+	g := newSleepyGateway(b, watch, inFlight+2, proctreetest.BuildReaper(b))
 	live := g.submit(b, 0).ID // the operator's default: it never hibernates
-	g.waitIdle(b, live)
+	g.waitRecord(b, live, "idle after its first turn", idleAfter(1))
 	cliStart(b) // the binary in the page cache before anything is timed
 
 	before := liveHeap()
@@ -443,4 +447,26 @@ func BenchmarkHibernation(b *testing.B) {
 		b.Errorf("a woken turn's first event took %s (median of %d), over 1.5 × a live turn's %s + the CLI's start %s = %s",
 			w, samples, l, c, limit)
 	}
+}
+
+// Runs that hibernate leave nothing running on the gateway: each is
+// recorded hibernated after its first turn, with a close timer, no task
+// and no process; and a message wakes one as its next turn.
+func TestHibernatedRunsHoldNoTaskAndNoProcess(t *testing.T) {
+	const n = 3
+	g := newSleepyGateway(t, newSleepWatch(n+1), n, os.Args[0])
+	ids := g.hibernateRuns(t, n, n)
+	g.checkAsleep(t, ids)
+
+	if took := g.firstEvent(t, ids[0], "wake"); took <= 0 {
+		t.Fatalf("the woken turn's first event came %s after its message", took)
+	}
+	r := g.waitRecord(t, ids[0], "idle after its woken turn", idleAfter(2))
+	if r.Turns[1].Turn != 2 || r.Turns[1].MessageID == "" {
+		t.Fatalf("the woken turn is %+v, want turn 2 of the message", r.Turns[1])
+	}
+	if held := g.heldTasks(ids[:1]); len(held) != 1 {
+		t.Fatalf("the supervisor holds no task for the woken run %s", ids[0])
+	}
+	g.close(t, ids[0])
 }
