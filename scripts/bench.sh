@@ -84,6 +84,7 @@ bench() { # -bench pattern, -benchtime, packages…
 # One package at a time (-p 1): benchmarks running side by side would
 # measure each other. Micro-benchmarks: -benchtime is time. Pipeline benchmarks: a fixed number
 # of runs each, sized so that the whole script takes minutes.
+# The next line runs internal/supervisor BenchmarkHibernation too: 1,000 runs put to sleep, once per count (about 90 s).
 bench . 1s ./internal/adapters/claude ./internal/supervisor ./internal/store
 bench '^BenchmarkGatewayThroughput$' 5x ./cmd/gateway
 bench '^BenchmarkGatewayLatency$' 2x ./cmd/gateway
