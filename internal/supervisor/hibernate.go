@@ -302,7 +302,7 @@ func (s *Supervisor) wakeStored(ctx context.Context, r runs.Run, in runs.Input, 
 		// replica running it; the sweep of its owner ends it.
 		return runs.InputResult{}, fmt.Errorf("wake run %s: read its last event: %w", r.ID, err)
 	}
-	t := &task{run: claimed, seq: last.Seq, started: true, agent: a, woken: true, wokenAt: time.Now()}
+	t := &task{run: claimed, seq: last.Seq, started: true, agent: a, woken: true, wokenAt: time.Now(), wokeFrom: r.Owner}
 	s.mu.Lock()
 	s.tasks[r.ID] = t
 	s.active++
@@ -375,6 +375,7 @@ func (s *Supervisor) adoptSleeper(ctx context.Context, r runs.Run) (time.Time, b
 	if err != nil {
 		return time.Time{}, false
 	}
+	s.forgetLocalRun(r.ID) // the dead replica may have run it after this one
 	s.log.Info("hibernated run adopted: its replica stopped answering", zap.String("run_id", r.ID), zap.String("previous_replica", r.Owner))
 	return closesAt(claimed, s.cfg.Now()), true
 }

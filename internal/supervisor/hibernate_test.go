@@ -353,3 +353,26 @@ func TestARunWithoutASessionIDStaysAwake(t *testing.T) {
 		return len(r.Turns) == 2 && r.Turns[1].Status == runs.Succeeded
 	})
 }
+
+// A run that slept on a, woke and worked on b, and slept again, wakes on
+// a in the directory b left, not in the one a kept from before: what a
+// replica holds of a run is current only while nobody else ran it since.
+func TestARunThatMovedAwayIsRestoredWhenItComesBack(t *testing.T) {
+	st := runstest.Store(t)
+	a, b := startKeeper(t, st, "a", nil), startKeeper(t, st, "b", nil)
+	r := a.submit(t, st, runs.Spec{HibernateAfterSeconds: 5})
+	waitAsleep(t, st, a, r.ID)
+	for i, k := range []*keeper{b, a} {
+		if _, err := k.sup.Input(context.Background(), r.ID, runs.Input{Kind: runs.InputMessage, Text: fmt.Sprintf("turn %d", i+2)}); err != nil {
+			t.Fatalf("wake on %s: %v", k.sup.cfg.Replica, err)
+		}
+		waitRecordOf(t, st, r.ID, fmt.Sprintf("done with turn %d", i+2), func(r runs.Run) bool {
+			return len(r.Turns) == i+2 && r.Turns[i+1].Status == runs.Succeeded
+		})
+		waitAsleep(t, st, k, r.ID)
+	}
+	want := "prompt:first\nprompt:turn 2\nprompt:turn 3\n"
+	if got := readFile(t, filepath.Join(a.root, r.ID, "transcript.txt")); got != want {
+		t.Errorf("back on a, the run's directory holds %q, want %q", got, want)
+	}
+}

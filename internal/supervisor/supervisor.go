@@ -387,6 +387,7 @@ type task struct {
 	// falls asleep sleeps (or ended), for the input that waits for it.
 	wakeMessageID string
 	wokenAt       time.Time
+	wokeFrom      string // the replica that owned the run asleep
 	slept         chan struct{}
 	// usageDirty: the record's usage changed since it was last stored;
 	// usageStoredAt is when a usage change was last stored.

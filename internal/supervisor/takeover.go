@@ -51,6 +51,7 @@ func (s *Supervisor) takeOver(ctx context.Context, r runs.Run) error {
 	if err != nil {
 		return err
 	}
+	s.forgetLocalRun(r.ID) // the dead replica may have run it after this one
 	t := &task{run: taken, seq: last.Seq, agent: s.agents[r.Agent]}
 	finished := s.endCutTurn(t)
 	s.emit(t, runs.NewEvent(runs.EventRunResumed, runs.RunResumedData{

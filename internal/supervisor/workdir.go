@@ -177,7 +177,10 @@ func (s *Supervisor) restoreSessionDir(ctx context.Context, t *task) *runs.RunEr
 	}
 	t.run.Spec.WorkDir = rec.WorkDir
 	dir := filepath.Join(realPath(root), rec.WorkDir)
-	if s.localRunOf(dir) == rec.RunID {
+	// Here the directory is as the run left it, unless another replica
+	// ran the run since: a run woken from another replica's hands, which
+	// it may have left on this one earlier, is restored.
+	if s.localRunOf(dir) == rec.RunID && (!t.woken || t.wokeFrom == s.cfg.Replica) {
 		return nil
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -209,6 +212,18 @@ func (s *Supervisor) localRunOf(dir string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.localDirs[dir]
+}
+
+// forgetLocalRun forgets the directories the run runID left here: another
+// replica has run it since.
+func (s *Supervisor) forgetLocalRun(runID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for dir, id := range s.localDirs {
+		if id == runID {
+			delete(s.localDirs, dir)
+		}
+	}
 }
 
 func (s *Supervisor) setLocalRun(dir, runID string) {
