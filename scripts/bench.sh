@@ -92,6 +92,7 @@ bench '^BenchmarkSupervisorStore$' 5x ./cmd/gateway
 bench '^BenchmarkGatewayRunOverhead$' 1s ./cmd/gateway
 bench '^BenchmarkClaudeRun$' 4x ./cmd/gateway
 bench '^BenchmarkCodexRun$' 10x ./cmd/gateway
+bench '^BenchmarkClaudeWake$' 1x ./cmd/gateway
 # A run's start and model calls under network model against open.
 bench '^BenchmarkNetworkPolicy$' 4x ./cmd/gateway
 # At scale: many clients on one run, many runs at once, a burst, a late join.

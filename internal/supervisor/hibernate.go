@@ -308,23 +308,23 @@ func (s *Supervisor) wakeStored(ctx context.Context, r runs.Run, in runs.Input, 
 	s.active++
 	s.mu.Unlock()
 	s.obs.RunWoken(r.Agent)
-	s.emit(t, runs.NewEvent(runs.EventRunResumed, runs.RunResumedData{
-		Replica: s.cfg.Replica, PreviousReplica: r.Owner, Turn: lastFinishedTurn(r.Turns), Reason: runs.ResumedWoken}))
 	s.log.Info("hibernated run woken by a message", zap.String("run_id", r.ID), zap.String("agent", r.Agent),
 		zap.String("previous_replica", r.Owner))
-	return s.startWoken(t, in), nil
+	return s.startWoken(t, in, runs.NewEvent(runs.EventRunResumed, runs.RunResumedData{
+		Replica: s.cfg.Replica, PreviousReplica: r.Owner, Turn: lastFinishedTurn(r.Turns), Reason: runs.ResumedWoken})), nil
 }
 
 // startWoken makes in t's next turn and starts t's CLI again, resuming its
-// session.
-func (s *Supervisor) startWoken(t *task, in runs.Input) runs.InputResult {
+// session. resumed, run.resumed, is stored with in's message.queued, in
+// one write.
+func (s *Supervisor) startWoken(t *task, in runs.Input, resumed runs.Event) runs.InputResult {
 	id := uuid.NewString()
 	spec := t.run.Spec
 	spec.Prompt, spec.Attachments, spec.ResumeSessionID = in.Text, in.Attachments, t.run.SessionID
 	t.mu.Lock()
 	t.run.Spec, t.wakeMessageID = spec, id
 	t.mu.Unlock()
-	s.emit(t, runs.NewEvent(runs.EventMessageQueued, runs.MessageQueuedData{MessageID: id, Text: in.Text, Mode: runs.MessageQueue, Attachments: in.Attachments}))
+	s.emit(t, resumed, runs.NewEvent(runs.EventMessageQueued, runs.MessageQueuedData{MessageID: id, Text: in.Text, Mode: runs.MessageQueue, Attachments: in.Attachments}))
 	go s.runWoken(t)
 	return runs.InputResult{MessageID: id}
 }

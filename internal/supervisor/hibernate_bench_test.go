@@ -28,7 +28,6 @@ import (
 // a woken turn may answer, besides starting its CLI again.
 const (
 	maxBytesPerHibernatedRun = 64 << 10
-	maxWokenOverLive         = 1.5
 )
 
 // sleepyAdapter is keepingSessAdapter with a session of each run's own,
@@ -402,8 +401,13 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 //     its turn.started, what waking costs before the CLI starts (its
 //     directory and home restored);
 //
-// and fails unless woken <= 1.5 × live + cli-start. It runs the scenario
-// once, whatever b.N: its runs each wait 5 s idle before they sleep.
+// and fails when a hibernated run holds more than 64 KiB. The fake CLI
+// answers a live turn in microseconds, with no model behind it, so the
+// wake's fixed cost (the claim, the restores) cannot be held here to a
+// ratio of a live turn: cmd/gateway's BenchmarkClaudeWake holds a real
+// CLI's woken turn to 1.5 × its live turn plus its start. It runs the
+// scenario once, whatever b.N: its runs each wait 5 s idle before they
+// sleep.
 func BenchmarkHibernation(b *testing.B) {
 	n, inFlight, samples := 1000, 100, 25
 	if testing.Short() {
@@ -442,10 +446,6 @@ func BenchmarkHibernation(b *testing.B) {
 		n, perRun, w, p, l, c)
 	if perRun > maxBytesPerHibernatedRun {
 		b.Errorf("%.0f bytes of heap per hibernated run, over the %d-byte target", perRun, maxBytesPerHibernatedRun)
-	}
-	if limit := time.Duration(maxWokenOverLive*float64(l)) + c; w > limit {
-		b.Errorf("a woken turn's first event took %s (median of %d), over 1.5 × a live turn's %s + the CLI's start %s = %s",
-			w, samples, l, c, limit)
 	}
 }
 
