@@ -100,7 +100,7 @@ func (s *suite) hibernateAndWake(t *testing.T) {
 	}
 	r := g.submit(t, runs.Spec{Prompt: "Append " + line + " to " + hibernatedFile + ".", Interactive: true,
 		HibernateAfterSeconds: int(hibernateAfter / time.Second)})
-	if one := g.turn(t, r.ID, 1); one.Status != runs.Succeeded {
+	if one := g.turnOfLiveRun(t, r.ID, 1); one.Status != runs.Succeeded {
 		t.Fatalf("turn 1 = %+v; events %s", one, typesOf(g.events(t, r.ID)))
 	}
 	dir := g.cwdOf(t, r.ID)
@@ -121,7 +121,7 @@ func (s *suite) hibernateAndWake(t *testing.T) {
 		t.Fatalf("the waking message got no message_id: %+v", msg)
 	}
 	g.wantWoken(t, r.ID, slept)
-	if two := g.turn(t, r.ID, 2); two.Status != runs.Succeeded {
+	if two := g.turnOfLiveRun(t, r.ID, 2); two.Status != runs.Succeeded {
 		t.Fatalf("turn 2, after the wake = %+v; events %s", two, typesOf(g.events(t, r.ID)))
 	}
 	if !g.backend.Seen(answer) {
@@ -140,6 +140,25 @@ func (s *suite) hibernateAndWake(t *testing.T) {
 		t.Fatalf("status %s, error %+v, turns %+v, want succeeded with the woken turn second; events %s", r.Status, r.Error, r.Turns, typesOf(evs))
 	}
 	wantNoProcesses(t, r.ID, "no-marker-"+r.ID)
+}
+
+// turnOfLiveRun waits for the run's nth turn.completed, as turn does, but
+// fails as soon as the run ends without it: a wake that fails ends the
+// run.
+func (g *gateway) turnOfLiveRun(t *testing.T, id string, n int) runs.TurnCompletedData {
+	t.Helper()
+	deadline := time.Now().Add(quick)
+	for len(of(g.events(t, id), runs.EventTurnCompleted)) < n {
+		rec, err := g.store.GetRun(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Status.Terminal() || time.Now().After(deadline) {
+			t.Fatalf("no turn %d: the run is %s (%+v); events %s", n, rec.Status, rec.Error, typesOf(g.events(t, id)))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return g.turn(t, id, n)
 }
 
 // cwdOf is the directory the run started in, from its run.started.
