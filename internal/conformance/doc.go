@@ -19,6 +19,14 @@
 // or, for an agent that reports no usage (Reports.Usage "unknown"), stay
 // zero with usage_unknown set, max_total_tokens being refused by name.
 //
+// An agent whose runs hibernate (a HomeKeeper that resumes sessions)
+// has an interactive run put to sleep after its first turn with its real
+// CLI: no process of it and nothing of it in the supervisor is left, a
+// steer or an interrupt is refused run_hibernated, and a message wakes
+// it into a second turn whose request to the mock carries the first
+// turn's answer, in the directory the first turn left. Any other agent
+// refuses hibernate_after_seconds by name.
+//
 // RunInteractive runs the interactive and approval cases alone, with the
 // refusals, for an agent whose kit serves only those scenarios.
 package conformance

@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentgate/agentgate/internal/runs"
-	"github.com/agentgate/agentgate/internal/supervisor"
 )
 
 // What the home_isolation case plants and looks for.
@@ -91,17 +90,7 @@ func (s *suite) sharedHome(t *testing.T, trap HomeTrap) {
 func (s *suite) ownHomes(t *testing.T, trap HomeTrap) {
 	marker := filepath.Join(t.TempDir(), "fired")
 	var homes string
-	g := s.start(t, homeProbeScenario(trap, marker), credentials, func(cfg *supervisor.Config, st runs.Store) {
-		// Under the data directory, which the sandbox hides, as the
-		// gateway keeps them.
-		homes = filepath.Join(filepath.Dir(cfg.ArtifactsDir), "homes")
-		cfg.HomesDir = homes
-		cfg.Snapshots, _ = st.(runs.Snapshots)
-		cfg.SessionLocks, _ = st.(runs.SessionLocks)
-		if cfg.Snapshots == nil || cfg.SessionLocks == nil {
-			t.Fatalf("the store %T keeps no snapshots or session locks", st)
-		}
-	})
+	g := s.start(t, homeProbeScenario(trap, marker), credentials, sessionsInCluster(t, &homes))
 	alpha := g.probeHome(t, callerOf(alphaTenant), g.plantingDir(t, alphaTenant))
 	if !alpha.planted {
 		t.Fatalf("alpha's run did not plant: %q", alpha.output)

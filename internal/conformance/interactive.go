@@ -21,14 +21,15 @@ import (
 const approvalTimeout = 3 * time.Second
 
 // interactiveCases are the suite's cases for interactive runs and
-// approvals, for an agent that lists the fields; for one that does not,
-// a single case checks that it refuses them.
+// approvals, with those of hibernation, for an agent that lists the
+// fields; for one that does not, a single case checks that it refuses
+// them.
 func (s *suite) interactiveCases() []suiteCase {
 	d := s.adapter.Describe()
 	if !slices.Contains(d.Fields, runs.FieldInteractive) || !slices.Contains(d.Fields, runs.FieldApprovals) {
 		return []suiteCase{{"interactive_refused", s.interactiveRefused}}
 	}
-	return []suiteCase{
+	return append([]suiteCase{
 		{"approval_allow_then_deny", s.allowThenDeny},
 		{"approval_deadline_denies", s.approvalDeadline},
 		{"approval_allow_session", s.allowSession},
@@ -37,7 +38,7 @@ func (s *suite) interactiveCases() []suiteCase {
 		{"follow_up_turns", s.followUpTurns},
 		{"interrupt_mid_tool", s.interruptMidTool},
 		{"steer", s.steer},
-	}
+	}, s.hibernateCases()...)
 }
 
 // interactiveRefused checks that an agent without interactive runs says so

@@ -184,6 +184,7 @@ func (s *Supervisor) prepare(t *task) *runs.RunError {
 	// The adapter gets the spec without what the gateway enforces, and
 	// the MCP servers' values opened; the run keeps its spec as stored.
 	aspec := runs.AdapterSpec(a.Adapter.Describe(), spec)
+	aspec.KeepSession = aspec.KeepSession || s.mayHibernate(spec, a)
 	if aspec.MCPServers, err = openMCPServers(s.cfg.SealKey, t.run.ID, spec.MCPServers); err != nil {
 		if created {
 			os.Remove(dir)
