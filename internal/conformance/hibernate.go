@@ -40,7 +40,8 @@ func (s *suite) hibernateCases() []suiteCase {
 // keeps homes and sessions in the cluster, as the supervisor decides.
 func (s *suite) hibernates() bool {
 	_, keeps := s.adapter.(runs.HomeKeeper)
-	return keeps && slices.Contains(s.adapter.Describe().Fields, runs.FieldResumeSessionID)
+	d := s.adapter.Describe()
+	return keeps && d.Interaction.ResumesSession && slices.Contains(d.Fields, runs.FieldResumeSessionID)
 }
 
 // sessionsInCluster gives the gateway CLI homes of their own and keeps

@@ -63,12 +63,13 @@ func (s *Supervisor) hibernateAfter(t *task) time.Duration {
 	return s.cfg.HibernateAfter
 }
 
-// mayHibernate reports whether a run of a with spec may fall asleep. Its
-// CLI must then keep the session, as for keep_session: Codex's threads
-// are ephemeral unless asked, and a woken run would find nothing to
-// resume.
+// mayHibernate reports whether a run of a with spec may fall asleep: when
+// idle, when its replica shuts down, or taken over from one that died.
+// Its CLI must then keep the session, as for keep_session: Codex's
+// threads are ephemeral unless asked, and a woken run would find nothing
+// to resume.
 func (s *Supervisor) mayHibernate(spec runs.Spec, a *Agent) bool {
-	return spec.Interactive && s.canHibernate(a) && (spec.HibernateAfterSeconds > 0 || s.cfg.HibernateAfter > 0)
+	return spec.Interactive && s.canHibernate(a)
 }
 
 // idleTimeout is how long t's run may stay open with no turn, asleep or
