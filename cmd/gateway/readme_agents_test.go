@@ -29,10 +29,12 @@ func TestReadmeAgentTableMatchesTheAdapters(t *testing.T) {
 			return "no"
 		}
 		has := func(f string) string { return yes(slices.Contains(caps, f)) }
+		_, keeps := a.(runs.HomeKeeper)
 		r := d.Reporting()
 		want := []string{d.VerifiedVersion,
 			yes(slices.Contains(caps, runs.FieldInteractive) && slices.Contains(caps, runs.FieldApprovals)),
 			yes(d.Interaction.Steer), has(runs.FieldMCPServers), has(runs.FieldAttachments), has(runs.FieldResumeSessionID),
+			yes(keeps && d.Interaction.ResumesSession && slices.Contains(caps, runs.FieldResumeSessionID)),
 			r.Usage, r.Cost, r.ErrorClasses}
 		if !slices.Equal(row, want) {
 			t.Errorf("README row of %s = %q, want %q", d.Name, row, want)
