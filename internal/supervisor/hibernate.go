@@ -294,10 +294,20 @@ func (s *Supervisor) wakeStored(ctx context.Context, r runs.Run, in runs.Input, 
 	if s.isClosing() {
 		return runs.InputResult{}, runs.Conflict(runs.ConflictClosing, "the gateway is shutting down")
 	}
+	if !s.reserveWakeSlot() {
+		if !forwarded && r.Owner != s.cfg.Replica {
+			return s.forwardInput(ctx, r, in) // its owner may have room
+		}
+		return runs.InputResult{}, fmt.Errorf("every slot of this replica runs a run, so the hibernated run cannot wake here; send the message again in a moment (%w)", runs.ErrCapacity)
+	}
 	if err := s.cfg.Quotas.Wake(ctx, r.Tenant, r.ID); err != nil {
+		s.releaseWakeSlot()
 		return runs.InputResult{}, err
 	}
 	claimed, err := s.store.ClaimHibernated(ctx, r.ID, "", s.cfg.Replica, runs.InTurn)
+	if err != nil {
+		s.releaseWakeSlot()
+	}
 	if errors.Is(err, runs.ErrClaimed) {
 		return s.Input(ctx, r.ID, in) // woken or closed meanwhile: as to any run
 	}
@@ -309,18 +319,39 @@ func (s *Supervisor) wakeStored(ctx context.Context, r runs.Run, in runs.Input, 
 	if err != nil {
 		// Claimed but not startable: the record says in_turn with no
 		// replica running it; the sweep of its owner ends it.
+		s.releaseWakeSlot()
 		return runs.InputResult{}, fmt.Errorf("wake run %s: read its last event: %w", r.ID, err)
 	}
 	t := &task{run: claimed, seq: last.Seq, started: true, agent: a, woken: true, wokenAt: time.Now(), wokeFrom: r.Owner}
 	s.mu.Lock()
 	s.tasks[r.ID] = t
-	s.active++
 	s.mu.Unlock()
 	s.obs.RunWoken(r.Agent)
 	s.log.Info("hibernated run woken by a message", zap.String("run_id", r.ID), zap.String("agent", r.Agent),
 		zap.String("previous_replica", r.Owner))
 	return s.startWoken(t, in, runs.NewEvent(runs.EventRunResumed, runs.RunResumedData{
 		Replica: s.cfg.Replica, PreviousReplica: r.Owner, Turn: lastFinishedTurn(r.Turns), Reason: runs.ResumedWoken})), nil
+}
+
+// reserveWakeSlot counts a woken run in this replica's slots, unless they
+// are all busy. A wake does not wait in the queue as a new run does: the
+// message is refused, or sent to the run's owner, while this replica is
+// full. runWoken's end frees the slot (untrackTaken).
+func (s *Supervisor) reserveWakeSlot() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active >= s.cfg.MaxConcurrent {
+		return false
+	}
+	s.active++
+	return true
+}
+
+func (s *Supervisor) releaseWakeSlot() {
+	s.mu.Lock()
+	s.active--
+	s.signalIdleLocked()
+	s.mu.Unlock()
 }
 
 // startWoken makes in t's next turn and starts t's CLI again, resuming its

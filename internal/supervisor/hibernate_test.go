@@ -376,3 +376,43 @@ func TestARunThatMovedAwayIsRestoredWhenItComesBack(t *testing.T) {
 		t.Errorf("back on a, the run's directory holds %q, want %q", got, want)
 	}
 }
+
+// A wake takes a slot: a replica whose slots are all busy sends the
+// message to the run's owner, which wakes it; an owner that is full too
+// refuses it, the run still asleep.
+func TestAWakeTakesASlot(t *testing.T) {
+	st := runstest.Store(t)
+	one := func(c *Config) { c.MaxConcurrent = 1 }
+	b := startKeeper(t, st, "b", one)
+	b.submit(t, st, runs.Spec{HibernateAfterSeconds: 3600, Prompt: "holds b"}) // b's one slot, awake
+	a := startKeeper(t, st, "a", one)
+	x := a.submit(t, st, runs.Spec{HibernateAfterSeconds: 5, Prompt: "x"})
+	if r := waitAsleep(t, st, a, x.ID); r.Owner != "a" {
+		t.Fatalf("x slept on %s, want a: b's one slot is busy", r.Owner)
+	}
+
+	if _, err := b.sup.Input(context.Background(), x.ID, runs.Input{Kind: runs.InputMessage, Text: "wake"}); err != nil {
+		t.Fatalf("a message through the full replica b: %v", err)
+	}
+	woken := waitRecordOf(t, st, x.ID, "done with turn 2", func(r runs.Run) bool {
+		return len(r.Turns) == 2 && r.Turns[1].Status == runs.Succeeded
+	})
+	if woken.Owner != "a" {
+		t.Fatalf("woken on %s, want a, the owner with a free slot", woken.Owner)
+	}
+	waitAsleep(t, st, a, x.ID)
+
+	z := a.submit(t, st, runs.Spec{HibernateAfterSeconds: 3600, Prompt: "holds a"}) // b is full: a takes it
+	if r, _ := st.GetRun(context.Background(), z.ID); r.Owner != "a" {
+		t.Fatalf("z runs on %s, want a", r.Owner)
+	}
+	for _, k := range []*keeper{a, b} {
+		_, err := k.sup.Input(context.Background(), x.ID, runs.Input{Kind: runs.InputMessage, Text: "wake again"})
+		if !errors.Is(err, runs.ErrCapacity) {
+			t.Errorf("a message through %s, both replicas full: %v, want the capacity error", k.sup.cfg.Replica, err)
+		}
+	}
+	if r, _ := st.GetRun(context.Background(), x.ID); r.Activity != runs.Hibernated || len(r.Turns) != 2 {
+		t.Errorf("after the refused wakes the run is %s with %d turns, want hibernated with 2", r.Activity, len(r.Turns))
+	}
+}

@@ -179,7 +179,7 @@ type inputReply struct {
 }
 
 type wireError struct {
-	Kind    string `json:"kind"` // not_found, conflict, invalid, unsupported, file, quota, internal
+	Kind    string `json:"kind"` // not_found, conflict, invalid, unsupported, file, quota, capacity, internal
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
@@ -199,6 +199,8 @@ func encodeInputReply(res runs.InputResult, err error) []byte {
 		r.Result = &res
 	case errors.As(err, &qe):
 		r.Error = &wireError{Kind: "quota", Code: qe.Limit, Message: qe.Message, RetryAfterMS: qe.RetryAfter.Milliseconds()}
+	case errors.Is(err, runs.ErrCapacity):
+		r.Error = &wireError{Kind: "capacity", Message: err.Error()}
 	case errors.As(err, &fle):
 		r.Error = &wireError{Kind: "file", Code: fle.Code, Message: fle.Reason, Field: fle.Field}
 	case errors.As(err, &ce):
@@ -229,6 +231,8 @@ func decodeInputReply(b []byte) (runs.InputResult, error) {
 			return runs.InputResult{}, runs.Conflict(e.Code, e.Message)
 		case "file":
 			return runs.InputResult{}, &files.Refusal{Code: e.Code, Field: e.Field, Reason: e.Message}
+		case "capacity":
+			return runs.InputResult{}, fmt.Errorf("the run's owner: %s: %w", e.Message, runs.ErrCapacity)
 		case "quota":
 			return runs.InputResult{}, &tenants.QuotaError{Limit: e.Code, Message: e.Message, RetryAfter: time.Duration(e.RetryAfterMS) * time.Millisecond}
 		case "invalid":
