@@ -38,7 +38,7 @@ func TestAHibernatedRunWakesOnAnotherReplica(t *testing.T) {
 	first := turn{Tag: "ws-hib-1"}
 	first.ID = s.submitInteractive("write-file", first.Tag, sleepAfter)
 	id := first.ID
-	s.waitSettled(id, 1)
+	s.waitTurns(id, 1)
 	ran := s.executor(id)
 	if ran == 0 {
 		t.Fatalf("run %s: no gateway's log says it started the run", id)
@@ -79,7 +79,7 @@ func TestAHibernatedRunOutlivesItsReplica(t *testing.T) {
 		first.ID = s.submitInteractive("write-file", first.Tag, sleepAfter)
 		id := first.ID
 		made = append(made, id)
-		s.waitSettled(id, 1)
+		s.waitTurns(id, 1)
 		ran := s.executor(id)
 		if ran == 0 {
 			t.Fatalf("run %s: no gateway's log says it started the run", id)
@@ -266,7 +266,7 @@ func (s *sessionRig) wakeElsewhere(first, second turn, dead int, adopted bool) [
 // first turn, and that its tool read the first turn's file.
 func (s *sessionRig) checkSecondTurn(first, second turn) []string {
 	s.t.Helper()
-	rec := s.waitSettled(second.ID, 2)
+	rec := s.waitTurns(second.ID, 2)
 	var problems []string
 	if got := rec.Turns[1]; got.Turn != 2 || got.Status != runs.Succeeded {
 		problems = append(problems, fmt.Sprintf("run %s: %s is recorded as %+v, want turn 2 succeeded", second.ID, second.Tag, got))
@@ -277,29 +277,6 @@ func (s *sessionRig) checkSecondTurn(first, second turn) []string {
 			second.Tag, second.ID, sessionFile))
 	}
 	return problems
-}
-
-// waitSettled waits, through nginx, until the run has n turns, the last
-// finished, and waits for a message (idle, or already asleep again), and
-// returns its record; it fails the test when the run ends or the wait is
-// over.
-func (s *sessionRig) waitSettled(id string, n int) record {
-	s.t.Helper()
-	var rec record
-	var err error
-	done := waitFor(settleWithin, func() bool {
-		rec, _, err = getRun(s.Nginx, id)
-		if err != nil || rec.Status.Terminal() {
-			return err == nil
-		}
-		k := len(rec.Turns)
-		return (rec.Activity == runs.Idle || rec.Activity == runs.Hibernated) && k == n && rec.Turns[k-1].FinishedAt != nil
-	})
-	if !done || rec.Status.Terminal() {
-		s.t.Fatalf("run %s: waiting for turn %d to finish, the record is %s, %s, turns %+v, error %+v (%v)",
-			id, n, rec.Status, rec.Activity, rec.Turns, rec.Error, err)
-	}
-	return rec
 }
 
 // closeAndVerify closes the run through nginx and verifies it as every

@@ -197,9 +197,11 @@ func (s *sessionRig) cutTurn(id string, tr turn) []string {
 	return problems
 }
 
-// waitTurns waits, through nginx, until the run is idle with n turns
-// recorded and the last one finished, and returns its record; it fails the
-// test when the run ends or the wait is over.
+// waitTurns waits, through nginx, until the run has n turns recorded,
+// the last one finished, and waits for a message (idle, or asleep: a run
+// that hibernates soon after its turn may skip idle on a busy machine),
+// and returns its record; it fails the test when the run ends or the wait
+// is over.
 func (s *sessionRig) waitTurns(id string, n int) record {
 	s.t.Helper()
 	var rec record
@@ -210,7 +212,7 @@ func (s *sessionRig) waitTurns(id string, n int) record {
 			return err == nil
 		}
 		k := len(rec.Turns)
-		return rec.Activity == runs.Idle && k == n && rec.Turns[k-1].FinishedAt != nil
+		return (rec.Activity == runs.Idle || rec.Activity == runs.Hibernated) && k == n && rec.Turns[k-1].FinishedAt != nil
 	})
 	if !done || rec.Status.Terminal() {
 		s.t.Fatalf("run %s: waiting for turn %d to finish, the record is %s, %s, turns %+v, error %+v (%v)",
