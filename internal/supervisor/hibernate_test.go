@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentgate/agentgate/internal/runs"
 	"github.com/agentgate/agentgate/internal/runs/runstest"
+	"github.com/agentgate/agentgate/internal/store"
 	"github.com/agentgate/agentgate/internal/tenants"
 )
 
@@ -118,6 +119,7 @@ func readFile(t *testing.T, path string) string {
 // b, in b's own home and directory restored from the cluster, as the
 // session's next turn; a close sent to a reaches it on b.
 func TestAnIdleRunHibernatesAndWakesOnAnotherReplica(t *testing.T) {
+	t.Parallel() // each waits seconds for its runs to sleep
 	st := runstest.Store(t)
 	a, b := startKeeper(t, st, "a", nil), startKeeper(t, st, "b", nil)
 	r := a.submit(t, st, runs.Spec{HibernateAfterSeconds: 5, IdleTimeoutSeconds: 600})
@@ -174,6 +176,7 @@ func TestAnIdleRunHibernatesAndWakesOnAnotherReplica(t *testing.T) {
 // A hibernated run closed from another replica ends there without its
 // CLI starting again: its status is that of its last turn.
 func TestAHibernatedRunClosesWithoutWaking(t *testing.T) {
+	t.Parallel() // each waits seconds for its runs to sleep
 	st := runstest.Store(t)
 	a, b := startKeeper(t, st, "a", nil), startKeeper(t, st, "b", nil)
 	r := a.submit(t, st, runs.Spec{HibernateAfterSeconds: 5})
@@ -195,6 +198,7 @@ func TestAHibernatedRunClosesWithoutWaking(t *testing.T) {
 
 // A cancel of a hibernated run ends it cancelled, by the canceller.
 func TestAHibernatedRunIsCancelled(t *testing.T) {
+	t.Parallel() // each waits seconds for its runs to sleep
 	st := runstest.Store(t)
 	a, b := startKeeper(t, st, "a", nil), startKeeper(t, st, "b", nil)
 	r := a.submit(t, st, runs.Spec{HibernateAfterSeconds: 5})
@@ -213,6 +217,7 @@ func TestAHibernatedRunIsCancelled(t *testing.T) {
 // idle_timeout_seconds is how long a run stays open at all: a hibernated
 // run is closed when it passes, by the replica that keeps its timer.
 func TestAHibernatedRunClosesAtItsIdleTimeout(t *testing.T) {
+	t.Parallel() // each waits seconds for its runs to sleep
 	st := runstest.Store(t)
 	a := startKeeper(t, st, "a", nil)
 	r := a.submit(t, st, runs.Spec{HibernateAfterSeconds: 5, IdleTimeoutSeconds: 7})
@@ -231,9 +236,11 @@ func TestAHibernatedRunClosesAtItsIdleTimeout(t *testing.T) {
 // ending them; the hibernated run's timer is adopted by a live replica,
 // which closes it when its idle time is over.
 func TestShutdownHibernatesAndAnotherReplicaKeepsTheTimer(t *testing.T) {
-	st := runstest.Store(t)
+	t.Parallel() // each waits seconds for its runs to sleep
+	// a is found dead two seconds after its last heartbeat.
+	st := runstest.StoreWith(t, store.Options{ReplicaTTL: 2 * time.Second})
 	a := startKeeper(t, st, "a", nil)
-	r := a.submit(t, st, runs.Spec{IdleTimeoutSeconds: 20})
+	r := a.submit(t, st, runs.Spec{IdleTimeoutSeconds: 10})
 	waitRecordOf(t, st, r.ID, "idle", func(r runs.Run) bool { return r.Activity == runs.Idle })
 	a.stop()
 
@@ -295,6 +302,7 @@ func TestQuotaErrorCrossesReplicas(t *testing.T) {
 // A hibernated run leaves its tenant's running slot to another run, and
 // waking it while that run holds the slot is refused by the quota.
 func TestAHibernatedRunLeavesItsRunningSlot(t *testing.T) {
+	t.Parallel() // each waits seconds for its runs to sleep
 	st := runstest.Store(t)
 	a := startKeeper(t, st, "a", func(c *Config) {
 		c.Quotas = tenants.NewLedger(tenants.Quotas{MaxRunning: 1}, st.(tenants.Store), nil, nil)
@@ -331,6 +339,7 @@ func (anonymousKeepingAdapter) NewDecoder(inv runs.Invocation) runs.Decoder {
 // A run whose CLI never named its session stays awake when its time to
 // hibernate comes: woken, its CLI would begin another conversation.
 func TestARunWithoutASessionIDStaysAwake(t *testing.T) {
+	t.Parallel() // each waits seconds for its runs to sleep
 	st := runstest.Store(t)
 	k := startKeeper(t, st, "a", nil)
 	k.sup.agents["sess"].Adapter = anonymousKeepingAdapter{}
@@ -358,6 +367,7 @@ func TestARunWithoutASessionIDStaysAwake(t *testing.T) {
 // a in the directory b left, not in the one a kept from before: what a
 // replica holds of a run is current only while nobody else ran it since.
 func TestARunThatMovedAwayIsRestoredWhenItComesBack(t *testing.T) {
+	t.Parallel() // each waits seconds for its runs to sleep
 	st := runstest.Store(t)
 	a, b := startKeeper(t, st, "a", nil), startKeeper(t, st, "b", nil)
 	r := a.submit(t, st, runs.Spec{HibernateAfterSeconds: 5})
@@ -381,6 +391,7 @@ func TestARunThatMovedAwayIsRestoredWhenItComesBack(t *testing.T) {
 // message to the run's owner, which wakes it; an owner that is full too
 // refuses it, the run still asleep.
 func TestAWakeTakesASlot(t *testing.T) {
+	t.Parallel() // each waits seconds for its runs to sleep
 	st := runstest.Store(t)
 	one := func(c *Config) { c.MaxConcurrent = 1 }
 	b := startKeeper(t, st, "b", one)

@@ -20,6 +20,13 @@ import (
 // opens the gateway's store on it; both go when the test ends.
 func Store(t testing.TB) runs.Store {
 	t.Helper()
+	return StoreWith(t, store.Options{})
+}
+
+// StoreWith is Store opened with opts: a short ReplicaTTL, say, for a test
+// in which a replica that stopped must be found dead soon.
+func StoreWith(t testing.TB, opts store.Options) runs.Store {
+	t.Helper()
 	emb, err := store.StartEmbedded(filepath.Join(t.TempDir(), "nats"), zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +37,7 @@ func Store(t testing.TB) runs.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	st, err := store.Open(context.Background(), nc, store.Options{})
+	st, err := store.Open(context.Background(), nc, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
