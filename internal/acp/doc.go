@@ -40,11 +40,19 @@
 //
 //	Open            initialize (protocolVersion 1, fs and terminal advertised false)
 //	initialize ok   session/new {cwd: Profile.Cwd or inv.Dir, mcpServers: Profile.MCPServers or []}
+//	                with Spec.ResumeSessionID: session/load {sessionId, cwd, mcpServers}
+//	                instead, if agentCapabilities.loadSession is true; else turn 1
+//	                fails (api_error, as a failed handshake below)
+//	session/load    every session/update until its answer is the session's history
+//	pending         replayed, and dropped: the earlier turns' events are in the run's
+//	                log already
 //	session/new ok  session.started (sessionId, models.currentModelId); session/set_mode
+//	or load ok      (a loaded session keeps the resumed id; its answer has no sessionId)
 //	                Profile.Mode if set; session/set_config_option for each of
 //	                Profile.ConfigOptions, in order, each once the last was accepted;
 //	                then turn 1: session/prompt with the Spec's prompt
-//	an error answer to initialize, session/new, set_mode or set_config_option
+//	an error answer to initialize, session/new, session/load, set_mode or
+//	                set_config_option
 //	                turn.completed failed (Profile.ClassifyError, else api_error); Pending
 //	                reports done, so stdin closes and the CLI exits
 //
