@@ -16,11 +16,6 @@ import (
 // as turn 1's session/prompt, so there is no stdin payload.
 func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (runs.Command, error) {
 	s := inv.Spec
-	if s.ResumeSessionID != "" {
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldResumeSessionID,
-			"an interactive run, one with approvals, MCP servers or attachments cannot resume a session yet "+
-				"(ACP session/load is not verified with opencode)")
-	}
 	for name, m := range s.MCPServers {
 		if m.Remote() == (m.Command != "") {
 			return runs.Command{}, runs.Invalid(runs.FieldMCPServers, fmt.Sprintf("server %q must have either a command or a url", name))
