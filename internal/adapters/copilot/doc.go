@@ -183,8 +183,18 @@
 //     once, at the completion, as add for a new file, with the unified
 //     diff of rawOutput.detailedContent.
 //
-// resume_session_id is refused for a Session run (session/load is not
-// verified). The outcome reports the session's usage (the sum of its
+// resume_session_id in a Session run is ACP session/load {sessionId,
+// cwd, mcpServers} (internal/acp), so an interactive run hibernates
+// (Interaction.ResumesSession). Verified with 1.0.102
+// (TestSessionLoadResumesKeptSession): a turn in one process, then a
+// fresh home holding only what SessionFiles lists (the session lives in
+// ~/.copilot/session-state/<id>: events.jsonl, workspace.yaml,
+// checkpoints/index.md and an empty .workspace-fork.lock; no
+// config.json, no session-store.db) and a new `copilot --acp` in the
+// same directory: initialize advertises loadSession, session/load
+// replays the history as user_message_chunk and agent_message_chunk
+// notifications before its answer (dropped by the client), and the next
+// prompt's model request carries turn 1's text. The outcome reports the session's usage (the sum of its
 // turns) as SessionUsage too, so that the supervisor records it and a
 // one-shot run that later resumes the session with --resume is billed
 // only its own part of the usage file's session total.

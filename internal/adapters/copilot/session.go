@@ -31,10 +31,6 @@ var sessionPermissionArgs = map[runs.Permission][]string{
 // prompt results, so there is no usage file.
 func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (runs.Command, error) {
 	s := inv.Spec
-	if s.ResumeSessionID != "" {
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldResumeSessionID,
-			"an interactive run or one with approvals cannot resume a session yet (ACP session/load is not verified with copilot)")
-	}
 	args := []string{"--acp"}
 	args = append(args, phoneHome...)
 	if s.Model != "" {
