@@ -388,7 +388,13 @@ func (d *Decoder) response(m *message, line []byte) []runs.Event {
 		// The answer carries no sessionId: the session is the one asked for.
 		var r sessionLoadResult
 		_ = json.Unmarshal(m.Result, &r)
-		return d.sessionUp(d.inv.Spec.ResumeSessionID, r.Models)
+		var loaded []runs.Event
+		if d.p.SessionLoaded != nil {
+			loaded = d.p.SessionLoaded(d.inv.Spec.ResumeSessionID)
+		}
+		// sessionUp's first event is session.started.
+		evs := d.sessionUp(d.inv.Spec.ResumeSessionID, r.Models)
+		return append(append([]runs.Event{evs[0]}, loaded...), evs[1:]...)
 	case reqMode:
 		if m.Error != nil {
 			return d.fail(methodSetMode, m.Error)

@@ -629,7 +629,11 @@ func newResumeScript(t *testing.T, p Profile) *script {
 }
 
 func TestSessionLoadDropsTheReplay(t *testing.T) {
-	s := newResumeScript(t, Profile{Agent: "fake", Mode: "yolo"})
+	var loaded []string
+	s := newResumeScript(t, Profile{Agent: "fake", Mode: "yolo", SessionLoaded: func(id string) []runs.Event {
+		loaded = append(loaded, id)
+		return []runs.Event{runs.Warning("w", "records read")}
+	}})
 	s.d.Open()
 	s.agent(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}`)
 	msgs, _ := s.client()
@@ -655,8 +659,11 @@ func TestSessionLoadDropsTheReplay(t *testing.T) {
 		}
 	}
 	evs := s.agent(`{"jsonrpc":"2.0","id":2,"result":{"models":{"currentModelId":"m-2"}}}`)
-	if len(evs) != 1 || evs[0].Type != runs.EventSessionStarted {
+	if len(evs) != 2 || evs[0].Type != runs.EventSessionStarted || evs[1].Type != runs.EventWarning {
 		t.Fatalf("session/load answer: %v", types(evs))
+	}
+	if !reflect.DeepEqual(loaded, []string{"S0"}) {
+		t.Errorf("SessionLoaded called with %v", loaded)
 	}
 	if st := evs[0].Data.(runs.SessionStartedData); st.SessionID != "S0" || st.Model != "m-2" || evs[0].SessionID != "S0" {
 		t.Errorf("session.started %+v (event session %q)", st, evs[0].SessionID)

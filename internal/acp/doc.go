@@ -47,7 +47,8 @@
 //	pending         replayed, and dropped: the earlier turns' events are in the run's
 //	                log already
 //	session/new ok  session.started (sessionId, models.currentModelId; a loaded
-//	or load ok      session keeps the resumed id: the answer has none); session/set_mode
+//	or load ok      session keeps the resumed id: the answer has none), after a load
+//	                Profile.SessionLoaded's events; session/set_mode
 //	                Profile.Mode if set; session/set_config_option for each of
 //	                Profile.ConfigOptions, in order, each once the last was accepted;
 //	                then turn 1: session/prompt with the Spec's prompt

@@ -88,11 +88,13 @@ func sessionProfile(inv runs.Invocation, bills *storeLog) acp.Profile {
 		// The prompt result holds the last model request's usage only;
 		// the store has every request's, priced (doc.go, Usage of a
 		// Session run).
-		TurnBill:     bills.turnBill,
-		UsageSoFar:   bills.usageSoFar,
-		Steering:     acp.SteerMerges,
-		DenyEndsTurn: true,
-		ToolName:     names,
+		TurnBill: bills.turnBill,
+		// A resumed session's earlier turns are in the store already.
+		SessionLoaded: bills.loaded,
+		UsageSoFar:    bills.usageSoFar,
+		Steering:      acp.SteerMerges,
+		DenyEndsTurn:  true,
+		ToolName:      names,
 		ClassifyError: func(method string, e *acp.RPCError) *runs.RunError {
 			return classifyRPC(oneShot, method, e)
 		},

@@ -166,7 +166,9 @@
 //     advertises loadSession, session/load replays the history as
 //     user_message_chunk and agent_message_chunk notifications before
 //     its answer (dropped by the client), and the next prompt's model
-//     request carries turn 1's text.
+//     request carries turn 1's text. The store then holds the earlier
+//     processes' messages: the load's answer reads them as billed
+//     (Profile.SessionLoaded), so the first turn is billed only its own.
 //
 // Usage of a Session run (store.go). The session/prompt result's usage
 // ({inputTokens (cache excluded), outputTokens (reasoning excluded),

@@ -43,6 +43,11 @@ func TestSessionLoadResumesKeptSession(t *testing.T) {
 	if turn.Status != runs.Succeeded || turn.Result != "Resumed." {
 		t.Fatalf("resumed turn: %+v (%v); stdout %s; stderr …%s", turn, turn.Error, second.Stdout(), tail(string(second.Stderr()), 500))
 	}
+	// The second process's server billed only the resumed turn: the
+	// earlier turns' usage must not be counted again.
+	if own := normalizedBill(second.srv.Ledger()); turn.Usage != own || own.IsZero() {
+		t.Errorf("resumed turn's usage %+v, billed for it %+v", turn.Usage, own)
+	}
 	t.Logf("replayed while loading: %v", replayed(t, second.Stdout()))
 	if !second.srv.Ledger().Seen(token) {
 		t.Errorf("the resumed session's model request lacks turn 1's %s", token)
