@@ -36,7 +36,7 @@ func TestDescribe(t *testing.T) {
 	if r.Usage != runs.UsageExact || r.Cost != runs.CostUnknown || r.ErrorClasses != runs.ErrorClassesHTTPStatus {
 		t.Errorf("reports %+v", r)
 	}
-	if !d.Interaction.Steer || d.ReportsCost {
+	if !d.Interaction.Steer || !d.Interaction.ResumesSession || d.ReportsCost {
 		t.Errorf("interaction %+v, reports cost %v", d.Interaction, d.ReportsCost)
 	}
 	for _, f := range []string{runs.FieldSystemPrompt, runs.FieldEffort, runs.FieldMaxBudgetUSD} {
@@ -88,9 +88,18 @@ func TestCommand(t *testing.T) {
 	inv.Spec.ResumeSessionID = "0196f0c2-7e1a-7000-8000-000000000001"
 	var fe *runs.FieldError
 	if _, err := New().Command(inv); !errors.As(err, &fe) || fe.Field != runs.FieldResumeSessionID || !errors.Is(err, runs.ErrUnsupported) {
-		t.Errorf("resume: %v, want unsupported_option naming it", err)
+		t.Errorf("one-shot resume: %v, want unsupported_option naming it", err)
 	}
-	inv.Spec.ResumeSessionID = ""
+	// An interactive run loads the session over ACP: same argv.
+	inv.Spec.Interactive = true
+	if cmd, err := New().Command(inv); err != nil || !slices.Equal(cmd.Args, []string{"--acp", "--model=-odd"}) {
+		t.Errorf("interactive resume: %q, %v", cmd.Args, err)
+	}
+	inv.Spec.ResumeSessionID = "../x"
+	if _, err := New().Command(inv); !errors.As(err, &fe) || fe.Field != runs.FieldResumeSessionID || !errors.Is(err, runs.ErrInvalid) {
+		t.Errorf("a session id with a slash: %v, want invalid naming it", err)
+	}
+	inv.Spec.ResumeSessionID, inv.Spec.Interactive = "", false
 	inv.Spec.Permission = "root"
 	if _, err := New().Command(inv); !errors.Is(err, runs.ErrInvalid) {
 		t.Errorf("unknown permission: %v", err)

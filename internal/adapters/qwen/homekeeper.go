@@ -16,8 +16,7 @@ func (*Adapter) BaseFiles() []string { return []string{settingsPath("")} }
 
 // SessionFiles is the session's chat recording,
 // .qwen/projects/<dir with every "/" replaced by "-">/chats/<id>.jsonl.
-// No run resumes a session yet (Describe refuses resume_session_id); it
-// is listed so that a kept home carries it.
+// An interactive run resumes it (ACP session/load) from this file alone.
 func (*Adapter) SessionFiles(_ runs.CLIFiles, _, dir, sessionID string) ([]string, error) {
 	if sessionID == "" || strings.ContainsAny(sessionID, "/\\") || sessionID == "." || sessionID == ".." {
 		return nil, nil
