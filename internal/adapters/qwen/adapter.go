@@ -84,10 +84,10 @@ func (*Adapter) Describe() runs.Description {
 			runs.FieldResumeSessionID, // interactive runs only (checkResume)
 		},
 		Refused: map[string]string{
-			runs.FieldSystemPrompt:    "qwen takes a system prompt only for a headless run (--system-prompt), not over ACP, where every run goes",
-			runs.FieldEffort:          "qwen has no flag for thinking effort",
-			runs.FieldMaxBudgetUSD:    "qwen reports no cost",
-			runs.FieldKeepSession:     "qwen resumes a session only in an interactive run (ACP session/load), whose session the gateway keeps",
+			runs.FieldSystemPrompt: "qwen takes a system prompt only for a headless run (--system-prompt), not over ACP, where every run goes",
+			runs.FieldEffort:       "qwen has no flag for thinking effort",
+			runs.FieldMaxBudgetUSD: "qwen reports no cost",
+			runs.FieldKeepSession:  "qwen resumes a session only in an interactive run (ACP session/load), whose session the gateway keeps",
 		},
 		// A message steered into a turn is handed to the CLI when it asks
 		// for queued messages after each tool call; a deny lets the
