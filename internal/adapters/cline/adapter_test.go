@@ -3,6 +3,7 @@ package cline
 import (
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,11 +37,24 @@ func TestCommandOneShot(t *testing.T) {
 	}
 }
 
-func TestCommandRefusesResume(t *testing.T) {
+// TestCommandResume: only an interactive run resumes a session, over
+// ACP, with the argv of a new one.
+func TestCommandResume(t *testing.T) {
 	_, err := New().Command(runs.Invocation{Spec: runs.Spec{Prompt: "hi there", ResumeSessionID: "x"}})
 	var fe *runs.FieldError
 	if !errors.Is(err, runs.ErrUnsupported) || !errors.As(err, &fe) || fe.Field != runs.FieldResumeSessionID {
-		t.Errorf("err = %v", err)
+		t.Errorf("one-shot: err = %v", err)
+	}
+	cmd, err := New().Command(runs.Invocation{Spec: runs.Spec{Prompt: "hi there", Interactive: true, ResumeSessionID: "1796457409360_GikKf_cli"}})
+	if err != nil || strings.Join(cmd.Args, " ") != "--acp" {
+		t.Errorf("interactive: %q, %v", cmd.Args, err)
+	}
+	_, err = New().Command(runs.Invocation{Spec: runs.Spec{Prompt: "hi there", Interactive: true, ResumeSessionID: "../x"}})
+	if !errors.Is(err, runs.ErrInvalid) || !errors.As(err, &fe) || fe.Field != runs.FieldResumeSessionID {
+		t.Errorf("a session id with a slash: err = %v", err)
+	}
+	if d := New().Describe(); !d.Interaction.ResumesSession || !slices.Contains(d.Fields, runs.FieldResumeSessionID) {
+		t.Errorf("description %+v", d)
 	}
 }
 
