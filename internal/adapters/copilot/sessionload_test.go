@@ -38,6 +38,11 @@ func TestSessionLoadResumesKeptSession(t *testing.T) {
 	}
 	home := t.TempDir()
 	copyTree(t, first.home, home, files)
+	// As a hibernated run's home, the first is gone: nothing may be read
+	// from it by an absolute path.
+	if err := os.RemoveAll(first.home); err != nil {
+		t.Fatal(err)
+	}
 
 	second := startSessionAt(t, dir, home, runs.Spec{Prompt: "What was the token?", Interactive: true, ResumeSessionID: o.SessionID},
 		openai.Turns("Resumed."), nil)

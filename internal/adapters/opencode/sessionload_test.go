@@ -37,8 +37,15 @@ func TestSessionLoadResumesKeptSession(t *testing.T) {
 	}
 
 	second := startSessionWith(t, sessionSetup{dir: dir, sc: chat.Turns("Resumed."),
-		spec:    runs.Spec{Prompt: "What was the token?", Interactive: true, ResumeSessionID: o.SessionID},
-		restore: func(home string) { copyFiles(t, first.home, home, files) }})
+		spec: runs.Spec{Prompt: "What was the token?", Interactive: true, ResumeSessionID: o.SessionID},
+		restore: func(home string) {
+			copyFiles(t, first.home, home, files)
+			// As a hibernated run's home, the first is gone: nothing
+			// may be read from it by an absolute path.
+			if err := os.RemoveAll(first.home); err != nil {
+				t.Fatal(err)
+			}
+		}})
 	turn, _ := second.WaitTurn(1, sessionWithin)
 	if turn.Status != runs.Succeeded || turn.Result != "Resumed." {
 		t.Fatalf("resumed turn: %+v (%v); stdout %s; stderr …%s", turn, turn.Error, second.Stdout(), tail(string(second.Stderr()), 500))

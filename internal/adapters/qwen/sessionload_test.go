@@ -111,7 +111,14 @@ func TestSessionLoadResumesKeptSession(t *testing.T) {
 	}
 
 	second := startRealSession(t, dir, runs.Spec{Prompt: "What was the token?", Interactive: true, ResumeSessionID: o.SessionID},
-		chat.Turns("Resumed."), func(home string) { copyFiles(t, first.home, home, files) })
+		chat.Turns("Resumed."), func(home string) {
+			copyFiles(t, first.home, home, files)
+			// As a hibernated run's home, the first is gone: nothing
+			// may be read from it by an absolute path.
+			if err := os.RemoveAll(first.home); err != nil {
+				t.Fatal(err)
+			}
+		})
 	turn, _ := second.WaitTurn(1, loadWithin)
 	if turn.Status != runs.Succeeded || turn.Result != "Resumed." {
 		t.Fatalf("resumed turn: %+v (%v)", turn, turn.Error)
