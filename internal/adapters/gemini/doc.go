@@ -275,7 +275,11 @@
 //     session_context, which erases the history, and the load answers
 //     -32603 "No previous sessions found for this project."; even
 //     `-p --resume` of it then fails (exit 42). A run may hibernate 5 s
-//     after its turn, so a wake can fall in that minute. A resumed
+//     after its turn, so a wake can fall in that minute. And the replay
+//     is not awaited (read in the 0.61.0 bundle: loadSession calls
+//     streamHistory without await, and it awaits each update), so all
+//     but its first message may come after the load's answer, where the
+//     client cannot tell it from the resumed turn's output. A resumed
 //     session's chat recording also holds the earlier turns' tokens,
 //     which TurnUsage would bill to the first resumed turn unless read
 //     as billed at the load (acp.Profile.SessionLoaded).
