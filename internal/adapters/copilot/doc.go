@@ -183,8 +183,9 @@
 //     once, at the completion, as add for a new file, with the unified
 //     diff of rawOutput.detailedContent.
 //
-// resume_session_id in a Session run is ACP session/load {sessionId,
-// cwd, mcpServers} (internal/acp), so an interactive run hibernates
+// resume_session_id in an interactive run is ACP session/load {sessionId,
+// cwd, mcpServers} (internal/acp; refused for a Session run that is not
+// interactive), so an interactive run hibernates
 // (Interaction.ResumesSession). Verified with 1.0.102
 // (TestSessionLoadResumesKeptSession): a turn in one process, then a
 // fresh home holding only what SessionFiles lists (the session lives in

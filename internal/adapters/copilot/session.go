@@ -31,6 +31,10 @@ var sessionPermissionArgs = map[runs.Permission][]string{
 // prompt results, so there is no usage file.
 func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (runs.Command, error) {
 	s := inv.Spec
+	if s.ResumeSessionID != "" && !s.Interactive {
+		return runs.Command{}, runs.Unsupported(Name, runs.FieldResumeSessionID,
+			"a run with approvals resumes a session only when it is interactive (ACP session/load is verified for interactive runs)")
+	}
 	args := []string{"--acp"}
 	args = append(args, phoneHome...)
 	if s.Model != "" {

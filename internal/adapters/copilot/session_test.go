@@ -506,6 +506,10 @@ func TestSessionCommand(t *testing.T) {
 	if err != nil || slices.ContainsFunc(cmd.Args, func(a string) bool { return strings.Contains(a, "resume") }) {
 		t.Errorf("a resumed session's args %q, %v", cmd.Args, err)
 	}
+	asks := runs.Spec{Prompt: "p", Approvals: runs.ApprovalsAsk, ResumeSessionID: "0196f0c2-7e1a-7000-8000-000000000001"}
+	if _, err := New().Command(testInv(asks)); !errors.Is(err, runs.ErrUnsupported) {
+		t.Errorf("a resumed one-shot run with approvals: %v, want unsupported", err)
+	}
 	d := New().Describe()
 	if !slices.Contains(d.Fields, runs.FieldInteractive) || !slices.Contains(d.Fields, runs.FieldApprovals) ||
 		d.Interaction != (runs.Interaction{Steer: false, DenyEndsTurn: true, MessageAttachments: true, ResumesSession: true}) {

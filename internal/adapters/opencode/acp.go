@@ -16,6 +16,11 @@ import (
 // as turn 1's session/prompt, so there is no stdin payload.
 func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (runs.Command, error) {
 	s := inv.Spec
+	if s.ResumeSessionID != "" && !s.Interactive {
+		return runs.Command{}, runs.Unsupported(Name, runs.FieldResumeSessionID,
+			"a run with approvals, MCP servers or attachments resumes a session only when it is interactive "+
+				"(ACP session/load is verified for interactive runs)")
+	}
 	for name, m := range s.MCPServers {
 		if m.Remote() == (m.Command != "") {
 			return runs.Command{}, runs.Invalid(runs.FieldMCPServers, fmt.Sprintf("server %q must have either a command or a url", name))

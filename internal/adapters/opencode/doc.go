@@ -156,8 +156,9 @@
 //     unauthorized → not_authenticated, server error / overloaded →
 //     transient_api_error, else api_error); other error names as in
 //     `run`.
-//   - resume_session_id in a Session run is ACP session/load {sessionId,
-//     cwd, mcpServers} (internal/acp), so an interactive run hibernates
+//   - resume_session_id in an interactive run is ACP session/load {sessionId,
+//     cwd, mcpServers} (internal/acp; refused for a Session run that is
+//     not interactive), so an interactive run hibernates
 //     (Interaction.ResumesSession). Verified with 1.18.33
 //     (TestSessionLoadResumesKeptSession): a turn in one process, then a
 //     fresh home restored from SessionFiles alone (opencode.db with its
@@ -275,8 +276,9 @@
 //     MCP tool ask, it is allowed (Profile.AllowMCP). With approvals ask,
 //     "*":"ask" covers MCP tools: the call was asked, tool
 //     "demo_reverse_text", and ran once allowed (TestSessionEditApproval).
-//   - A resumed run with MCP servers or attachments loads the session
-//     over ACP (session/load), as every Session run does.
+//   - A resumed run with MCP servers or attachments is refused
+//     (resume_session_id) unless it is interactive: session/load is
+//     verified for interactive runs only.
 //
 // Images go as ACP image blocks after the prompt's text, and after a
 // message's (Session.Send), and reached the model as image_url parts with
