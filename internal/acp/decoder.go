@@ -383,7 +383,7 @@ func (d *Decoder) response(m *message, line []byte) []runs.Event {
 		return d.sessionUp(r.SessionID, r.Models)
 	case reqLoad:
 		if m.Error != nil {
-			return d.fail(methodSessionLoad, m.Error)
+			return d.failWith(d.loadError(m.Error))
 		}
 		// The answer carries no sessionId: the session is the one asked for.
 		var r sessionLoadResult
@@ -430,8 +430,8 @@ func (d *Decoder) openSession(result json.RawMessage) []runs.Event {
 	}
 	var r initializeResult
 	if err := json.Unmarshal(result, &r); err != nil || !r.AgentCapabilities.LoadSession {
-		return d.fail(methodSessionLoad, &RPCError{Message: fmt.Sprintf(
-			"%s does not offer loadSession in its initialize answer: session %s cannot be resumed", d.agent(), resume)})
+		return d.failWith(runs.NewRunError(runs.APIError, fmt.Sprintf(
+			"%s does not offer loadSession in its initialize answer: session %s cannot be resumed", d.agent(), resume), ""))
 	}
 	d.phase = phaseLoad
 	d.request(methodSessionLoad, reqLoad, sessionLoadParams{SessionID: resume, Cwd: cwd, MCPServers: servers})
@@ -488,8 +488,27 @@ func (d *Decoder) startFirstTurn() []runs.Event {
 // fail ends a session whose handshake failed: turn 1, which the
 // supervisor started, fails with the classified error.
 func (d *Decoder) fail(method string, e *RPCError) []runs.Event {
+	return d.failWith(d.classify(method, e))
+}
+
+// loadError classifies an error answer to session/load: as the profile
+// says when that is telling (a login, a rate limit), else the session
+// could not be loaded (session_not_found), whatever model-API wording
+// a generic classification would give it.
+func (d *Decoder) loadError(e *RPCError) *runs.RunError {
+	if re := d.classify(methodSessionLoad, e); re.Class != runs.APIError {
+		return re
+	}
+	return runs.NewRunError(runs.SessionNotFound, fmt.Sprintf("%s could not load session %s: %s",
+		d.agent(), d.inv.Spec.ResumeSessionID, cmp.Or(e.Text(), "no message")),
+		"the session's files were not kept, or it was recorded in another directory (cwd)")
+}
+
+// failWith ends a session whose handshake failed: turn 1, which the
+// supervisor started, fails with re.
+func (d *Decoder) failWith(re *runs.RunError) []runs.Event {
 	d.phase = phaseFailed
-	d.failErr = d.classify(method, e)
+	d.failErr = re
 	d.turns++
 	d.lastStatus, d.lastErr = runs.Failed, d.failErr
 	return []runs.Event{runs.NewEvent(runs.EventTurnCompleted, runs.TurnCompletedData{

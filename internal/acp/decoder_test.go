@@ -717,16 +717,33 @@ func TestSessionLoadWithoutLoadSessionFails(t *testing.T) {
 	}
 }
 
+// TestSessionLoadError: a load the agent refused is session_not_found,
+// unless the profile tells a more telling class (a login).
 func TestSessionLoadError(t *testing.T) {
-	s := newResumeScript(t, Profile{Agent: "fake"})
-	s.d.Open()
-	s.agent(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}`)
-	s.client()
-	evs := s.agent(`{"jsonrpc":"2.0","id":2,"error":{"code":-32603,"message":"No previous sessions found"}}`)
-	if turn := turnOf(t, evs); turn.Status != runs.Failed || turn.Error == nil || !strings.Contains(turn.Error.Message, "session/load") {
-		t.Errorf("turn %+v", turn)
+	authOnly := func(_ string, e *RPCError) *runs.RunError {
+		if e.Code == -32000 {
+			return runs.NewRunError(runs.NotAuthenticated, e.Message, "")
+		}
+		return runs.NewRunError(runs.APIError, "the model API refused the request", "")
 	}
-	if _, done := s.client(); !done {
-		t.Error("not done after a failed load")
+	for _, tc := range []struct {
+		answer string
+		class  runs.Class
+		words  string
+	}{
+		{`{"jsonrpc":"2.0","id":2,"error":{"code":-32002,"message":"Resource not found: S0"}}`, runs.SessionNotFound, "could not load session S0: Resource not found"},
+		{`{"jsonrpc":"2.0","id":2,"error":{"code":-32000,"message":"Authentication required"}}`, runs.NotAuthenticated, "Authentication required"},
+	} {
+		s := newResumeScript(t, Profile{Agent: "fake", ClassifyError: authOnly})
+		s.d.Open()
+		s.agent(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}`)
+		s.client()
+		turn := turnOf(t, s.agent(tc.answer))
+		if turn.Status != runs.Failed || turn.Error == nil || turn.Error.Class != tc.class || !strings.Contains(turn.Error.Message, tc.words) {
+			t.Errorf("%s: turn %+v (%+v)", tc.answer, turn, turn.Error)
+		}
+		if _, done := s.client(); !done {
+			t.Error("not done after a failed load")
+		}
 	}
 }

@@ -54,7 +54,8 @@
 //	                then turn 1: session/prompt with the Spec's prompt
 //	an error answer to initialize, session/new, session/load, set_mode or
 //	                set_config_option
-//	                turn.completed failed (Profile.ClassifyError, else api_error); Pending
+//	                turn.completed failed (Profile.ClassifyError, else api_error; for
+//	                session/load an api_error is session_not_found); Pending
 //	                reports done, so stdin closes and the CLI exits
 //
 // session/update kinds (Profile.Update sees each first and may take it):
