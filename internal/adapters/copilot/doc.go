@@ -195,10 +195,15 @@
 // same directory: initialize advertises loadSession, session/load
 // replays the history as user_message_chunk and agent_message_chunk
 // notifications before its answer (dropped by the client), and the next
-// prompt's model request carries turn 1's text. The outcome reports the session's usage (the sum of its
-// turns) as SessionUsage too, so that the supervisor records it and a
-// one-shot run that later resumes the session with --resume is billed
-// only its own part of the usage file's session total.
+// prompt's model request carries turn 1's text. Its usage is that
+// request's alone: the prompt results count this process's requests.
+// The outcome of a new session reports the session's usage (the sum of
+// its turns) as SessionUsage too, so that the supervisor records it and
+// a one-shot run that later resumes the session with --resume is billed
+// only its own part of the usage file's session total. A loaded
+// session's outcome has none (its earlier usage is not known here): the
+// recorded total then lacks the loaded process's turns, which a later
+// one-shot --resume of the session is billed again.
 //
 // One-shot runs stay on --output-format json: over ACP a read_only run
 // could run no shell command at all (the CLI asks for ls, and a refusal

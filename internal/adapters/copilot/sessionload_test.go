@@ -73,7 +73,12 @@ func TestSessionLoadResumesKeptSession(t *testing.T) {
 	if got := acptest.Of(second.Events(), runs.EventSessionStarted); len(got) != 1 {
 		t.Errorf("%d session.started events", len(got))
 	}
-	if resumed := second.close(t); resumed.SessionID != o.SessionID || resumed.NumTurns != 1 {
+	// The first process's outcome counts its session whole; the loaded
+	// one's cannot, and says nothing of the session's total.
+	if o.SessionUsage == nil || *o.SessionUsage != o.Usage {
+		t.Errorf("first outcome %+v", o)
+	}
+	if resumed := second.close(t); resumed.SessionID != o.SessionID || resumed.NumTurns != 1 || resumed.Usage != turn.Usage || resumed.SessionUsage != nil {
 		t.Errorf("resumed outcome %+v", resumed)
 	}
 }
