@@ -17,8 +17,8 @@ const (
 	modePlan = "plan" // explores and plans, changes nothing
 )
 
-// sessionCommand builds `cline --acp` for a run whose Spec.Session():
-// interactive, or asking for approvals. The prompt goes as turn 1's
+// sessionCommand builds `cline --acp` for a run over ACP (overACP):
+// interactive, asking for approvals, or resuming a session. The prompt goes as turn 1's
 // session/prompt. `cline --acp` refuses session/new without
 // CLINE_API_KEY ("Authentication required") and then sends that value
 // as the key, so it is the provider's key; CLINE_PROVIDER makes it use

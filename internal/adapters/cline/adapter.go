@@ -105,7 +105,7 @@ func (*Adapter) Describe() runs.Description {
 		Fields: []string{
 			runs.FieldModel, runs.FieldTimeoutSeconds, runs.FieldCwd, runs.FieldPermission,
 			runs.FieldInteractive, runs.FieldApprovals, runs.FieldMCPServers, runs.FieldAttachments,
-			runs.FieldResumeSessionID, // interactive runs only (checkResume)
+			runs.FieldResumeSessionID, // over ACP only (PrefersSession)
 		},
 		Refused: map[string]string{
 			runs.FieldSystemPrompt: "the gateway does not pass cline's --system, which replaces its whole prompt, tool instructions included",
@@ -132,7 +132,7 @@ func (*Adapter) ParseVersion(output []byte) (string, error) { return version.Par
 
 // NewDecoder implements runs.Adapter.
 func (a *Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
-	if inv.Spec.Session() {
+	if overACP(inv.Spec) {
 		return newSessionDecoder(inv)
 	}
 	return newDecoder(inv)
@@ -163,7 +163,7 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if len(s.MCPServers) > 0 && inv.Home == "" {
 		return runs.Command{}, errors.New("cline: the invocation has no home, where the run's MCP settings go")
 	}
-	if s.Session() {
+	if overACP(s) {
 		if len(s.Attachments)+len(inv.Images) > 0 {
 			return runs.Command{}, runs.Unsupported(Name, runs.FieldAttachments, sessionImagesRefusal)
 		}
@@ -207,16 +207,21 @@ func promptArg(p string) string {
 	return p
 }
 
-// checkResume takes resume_session_id only for an interactive run, which
-// loads the session over ACP (session/load): `cline --json` cannot resume
-// one (--id makes the run interactive).
+// PrefersSession implements runs.SessionPreferrer: a run that resumes a
+// session runs over ACP, even one-shot, as a session of one turn that
+// loads it (session/load): `cline --json` cannot resume one (--id makes
+// the run interactive).
+func (*Adapter) PrefersSession(s runs.Spec) bool { return s.ResumeSessionID != "" }
+
+// overACP reports whether a run with spec s runs `cline --acp`: a
+// Session run, or one PrefersSession sends there.
+func overACP(s runs.Spec) bool { return s.Session() || s.ResumeSessionID != "" }
+
+// checkResume checks the session a run resumes.
 func checkResume(s runs.Spec) error {
 	switch id := s.ResumeSessionID; {
 	case id == "":
 		return nil
-	case !s.Interactive:
-		return runs.Unsupported(Name, runs.FieldResumeSessionID,
-			"cline resumes a session only in an interactive run (ACP session/load): cline --json cannot resume one (--id makes the run interactive)")
 	case strings.ContainsAny(id, "/\\ \t\n") || id == "." || id == "..":
 		return runs.Invalid(runs.FieldResumeSessionID, "must be a cline session id such as 1796457409360_GikKf_cli")
 	}

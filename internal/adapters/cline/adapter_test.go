@@ -37,17 +37,28 @@ func TestCommandOneShot(t *testing.T) {
 	}
 }
 
-// TestCommandResume: only an interactive run resumes a session, over
-// ACP, with the argv of a new one.
+// TestCommandResume: a run that resumes a session runs over ACP, a
+// one-shot one too (`cline --json` cannot resume), with the argv of a
+// new session; its images are refused, as over ACP Cline drops them.
 func TestCommandResume(t *testing.T) {
-	_, err := New().Command(runs.Invocation{Spec: runs.Spec{Prompt: "hi there", ResumeSessionID: "x"}})
-	var fe *runs.FieldError
-	if !errors.Is(err, runs.ErrUnsupported) || !errors.As(err, &fe) || fe.Field != runs.FieldResumeSessionID {
-		t.Errorf("one-shot: err = %v", err)
+	for _, interactive := range []bool{false, true} {
+		spec := runs.Spec{Prompt: "hi there", Interactive: interactive, ResumeSessionID: "1796457409360_GikKf_cli"}
+		cmd, err := New().Command(runs.Invocation{Spec: spec})
+		if err != nil || strings.Join(cmd.Args, " ") != "--acp" || !New().PrefersSession(spec) {
+			t.Errorf("interactive %v: %q, %v", interactive, cmd.Args, err)
+		}
+		if _, ok := New().NewDecoder(runs.Invocation{Spec: spec}).(runs.Session); !ok {
+			t.Errorf("interactive %v: the decoder is no runs.Session", interactive)
+		}
 	}
-	cmd, err := New().Command(runs.Invocation{Spec: runs.Spec{Prompt: "hi there", Interactive: true, ResumeSessionID: "1796457409360_GikKf_cli"}})
-	if err != nil || strings.Join(cmd.Args, " ") != "--acp" {
-		t.Errorf("interactive: %q, %v", cmd.Args, err)
+	if New().PrefersSession(runs.Spec{Prompt: "p"}) {
+		t.Error("a new one-shot run prefers ACP")
+	}
+	var fe *runs.FieldError
+	_, err := New().Command(runs.Invocation{Spec: runs.Spec{Prompt: "hi", ResumeSessionID: "1796457409360_GikKf_cli",
+		Attachments: []runs.Attachment{{Name: "a.png"}}}})
+	if !errors.Is(err, runs.ErrUnsupported) || !errors.As(err, &fe) || fe.Field != runs.FieldAttachments {
+		t.Errorf("a resumed run with images: err = %v", err)
 	}
 	_, err = New().Command(runs.Invocation{Spec: runs.Spec{Prompt: "hi there", Interactive: true, ResumeSessionID: "../x"}})
 	if !errors.Is(err, runs.ErrInvalid) || !errors.As(err, &fe) || fe.Field != runs.FieldResumeSessionID {

@@ -17,8 +17,9 @@
 // tool_call.started, content_end → tool_call.completed, failed when an
 // entry of run_commands' output has success false; usage → the running
 // totals; error → the run's failure) and a final run_result with the
-// run's whole usage. --id makes a run interactive, so a one-shot run
-// cannot resume a session (resume_session_id is refused for it).
+// run's whole usage. --id makes a run interactive, so `cline --json`
+// cannot resume a session: a run that resumes one runs over ACP
+// (PrefersSession), a one-shot one as a session of one turn.
 //
 // An interactive run, or one with approvals, is `cline --acp`
 // (internal/acp, acp.go). Verified: `session/set_config_option model`
@@ -34,10 +35,11 @@
 // itself with allow_once, for a call of the same title and input. A second prompt during a turn is not verified
 // to join it, so Interaction.Steer is false.
 //
-// resume_session_id, for an interactive run only, is ACP session/load
-// {sessionId, cwd, mcpServers} instead of session/new (internal/acp), so
-// an interactive run hibernates (Interaction.ResumesSession). Verified
-// with 3.0.65 (TestSessionLoadResumesKeptSession): a turn in one process,
+// resume_session_id is ACP session/load {sessionId, cwd, mcpServers}
+// instead of session/new (internal/acp), so an interactive run
+// hibernates (Interaction.ResumesSession). Verified with 3.0.65
+// (TestSessionLoadResumesKeptSession, the resuming run interactive and
+// one-shot): a turn in one process,
 // then a fresh home at another path holding the settings and what
 // SessionFiles lists, the first home removed, and a new `cline --acp` in
 // the same directory. The session lives in two places: its folder

@@ -11,8 +11,8 @@ import (
 )
 
 // TestRelinkSession: the index row of a resumed session names the
-// messages in the home it was restored to; other rows, one-shot runs and
-// a home without the session are left alone.
+// messages in the home it was restored to; other rows, a run that
+// resumes nothing and a home without the session are left alone.
 func TestRelinkSession(t *testing.T) {
 	home := t.TempDir()
 	const id, other = "1796457409360_GikKf_cli", "1796457409999_Other_cli"
@@ -47,11 +47,11 @@ func TestRelinkSession(t *testing.T) {
 		}
 		return p
 	}
-	oneShot := runs.Invocation{Home: home, Spec: runs.Spec{Prompt: "p", ResumeSessionID: id}}
-	if err := relinkSession(context.Background(), oneShot); err != nil || pathOf(id) == messagesPath(home, id) {
-		t.Errorf("a one-shot run relinked the session: %v", err)
+	fresh := runs.Invocation{Home: home, Spec: runs.Spec{Prompt: "p"}}
+	if err := relinkSession(context.Background(), fresh); err != nil || pathOf(id) == messagesPath(home, id) {
+		t.Errorf("a run that resumes nothing relinked the session: %v", err)
 	}
-	inv := runs.Invocation{Home: home, Spec: runs.Spec{Prompt: "p", Interactive: true, ResumeSessionID: id}}
+	inv := runs.Invocation{Home: home, Spec: runs.Spec{Prompt: "p", ResumeSessionID: id}}
 	if err := relinkSession(context.Background(), inv); err != nil {
 		t.Fatal(err)
 	}

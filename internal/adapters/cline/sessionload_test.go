@@ -101,8 +101,20 @@ func (s *realSession) close(t *testing.T) runs.Outcome {
 // nothing else) kept and restored into a fresh home, and a new process
 // resuming the session with session/load, whose model request holds
 // what the first turn said.
+//
+// The resuming run is interactive (a hibernated run woken) or one-shot,
+// a session of one turn that loads the session as well.
 func TestSessionLoadResumesKeptSession(t *testing.T) {
 	t.Parallel()
+	for name, interactive := range map[string]bool{"interactive": true, "one_shot": false} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			resumeKeptSession(t, interactive)
+		})
+	}
+}
+
+func resumeKeptSession(t *testing.T, interactive bool) {
 	token := "KEPT-" + uuid.NewString()[:8]
 	dir := t.TempDir()
 	first := startRealSession(t, dir, runs.Spec{Prompt: "Say a token.", Interactive: true}, chat.Turns(token), nil)
@@ -118,7 +130,7 @@ func TestSessionLoadResumesKeptSession(t *testing.T) {
 		t.Fatalf("SessionFiles = %v, %v", files, err)
 	}
 
-	second := startRealSession(t, dir, runs.Spec{Prompt: "What was the token?", Interactive: true, ResumeSessionID: o.SessionID},
+	second := startRealSession(t, dir, runs.Spec{Prompt: "What was the token?", Interactive: interactive, ResumeSessionID: o.SessionID},
 		chat.Turns("Resumed."), func(home string) {
 			copyFiles(t, first.home, home, files)
 			// As a hibernated run's home, the first is gone: nothing

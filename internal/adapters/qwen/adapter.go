@@ -81,7 +81,7 @@ func (*Adapter) Describe() runs.Description {
 		Fields: []string{
 			runs.FieldModel, runs.FieldTimeoutSeconds, runs.FieldCwd, runs.FieldPermission,
 			runs.FieldInteractive, runs.FieldApprovals, runs.FieldMCPServers, runs.FieldAttachments,
-			runs.FieldResumeSessionID, // interactive runs only (checkResume)
+			runs.FieldResumeSessionID, // ACP session/load (checkResume)
 		},
 		Refused: map[string]string{
 			runs.FieldSystemPrompt: "qwen takes a system prompt only for a headless run (--system-prompt), not over ACP, where every run goes",
@@ -157,16 +157,13 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	}, nil
 }
 
-// checkResume takes resume_session_id only for an interactive run, which
-// loads the session over ACP (session/load) where its CLI stopped:
-// a one-shot resume is not verified.
+// checkResume checks the session a run resumes: every run is an ACP
+// session, which loads it (session/load) instead of starting one, a
+// one-shot run as a session of one turn.
 func checkResume(s runs.Spec) error {
 	switch id := s.ResumeSessionID; {
 	case id == "":
 		return nil
-	case !s.Interactive:
-		return runs.Unsupported(Name, runs.FieldResumeSessionID,
-			"qwen resumes a session only in an interactive run (ACP session/load); a one-shot run cannot resume one")
 	case strings.ContainsAny(id, "/\\ \t\n") || id == "." || id == "..":
 		return runs.Invalid(runs.FieldResumeSessionID, "must be a qwen session id such as 0196f0c2-7e1a-7000-8000-000000000001")
 	}

@@ -26,10 +26,10 @@
 //     (Images).
 //   - system_prompt (only headless has --system-prompt), effort (no flag)
 //     and max_budget_usd (no cost is reported) are refused by name.
-//   - resume_session_id, for an interactive run only (a one-shot resume is
-//     refused as unsupported: not verified) → ACP session/load {sessionId,
-//     cwd, mcpServers} instead of session/new (internal/acp), so an
-//     interactive run hibernates (Interaction.ResumesSession).
+//   - resume_session_id → ACP session/load {sessionId, cwd, mcpServers}
+//     instead of session/new (internal/acp), in a one-shot run (a session
+//     of one turn) as in an interactive one, which so hibernates
+//     (Interaction.ResumesSession).
 //
 // The gateway enforces max_turns and max_total_tokens from the events and
 // asks for output_schema in the prompt.
@@ -67,12 +67,16 @@
 // skills, agents, extensions or commands in ~/.qwen would steer the next
 // run of the home. The session's chat recording is
 // ~/.qwen/projects/<cwd with "/" replaced by "-">/chats/<session id>.jsonl
-// (SessionFiles): the folder is named after the absolute directory, so
-// a session resumes only in a run of the same directory path.
+// (SessionFiles): the folder is named after the absolute directory, every
+// character but an ASCII letter or digit replaced by "-" (sanitizeCwd; a
+// directory with "_" in its name showed that it is not "/" alone), so a
+// session resumes only in a run of the same directory path.
 //
-// Resume, verified with 0.24.4 (TestSessionLoadResumesKeptSession): a
-// turn in one process, then a fresh home holding the settings and that
-// one recording alone, and a new `qwen --acp` in the same directory:
+// Resume, verified with 0.24.4 (TestSessionLoadResumesKeptSession, the
+// resuming run interactive and one-shot): a turn in one process, then a
+// fresh home at another path holding the settings and that one recording
+// alone, the first home removed, and a new `qwen --acp` in the same
+// directory:
 // initialize advertises loadSession, session/load replays the history
 // before its answer ({modes, …}) as user_message_chunk and
 // agent_message_chunk notifications, one of them the empty chunk whose
