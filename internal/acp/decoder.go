@@ -23,6 +23,7 @@ type phase int
 const (
 	phaseInit    phase = iota // initialize sent
 	phaseNew                  // session/new sent
+	phaseLoad                 // session/load sent: the agent replays the session's history
 	phaseMode                 // session/set_mode sent
 	phaseOptions              // the Profile's session/set_config_option being sent
 	phaseReady                // the session is up: a turn runs or it is idle
@@ -33,6 +34,7 @@ const (
 const (
 	reqInitialize = iota
 	reqNew
+	reqLoad
 	reqMode
 	reqOption
 	reqPrompt
@@ -337,6 +339,10 @@ func (d *Decoder) Decode(line []byte) []runs.Event {
 		evs = d.agentRequest(&m, line)
 	case m.hasID():
 		evs = d.response(&m, line)
+	case m.Method == methodUpdate && d.phase == phaseLoad:
+		// The history of a loaded session, replayed: its events are
+		// the earlier turns', already in the run's log.
+		return nil
 	case m.Method == methodUpdate:
 		evs = d.sessionUpdate(&m, line)
 	case m.Method != "":
@@ -365,17 +371,7 @@ func (d *Decoder) response(m *message, line []byte) []runs.Event {
 		if m.Error != nil {
 			return d.fail(methodInitialize, m.Error)
 		}
-		d.phase = phaseNew
-		cwd := d.p.Cwd
-		if cwd == "" {
-			cwd = d.inv.Dir
-		}
-		servers := d.p.MCPServers
-		if servers == nil {
-			servers = []json.RawMessage{}
-		}
-		d.request(methodSessionNew, reqNew, sessionNewParams{Cwd: cwd, MCPServers: servers})
-		return nil
+		return d.openSession(m.Result)
 	case reqNew:
 		if m.Error != nil {
 			return d.fail(methodSessionNew, m.Error)
@@ -384,19 +380,21 @@ func (d *Decoder) response(m *message, line []byte) []runs.Event {
 		if err := json.Unmarshal(m.Result, &r); err != nil || r.SessionID == "" {
 			return d.fail(methodSessionNew, &RPCError{Message: "session/new answered no sessionId"})
 		}
-		d.sessionID = r.SessionID
-		if r.Models != nil {
-			d.model = r.Models.CurrentModelID
+		return d.sessionUp(r.SessionID, r.Models)
+	case reqLoad:
+		if m.Error != nil {
+			return d.failWith(d.loadError(m.Error))
 		}
-		evs := []runs.Event{runs.NewEvent(runs.EventSessionStarted, runs.SessionStartedData{
-			SessionID: d.sessionID, Model: d.model, Tools: []string{},
-		})}
-		if d.p.Mode != "" {
-			d.phase = phaseMode
-			d.request(methodSetMode, reqMode, setModeParams{SessionID: d.sessionID, ModeID: d.p.Mode})
-			return evs
+		// The answer carries no sessionId: the session is the one asked for.
+		var r sessionLoadResult
+		_ = json.Unmarshal(m.Result, &r)
+		var loaded []runs.Event
+		if d.p.SessionLoaded != nil {
+			loaded = d.p.SessionLoaded(d.inv.Spec.ResumeSessionID)
 		}
-		return append(evs, d.nextOption()...)
+		// sessionUp's first event is session.started.
+		evs := d.sessionUp(d.inv.Spec.ResumeSessionID, r.Models)
+		return append(append([]runs.Event{evs[0]}, loaded...), evs[1:]...)
 	case reqMode:
 		if m.Error != nil {
 			return d.fail(methodSetMode, m.Error)
@@ -413,6 +411,49 @@ func (d *Decoder) response(m *message, line []byte) []runs.Event {
 		return d.promptAnswered(id, m)
 	}
 	return nil
+}
+
+// openSession answers initialize: session/load of the Spec's
+// ResumeSessionID when it has one (and the agent can load sessions),
+// else session/new.
+func (d *Decoder) openSession(result json.RawMessage) []runs.Event {
+	cwd := cmp.Or(d.p.Cwd, d.inv.Dir)
+	servers := d.p.MCPServers
+	if servers == nil {
+		servers = []json.RawMessage{}
+	}
+	resume := d.inv.Spec.ResumeSessionID
+	if resume == "" {
+		d.phase = phaseNew
+		d.request(methodSessionNew, reqNew, sessionNewParams{Cwd: cwd, MCPServers: servers})
+		return nil
+	}
+	var r initializeResult
+	if err := json.Unmarshal(result, &r); err != nil || !r.AgentCapabilities.LoadSession {
+		return d.failWith(runs.NewRunError(runs.APIError, fmt.Sprintf(
+			"%s does not offer loadSession in its initialize answer: session %s cannot be resumed", d.agent(), resume), ""))
+	}
+	d.phase = phaseLoad
+	d.request(methodSessionLoad, reqLoad, sessionLoadParams{SessionID: resume, Cwd: cwd, MCPServers: servers})
+	return nil
+}
+
+// sessionUp reports the session started (new or loaded) and goes on to
+// the mode, the config options and turn 1.
+func (d *Decoder) sessionUp(id string, models *sessionModels) []runs.Event {
+	d.sessionID = id
+	if models != nil {
+		d.model = models.CurrentModelID
+	}
+	evs := []runs.Event{runs.NewEvent(runs.EventSessionStarted, runs.SessionStartedData{
+		SessionID: d.sessionID, Model: d.model, Tools: []string{},
+	})}
+	if d.p.Mode != "" {
+		d.phase = phaseMode
+		d.request(methodSetMode, reqMode, setModeParams{SessionID: d.sessionID, ModeID: d.p.Mode})
+		return evs
+	}
+	return append(evs, d.nextOption()...)
 }
 
 // nextOption sends the Profile's next config option, or turn 1 once the
@@ -447,8 +488,27 @@ func (d *Decoder) startFirstTurn() []runs.Event {
 // fail ends a session whose handshake failed: turn 1, which the
 // supervisor started, fails with the classified error.
 func (d *Decoder) fail(method string, e *RPCError) []runs.Event {
+	return d.failWith(d.classify(method, e))
+}
+
+// loadError classifies an error answer to session/load: as the profile
+// says when that is telling (a login, a rate limit), else the session
+// could not be loaded (session_not_found), whatever model-API wording
+// a generic classification would give it.
+func (d *Decoder) loadError(e *RPCError) *runs.RunError {
+	if re := d.classify(methodSessionLoad, e); re.Class != runs.APIError {
+		return re
+	}
+	return runs.NewRunError(runs.SessionNotFound, fmt.Sprintf("%s could not load session %s: %s",
+		d.agent(), d.inv.Spec.ResumeSessionID, cmp.Or(e.Text(), "no message")),
+		"the session's files were not kept, or it was recorded in another directory (cwd)")
+}
+
+// failWith ends a session whose handshake failed: turn 1, which the
+// supervisor started, fails with re.
+func (d *Decoder) failWith(re *runs.RunError) []runs.Event {
 	d.phase = phaseFailed
-	d.failErr = d.classify(method, e)
+	d.failErr = re
 	d.turns++
 	d.lastStatus, d.lastErr = runs.Failed, d.failErr
 	return []runs.Event{runs.NewEvent(runs.EventTurnCompleted, runs.TurnCompletedData{

@@ -620,3 +620,130 @@ func TestModeAndConfigOptionsBeforeTurnOne(t *testing.T) {
 		t.Errorf("after a refused option: %v, done %v; want nothing sent, the session over", msgs, done)
 	}
 }
+
+// newResumeScript is a script of a run resuming session S0.
+func newResumeScript(t *testing.T, p Profile) *script {
+	t.Helper()
+	inv := runs.Invocation{RunID: "r1", Dir: "/work/dir", Spec: runs.Spec{Prompt: "next prompt", Interactive: true, ResumeSessionID: "S0"}}
+	return &script{t: t, d: NewDecoder(inv, p)}
+}
+
+func TestSessionLoadDropsTheReplay(t *testing.T) {
+	var loaded []string
+	s := newResumeScript(t, Profile{Agent: "fake", Mode: "yolo", SessionLoaded: func(id string) []runs.Event {
+		loaded = append(loaded, id)
+		return []runs.Event{runs.Warning("w", "records read")}
+	}})
+	s.d.Open()
+	s.agent(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}`)
+	msgs, _ := s.client()
+	if len(msgs) != 1 || msgs[0]["method"] != "session/load" {
+		t.Fatalf("after initialize: %v", msgs)
+	}
+	want := map[string]any{"sessionId": "S0", "cwd": "/work/dir", "mcpServers": []any{}}
+	if p := msgs[0]["params"]; !reflect.DeepEqual(p, want) {
+		t.Errorf("session/load params %v, want %v", p, want)
+	}
+	replay := []string{
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S0","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"first prompt"}}}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S0","update":{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hmm"}}}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S0","update":{"sessionUpdate":"tool_call","toolCallId":"t1","title":"ls","kind":"execute","status":"pending"}}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S0","update":{"sessionUpdate":"tool_call_update","toolCallId":"t1","status":"completed","content":[{"type":"content","content":{"type":"text","text":"a.txt"}}]}}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S0","update":{"sessionUpdate":"plan","entries":[{"content":"x","priority":"high","status":"pending"}]}}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S0","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"TOKEN-1"}}}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S0","update":{"sessionUpdate":"something_new"}}}`,
+	}
+	for _, l := range replay {
+		if evs := s.agent(l); len(evs) != 0 {
+			t.Errorf("replayed %s gave %v", l, types(evs))
+		}
+	}
+	evs := s.agent(`{"jsonrpc":"2.0","id":2,"result":{"models":{"currentModelId":"m-2"}}}`)
+	if len(evs) != 2 || evs[0].Type != runs.EventSessionStarted || evs[1].Type != runs.EventWarning {
+		t.Fatalf("session/load answer: %v", types(evs))
+	}
+	if !reflect.DeepEqual(loaded, []string{"S0"}) {
+		t.Errorf("SessionLoaded called with %v", loaded)
+	}
+	if st := evs[0].Data.(runs.SessionStartedData); st.SessionID != "S0" || st.Model != "m-2" || evs[0].SessionID != "S0" {
+		t.Errorf("session.started %+v (event session %q)", st, evs[0].SessionID)
+	}
+	msgs, _ = s.client()
+	if len(msgs) != 1 || msgs[0]["method"] != "session/set_mode" || msgs[0]["params"].(map[string]any)["sessionId"] != "S0" {
+		t.Fatalf("after session/load: %v", msgs)
+	}
+	s.agent(`{"jsonrpc":"2.0","id":3,"result":{}}`)
+	msgs, _ = s.client()
+	if len(msgs) != 1 || msgs[0]["method"] != "session/prompt" {
+		t.Fatalf("no prompt: %v", msgs)
+	}
+	if p := msgs[0]["params"].(map[string]any); p["sessionId"] != "S0" || !reflect.DeepEqual(p["prompt"], []any{map[string]any{"type": "text", "text": "next prompt"}}) {
+		t.Errorf("prompt params %v", p)
+	}
+	evs = s.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S0","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"TOKEN-2"}}}}`)
+	wantTypes(t, evs, runs.EventMessageDelta)
+	evs = s.agent(`{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}`)
+	if turn := turnOf(t, evs); turn.Status != runs.Succeeded || turn.Result != "TOKEN-2" {
+		t.Errorf("turn %+v", turn)
+	}
+	o := s.d.Finish(runs.Exit{}, nil)
+	if o.SessionID != "S0" || o.NumTurns != 1 || o.Result != "TOKEN-2" {
+		t.Errorf("outcome %+v", o)
+	}
+}
+
+func TestSessionLoadWithoutLoadSessionFails(t *testing.T) {
+	for name, answer := range map[string]string{
+		"false":  `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":false}}}`,
+		"absent": `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := newResumeScript(t, Profile{Agent: "fake"})
+			s.d.Open()
+			evs := s.agent(answer)
+			turn := turnOf(t, evs)
+			if turn.Status != runs.Failed || turn.Error == nil || turn.Error.Class != runs.APIError ||
+				!strings.Contains(turn.Error.Message, "loadSession") || !strings.Contains(turn.Error.Message, "S0") {
+				t.Errorf("turn %+v", turn)
+			}
+			msgs, done := s.client()
+			if len(msgs) != 0 || !done {
+				t.Errorf("after a refused load: %v, done %v", msgs, done)
+			}
+			if o := s.d.Finish(runs.Exit{}, nil); o.Status != runs.Failed || o.NumTurns != 1 {
+				t.Errorf("outcome %+v", o)
+			}
+		})
+	}
+}
+
+// TestSessionLoadError: a load the agent refused is session_not_found,
+// unless the profile tells a more telling class (a login).
+func TestSessionLoadError(t *testing.T) {
+	authOnly := func(_ string, e *RPCError) *runs.RunError {
+		if e.Code == -32000 {
+			return runs.NewRunError(runs.NotAuthenticated, e.Message, "")
+		}
+		return runs.NewRunError(runs.APIError, "the model API refused the request", "")
+	}
+	for _, tc := range []struct {
+		answer string
+		class  runs.Class
+		words  string
+	}{
+		{`{"jsonrpc":"2.0","id":2,"error":{"code":-32002,"message":"Resource not found: S0"}}`, runs.SessionNotFound, "could not load session S0: Resource not found"},
+		{`{"jsonrpc":"2.0","id":2,"error":{"code":-32000,"message":"Authentication required"}}`, runs.NotAuthenticated, "Authentication required"},
+	} {
+		s := newResumeScript(t, Profile{Agent: "fake", ClassifyError: authOnly})
+		s.d.Open()
+		s.agent(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}`)
+		s.client()
+		turn := turnOf(t, s.agent(tc.answer))
+		if turn.Status != runs.Failed || turn.Error == nil || turn.Error.Class != tc.class || !strings.Contains(turn.Error.Message, tc.words) {
+			t.Errorf("%s: turn %+v (%+v)", tc.answer, turn, turn.Error)
+		}
+		if _, done := s.client(); !done {
+			t.Error("not done after a failed load")
+		}
+	}
+}

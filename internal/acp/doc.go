@@ -40,12 +40,22 @@
 //
 //	Open            initialize (protocolVersion 1, fs and terminal advertised false)
 //	initialize ok   session/new {cwd: Profile.Cwd or inv.Dir, mcpServers: Profile.MCPServers or []}
-//	session/new ok  session.started (sessionId, models.currentModelId); session/set_mode
+//	                with Spec.ResumeSessionID: session/load {sessionId, cwd, mcpServers}
+//	                instead, if agentCapabilities.loadSession is true; else turn 1
+//	                fails (api_error, as a failed handshake below)
+//	session/load    every session/update until its answer is the session's history
+//	pending         replayed, and dropped: the earlier turns' events are in the run's
+//	                log already
+//	session/new ok  session.started (sessionId, models.currentModelId; a loaded
+//	or load ok      session keeps the resumed id: the answer has none), after a load
+//	                Profile.SessionLoaded's events; session/set_mode
 //	                Profile.Mode if set; session/set_config_option for each of
 //	                Profile.ConfigOptions, in order, each once the last was accepted;
 //	                then turn 1: session/prompt with the Spec's prompt
-//	an error answer to initialize, session/new, set_mode or set_config_option
-//	                turn.completed failed (Profile.ClassifyError, else api_error); Pending
+//	an error answer to initialize, session/new, session/load, set_mode or
+//	                set_config_option
+//	                turn.completed failed (Profile.ClassifyError, else api_error; for
+//	                session/load an api_error is session_not_found); Pending
 //	                reports done, so stdin closes and the CLI exits
 //
 // session/update kinds (Profile.Update sees each first and may take it):

@@ -102,6 +102,13 @@ type Profile struct {
 	// model request (OpenCode's store). The Decoder sums the costs into
 	// usage.updated and the Outcome.
 	TurnBill func(sessionID string, result json.RawMessage) Bill
+	// SessionLoaded, when set, is called once session/load answered,
+	// before turn 1 is sent, with the session id: a profile that bills
+	// turns from the CLI's own records (TurnBill, TurnUsage) takes what
+	// they hold then as the earlier processes' turns, not this run's.
+	// Its events (a warning) follow session.started. It may do I/O; the
+	// Decoder's lock is held.
+	SessionLoaded func(sessionID string) []runs.Event
 	// RefuseAll answers every permission request reject_once at once,
 	// with a warning and no approval.requested: for a run that does not
 	// ask for approvals, where the CLI's mode still asks for what the

@@ -74,6 +74,7 @@ type outResponse struct {
 const (
 	methodInitialize        = "initialize"
 	methodSessionNew        = "session/new"
+	methodSessionLoad       = "session/load"
 	methodSetMode           = "session/set_mode"
 	methodSetConfigOption   = "session/set_config_option"
 	methodPrompt            = "session/prompt"
@@ -108,12 +109,35 @@ type sessionNewParams struct {
 	MCPServers []json.RawMessage `json:"mcpServers"`
 }
 
+// initializeResult is what the client reads of initialize's answer.
+type initializeResult struct {
+	AgentCapabilities struct {
+		LoadSession bool `json:"loadSession"`
+	} `json:"agentCapabilities"`
+}
+
+type sessionLoadParams struct {
+	SessionID  string            `json:"sessionId"`
+	Cwd        string            `json:"cwd"`
+	MCPServers []json.RawMessage `json:"mcpServers"`
+}
+
+// sessionModels is the models state a session/new or session/load
+// answer may carry.
+type sessionModels struct {
+	CurrentModelID string `json:"currentModelId"`
+}
+
 // sessionNewResult is what the client reads of session/new's answer.
 type sessionNewResult struct {
-	SessionID string `json:"sessionId"`
-	Models    *struct {
-		CurrentModelID string `json:"currentModelId"`
-	} `json:"models"`
+	SessionID string         `json:"sessionId"`
+	Models    *sessionModels `json:"models"`
+}
+
+// sessionLoadResult is what the client reads of session/load's answer
+// (null for some agents).
+type sessionLoadResult struct {
+	Models *sessionModels `json:"models"`
 }
 
 type setConfigOptionParams struct {

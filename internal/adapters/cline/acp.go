@@ -17,8 +17,8 @@ const (
 	modePlan = "plan" // explores and plans, changes nothing
 )
 
-// sessionCommand builds `cline --acp` for a run whose Spec.Session():
-// interactive, or asking for approvals. The prompt goes as turn 1's
+// sessionCommand builds `cline --acp` for a run over ACP (overACP):
+// interactive, asking for approvals, or resuming a session. The prompt goes as turn 1's
 // session/prompt. `cline --acp` refuses session/new without
 // CLINE_API_KEY ("Authentication required") and then sends that value
 // as the key, so it is the provider's key; CLINE_PROVIDER makes it use
@@ -61,7 +61,9 @@ func sessionProfile(inv runs.Invocation, usage *sessionUsage) acp.Profile {
 		// does for a run without approvals; what still asks is refused.
 		RefuseAll: !inv.Spec.Asks(),
 		// No usage on the wire: the session's record has it.
-		TurnUsage:     usage.turnUsage,
+		TurnUsage: usage.turnUsage,
+		// A loaded session's record counts its earlier turns already.
+		SessionLoaded: usage.loaded,
 		Steering:      acp.SteerCancels,
 		DenyEndsTurn:  false,
 		ToolName:      sessionToolName,
@@ -122,12 +124,35 @@ type sessionUsage struct {
 // turnUsage implements acp.Profile.TurnUsage: the record's usage less
 // the previous turn's.
 func (s *sessionUsage) turnUsage(sessionID string, _ json.RawMessage) (runs.Usage, bool, []runs.Event) {
+	total, evs := s.read(sessionID)
+	if total == nil {
+		return runs.Usage{}, false, evs
+	}
+	turn := total.Sub(s.last)
+	s.last = *total
+	return turn, true, nil
+}
+
+// loaded implements acp.Profile.SessionLoaded: the record's usage of a
+// loaded session is its earlier runs', which the first turn here must
+// not be billed.
+func (s *sessionUsage) loaded(sessionID string) []runs.Event {
+	total, evs := s.read(sessionID)
+	if total != nil {
+		s.last = *total
+	}
+	return evs
+}
+
+// read is the session's usage so far from its record, nil with a
+// warning when it cannot be read.
+func (s *sessionUsage) read(sessionID string) (*runs.Usage, []runs.Event) {
 	if sessionID == "" || strings.ContainsAny(sessionID, "/\\") || sessionID == "." || sessionID == ".." {
-		return runs.Usage{}, false, nil
+		return nil, nil
 	}
 	b, err := s.files.ReadFile(sessionPath(s.home, sessionID))
 	if err != nil {
-		return runs.Usage{}, false, []runs.Event{runs.Warning("usage_unavailable", "cannot read cline's session record: "+err.Error())}
+		return nil, []runs.Event{runs.Warning("usage_unavailable", "cannot read cline's session record: "+err.Error())}
 	}
 	var rec struct {
 		Metadata struct {
@@ -135,12 +160,10 @@ func (s *sessionUsage) turnUsage(sessionID string, _ json.RawMessage) (runs.Usag
 		} `json:"metadata"`
 	}
 	if json.Unmarshal(b, &rec) != nil || rec.Metadata.Usage == nil {
-		return runs.Usage{}, false, []runs.Event{runs.Warning("usage_unavailable", "cline's session record has no usage")}
+		return nil, []runs.Event{runs.Warning("usage_unavailable", "cline's session record has no usage")}
 	}
 	total := normalize(*rec.Metadata.Usage)
-	turn := total.Sub(s.last)
-	s.last = total
-	return turn, true, nil
+	return &total, nil
 }
 
 // newSessionDecoder returns the ACP client of the Session run inv. The

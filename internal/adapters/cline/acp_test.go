@@ -116,3 +116,28 @@ func TestSessionRemembersAllowSession(t *testing.T) {
 		t.Error("another call was not asked")
 	}
 }
+
+// TestSessionLoadNotFound: a session the restored home lacks is answered
+// -32002 "Resource not found: <id>" by 3.0.65 (seen with the session's
+// folder kept without its index row): session_not_found.
+func TestSessionLoadNotFound(t *testing.T) {
+	const id = "1796563160132_axrVY_cli"
+	s := newSessionDecoder(runs.Invocation{Spec: runs.Spec{Prompt: "hi", Interactive: true, ResumeSessionID: id}})
+	open := written(t, s.Open())
+	s.Decode([]byte(`{"jsonrpc":"2.0","id":` + string(open[0].ID) + `,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}`))
+	out, _ := s.Pending()
+	msgs := written(t, out)
+	if len(msgs) != 1 || msgs[0].Method != "session/load" || !strings.Contains(string(msgs[0].Params), `"sessionId":"`+id+`"`) {
+		t.Fatalf("after initialize: %+v", msgs)
+	}
+	evs := s.Decode([]byte(`{"jsonrpc":"2.0","id":` + string(msgs[0].ID) + `,"error":{"code":-32002,"message":"Resource not found: ` + id + `","data":{"uri":"` + id + `"}}}`))
+	var turn *runs.TurnCompletedData
+	for _, ev := range evs {
+		if d, ok := ev.Data.(runs.TurnCompletedData); ok {
+			turn = &d
+		}
+	}
+	if turn == nil || turn.Status != runs.Failed || turn.Error == nil || turn.Error.Class != runs.SessionNotFound {
+		t.Errorf("events %+v", evs)
+	}
+}

@@ -105,16 +105,16 @@ func (*Adapter) Describe() runs.Description {
 		Fields: []string{
 			runs.FieldModel, runs.FieldTimeoutSeconds, runs.FieldCwd, runs.FieldPermission,
 			runs.FieldInteractive, runs.FieldApprovals, runs.FieldMCPServers, runs.FieldAttachments,
+			runs.FieldResumeSessionID, // over ACP only (PrefersSession)
 		},
 		Refused: map[string]string{
-			runs.FieldSystemPrompt:    "the gateway does not pass cline's --system, which replaces its whole prompt, tool instructions included",
-			runs.FieldEffort:          "cline's --thinking is not verified with the gateway",
-			runs.FieldMaxBudgetUSD:    "cline reports a cost of 0 for an OpenAI-compatible model",
-			runs.FieldResumeSessionID: "cline --json cannot resume a session (--id makes the run interactive); ACP session/load is not wired yet",
+			runs.FieldSystemPrompt: "the gateway does not pass cline's --system, which replaces its whole prompt, tool instructions included",
+			runs.FieldEffort:       "cline's --thinking is not verified with the gateway",
+			runs.FieldMaxBudgetUSD: "cline reports a cost of 0 for an OpenAI-compatible model",
 		},
 		// A session/prompt during a turn is not verified to join it: no
 		// steer. A rejected call lets the model go on.
-		Interaction: runs.Interaction{Steer: false, DenyEndsTurn: false},
+		Interaction: runs.Interaction{Steer: false, DenyEndsTurn: false, ResumesSession: true},
 		Reports: runs.Reports{
 			Usage: runs.UsageExact, Cost: runs.CostUnknown, ErrorClasses: runs.ErrorClassesHTTPStatus,
 		},
@@ -132,7 +132,7 @@ func (*Adapter) ParseVersion(output []byte) (string, error) { return version.Par
 
 // NewDecoder implements runs.Adapter.
 func (a *Adapter) NewDecoder(inv runs.Invocation) runs.Decoder {
-	if inv.Spec.Session() {
+	if overACP(inv.Spec) {
 		return newSessionDecoder(inv)
 	}
 	return newDecoder(inv)
@@ -152,9 +152,8 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if _, ok := permissionDocs[perm]; !ok {
 		return runs.Command{}, runs.Invalid(runs.FieldPermission, fmt.Sprintf("unknown permission %q", perm))
 	}
-	if s.ResumeSessionID != "" {
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldResumeSessionID,
-			"cline --json cannot resume a session (--id makes the run interactive); ACP session/load is not wired yet")
+	if err := checkResume(s); err != nil {
+		return runs.Command{}, err
 	}
 	for name, m := range s.MCPServers {
 		if m.Remote() == (m.Command != "") {
@@ -164,7 +163,7 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if len(s.MCPServers) > 0 && inv.Home == "" {
 		return runs.Command{}, errors.New("cline: the invocation has no home, where the run's MCP settings go")
 	}
-	if s.Session() {
+	if overACP(s) {
 		if len(s.Attachments)+len(inv.Images) > 0 {
 			return runs.Command{}, runs.Unsupported(Name, runs.FieldAttachments, sessionImagesRefusal)
 		}
@@ -208,14 +207,39 @@ func promptArg(p string) string {
 	return p
 }
 
-// Preflight implements runs.Preflighter. It writes the run's MCP
-// settings file, when it names servers (mcp.go). Without a provider that Cline
+// PrefersSession implements runs.SessionPreferrer: a run that resumes a
+// session runs over ACP, even one-shot, as a session of one turn that
+// loads it (session/load): `cline --json` cannot resume one (--id makes
+// the run interactive).
+func (*Adapter) PrefersSession(s runs.Spec) bool { return s.ResumeSessionID != "" }
+
+// overACP reports whether a run with spec s runs `cline --acp`: a
+// Session run, or one PrefersSession sends there.
+func overACP(s runs.Spec) bool { return s.Session() || s.ResumeSessionID != "" }
+
+// checkResume checks the session a run resumes.
+func checkResume(s runs.Spec) error {
+	switch id := s.ResumeSessionID; {
+	case id == "":
+		return nil
+	case strings.ContainsAny(id, "/\\ \t\n") || id == "." || id == "..":
+		return runs.Invalid(runs.FieldResumeSessionID, "must be a cline session id such as 1796457409360_GikKf_cli")
+	}
+	return nil
+}
+
+// Preflight implements runs.Preflighter. It points the index row of a
+// session an interactive run resumes at this home (relink.go), and
+// writes the run's MCP settings file, when it names servers (mcp.go). Without a provider that Cline
 // takes, it falls back to its own (api.cline.bot), tries for a minute
 // and then hangs; without a key the model API refuses it. Both fail at
 // once here. The run's key is written into providers.json, the only
 // place `cline --json` reads it, and where a session run's command took
 // it from (PrepareHome wrote it there at start).
-func (*Adapter) Preflight(_ context.Context, inv runs.Invocation, env []string) *runs.RunError {
+func (*Adapter) Preflight(ctx context.Context, inv runs.Invocation, env []string) *runs.RunError {
+	if err := relinkSession(ctx, inv); err != nil {
+		return runs.NewRunError(runs.Internal, "cannot give cline the session it resumes: "+err.Error(), "submit the run again")
+	}
 	if err := writeMCPSettings(inv); err != nil {
 		return runs.NewRunError(runs.Internal, "cannot give cline the run's MCP servers: "+err.Error(), "submit the run again")
 	}

@@ -3,6 +3,7 @@ package cline
 import (
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,11 +37,35 @@ func TestCommandOneShot(t *testing.T) {
 	}
 }
 
-func TestCommandRefusesResume(t *testing.T) {
-	_, err := New().Command(runs.Invocation{Spec: runs.Spec{Prompt: "hi there", ResumeSessionID: "x"}})
+// TestCommandResume: a run that resumes a session runs over ACP, a
+// one-shot one too (`cline --json` cannot resume), with the argv of a
+// new session; its images are refused, as over ACP Cline drops them.
+func TestCommandResume(t *testing.T) {
+	for _, interactive := range []bool{false, true} {
+		spec := runs.Spec{Prompt: "hi there", Interactive: interactive, ResumeSessionID: "1796457409360_GikKf_cli"}
+		cmd, err := New().Command(runs.Invocation{Spec: spec})
+		if err != nil || strings.Join(cmd.Args, " ") != "--acp" || !New().PrefersSession(spec) {
+			t.Errorf("interactive %v: %q, %v", interactive, cmd.Args, err)
+		}
+		if _, ok := New().NewDecoder(runs.Invocation{Spec: spec}).(runs.Session); !ok {
+			t.Errorf("interactive %v: the decoder is no runs.Session", interactive)
+		}
+	}
+	if New().PrefersSession(runs.Spec{Prompt: "p"}) {
+		t.Error("a new one-shot run prefers ACP")
+	}
 	var fe *runs.FieldError
-	if !errors.Is(err, runs.ErrUnsupported) || !errors.As(err, &fe) || fe.Field != runs.FieldResumeSessionID {
-		t.Errorf("err = %v", err)
+	_, err := New().Command(runs.Invocation{Spec: runs.Spec{Prompt: "hi", ResumeSessionID: "1796457409360_GikKf_cli",
+		Attachments: []runs.Attachment{{Name: "a.png"}}}})
+	if !errors.Is(err, runs.ErrUnsupported) || !errors.As(err, &fe) || fe.Field != runs.FieldAttachments {
+		t.Errorf("a resumed run with images: err = %v", err)
+	}
+	_, err = New().Command(runs.Invocation{Spec: runs.Spec{Prompt: "hi there", Interactive: true, ResumeSessionID: "../x"}})
+	if !errors.Is(err, runs.ErrInvalid) || !errors.As(err, &fe) || fe.Field != runs.FieldResumeSessionID {
+		t.Errorf("a session id with a slash: err = %v", err)
+	}
+	if d := New().Describe(); !d.Interaction.ResumesSession || !slices.Contains(d.Fields, runs.FieldResumeSessionID) {
+		t.Errorf("description %+v", d)
 	}
 }
 

@@ -17,8 +17,9 @@
 // tool_call.started, content_end → tool_call.completed, failed when an
 // entry of run_commands' output has success false; usage → the running
 // totals; error → the run's failure) and a final run_result with the
-// run's whole usage. --id makes a run interactive, so a one-shot run
-// cannot resume a session (resume_session_id is refused).
+// run's whole usage. --id makes a run interactive, so `cline --json`
+// cannot resume a session: a run that resumes one runs over ACP
+// (PrefersSession), a one-shot one as a session of one turn.
 //
 // An interactive run, or one with approvals, is `cline --acp`
 // (internal/acp, acp.go). Verified: `session/set_config_option model`
@@ -33,6 +34,29 @@
 // (seen in the conformance suite), so the adapter answers such a request
 // itself with allow_once, for a call of the same title and input. A second prompt during a turn is not verified
 // to join it, so Interaction.Steer is false.
+//
+// resume_session_id is ACP session/load {sessionId, cwd, mcpServers}
+// instead of session/new (internal/acp), so an interactive run
+// hibernates (Interaction.ResumesSession). Verified with 3.0.65
+// (TestSessionLoadResumesKeptSession, the resuming run interactive and
+// one-shot): a turn in one process,
+// then a fresh home at another path holding the settings and what
+// SessionFiles lists, the first home removed, and a new `cline --acp` in
+// the same directory. The session lives in two places: its folder
+// ~/.cline/data/sessions/<id>/ (<id>.json, the record with the usage and
+// an absolute messages_path; <id>.messages.json) and a row of the index
+// ~/.cline/data/db/sessions.db (with -wal and -shm, every session of the
+// home), so SessionFiles lists both. The folder alone: session/load
+// answers -32002 "Resource not found: <id>"; both, at another path: the
+// same, because the load reads the messages through the row's absolute
+// messages_path (not the record's: rewriting only that changed nothing).
+// So Preflight points the row at this home's messages file
+// (relink.go); then initialize advertises loadSession, session/load
+// replays the history as user_message_chunk and agent_message_chunk
+// notifications before its answer (dropped by the client), and the next
+// prompt's model request carries turn 1's text. The record's usage then
+// counts the earlier turns: the load's answer reads it as billed
+// (Profile.SessionLoaded), so the first turn is billed only its own.
 //
 // # MCP servers and images
 //

@@ -19,8 +19,13 @@ func (*Adapter) BaseFiles() []string {
 	}
 }
 
-// SessionFiles is nothing: no run resumes a Cline session yet
-// (resume_session_id is refused).
-func (*Adapter) SessionFiles(runs.CLIFiles, string, string, string) ([]string, error) {
-	return nil, nil
+// SessionFiles is the session's folder, ~/.cline/data/sessions/<id>
+// (its record <id>.json and its messages), from which an interactive run
+// resumes it over ACP session/load. An id that is not one plain name
+// lists nothing.
+func (*Adapter) SessionFiles(_ runs.CLIFiles, _, _, sessionID string) ([]string, error) {
+	if sessionID == "" || sessionID != filepath.Base(sessionID) || sessionID == "." || sessionID == ".." {
+		return nil, nil
+	}
+	return []string{filepath.Dir(sessionPath("", sessionID)), filepath.Join(".cline", "data", "db")}, nil
 }

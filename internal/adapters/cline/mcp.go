@@ -101,8 +101,8 @@ func mcpToolName(name string, servers map[string]runs.MCPServer) (server, tool s
 // sessionImagesRefusal says why `cline --acp` takes no images: 3.0.65
 // announces promptCapabilities.image but keeps only the text blocks of a
 // session/prompt, and does not read a file mentioned in its text there.
-const sessionImagesRefusal = "cline drops the images of an interactive run or one with approvals " +
-	"(over ACP it keeps only a prompt's text); a one-shot run takes them"
+const sessionImagesRefusal = "cline drops the images of an interactive run, one with approvals or one that resumes a session " +
+	"(over ACP it keeps only a prompt's text); a new one-shot run takes them"
 
 // checkImagePaths checks that each image's file can be mentioned: an
 // absolute path without a quote or a line break, which would end

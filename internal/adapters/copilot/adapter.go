@@ -127,7 +127,7 @@ func (*Adapter) Describe() runs.Description {
 		// A second session/prompt cancels the running one: no steer. A
 		// reject_once ends the turn. session/cancel stops the running
 		// command.
-		Interaction: runs.Interaction{Steer: false, DenyEndsTurn: true, MessageAttachments: true},
+		Interaction: runs.Interaction{Steer: false, DenyEndsTurn: true, MessageAttachments: true, ResumesSession: true},
 	}, permissionDocs, credentialEnv)
 }
 

@@ -183,11 +183,27 @@
 //     once, at the completion, as add for a new file, with the unified
 //     diff of rawOutput.detailedContent.
 //
-// resume_session_id is refused for a Session run (session/load is not
-// verified). The outcome reports the session's usage (the sum of its
-// turns) as SessionUsage too, so that the supervisor records it and a
-// one-shot run that later resumes the session with --resume is billed
-// only its own part of the usage file's session total.
+// resume_session_id in an interactive run is ACP session/load {sessionId,
+// cwd, mcpServers} (internal/acp; refused for a Session run that is not
+// interactive), so an interactive run hibernates
+// (Interaction.ResumesSession). Verified with 1.0.102
+// (TestSessionLoadResumesKeptSession): a turn in one process, then a
+// fresh home holding only what SessionFiles lists (the session lives in
+// ~/.copilot/session-state/<id>: events.jsonl, workspace.yaml,
+// checkpoints/index.md and an empty .workspace-fork.lock; no
+// config.json, no session-store.db) and a new `copilot --acp` in the
+// same directory: initialize advertises loadSession, session/load
+// replays the history as user_message_chunk and agent_message_chunk
+// notifications before its answer (dropped by the client), and the next
+// prompt's model request carries turn 1's text. Its usage is that
+// request's alone: the prompt results count this process's requests.
+// The outcome of a new session reports the session's usage (the sum of
+// its turns) as SessionUsage too, so that the supervisor records it and
+// a one-shot run that later resumes the session with --resume is billed
+// only its own part of the usage file's session total. A loaded
+// session's outcome has none (its earlier usage is not known here): the
+// recorded total then lacks the loaded process's turns, which a later
+// one-shot --resume of the session is billed again.
 //
 // One-shot runs stay on --output-format json: over ACP a read_only run
 // could run no shell command at all (the CLI asks for ls, and a refusal

@@ -31,9 +31,9 @@ var sessionPermissionArgs = map[runs.Permission][]string{
 // prompt results, so there is no usage file.
 func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (runs.Command, error) {
 	s := inv.Spec
-	if s.ResumeSessionID != "" {
+	if s.ResumeSessionID != "" && !s.Interactive {
 		return runs.Command{}, runs.Unsupported(Name, runs.FieldResumeSessionID,
-			"an interactive run or one with approvals cannot resume a session yet (ACP session/load is not verified with copilot)")
+			"a run with approvals resumes a session only when it is interactive (ACP session/load is verified for interactive runs)")
 	}
 	args := []string{"--acp"}
 	args = append(args, phoneHome...)
@@ -343,11 +343,15 @@ func (d *sessionDecoder) fix(evs []runs.Event) []runs.Event {
 	return out
 }
 
-// Finish implements runs.Decoder. A session run starts a new session, so
-// the session's usage so far is the run's own, the sum of its turns; it
-// is reported as SessionUsage too, so that the supervisor records it and
-// a one-shot run that resumes the session (whose usage file counts the
-// whole session) is billed only for its own part.
+// Finish implements runs.Decoder. A session run that starts a new
+// session has the session's usage so far as its own, the sum of its
+// turns; it is reported as SessionUsage too, so that the supervisor
+// records it and a one-shot run that resumes the session (whose usage
+// file counts the whole session) is billed only for its own part. A
+// loaded session's earlier usage is not known here (the prompt results
+// count this process's requests only), so its SessionUsage is left out:
+// the supervisor would otherwise take the earlier total for this run's
+// and bill it nothing.
 func (d *sessionDecoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome {
 	out := d.Decoder.Finish(exit, stderrTail)
 	ended := false
@@ -360,7 +364,7 @@ func (d *sessionDecoder) Finish(exit runs.Exit, stderrTail []byte) runs.Outcome 
 	if out.Model == "" {
 		out.Model = d.inv.Spec.Model
 	}
-	if out.SessionID != "" {
+	if out.SessionID != "" && d.inv.Spec.ResumeSessionID == "" {
 		u := out.Usage
 		out.SessionUsage = &u
 	}

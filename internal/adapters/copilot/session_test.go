@@ -32,8 +32,9 @@ const sessionWithin = 90 * time.Second
 // Session.
 type session struct {
 	*acptest.Driver
-	srv *openai.Server
-	dir string
+	srv  *openai.Server
+	dir  string
+	home string
 }
 
 // startSession runs copilot --acp for spec against a mock playing sc.
@@ -47,13 +48,18 @@ func startSession(t *testing.T, spec runs.Spec, sc openai.Scenario, env map[stri
 // startSessionIn is startSession with the run's directory.
 func startSessionIn(t *testing.T, dir string, spec runs.Spec, sc openai.Scenario, env map[string]string) *session {
 	t.Helper()
+	return startSessionAt(t, dir, t.TempDir(), spec, sc, env)
+}
+
+// startSessionAt is startSession with the run's directory and home.
+func startSessionAt(t *testing.T, dir, home string, spec runs.Spec, sc openai.Scenario, env map[string]string) *session {
+	t.Helper()
 	bin := copilotBin(t)
 	srv, err := openai.Start("127.0.0.1:0", sc, openai.RequireKey(testKey))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	home := t.TempDir()
 	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Files: runs.HostFiles{}, Timeout: time.Minute, CLIVersion: VerifiedVersion}
 	a := New()
 	cmd, err := a.Command(inv)
@@ -86,7 +92,7 @@ func startSessionIn(t *testing.T, dir string, spec runs.Spec, sc openai.Scenario
 		t.Fatal("a session run's decoder is no runs.Session")
 	}
 	rec := &recorder{Session: sess}
-	s := &session{Driver: acptest.Start(t, bin, cmd.Args, full, dir, rec), srv: srv, dir: dir}
+	s := &session{Driver: acptest.Start(t, bin, cmd.Args, full, dir, rec), srv: srv, dir: dir, home: home}
 	t.Cleanup(func() {
 		if t.Failed() || testing.Verbose() {
 			t.Logf("stdin:\n%s\nstdout:\n%s\nstderr:\n%s", bytes.Join(s.Written(), nil), bytes.Join(s.Stdout(), []byte("\n")), tail(string(s.Stderr()), 2000))
@@ -492,17 +498,21 @@ func TestSessionCommand(t *testing.T) {
 	if err != nil || !slices.Contains(cmd.Args, "--model=m") || !slices.Contains(cmd.Args, "--reasoning-effort=low") {
 		t.Errorf("args %q, %v", cmd.Args, err)
 	}
-	for _, spec := range []runs.Spec{
-		{Prompt: "p", Interactive: true, ResumeSessionID: "0196f0c2-7e1a-7000-8000-000000000001"},
-		{Prompt: "p", Interactive: true, Effort: "extreme"},
-	} {
-		if _, err := New().Command(testInv(spec)); !errors.Is(err, runs.ErrUnsupported) {
-			t.Errorf("%+v: %v, want unsupported", spec, err)
-		}
+	if _, err := New().Command(testInv(runs.Spec{Prompt: "p", Interactive: true, Effort: "extreme"})); !errors.Is(err, runs.ErrUnsupported) {
+		t.Errorf("effort extreme: %v, want unsupported", err)
+	}
+	// The session is loaded over ACP: the argv is that of a new one.
+	cmd, err = New().Command(testInv(runs.Spec{Prompt: "p", Interactive: true, ResumeSessionID: "0196f0c2-7e1a-7000-8000-000000000001"}))
+	if err != nil || slices.ContainsFunc(cmd.Args, func(a string) bool { return strings.Contains(a, "resume") }) {
+		t.Errorf("a resumed session's args %q, %v", cmd.Args, err)
+	}
+	asks := runs.Spec{Prompt: "p", Approvals: runs.ApprovalsAsk, ResumeSessionID: "0196f0c2-7e1a-7000-8000-000000000001"}
+	if _, err := New().Command(testInv(asks)); !errors.Is(err, runs.ErrUnsupported) {
+		t.Errorf("a resumed one-shot run with approvals: %v, want unsupported", err)
 	}
 	d := New().Describe()
 	if !slices.Contains(d.Fields, runs.FieldInteractive) || !slices.Contains(d.Fields, runs.FieldApprovals) ||
-		d.Interaction != (runs.Interaction{Steer: false, DenyEndsTurn: true, MessageAttachments: true}) {
+		d.Interaction != (runs.Interaction{Steer: false, DenyEndsTurn: true, MessageAttachments: true, ResumesSession: true}) {
 		t.Errorf("description %+v", d)
 	}
 	if _, ok := New().NewDecoder(testInv(runs.Spec{Prompt: "p", Approvals: runs.ApprovalsAsk})).(runs.Session); !ok {

@@ -34,7 +34,7 @@ func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (run
 	s := inv.Spec
 	if s.ResumeSessionID != "" {
 		return runs.Command{}, runs.Unsupported(Name, runs.FieldResumeSessionID,
-			"a run that is interactive, asks for approvals, or is given mcp_servers or attachments runs over ACP and cannot resume a session yet (ACP session/load does not work in gemini 0.61.0)")
+			"a run that is interactive, asks for approvals, or is given mcp_servers or attachments runs over ACP and cannot resume a session: gemini 0.61.0's ACP session/load erases a session loaded in the minute it began")
 	}
 	args := []string{"--acp"}
 	if s.Model != "" {

@@ -261,11 +261,28 @@
 //   - A session/set_mode that changes the mode makes 0.61.0 send the
 //     agent message chunk "[MODE_UPDATE] <mode>"; it is the CLI's notice,
 //     not the model's text, and is dropped.
-//   - resume_session_id is refused for a Session run. session/load does
-//     not work in 0.61.0: a session just recorded answers -32603 "No
-//     previous sessions found for this project.", and the failed load
-//     rewrites the session's recording, after which even `-p --resume`
-//     of it fails (exit 42). Never send it to this version.
+//   - resume_session_id is refused for a Session run, so an interactive
+//     run does not hibernate. session/load works in 0.61.0 only when it
+//     comes in another minute than the one the session began in:
+//     before reading the recording, the load starts a new one for the
+//     same id, session-<this minute>-<id[:8]>.jsonl. In a later minute
+//     that is a second, empty file, and the load reads the kept one
+//     (verified from a fresh home holding only SessionFiles: it replays
+//     the history as user_message_chunk notifications, session_context
+//     included, before its answer {modes, models}). In the session's
+//     first minute it is the kept file itself: the CLI appends a
+//     metadata line and a "$set" of messages holding only the
+//     session_context, which erases the history, and the load answers
+//     -32603 "No previous sessions found for this project."; even
+//     `-p --resume` of it then fails (exit 42). A run may hibernate 5 s
+//     after its turn, so a wake can fall in that minute. And the replay
+//     is not awaited (read in the 0.61.0 bundle: loadSession calls
+//     streamHistory without await, and it awaits each update), so all
+//     but its first message may come after the load's answer, where the
+//     client cannot tell it from the resumed turn's output. A resumed
+//     session's chat recording also holds the earlier turns' tokens,
+//     which TurnUsage would bill to the first resumed turn unless read
+//     as billed at the load (acp.Profile.SessionLoaded).
 //
 // One transport? Every run over ACP was tried (an experiment, not
 // committed): usage, cost, error classes and process cleanup matched -p
@@ -288,7 +305,7 @@
 //     from $HOME/.gemini/settings.json ("mcpServers" with "trust": true),
 //     in the home every run shares, and an image only as "@path" inside
 //     the workspace. Such a run cannot resume a session (ACP session/load
-//     does not work in 0.61.0, above).
+//     is unsafe in 0.61.0, above).
 //   - The servers go in session/new's mcpServers (acp.MCPServers): stdio
 //     {name, command, args, env: [{name, value}]}, remote {type: "http",
 //     name, url, headers: [{name, value}]} (remote: built and unit-tested,

@@ -16,10 +16,10 @@ import (
 // as turn 1's session/prompt, so there is no stdin payload.
 func (a *Adapter) sessionCommand(inv runs.Invocation, perm runs.Permission) (runs.Command, error) {
 	s := inv.Spec
-	if s.ResumeSessionID != "" {
+	if s.ResumeSessionID != "" && !s.Interactive {
 		return runs.Command{}, runs.Unsupported(Name, runs.FieldResumeSessionID,
-			"an interactive run, one with approvals, MCP servers or attachments cannot resume a session yet "+
-				"(ACP session/load is not verified with opencode)")
+			"a run with approvals, MCP servers or attachments resumes a session only when it is interactive "+
+				"(ACP session/load is verified for interactive runs)")
 	}
 	for name, m := range s.MCPServers {
 		if m.Remote() == (m.Command != "") {
@@ -93,11 +93,13 @@ func sessionProfile(inv runs.Invocation, bills *storeLog) acp.Profile {
 		// The prompt result holds the last model request's usage only;
 		// the store has every request's, priced (doc.go, Usage of a
 		// Session run).
-		TurnBill:     bills.turnBill,
-		UsageSoFar:   bills.usageSoFar,
-		Steering:     acp.SteerMerges,
-		DenyEndsTurn: true,
-		ToolName:     names,
+		TurnBill: bills.turnBill,
+		// A resumed session's earlier turns are in the store already.
+		SessionLoaded: bills.loaded,
+		UsageSoFar:    bills.usageSoFar,
+		Steering:      acp.SteerMerges,
+		DenyEndsTurn:  true,
+		ToolName:      names,
 		ClassifyError: func(method string, e *acp.RPCError) *runs.RunError {
 			return classifyRPC(oneShot, method, e)
 		},

@@ -166,7 +166,7 @@ func (*Adapter) Describe() runs.Description {
 		// A second session/prompt joins the running turn; a rejected
 		// permission ends the turn with no further model request; a
 		// session/cancel stops the running tool.
-		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: true, MessageAttachments: true},
+		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: true, MessageAttachments: true, ResumesSession: true},
 		ReportsCost: true,
 	}, permissionDocs, credentialEnv, "variables the configuration in the agent's home names as {env:NAME}")
 }

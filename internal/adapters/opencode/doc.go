@@ -156,8 +156,20 @@
 //     unauthorized → not_authenticated, server error / overloaded →
 //     transient_api_error, else api_error); other error names as in
 //     `run`.
-//   - resume_session_id is refused for a Session run (session/load is
-//     not verified).
+//   - resume_session_id in an interactive run is ACP session/load {sessionId,
+//     cwd, mcpServers} (internal/acp; refused for a Session run that is
+//     not interactive), so an interactive run hibernates
+//     (Interaction.ResumesSession). Verified with 1.18.33
+//     (TestSessionLoadResumesKeptSession): a turn in one process, then a
+//     fresh home restored from SessionFiles alone (opencode.db with its
+//     -wal and -shm; the session lives there, keyed to the run's
+//     directory, the same cwd) and a new `opencode acp`: initialize
+//     advertises loadSession, session/load replays the history as
+//     user_message_chunk and agent_message_chunk notifications before
+//     its answer (dropped by the client), and the next prompt's model
+//     request carries turn 1's text. The store then holds the earlier
+//     processes' messages: the load's answer reads them as billed
+//     (Profile.SessionLoaded), so the first turn is billed only its own.
 //
 // Usage of a Session run (store.go). The session/prompt result's usage
 // ({inputTokens (cache excluded), outputTokens (reasoning excluded),
@@ -265,7 +277,8 @@
 //     "*":"ask" covers MCP tools: the call was asked, tool
 //     "demo_reverse_text", and ran once allowed (TestSessionEditApproval).
 //   - A resumed run with MCP servers or attachments is refused
-//     (resume_session_id), as every Session run is.
+//     (resume_session_id) unless it is interactive: session/load is
+//     verified for interactive runs only.
 //
 // Images go as ACP image blocks after the prompt's text, and after a
 // message's (Session.Send), and reached the model as image_url parts with

@@ -64,8 +64,8 @@ func TestMCPCommand(t *testing.T) {
 }
 
 // TestMCPCommandRefuses: a server with neither or both of command and
-// url is invalid; a resumed run with MCP servers is unsupported (its
-// ACP session cannot be resumed).
+// url is invalid; a resumed one-shot run with MCP servers is unsupported
+// (only an interactive run loads its session over ACP).
 func TestMCPCommandRefuses(t *testing.T) {
 	for name, m := range map[string]runs.MCPServer{"neither": {}, "both": {Command: "/bin/x", URL: "http://127.0.0.1:1/mcp"}} {
 		_, err := New().Command(inv(runs.Spec{Prompt: "p", MCPServers: map[string]runs.MCPServer{name: m}}))

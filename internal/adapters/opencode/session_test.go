@@ -61,6 +61,9 @@ type sessionSetup struct {
 	// config is the home's opencode.json for the mock's URL; nil is
 	// mockConfig.
 	config func(url, keyEnv string) string
+	// restore, when set, is given the prepared home before the CLI
+	// starts, to put kept session files in.
+	restore func(home string)
 }
 
 // startSessionWith runs opencode acp as set up.
@@ -89,6 +92,9 @@ func startSessionWith(t *testing.T, su sessionSetup) *session {
 	}
 	if err := New().PrepareHome(home); err != nil {
 		t.Fatal(err)
+	}
+	if su.restore != nil {
+		su.restore(home)
 	}
 	inv := runs.Invocation{RunID: uuid.Must(uuid.NewV7()).String(), Spec: spec, Dir: dir, Bin: bin, Home: home, Files: runs.HostFiles{},
 		Timeout: time.Minute, CLIVersion: VerifiedVersion, Images: su.images}

@@ -205,6 +205,20 @@ func (c *storeLog) turnBill(session string, result json.RawMessage) acp.Bill {
 	return bill
 }
 
+// loaded implements acp.Profile.SessionLoaded: what the store holds of a
+// resumed session before its first prompt was billed to earlier runs,
+// so that the first turn's bill is its own.
+func (c *storeLog) loaded(session string) []runs.Event {
+	now, err := c.read(session)
+	if err != nil {
+		c.lost = true
+		return []runs.Event{runs.Warning("usage_unreadable",
+			"OpenCode's store could not be read ("+err.Error()+"): every turn's usage is its last model request's only, and they have no cost")}
+	}
+	c.seen = now
+	return nil
+}
+
 // usageSoFar implements acp.Profile.UsageSoFar: what the session's
 // messages were billed since the last turn ended, as turnBill would count
 // it now, without moving on (turnBill still bills the turn whole). At a

@@ -232,3 +232,29 @@ func TestStoreLogUsageSoFar(t *testing.T) {
 		t.Error("an unreadable store gave a usage so far")
 	}
 }
+
+// TestStoreLogLoaded: a resumed session's first turn is billed only the
+// messages since the load, and a store unreadable at the load gives one
+// warning and the prompt results' figures.
+func TestStoreLogLoaded(t *testing.T) {
+	m := memStore{"ses_1": {user("msg_0"), req1}}
+	c := newStoreLog(m)
+	if evs := c.loaded("ses_1"); len(evs) != 0 {
+		t.Errorf("loaded: %v", evs)
+	}
+	m["ses_1"] = append(m["ses_1"], user("msg_4"), req2)
+	b := c.turnBill("ses_1", promptResult(300, 23, 7, 4900))
+	want := runs.Usage{InputTokens: 5200, CacheReadTokens: 4900, OutputTokens: 30, ReasoningTokens: 7}
+	if !b.OK || b.Usage != want {
+		t.Errorf("first turn after the load %+v, want %+v", b, want)
+	}
+	wantBillCost(t, "first turn", b.CostUSD, 0.00282)
+
+	c = newStoreLog(failStore{err: errors.New("locked")})
+	if evs := c.loaded("ses_1"); len(evs) != 1 || evs[0].Type != runs.EventWarning {
+		t.Fatalf("loaded from a failing store: %v", evs)
+	}
+	if b := c.turnBill("ses_1", promptResult(300, 23, 7, 4900)); !b.OK || b.Usage.InputTokens != 5200 || len(b.Events) != 0 {
+		t.Errorf("turn after a failed load %+v", b)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/agentgate/agentgate/internal/acp"
 	"github.com/agentgate/agentgate/internal/adapters/adapterkit"
@@ -80,18 +81,18 @@ func (*Adapter) Describe() runs.Description {
 		Fields: []string{
 			runs.FieldModel, runs.FieldTimeoutSeconds, runs.FieldCwd, runs.FieldPermission,
 			runs.FieldInteractive, runs.FieldApprovals, runs.FieldMCPServers, runs.FieldAttachments,
+			runs.FieldResumeSessionID, // ACP session/load (checkResume)
 		},
 		Refused: map[string]string{
-			runs.FieldSystemPrompt:    "qwen takes a system prompt only for a headless run (--system-prompt), not over ACP, where every run goes",
-			runs.FieldEffort:          "qwen has no flag for thinking effort",
-			runs.FieldMaxBudgetUSD:    "qwen reports no cost",
-			runs.FieldResumeSessionID: "resuming a qwen session (ACP session/load) is not verified yet",
-			runs.FieldKeepSession:     "resuming a qwen session (ACP session/load) is not verified yet",
+			runs.FieldSystemPrompt: "qwen takes a system prompt only for a headless run (--system-prompt), not over ACP, where every run goes",
+			runs.FieldEffort:       "qwen has no flag for thinking effort",
+			runs.FieldMaxBudgetUSD: "qwen reports no cost",
+			runs.FieldKeepSession:  "qwen resumes a session only in an interactive run (ACP session/load), whose session the gateway keeps",
 		},
 		// A message steered into a turn is handed to the CLI when it asks
 		// for queued messages after each tool call; a deny lets the
 		// model go on.
-		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: false, MessageAttachments: true},
+		Interaction: runs.Interaction{Steer: true, DenyEndsTurn: false, MessageAttachments: true, ResumesSession: true},
 		Reports: runs.Reports{
 			Usage:        runs.UsageExact,
 			Cost:         runs.CostUnknown,
@@ -131,8 +132,8 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 	if inv.Home == "" {
 		return runs.Command{}, errors.New("qwen: the invocation has no home, where the settings PrepareHome wrote live")
 	}
-	if s.ResumeSessionID != "" {
-		return runs.Command{}, runs.Unsupported(Name, runs.FieldResumeSessionID, "resuming a qwen session (ACP session/load) is not verified yet")
+	if err := checkResume(s); err != nil {
+		return runs.Command{}, err
 	}
 	if err := checkImages(inv, len(s.Attachments)+len(inv.Images)); err != nil {
 		return runs.Command{}, err
@@ -154,6 +155,19 @@ func (a *Adapter) Command(inv runs.Invocation) (runs.Command, error) {
 		// session/new carries the MCP servers' env and header values.
 		Secrets: acp.MCPSecrets(s.MCPServers),
 	}, nil
+}
+
+// checkResume checks the session a run resumes: every run is an ACP
+// session, which loads it (session/load) instead of starting one, a
+// one-shot run as a session of one turn.
+func checkResume(s runs.Spec) error {
+	switch id := s.ResumeSessionID; {
+	case id == "":
+		return nil
+	case strings.ContainsAny(id, "/\\ \t\n") || id == "." || id == "..":
+		return runs.Invalid(runs.FieldResumeSessionID, "must be a qwen session id such as 0196f0c2-7e1a-7000-8000-000000000001")
+	}
+	return nil
 }
 
 // NewDecoder implements runs.Adapter: the ACP client of acp.go.

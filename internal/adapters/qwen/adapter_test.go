@@ -36,7 +36,7 @@ func TestDescribe(t *testing.T) {
 	if r.Usage != runs.UsageExact || r.Cost != runs.CostUnknown || r.ErrorClasses != runs.ErrorClassesHTTPStatus {
 		t.Errorf("reports %+v", r)
 	}
-	if !d.Interaction.Steer || d.ReportsCost {
+	if !d.Interaction.Steer || !d.Interaction.ResumesSession || d.ReportsCost {
 		t.Errorf("interaction %+v, reports cost %v", d.Interaction, d.ReportsCost)
 	}
 	for _, f := range []string{runs.FieldSystemPrompt, runs.FieldEffort, runs.FieldMaxBudgetUSD} {
@@ -85,12 +85,20 @@ func TestCommand(t *testing.T) {
 	if !slices.Contains(cmd.PassEnv, "OPENAI_API_KEY") || !slices.Contains(cmd.PassEnv, "OPENAI_BASE_URL") {
 		t.Errorf("pass env %q", cmd.PassEnv)
 	}
+	// A run that resumes loads the session over ACP: same argv.
 	inv.Spec.ResumeSessionID = "0196f0c2-7e1a-7000-8000-000000000001"
-	var fe *runs.FieldError
-	if _, err := New().Command(inv); !errors.As(err, &fe) || fe.Field != runs.FieldResumeSessionID || !errors.Is(err, runs.ErrUnsupported) {
-		t.Errorf("resume: %v, want unsupported_option naming it", err)
+	for _, interactive := range []bool{false, true} {
+		inv.Spec.Interactive = interactive
+		if cmd, err := New().Command(inv); err != nil || !slices.Equal(cmd.Args, []string{"--acp", "--model=-odd"}) {
+			t.Errorf("resume (interactive %v): %q, %v", interactive, cmd.Args, err)
+		}
 	}
-	inv.Spec.ResumeSessionID = ""
+	var fe *runs.FieldError
+	inv.Spec.ResumeSessionID = "../x"
+	if _, err := New().Command(inv); !errors.As(err, &fe) || fe.Field != runs.FieldResumeSessionID || !errors.Is(err, runs.ErrInvalid) {
+		t.Errorf("a session id with a slash: %v, want invalid naming it", err)
+	}
+	inv.Spec.ResumeSessionID, inv.Spec.Interactive = "", false
 	inv.Spec.Permission = "root"
 	if _, err := New().Command(inv); !errors.Is(err, runs.ErrInvalid) {
 		t.Errorf("unknown permission: %v", err)
@@ -252,5 +260,19 @@ func TestShellOutput(t *testing.T) {
 	other := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"rawOutput":{"type":"other"}}}}`)
 	if got := withShellOutput(other); string(got) != string(other) {
 		t.Errorf("another tool's line changed: %s", got)
+	}
+}
+
+// TestProjectFolder: the folder of a directory's sessions, as Qwen Code
+// 0.24.4 names it (seen: a directory with "_" in its name).
+func TestProjectFolder(t *testing.T) {
+	for dir, want := range map[string]string{
+		"/tmp/TestX_one_shot123/001": "-tmp-TestX-one-shot123-001",
+		"/srv/a.b c/é":               "-srv-a-b-c--",
+		"/x/😀":                       "-x---",
+	} {
+		if got := projectFolder(dir); got != want {
+			t.Errorf("projectFolder(%q) = %q, want %q", dir, got, want)
+		}
 	}
 }

@@ -25,11 +25,14 @@
 //     of the prompt, only for a model the settings declare takes images
 //     (Images).
 //   - system_prompt (only headless has --system-prompt), effort (no flag)
-//     and max_budget_usd (no cost is reported) are refused by name;
-//     resume_session_id is refused as unsupported: session/load works in
-//     0.24.4 (it replays the history as updates) but the gateway does not
-//     use it yet. The gateway enforces max_turns and max_total_tokens from
-//     the events and asks for output_schema in the prompt.
+//     and max_budget_usd (no cost is reported) are refused by name.
+//   - resume_session_id → ACP session/load {sessionId, cwd, mcpServers}
+//     instead of session/new (internal/acp), in a one-shot run (a session
+//     of one turn) as in an interactive one, which so hibernates
+//     (Interaction.ResumesSession).
+//
+// The gateway enforces max_turns and max_total_tokens from the events and
+// asks for output_schema in the prompt.
 //
 // The environment is the supervisor's minimal one plus OPENAI_API_KEY,
 // OPENAI_BASE_URL and OPENAI_MODEL passed through (the CLI then picks its
@@ -64,7 +67,22 @@
 // skills, agents, extensions or commands in ~/.qwen would steer the next
 // run of the home. The session's chat recording is
 // ~/.qwen/projects/<cwd with "/" replaced by "-">/chats/<session id>.jsonl
-// (SessionFiles).
+// (SessionFiles): the folder is named after the absolute directory, every
+// character but an ASCII letter or digit replaced by "-" (sanitizeCwd; a
+// directory with "_" in its name showed that it is not "/" alone), so a
+// session resumes only in a run of the same directory path.
+//
+// Resume, verified with 0.24.4 (TestSessionLoadResumesKeptSession, the
+// resuming run interactive and one-shot): a turn in one process, then a
+// fresh home at another path holding the settings and that one recording
+// alone, the first home removed, and a new `qwen --acp` in the same
+// directory:
+// initialize advertises loadSession, session/load replays the history
+// before its answer ({modes, …}) as user_message_chunk and
+// agent_message_chunk notifications, one of them the empty chunk whose
+// _meta.usage is the earlier request's (dropped with the rest, so it is
+// not counted again), and the next prompt's model request carries turn
+// 1's text. Its usage is that request's alone.
 //
 // # Permissions
 //
