@@ -239,15 +239,19 @@ func (s *Supervisor) prepare(t *task) *runs.RunError {
 func (s *Supervisor) Cancel(ctx context.Context, id string) (runs.Run, error) {
 	by := runs.ActorFrom(ctx)
 	s.audit("run.cancel", by, id)
-	if t := s.task(id); t != nil && t.isStarted() {
-		s.cancelTask(t, by)
+	if t := s.task(id); t != nil {
+		started := t.isStarted()
+		if started {
+			s.cancelTask(t, by)
+		}
+		// A run falling asleep (or taken over, being put to sleep) is
+		// ended asleep, below.
 		if err := t.waitAsleep(ctx); err != nil {
 			return runs.Run{}, err
 		}
-		if r, err := s.store.GetRun(ctx, id); err != nil || r.Activity != runs.Hibernated {
+		if r, err := s.store.GetRun(ctx, id); err != nil || started && r.Activity != runs.Hibernated {
 			return r, err
 		}
-		// It fell asleep before the cancel reached it: ended below.
 	}
 	r, err := s.store.GetRun(ctx, id)
 	if err != nil {

@@ -75,9 +75,11 @@ func (s *Supervisor) task(id string) *task {
 // localInput delivers in to a run of this replica.
 func (s *Supervisor) localInput(t *task, in runs.Input) (runs.InputResult, error) {
 	t.mu.Lock()
-	sess, done, started := t.sess, t.done, t.started
+	sess, done, started, asleep := t.sess, t.done, t.started, t.slept != nil && t.sess == nil
 	t.mu.Unlock()
 	switch {
+	case asleep:
+		return runs.InputResult{}, errFallingAsleep // taken over, being put to sleep
 	case !started:
 		return runs.InputResult{}, runs.Conflict(runs.ConflictNotStarted, "the run has not started yet")
 	case done:

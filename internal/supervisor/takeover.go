@@ -52,7 +52,17 @@ func (s *Supervisor) takeOver(ctx context.Context, r runs.Run) error {
 		return err
 	}
 	s.forgetLocalRun(r.ID) // the dead replica may have run it after this one
-	t := &task{run: taken, seq: last.Seq, agent: s.agents[r.Agent]}
+	// Seen here at once, so that input waits until it sleeps (localInput)
+	// rather than finding a record that is neither running here nor
+	// asleep.
+	t := &task{run: taken, seq: last.Seq, agent: s.agents[r.Agent], slept: make(chan struct{})}
+	s.mu.Lock()
+	if _, dup := s.tasks[r.ID]; dup {
+		s.mu.Unlock()
+		return nil
+	}
+	s.tasks[r.ID] = t
+	s.mu.Unlock()
 	finished := s.endCutTurn(t)
 	s.emit(t, runs.NewEvent(runs.EventRunResumed, runs.RunResumedData{
 		Replica: s.cfg.Replica, PreviousReplica: r.Owner, Turn: finished, Reason: runs.ResumedReplicaLost}))
