@@ -131,8 +131,9 @@ type Interaction struct {
 	MessageAttachments bool `json:"message_attachments"`
 	// ResumesSession says the agent's interactive session can begin
 	// from a session its CLI kept (resume_session_id on an interactive
-	// run): what a hibernated run needs to wake. Gemini's, OpenCode's and
-	// Copilot's sessions resume only in one-shot runs.
+	// run): what a hibernated run needs to wake. Gemini's session resumes
+	// only in one-shot runs (its ACP session/load is not safe, see its
+	// doc.go).
 	ResumesSession bool `json:"-"`
 	// Hibernate reports whether an idle run of the agent hibernates
 	// (its session kept in the cluster, its CLI stopped) and wakes on
