@@ -157,7 +157,7 @@ func (s *sessionRig) submitInteractive(prompt, tag string, hibernateAfter int) s
 func (s *sessionRig) checkAsleep(id string, nth, on int, reason string, finished int) []string {
 	s.t.Helper()
 	var slept runs.RunHibernatedData
-	if !nthEvent(s.Nginx, id, runs.EventRunHibernated, nth, settleWithin, &slept) {
+	if !nthEvent(s.Nginx, id, ofType(runs.EventRunHibernated), nth, settleWithin, &slept) {
 		s.t.Fatalf("run %s: no run.hibernated number %d within %s", id, nth, settleWithin)
 	}
 	s.t.Logf("run %s: run.hibernated %+v", id, slept)
@@ -203,7 +203,7 @@ func (s *sessionRig) checkAsleep(id string, nth, on int, reason string, finished
 func (s *sessionRig) checkWoken(id string, nth, on, from, finished int) (int, []string) {
 	s.t.Helper()
 	var resumed runs.RunResumedData
-	if !nthEvent(s.Nginx, id, runs.EventRunResumed, nth, settleWithin, &resumed) {
+	if !nthEvent(s.Nginx, id, ofType(runs.EventRunResumed), nth, settleWithin, &resumed) {
 		s.t.Fatalf("run %s: no run.resumed number %d within %s of the message that should wake it", id, nth, settleWithin)
 	}
 	s.t.Logf("run %s: run.resumed %+v", id, resumed)
@@ -321,10 +321,10 @@ func (s *sessionRig) closeAndVerify(id string, woken int) []string {
 	return problems
 }
 
-// nthEvent follows the run's stream on base until its nth event of type
-// typ, and decodes that event's data into data; false when the run ended
-// first or within passed.
-func nthEvent(base, id string, typ runs.EventType, nth int, within time.Duration, data any) bool {
+// nthEvent follows the run's stream on base until its nth event that
+// match takes, and decodes that event's data into data; false when the
+// run ended first or within passed.
+func nthEvent(base, id string, match func(event) bool, nth int, within time.Duration, data any) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	var last uint64
@@ -335,7 +335,7 @@ func nthEvent(base, id string, typ runs.EventType, nth int, within time.Duration
 				return false
 			}
 			last = e.Seq
-			if e.Type == string(typ) {
+			if match(e) {
 				seen = append(seen, e)
 			}
 			return len(seen) == nth || e.Type == string(runs.EventRunCompleted)
@@ -357,6 +357,11 @@ func nthEvent(base, id string, typ runs.EventType, nth int, within time.Duration
 }
 
 // decodeData decodes the data of e's envelope into data.
+// ofType matches the events of type typ.
+func ofType(typ runs.EventType) func(event) bool {
+	return func(e event) bool { return e.Type == string(typ) }
+}
+
 func decodeData(e event, data any) error {
 	var env struct{ Data json.RawMessage }
 	if err := json.Unmarshal([]byte(e.Data), &env); err != nil {

@@ -4,7 +4,6 @@ package faults
 // another replica: the same conversation, in the same files.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -221,41 +220,18 @@ func (s *sessionRig) waitTurns(id string, n int) record {
 	return rec
 }
 
-// waitResumed follows the run's stream on base until its nth
-// run.resumed, and returns that event's data; false when the run ended or
-// within passed first.
+// waitResumed follows the run's stream on base until its nth run.resumed
+// of a run taken over from a dead replica (reason replica_lost; a message
+// that wakes the run asleep is another), and returns that event's data;
+// false when the run ended or within passed first.
 func waitResumed(base, id string, nth int, within time.Duration) (runs.RunResumedData, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	var last uint64
-	var resumed []string // each run.resumed's data, in order
-	for ctx.Err() == nil {
-		seg := readSSEUntil(ctx, base, id, last, func(e event) bool {
-			if e.Seq <= last {
-				return false
-			}
-			last = e.Seq
-			if e.Type == string(runs.EventRunResumed) {
-				resumed = append(resumed, e.Data)
-			}
-			return len(resumed) == nth || e.Type == string(runs.EventRunCompleted)
-		})
-		if len(resumed) == nth {
-			var env struct{ Data runs.RunResumedData }
-			err := json.Unmarshal([]byte(resumed[nth-1]), &env)
-			return env.Data, err == nil
-		}
-		if n := len(seg.Events); n > 0 && seg.Events[n-1].Type == string(runs.EventRunCompleted) {
-			return runs.RunResumedData{}, false
-		}
-		// The stream was cut (its replica died): open it again where it
-		// stopped, as an EventSource would.
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
-		}
+	var d runs.RunResumedData
+	takenOver := func(e event) bool {
+		var r runs.RunResumedData
+		return e.Type == string(runs.EventRunResumed) && decodeData(e, &r) == nil && r.Reason == runs.ResumedReplicaLost
 	}
-	return runs.RunResumedData{}, false
+	ok := nthEvent(base, id, takenOver, nth, within, &d)
+	return d, ok
 }
 
 // continuedConversation checks the mock's requests of tr's turn: the

@@ -74,12 +74,13 @@ func (s *Supervisor) task(id string) *task {
 
 // localInput delivers in to a run of this replica.
 func (s *Supervisor) localInput(t *task, in runs.Input) (runs.InputResult, error) {
+	if t.beingPutToSleep() {
+		return runs.InputResult{}, errFallingAsleep
+	}
 	t.mu.Lock()
-	sess, done, started, asleep := t.sess, t.done, t.started, t.slept != nil && t.sess == nil
+	sess, done, started := t.sess, t.done, t.started
 	t.mu.Unlock()
 	switch {
-	case asleep:
-		return runs.InputResult{}, errFallingAsleep // taken over, being put to sleep
 	case !started:
 		return runs.InputResult{}, runs.Conflict(runs.ConflictNotStarted, "the run has not started yet")
 	case done:
@@ -94,6 +95,15 @@ func (s *Supervisor) localInput(t *task, in runs.Input) (runs.InputResult, error
 		return runs.InputResult{}, err
 	}
 	return sess.input(in, images)
+}
+
+// beingPutToSleep reports whether t is a run taken over from a dead
+// replica that this one is putting to sleep (takeOver): it has no
+// session, and input waits until it sleeps.
+func (t *task) beingPutToSleep() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.slept != nil && t.sess == nil
 }
 
 // waitAsleep waits until t's run, falling asleep, sleeps or has ended.

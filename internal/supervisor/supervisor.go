@@ -540,6 +540,13 @@ func (s *Supervisor) serveCancels(cancels <-chan runs.CancelRequest) {
 		t := s.tasks[req.RunID]
 		s.mu.Unlock()
 		switch {
+		case t != nil && t.beingPutToSleep():
+			// Taken over, it sleeps in a moment: ended asleep then.
+			s.loop(func() {
+				if t.waitAsleep(context.Background()) == nil {
+					s.cancelHibernated(req.RunID, req.By)
+				}
+			})
 		case t != nil:
 			s.cancelTask(t, req.By)
 		default:
