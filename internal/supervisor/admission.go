@@ -264,7 +264,7 @@ func (s *Supervisor) Cancel(ctx context.Context, id string) (runs.Run, error) {
 		claimed, err := s.store.ClaimHibernated(ctx, id, "", s.cfg.Replica, runs.Stopping)
 		if err == nil {
 			s.forgetSleeper(id)
-			return s.endHibernated(ctx, claimed, actorPtr(by), nil), nil
+			return s.cancelAsleep(ctx, claimed, by), nil
 		}
 		if !errors.Is(err, runs.ErrClaimed) {
 			return runs.Run{}, err

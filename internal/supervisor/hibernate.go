@@ -201,29 +201,20 @@ func (s *Supervisor) closeSleeper(id string) {
 	if err != nil {
 		return // woken or closed meanwhile
 	}
-	s.endHibernated(ctx, claimed, nil, func(t *task) {
+	s.endHibernated(ctx, claimed, func(t *task) {
 		s.emit(t, runs.NewEvent(runs.EventWarning, runs.WarningData{Code: "idle_timeout",
 			Message: fmt.Sprintf("no message for %s: the hibernated session is closed", s.idleTimeout(r.Spec))}))
 	})
 }
 
-// endHibernated finishes r, a hibernated run this replica claimed: its
-// status is that of its last turn, or cancelled when by cancelled it.
-// before, if set, emits what comes before the run's end.
-func (s *Supervisor) endHibernated(ctx context.Context, r runs.Run, by *runs.Actor, before func(*task)) runs.Run {
+// endHibernated finishes r, a hibernated run this replica claimed, closed
+// or idle too long: its status is that of its last turn. before, if set,
+// emits what comes before the run's end.
+func (s *Supervisor) endHibernated(ctx context.Context, r runs.Run, before func(*task)) runs.Run {
 	ctx = context.WithoutCancel(ctx)
-	last, err := s.store.LastEvent(ctx, r.ID)
-	if err != nil {
-		s.log.Warn("read a hibernated run's last event", zap.String("run_id", r.ID), zap.Error(err))
-	}
-	t := &task{run: r, seq: last.Seq, agent: s.agents[r.Agent]}
+	t := s.asleepTask(ctx, r)
 	if before != nil {
 		before(t)
-	}
-	if by != nil {
-		t.cancelledBy = by
-		s.finish(ctx, t, runs.Outcome{}, stopError(errCancelled, r.Agent), nil)
-		return t.run
 	}
 	out := runs.Outcome{Status: runs.Succeeded, Usage: r.Usage, CostUSD: r.CostUSD, SessionID: r.SessionID}
 	if n := len(r.Turns); n > 0 && r.Turns[n-1].Status != "" {
@@ -236,6 +227,26 @@ func (s *Supervisor) endHibernated(ctx context.Context, r runs.Run, by *runs.Act
 	return t.run
 }
 
+// cancelAsleep finishes r, a hibernated run this replica claimed,
+// cancelled by by.
+func (s *Supervisor) cancelAsleep(ctx context.Context, r runs.Run, by runs.Actor) runs.Run {
+	ctx = context.WithoutCancel(ctx)
+	t := s.asleepTask(ctx, r)
+	t.cancelledBy = actorPtr(by)
+	s.finish(ctx, t, runs.Outcome{}, stopError(errCancelled, r.Agent), nil)
+	return t.run
+}
+
+// asleepTask is the task that records the end of r, a hibernated run this
+// replica claimed, after the events stored of it.
+func (s *Supervisor) asleepTask(ctx context.Context, r runs.Run) *task {
+	last, err := s.store.LastEvent(ctx, r.ID)
+	if err != nil {
+		s.log.Warn("read a hibernated run's last event", zap.String("run_id", r.ID), zap.Error(err))
+	}
+	return &task{run: r, seq: last.Seq, agent: s.agents[r.Agent]}
+}
+
 // cancelHibernated ends the run id cancelled by by, when it is hibernated.
 func (s *Supervisor) cancelHibernated(id string, by runs.Actor) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -245,7 +256,7 @@ func (s *Supervisor) cancelHibernated(id string, by runs.Actor) {
 		return // not asleep: it ended, or runs where the request went too
 	}
 	s.forgetSleeper(id)
-	s.endHibernated(ctx, claimed, actorPtr(by), nil)
+	s.cancelAsleep(ctx, claimed, by)
 }
 
 // hibernatedInput carries out in for r, a run whose record says it
@@ -272,7 +283,7 @@ func (s *Supervisor) hibernatedInput(ctx context.Context, r runs.Run, in runs.In
 			return runs.InputResult{}, err
 		}
 		s.forgetSleeper(r.ID)
-		s.endHibernated(ctx, claimed, nil, nil)
+		s.endHibernated(ctx, claimed, nil)
 		return runs.InputResult{}, nil
 	}
 	return runs.InputResult{}, fmt.Errorf("approval %s: %w", in.ApprovalID, runs.ErrNotFound)

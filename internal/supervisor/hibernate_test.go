@@ -196,21 +196,25 @@ func TestAHibernatedRunClosesWithoutWaking(t *testing.T) {
 	}
 }
 
-// A cancel of a hibernated run ends it cancelled, by the canceller.
+// A cancel of a hibernated run ends it cancelled, by the canceller, or
+// by nobody on a gateway without keys.
 func TestAHibernatedRunIsCancelled(t *testing.T) {
 	t.Parallel() // each waits seconds for its runs to sleep
 	st := runstest.Store(t)
 	a, b := startKeeper(t, st, "a", nil), startKeeper(t, st, "b", nil)
-	r := a.submit(t, st, runs.Spec{HibernateAfterSeconds: 5})
-	waitAsleep(t, st, a, r.ID)
-
-	ctx := runs.WithActor(context.Background(), runs.Actor{KeyID: "k9"})
-	if _, err := b.sup.Cancel(ctx, r.ID); err != nil {
-		t.Fatalf("cancel: %v", err)
-	}
-	end := waitRecordOf(t, st, r.ID, "finished", func(r runs.Run) bool { return r.Status.Terminal() })
-	if end.Status != runs.Cancelled || end.CancelledBy == nil || end.CancelledBy.KeyID != "k9" {
-		t.Fatalf("the cancelled hibernated run ended %s by %+v", end.Status, end.CancelledBy)
+	for _, by := range []runs.Actor{{KeyID: "k9"}, {}} {
+		r := a.submit(t, st, runs.Spec{HibernateAfterSeconds: 5})
+		waitAsleep(t, st, a, r.ID)
+		if _, err := b.sup.Cancel(runs.WithActor(context.Background(), by), r.ID); err != nil {
+			t.Fatalf("cancel: %v", err)
+		}
+		end := waitRecordOf(t, st, r.ID, "finished", func(r runs.Run) bool { return r.Status.Terminal() })
+		if end.Status != runs.Cancelled || end.Error == nil || end.Error.Class != runs.ClassCancelled {
+			t.Fatalf("the hibernated run cancelled by %+v ended %s (%+v)", by, end.Status, end.Error)
+		}
+		if got := end.CancelledBy; by.KeyID != "" && (got == nil || got.KeyID != by.KeyID) {
+			t.Errorf("cancelled by %+v, want %s", got, by.KeyID)
+		}
 	}
 }
 
