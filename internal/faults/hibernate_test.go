@@ -376,18 +376,38 @@ func gatewayName(n int) string { return fmt.Sprintf("gateway-%d", n) }
 // storedOwner reads the run's record from the rig's NATS cluster and
 // returns the replica it names as its owner, which the API does not show.
 func (r *rig) storedOwner(id string) (string, error) {
+	var rec struct {
+		Owner string `json:"owner"`
+	}
+	err := r.storedEntry("agentgate_runs", id, &rec)
+	return rec.Owner, err
+}
+
+// sessionKeptFor reports whether the rig's store records the agent's
+// session as kept by the run id: its files and directory are in the
+// cluster, and a replica can take the run over from them.
+func (r *rig) sessionKeptFor(agent, session, id string) bool {
+	var rec struct {
+		RunID string `json:"run_id"`
+	}
+	return session != "" && r.storedEntry("agentgate_sessions", agent+"."+session, &rec) == nil && rec.RunID == id
+}
+
+// storedEntry reads key of the store's KV bucket from the rig's NATS
+// cluster into v: what the leader has, as the store reads a record
+// before a compare-and-set, since a follower may not have the newest
+// yet. The buckets and the records' shapes are the store's
+// (internal/store).
+func (r *rig) storedEntry(bucket, key string, v any) error {
 	nc, err := nats.Connect(r.loadEnv()["NATS_URL"], nats.Timeout(10*time.Second))
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer nc.Close()
-	// What the leader has, as the store reads a record before a
-	// compare-and-set: a follower may not have the newest yet. The bucket
-	// and the record's shape are the store's (internal/store).
-	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV.agentgate_runs." + id})
-	reply, err := nc.Request("$JS.API.STREAM.MSG.GET.KV_agentgate_runs", req, 30*time.Second)
+	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + key})
+	reply, err := nc.Request("$JS.API.STREAM.MSG.GET.KV_"+bucket, req, 30*time.Second)
 	if err != nil {
-		return "", err
+		return err
 	}
 	var resp struct {
 		Error   *jetstream.APIError `json:"error"`
@@ -396,16 +416,10 @@ func (r *rig) storedOwner(id string) (string, error) {
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return "", err
+		return err
 	}
 	if resp.Error != nil {
-		return "", resp.Error
+		return resp.Error
 	}
-	var rec struct {
-		Owner string `json:"owner"`
-	}
-	if err := json.Unmarshal(resp.Message.Data, &rec); err != nil {
-		return "", err
-	}
-	return rec.Owner, nil
+	return json.Unmarshal(resp.Message.Data, v)
 }

@@ -128,6 +128,12 @@ func (s *sessionRig) cancelTakenOver() string {
 // gateway killed and the gateway that took the run over (0 when unknown).
 func (s *sessionRig) killAndTakeOver(id string, nth, finished int) (killed, taker int, problems []string) {
 	s.t.Helper()
+	// A turn's end keeps its session in the cluster a moment after the
+	// record says so: a replica killed before that has left nothing to
+	// take the run over from, and the run ends interrupted.
+	if rec, _, err := getRun(s.Nginx, id); err != nil || !waitFor(settleWithin, func() bool { return s.sessionKeptFor("claude", rec.SessionID, id) }) {
+		s.t.Fatalf("run %s: its session (%v) is never recorded kept by it", id, err)
+	}
 	killed = s.owner(id)
 	if killed == 0 {
 		s.t.Fatalf("run %s: no gateway's process tree holds its CLI before kill %d", id, nth)
