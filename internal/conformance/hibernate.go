@@ -140,6 +140,8 @@ func (s *suite) hibernateAndWake(t *testing.T) {
 	if r.Status != runs.Succeeded || len(r.Turns) != 2 || r.Turns[1].MessageID != msg.MessageID {
 		t.Fatalf("status %s, error %+v, turns %+v, want succeeded with the woken turn second; events %s", r.Status, r.Error, r.Turns, typesOf(evs))
 	}
+	// The run's usage is its two turns', asleep between them or not.
+	g.wantUsage(t, r)
 	wantNoProcesses(t, r.ID, "no-marker-"+r.ID)
 }
 

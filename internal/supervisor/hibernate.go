@@ -233,7 +233,8 @@ func (s *Supervisor) cancelAsleep(ctx context.Context, r runs.Run, by runs.Actor
 	ctx = context.WithoutCancel(ctx)
 	t := s.asleepTask(ctx, r)
 	t.cancelledBy = actorPtr(by)
-	s.finish(ctx, t, runs.Outcome{}, stopError(errCancelled, r.Agent), nil)
+	out := runs.Outcome{Usage: r.Usage, CostUSD: r.CostUSD, SessionID: r.SessionID}
+	s.finish(ctx, t, out, stopError(errCancelled, r.Agent), nil)
 	return t.run
 }
 
@@ -333,7 +334,8 @@ func (s *Supervisor) wakeStored(ctx context.Context, r runs.Run, in runs.Input, 
 		s.releaseWakeSlot()
 		return runs.InputResult{}, fmt.Errorf("wake run %s: read its last event: %w", r.ID, err)
 	}
-	t := &task{run: claimed, seq: last.Seq, started: true, agent: a, woken: true, wokenAt: time.Now(), wokeFrom: r.Owner}
+	t := &task{run: claimed, seq: last.Seq, started: true, agent: a, woken: true, wokenAt: time.Now(), wokeFrom: r.Owner,
+		usageBefore: claimed.Usage, costBefore: claimed.CostUSD}
 	s.mu.Lock()
 	s.tasks[r.ID] = t
 	s.mu.Unlock()

@@ -21,10 +21,10 @@ func observeUsageLocked(t *task, ev runs.Event) {
 	if !ok || ev.Type != runs.EventUsageUpdated || ev.ParentToolCallID != "" || t.done {
 		return
 	}
-	t.run.Usage = d.Usage
+	// A woken run's CLI counts only what it ran since the wake.
+	t.run.Usage = t.usageBefore.Add(d.Usage)
 	if d.CostUSD != nil {
-		c := *d.CostUSD
-		t.run.CostUSD = &c
+		t.run.CostUSD = addCostUSD(t.costBefore, *d.CostUSD)
 	}
 	t.usageDirty = true
 }

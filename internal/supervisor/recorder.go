@@ -40,6 +40,9 @@ func (s *Supervisor) finish(ctx context.Context, t *task, out runs.Outcome, over
 			out.Usage = *out.SessionUsage
 		}
 	}
+	if t.woken {
+		out.Usage, out.CostUSD = sleptRunTotals(t, out.Usage, out.CostUSD)
+	}
 	now := s.cfg.Now().UTC()
 	r := s.recordFinished(t, out, status, runErr, exit, now)
 	var dur time.Duration
@@ -197,6 +200,23 @@ func (s *Supervisor) finishLater(t *task, r runs.Run, completed runs.Event) {
 			return
 		}
 	}
+}
+
+// sleptRunTotals is the usage and cost of t, a run that slept and woke:
+// its CLI, started again, reports only the turns it ran, and the record
+// counts them all (the sum of the turns, or the live figures from the
+// wake on).
+func sleptRunTotals(t *task, usage runs.Usage, cost *float64) (runs.Usage, *float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if total(t.run.Usage) > total(usage) {
+		usage = t.run.Usage
+	}
+	if c := t.run.CostUSD; c != nil && (cost == nil || *c > *cost) {
+		v := *c
+		cost = &v
+	}
+	return usage, cost
 }
 
 // recordSession records the run's session for the runs that resume it:

@@ -388,6 +388,10 @@ type task struct {
 	wakeMessageID string
 	wokenAt       time.Time
 	wokeFrom      string // the replica that owned the run asleep
+	// usageBefore and costBefore are a woken run's usage and cost when
+	// it woke: its CLI's live figures count from there.
+	usageBefore runs.Usage
+	costBefore  *float64
 	slept         chan struct{}
 	// usageDirty: the record's usage changed since it was last stored;
 	// usageStoredAt is when a usage change was last stored.
