@@ -392,7 +392,7 @@ type task struct {
 	// it woke: its CLI's live figures count from there.
 	usageBefore runs.Usage
 	costBefore  *float64
-	slept         chan struct{}
+	slept       chan struct{}
 	// usageDirty: the record's usage changed since it was last stored;
 	// usageStoredAt is when a usage change was last stored.
 	usageDirty    bool
