@@ -90,8 +90,12 @@ func (k *keeper) submit(t *testing.T, st runs.Store, spec runs.Spec) runs.Run {
 func waitAsleep(t *testing.T, st runs.Store, k *keeper, id string) runs.Run {
 	t.Helper()
 	r := waitRecordOf(t, st, id, "hibernated", func(r runs.Run) bool { return r.Activity == runs.Hibernated })
-	if k.sup.task(id) != nil {
-		t.Errorf("replica %s still holds a task of the hibernated run", k.sup.cfg.Replica)
+	// The record says hibernated a moment before the replica lets the
+	// task go: input meanwhile finds the task and waits for the sleep.
+	for deadline := time.Now().Add(time.Minute); k.sup.task(id) != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) { // a hang guard, not a target
+			t.Fatalf("replica %s still holds a task of the hibernated run", k.sup.cfg.Replica)
+		}
 	}
 	if pids, err := k.sup.tree.Find(id); err != nil || len(pids) > 0 {
 		t.Errorf("processes of the hibernated run: %v (%v), want none", pids, err)
@@ -429,5 +433,27 @@ func TestAWakeTakesASlot(t *testing.T) {
 	}
 	if r, _ := st.GetRun(context.Background(), x.ID); r.Activity != runs.Hibernated || len(r.Turns) != 2 {
 		t.Errorf("after the refused wakes the run is %s with %d turns, want hibernated with 2", r.Activity, len(r.Turns))
+	}
+}
+
+// A sweep that read the live replicas before a replica started, and its
+// runs after that replica claimed one, leaves the run alone: its owner's
+// heartbeat, stored before its first claim, is looked up again.
+func TestASweepLeavesTheRunsOfAReplicaThatJustStarted(t *testing.T) {
+	st := runstest.Store(t)
+	r := seedCutRun(t, st, st.(runs.Snapshots)) // owned by "dead", which now starts
+	if err := st.Heartbeat(context.Background(), "dead"); err != nil {
+		t.Fatal(err)
+	}
+	b := startKeeper(t, st, "b", func(c *Config) { c.ReplicaTTL = 0 }) // sweeps only when told
+	if err := b.sup.sweepOrphans(context.Background(), map[string]bool{"b": true}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.GetRun(context.Background(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Owner != "dead" || got.Status != runs.Running || got.Activity == runs.Hibernated {
+		t.Fatalf("the run of a replica that just started was swept: owner %s, %s, %s", got.Owner, got.Status, got.Activity)
 	}
 }

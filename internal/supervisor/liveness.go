@@ -73,15 +73,33 @@ const orphanQueuedAfter = time.Minute
 // Hibernated runs have no process: those of a dead replica are adopted
 // (their timers kept here), and this replica's timers are made those of
 // the hibernated runs it owns.
+//
+// A run is read after live was: its owner may have started since, and
+// claimed it, its heartbeat stored before its first claim. So an owner
+// live does not name is looked up again, after its run was read, before
+// anything of it is taken; once found dead it stays so for the sweep.
 func (s *Supervisor) sweepOrphans(ctx context.Context, live map[string]bool) error {
 	asleep, since := map[string]time.Time{}, s.cfg.Now()
+	dead := map[string]bool{}
+	alive := func(owner string) bool {
+		if live[owner] || dead[owner] {
+			return live[owner]
+		}
+		fresh, err := s.store.LiveReplicas(ctx)
+		if err != nil {
+			return true // unknown: nothing is taken from it this sweep
+		}
+		live = fresh
+		dead[owner] = !live[owner]
+		return live[owner]
+	}
 	err := s.eachRun(ctx, []runs.State{runs.Queued, runs.Running}, func(r runs.Run) {
 		switch {
 		case r.Owner == s.cfg.Replica:
 			if r.Activity == runs.Hibernated {
 				asleep[r.ID] = closesAt(r, s.cfg.Now())
 			}
-		case r.Owner != "" && live[r.Owner]:
+		case r.Owner != "" && alive(r.Owner):
 		case r.Activity == runs.Hibernated:
 			if closes, ok := s.adoptSleeper(ctx, r); ok {
 				asleep[r.ID] = closes
